@@ -1,0 +1,415 @@
+//! The allocation ledger of each node, and the plan that moves a tenant toward what it asks for.
+//!
+//! ```text
+//!   TenantWants (uid, footprint, suspend) ──plan_tenant──▶ Plan
+//!                                                          ├─ Edit(node, uid → entry | none)  one guarded write
+//!                                                          ├─ Holding / ResizeBlocked          nothing to write
+//!                                                          └─ Pending(NoFit) / SuspendedUnplaced
+//!   NodeLedger: name, state, capacity, entries (one per tenant UID) ─▶ allocated (recomputed)
+//! ```
+//!
+//! Rules enforced here (DESIGN.md, "The allocation protocol"):
+//! - a node's entries are the only record of reservations, keyed by tenant UID; `allocated` is
+//!   always recomputed from them (checked), never kept as a running counter;
+//! - a plan changes at most one node's entries; the caller writes it under that node's
+//!   resourceVersion and plans again from fresh data, so a plan never acts on stale room;
+//! - a tenant holding entries on several nodes keeps the one its status names (or the first by
+//!   name) and the others are removed first;
+//! - resize: the new footprint replaces the entry in place when it fits on the tenant's node
+//!   without counting its own old entry, or when it shrinks in every dimension; otherwise the old
+//!   entry stays (`ResizeBlocked`). Growing on an Offline node is blocked;
+//! - a suspended tenant keeps what it holds and is not placed when it holds nothing;
+//! - planning never over-commits a node: every `Reserve` and growing `Resize` it returns fits.
+
+use crate::fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit};
+use crate::Resources;
+
+/// One reservation on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The tenant's UID: a tenant re-created under the same name is a new tenant.
+    pub uid: String,
+    /// `namespace/name`, for people reading the node.
+    pub tenant: String,
+    pub resources: Resources,
+}
+
+/// A node's reservations, checked: the sum of its entries fits the integer range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLedger {
+    name: String,
+    state: NodeState,
+    capacity: Resources,
+    entries: Vec<Entry>,
+    allocated: Resources,
+}
+
+/// Why a node's recorded reservations cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LedgerError {
+    /// The entries sum past the largest integer the API can store.
+    TotalOverflows { node: String },
+}
+
+impl std::fmt::Display for LedgerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LedgerError::TotalOverflows { node } => write!(
+                f,
+                "the allocations recorded on node {node} add up past the largest storable integer"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LedgerError {}
+
+impl NodeLedger {
+    pub fn new(
+        name: impl Into<String>,
+        state: NodeState,
+        capacity: Resources,
+        entries: Vec<Entry>,
+    ) -> Result<Self, LedgerError> {
+        let name = name.into();
+        let Some(allocated) = Resources::checked_sum(entries.iter().map(|e| &e.resources)) else {
+            return Err(LedgerError::TotalOverflows { node: name });
+        };
+        Ok(NodeLedger { name, state, capacity, entries, allocated })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The sum of the entries.
+    pub fn allocated(&self) -> Resources {
+        self.allocated
+    }
+
+    pub fn view(&self) -> NodeView<'_> {
+        NodeView {
+            name: &self.name,
+            state: self.state,
+            capacity: self.capacity,
+            allocated: self.allocated,
+        }
+    }
+
+    /// The entry held by this tenant UID, if any.
+    pub fn entry_of(&self, uid: &str) -> Option<&Entry> {
+        self.entries.iter().find(|entry| entry.uid == uid)
+    }
+
+    /// The entries after an edit: the UID's entry replaced, added or removed, others untouched.
+    pub fn edited_entries(&self, edit: &Edit) -> Vec<Entry> {
+        let mut entries: Vec<Entry> = self
+            .entries
+            .iter()
+            .filter(|entry| entry.uid != edit.uid)
+            .cloned()
+            .collect();
+        match (&edit.entry, self.entries.iter().position(|e| e.uid == edit.uid)) {
+            // Keep the entry where it was, so a resize does not reorder the node's list.
+            (Some(new), Some(index)) => entries.insert(index.min(entries.len()), new.clone()),
+            (Some(new), None) => entries.push(new.clone()),
+            (None, _) => {}
+        }
+        entries
+    }
+}
+
+/// What a tenant asks for, as planning needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TenantWants<'a> {
+    pub uid: &'a str,
+    /// `namespace/name`
+    pub tenant: &'a str,
+    /// Per-replica resources × replicas, already checked.
+    pub footprint: Resources,
+    pub suspend: bool,
+    /// The node the tenant's status names, which wins when duplicates are found.
+    pub status_node: Option<&'a str>,
+}
+
+/// Why an edit is made; it names the event and the log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EditKind {
+    Reserve,
+    Resize,
+    DropDuplicate,
+    Release,
+}
+
+/// One change to one node's entries: set (or remove, with `entry: None`) the UID's entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Edit {
+    pub kind: EditKind,
+    pub node: String,
+    pub uid: String,
+    pub entry: Option<Entry>,
+}
+
+/// The next step for a tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Write this edit (guarded by the node's resourceVersion), then plan again.
+    Edit(Edit),
+    /// The tenant holds exactly its footprint on this node.
+    Holding { node: String, reserved: Resources },
+    /// The tenant holds `reserved` on `node`; its new footprint does not fit there.
+    ResizeBlocked {
+        node: String,
+        reserved: Resources,
+        shortfall: Shortfall,
+        node_offline: bool,
+    },
+    /// The tenant holds nothing and no node can take it.
+    Pending(NoFit),
+    /// The tenant holds nothing and is suspended, so it is not placed.
+    SuspendedUnplaced,
+}
+
+/// The next step that moves a tenant toward its wanted footprint. Pure: same inputs, same plan.
+pub fn plan_tenant(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Plan {
+    let mut holders: Vec<&NodeLedger> =
+        nodes.iter().filter(|n| n.entry_of(wants.uid).is_some()).collect();
+    holders.sort_by(|a, b| a.name.cmp(&b.name));
+    let kept_index = holders
+        .iter()
+        .position(|n| Some(n.name.as_str()) == wants.status_node)
+        .unwrap_or(0);
+    if let Some(duplicate) = holders.iter().enumerate().find(|(i, _)| *i != kept_index) {
+        return Plan::Edit(Edit {
+            kind: EditKind::DropDuplicate,
+            node: duplicate.1.name.clone(),
+            uid: wants.uid.to_owned(),
+            entry: None,
+        });
+    }
+    match holders.first() {
+        Some(node) => plan_held(wants, node),
+        None if wants.suspend => Plan::SuspendedUnplaced,
+        None => {
+            let views: Vec<NodeView<'_>> = nodes.iter().map(NodeLedger::view).collect();
+            match first_fit(&views, &wants.footprint) {
+                Decision::Place(node) => Plan::Edit(Edit {
+                    kind: EditKind::Reserve,
+                    node: node.to_owned(),
+                    uid: wants.uid.to_owned(),
+                    entry: Some(entry_for(wants)),
+                }),
+                Decision::NoFit(no_fit) => Plan::Pending(no_fit),
+            }
+        }
+    }
+}
+
+fn entry_for(wants: &TenantWants<'_>) -> Entry {
+    Entry {
+        uid: wants.uid.to_owned(),
+        tenant: wants.tenant.to_owned(),
+        resources: wants.footprint,
+    }
+}
+
+/// The plan for a tenant that holds an entry on `node`.
+fn plan_held(wants: &TenantWants<'_>, node: &NodeLedger) -> Plan {
+    let Some(held) = node.entry_of(wants.uid) else {
+        return Plan::Holding { node: node.name.clone(), reserved: Resources::ZERO };
+    };
+    let resize = || {
+        Plan::Edit(Edit {
+            kind: EditKind::Resize,
+            node: node.name.clone(),
+            uid: wants.uid.to_owned(),
+            entry: Some(entry_for(wants)),
+        })
+    };
+    if held.resources == wants.footprint {
+        // A changed name (impossible for one UID) is not worth a write; the UID is the key.
+        return Plan::Holding { node: node.name.clone(), reserved: held.resources };
+    }
+    if wants.footprint.fits_within(&held.resources) {
+        // Shrinking never needs room, even on a node over capacity or Offline.
+        return resize();
+    }
+    let others = node.allocated.saturating_sub(held.resources);
+    let room = node.capacity.saturating_sub(others);
+    let offline = node.state == NodeState::Offline;
+    if !offline && wants.footprint.fits_within(&room) {
+        return resize();
+    }
+    Plan::ResizeBlocked {
+        node: node.name.clone(),
+        reserved: held.resources,
+        shortfall: Shortfall { requested: wants.footprint, available: room },
+        node_offline: offline,
+    }
+}
+
+/// The next release for a deleted tenant: remove its entry from the first node (by name) holding
+/// one. `None` when no node holds an entry: releasing again is a no-op.
+pub fn plan_release(uid: &str, nodes: &[NodeLedger]) -> Option<Edit> {
+    nodes
+        .iter()
+        .filter(|n| n.entry_of(uid).is_some())
+        .min_by(|a, b| a.name.cmp(&b.name))
+        .map(|node| Edit {
+            kind: EditKind::Release,
+            node: node.name.clone(),
+            uid: uid.to_owned(),
+            entry: None,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn ledger(name: &str, capacity: Resources, entries: &[(&str, Resources)]) -> NodeLedger {
+        let entries = entries
+            .iter()
+            .map(|(uid, r)| Entry { uid: (*uid).into(), tenant: format!("default/{uid}"), resources: *r })
+            .collect();
+        NodeLedger::new(name, NodeState::Online, capacity, entries).unwrap()
+    }
+
+    fn wants(uid: &str, footprint: Resources) -> TenantWants<'_> {
+        TenantWants { uid, tenant: "default/t", footprint, suspend: false, status_node: None }
+    }
+
+    const EU1: Resources = Resources::new(64, 256, 8000);
+    const EU2: Resources = Resources::new(32, 128, 4000);
+
+    #[test]
+    fn allocated_is_the_sum_of_entries() {
+        // 2+4 threads, 4+8 GB, 20+40 GB
+        let node = ledger("n", EU1, &[("a", Resources::new(2, 4, 20)), ("b", Resources::new(4, 8, 40))]);
+        assert_eq!(node.allocated(), Resources::new(6, 12, 60));
+    }
+
+    #[test]
+    fn entries_that_overflow_make_the_ledger_invalid() {
+        let huge = Resources::new(Resources::LIMIT, 0, 0);
+        let entries = vec![
+            Entry { uid: "a".into(), tenant: "d/a".into(), resources: huge },
+            Entry { uid: "b".into(), tenant: "d/b".into(), resources: Resources::new(1, 0, 0) },
+        ];
+        assert_eq!(
+            NodeLedger::new("n", NodeState::Online, EU1, entries),
+            Err(LedgerError::TotalOverflows { node: "n".into() })
+        );
+    }
+
+    #[test]
+    fn a_new_tenant_reserves_on_the_first_fitting_node() {
+        let nodes = [ledger("node-eu-1", EU1, &[]), ledger("node-eu-2", EU2, &[])];
+        let plan = plan_tenant(&wants("acme", Resources::new(2, 4, 20)), &nodes);
+        let Plan::Edit(edit) = plan else { panic!("expected a reserve, got {plan:?}") };
+        assert_eq!((edit.kind, edit.node.as_str()), (EditKind::Reserve, "node-eu-1"));
+    }
+
+    #[test]
+    fn a_tenant_already_holding_its_footprint_is_adopted_not_reserved_twice() {
+        let nodes = [ledger("node-eu-1", EU1, &[("acme", Resources::new(2, 4, 20))])];
+        assert_eq!(
+            plan_tenant(&wants("acme", Resources::new(2, 4, 20)), &nodes),
+            Plan::Holding { node: "node-eu-1".into(), reserved: Resources::new(2, 4, 20) }
+        );
+    }
+
+    #[test]
+    fn resize_table() {
+        struct Case {
+            name: &'static str,
+            node: NodeLedger,
+            footprint: Resources,
+            resized: bool,
+        }
+        let cases = [
+            Case {
+                // acme 2→4 threads (Standalone→Cluster): others 0, room 64 ≥ 4.
+                name: "growing into free room updates in place",
+                node: ledger("n", EU1, &[("acme", Resources::new(2, 4, 20))]),
+                footprint: Resources::new(4, 8, 40),
+                resized: true,
+            },
+            Case {
+                // others hold 60 threads; room = 64 - 60 = 4 counts acme's own 2: 4 ≥ 4 fits.
+                name: "the tenant's own entry counts as room",
+                node: ledger("n", EU1, &[("acme", Resources::new(2, 4, 20)), ("x", Resources::new(60, 0, 0))]),
+                footprint: Resources::new(4, 8, 40),
+                resized: true,
+            },
+            Case {
+                // others hold 61; room = 64 - 61 = 3 < 4: blocked, old entry kept.
+                name: "growing past the room is blocked",
+                node: ledger("n", EU1, &[("acme", Resources::new(2, 4, 20)), ("x", Resources::new(61, 0, 0))]),
+                footprint: Resources::new(4, 8, 40),
+                resized: false,
+            },
+            Case {
+                // capacity 1 thread, holding 2+61: over capacity; shrinking 2→1 needs no room.
+                name: "shrinking always goes through, even over capacity",
+                node: ledger("n", Resources::new(1, 256, 8000), &[("acme", Resources::new(2, 4, 20)), ("x", Resources::new(61, 0, 0))]),
+                footprint: Resources::new(1, 4, 20),
+                resized: true,
+            },
+        ];
+        for case in cases {
+            let plan = plan_tenant(&wants("acme", case.footprint), std::slice::from_ref(&case.node));
+            let resized = matches!(&plan, Plan::Edit(e) if e.kind == EditKind::Resize);
+            assert_eq!(resized, case.resized, "{}: {plan:?}", case.name);
+            if !case.resized {
+                assert!(matches!(plan, Plan::ResizeBlocked { .. }), "{}", case.name);
+            }
+        }
+    }
+
+    #[test]
+    fn duplicates_keep_the_node_the_status_names() {
+        let r = Resources::new(2, 4, 20);
+        let nodes = [ledger("a", EU1, &[("acme", r)]), ledger("b", EU1, &[("acme", r)])];
+        let mut w = wants("acme", r);
+        w.status_node = Some("b");
+        let Plan::Edit(edit) = plan_tenant(&w, &nodes) else { panic!("expected a drop") };
+        assert_eq!((edit.kind, edit.node.as_str(), edit.entry), (EditKind::DropDuplicate, "a", None));
+    }
+
+    #[test]
+    fn a_suspended_tenant_without_a_node_is_not_placed_and_one_with_a_node_keeps_it() {
+        let r = Resources::new(2, 4, 20);
+        let mut w = wants("acme", r);
+        w.suspend = true;
+        assert_eq!(plan_tenant(&w, &[ledger("a", EU1, &[])]), Plan::SuspendedUnplaced);
+        assert_eq!(
+            plan_tenant(&w, &[ledger("a", EU1, &[("acme", r)])]),
+            Plan::Holding { node: "a".into(), reserved: r }
+        );
+    }
+
+    #[test]
+    fn releasing_a_tenant_that_holds_nothing_is_a_no_op() {
+        let nodes = [ledger("a", EU1, &[("other", Resources::new(1, 1, 1))])];
+        assert_eq!(plan_release("acme", &nodes), None);
+        let nodes = [ledger("a", EU1, &[("acme", Resources::new(1, 1, 1))])];
+        let edit = plan_release("acme", &nodes).unwrap();
+        assert_eq!(nodes[0].edited_entries(&edit), vec![]);
+    }
+
+    #[test]
+    fn a_resize_keeps_the_entry_in_its_place() {
+        let node = ledger("a", EU1, &[("x", Resources::new(1, 1, 1)), ("acme", Resources::new(1, 1, 1)), ("y", Resources::new(1, 1, 1))]);
+        let Plan::Edit(edit) = plan_tenant(&wants("acme", Resources::new(2, 2, 2)), std::slice::from_ref(&node)) else {
+            panic!("expected a resize")
+        };
+        let uids: Vec<_> = node.edited_entries(&edit).into_iter().map(|e| (e.uid, e.resources.threads)).collect();
+        assert_eq!(uids, vec![("x".into(), 1), ("acme".into(), 2), ("y".into(), 1)]);
+    }
+}

@@ -1,0 +1,146 @@
+//! Properties of first fit and of tenant plans, over random fleets.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+
+use placement::{
+    Decision, EditKind, Entry, NodeLedger, NodeState, NodeView, Plan, Resources, TenantWants,
+    first_fit, plan_tenant,
+};
+use proptest::prelude::*;
+
+fn resources(max: u64) -> impl Strategy<Value = Resources> {
+    (0..=max, 0..=max, 0..=max).prop_map(|(t, m, s)| Resources::new(t, m, s))
+}
+
+fn state() -> impl Strategy<Value = NodeState> {
+    prop_oneof![
+        6 => Just(NodeState::Online),
+        1 => Just(NodeState::Cordoned),
+        1 => Just(NodeState::Offline),
+    ]
+}
+
+#[derive(Clone, Debug)]
+struct OwnedNode {
+    name: String,
+    state: NodeState,
+    capacity: Resources,
+    allocated: Resources,
+}
+
+impl OwnedNode {
+    fn view(&self) -> NodeView<'_> {
+        NodeView { name: &self.name, state: self.state, capacity: self.capacity, allocated: self.allocated }
+    }
+}
+
+/// Up to 12 nodes with distinct names; allocated is sometimes above capacity (a lowered capacity).
+fn fleet() -> impl Strategy<Value = Vec<OwnedNode>> {
+    proptest::collection::btree_set("[a-d]{1,3}", 0..12).prop_flat_map(|names| {
+        let n = names.len();
+        (Just(names), proptest::collection::vec((state(), resources(64), resources(72)), n))
+    })
+    .prop_map(|(names, specs)| {
+        names
+            .into_iter()
+            .zip(specs)
+            .map(|(name, (state, capacity, allocated))| OwnedNode { name, state, capacity, allocated })
+            .collect()
+    })
+}
+
+proptest! {
+    #[test]
+    fn first_fit_never_picks_a_node_short_in_any_dimension(nodes in fleet(), request in resources(40)) {
+        let views: Vec<_> = nodes.iter().map(OwnedNode::view).collect();
+        if let Decision::Place(name) = first_fit(&views, &request) {
+            let chosen = views.iter().find(|v| v.name == name).unwrap();
+            prop_assert!(chosen.takes_new_tenants());
+            prop_assert!(request.fits_within(&chosen.free()));
+            // And the node stays within capacity after the reservation.
+            prop_assert!(chosen.allocated.checked_add(request).unwrap().fits_within(&chosen.capacity));
+        }
+    }
+
+    #[test]
+    fn first_fit_picks_the_first_eligible_fitting_node_by_name(nodes in fleet(), request in resources(40)) {
+        let views: Vec<_> = nodes.iter().map(OwnedNode::view).collect();
+        let mut sorted = views.clone();
+        sorted.sort_by(|a, b| a.name.cmp(b.name));
+        // The seed's loop, literally: scan by name, skip non-online, first that fits all three.
+        let expected = sorted
+            .iter()
+            .find(|n| n.takes_new_tenants() && request.fits_within(&n.free()))
+            .map(|n| n.name);
+        match first_fit(&views, &request) {
+            Decision::Place(name) => prop_assert_eq!(Some(name), expected),
+            Decision::NoFit(no_fit) => {
+                prop_assert_eq!(expected, None);
+                // The reported shortfall is real: some dimension is short, or no node has all three.
+                let eligible = views.iter().filter(|v| v.takes_new_tenants()).count();
+                prop_assert_eq!(no_fit.eligible_nodes, eligible);
+                for v in views.iter().filter(|v| v.takes_new_tenants()) {
+                    prop_assert!(v.free().fits_within(&no_fit.shortfall.available));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn first_fit_does_not_depend_on_input_order(nodes in fleet(), request in resources(40), seed in any::<u64>()) {
+        let views: Vec<_> = nodes.iter().map(OwnedNode::view).collect();
+        let mut shuffled = views.clone();
+        // A deterministic shuffle from the seed.
+        let mut state = seed | 1;
+        for i in (1..shuffled.len()).rev() {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+            shuffled.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        prop_assert_eq!(first_fit(&views, &request), first_fit(&shuffled, &request));
+    }
+
+    /// Apply every plan a random sequence of tenant requests produces: no write ever takes a node
+    /// that was within capacity beyond it, and growth never happens on a node that is over.
+    #[test]
+    fn plans_never_over_commit_a_node(
+        nodes in fleet(),
+        requests in proptest::collection::vec((0usize..6, resources(30), any::<bool>()), 1..40),
+    ) {
+        let mut ledgers: Vec<NodeLedger> = nodes
+            .iter()
+            .map(|n| NodeLedger::new(n.name.clone(), n.state, n.capacity, vec![]).unwrap())
+            .collect();
+        for (tenant, footprint, suspend) in requests {
+            let uid = format!("uid-{tenant}");
+            let wants = TenantWants { uid: &uid, tenant: &uid, footprint, suspend, status_node: None };
+            // Drive the plan to a resting state, as the controller does (one edit at a time).
+            for _ in 0..4 {
+                let Plan::Edit(edit) = plan_tenant(&wants, &ledgers) else { break };
+                let index = ledgers.iter().position(|l| l.name() == edit.node).unwrap();
+                let before = ledgers[index].clone();
+                let entries = before.edited_entries(&edit);
+                let after = NodeLedger::new(edit.node.clone(), before.view().state, before.view().capacity, entries).unwrap();
+                let grew = !after.allocated().fits_within(&before.allocated());
+                if grew {
+                    prop_assert!(after.allocated().fits_within(&after.view().capacity), "{edit:?} over-commits");
+                    prop_assert!(matches!(edit.kind, EditKind::Reserve | EditKind::Resize));
+                }
+                ledgers[index] = after;
+            }
+            // At rest a tenant holds at most one entry.
+            let holders = ledgers.iter().filter(|l| l.entry_of(&uid).is_some()).count();
+            prop_assert!(holders <= 1);
+        }
+    }
+}
+
+#[test]
+fn plan_release_removes_exactly_one_entry_per_call() {
+    let entry = |uid: &str| Entry { uid: uid.into(), tenant: uid.into(), resources: Resources::new(1, 1, 1) };
+    let nodes = vec![
+        NodeLedger::new("b", NodeState::Online, Resources::new(9, 9, 9), vec![entry("x"), entry("y")]).unwrap(),
+        NodeLedger::new("a", NodeState::Offline, Resources::new(9, 9, 9), vec![entry("x")]).unwrap(),
+    ];
+    let edit = placement::plan_release("x", &nodes).unwrap();
+    assert_eq!(edit.node, "a");
+    assert_eq!(edit.entry, None);
+}

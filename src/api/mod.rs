@@ -1,0 +1,87 @@
+//! The two custom resources, `Tenant` and `Node`, in group `placement.tenant-placer.dev/v1alpha1`.
+//!
+//! Rules enforced here:
+//! - the Rust types are the single source of the CRD schemas (`tenant-placer crd` prints them,
+//!   `crds/` holds them, a test fails when they drift);
+//! - quantities are `int64` in the API with a minimum of 0; conversion into the pure
+//!   [`placement::Resources`] is checked and a negative or oversized amount is an error that
+//!   names the field, never a panic;
+//! - our `Node` shares its kind name with core `v1/Node`: import the core one under an alias.
+
+mod node;
+mod tenant;
+
+pub use node::{
+    AllocationEntry, Node, NodeCondition, NodeSpec, NodeState, NodeStatus, OVER_CAPACITY_CONDITION,
+};
+pub use tenant::{
+    PLACED_CONDITION, Tenant, TenantCondition, TenantMode, TenantPhase, TenantSpec, TenantStatus,
+};
+
+use kube::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The API group of both kinds.
+pub const GROUP: &str = "placement.tenant-placer.dev";
+
+/// An amount in each of the three dimensions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceAmounts {
+    /// CPU threads.
+    #[schemars(range(min = 0))]
+    pub threads: i64,
+    /// Memory, in whole gigabytes.
+    #[schemars(range(min = 0))]
+    pub memory_gb: i64,
+    /// Storage, in whole gigabytes.
+    #[schemars(range(min = 0))]
+    pub storage_gb: i64,
+}
+
+/// An amount that cannot be used: negative, which only a hand edit or an old schema lets in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} is {value}; amounts must be whole numbers of at least 0")]
+pub struct NegativeAmount {
+    pub field: &'static str,
+    pub value: i64,
+}
+
+impl ResourceAmounts {
+    /// Checked conversion into placement's unsigned amounts.
+    pub fn to_resources(&self) -> Result<placement::Resources, NegativeAmount> {
+        let amount = |field: &'static str, value: i64| {
+            u64::try_from(value).map_err(|_| NegativeAmount { field, value })
+        };
+        Ok(placement::Resources::new(
+            amount("threads", self.threads)?,
+            amount("memoryGb", self.memory_gb)?,
+            amount("storageGb", self.storage_gb)?,
+        ))
+    }
+}
+
+impl From<placement::Resources> for ResourceAmounts {
+    /// Placement amounts never exceed `i64::MAX` ([`placement::Resources::LIMIT`]).
+    fn from(resources: placement::Resources) -> Self {
+        let clamp = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        ResourceAmounts {
+            threads: clamp(resources.threads),
+            memory_gb: clamp(resources.memory_gb),
+            storage_gb: clamp(resources.storage_gb),
+        }
+    }
+}
+
+/// Both CRDs as YAML documents, Tenant first, as `tenant-placer crd` prints them.
+pub fn crd_yaml() -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
+    Ok(vec![
+        ("tenant.yaml", to_yaml(&Tenant::crd())?),
+        ("node.yaml", to_yaml(&Node::crd())?),
+    ])
+}
+
+fn to_yaml<T: Serialize>(value: &T) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(value)
+}

@@ -1,0 +1,107 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::ResourceAmounts;
+
+/// The condition a Node carries when it holds more than its capacity (capacity was lowered).
+pub const OVER_CAPACITY_CONDITION: &str = "OverCapacity";
+
+/// A bare-metal node that tenant-placer places tenants on. (Not the core v1 Node: `kubectl get pnodes`.)
+#[derive(CustomResource, JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "placement.tenant-placer.dev",
+    version = "v1alpha1",
+    kind = "Node",
+    shortname = "pnode",
+    category = "placement",
+    status = "NodeStatus",
+    doc = "A bare-metal node with a capacity in threads, memory and storage. tenant-placer records \
+           every tenant reservation in its status.allocations.",
+    printcolumn(name = "State", type_ = "string", json_path = ".spec.state", description = "Online, Cordoned or Offline"),
+    printcolumn(name = "Free-Threads", type_ = "integer", json_path = ".status.free.threads", description = "Threads not reserved"),
+    printcolumn(name = "Free-Memory-GB", type_ = "integer", json_path = ".status.free.memoryGb", description = "Memory not reserved, GB"),
+    printcolumn(name = "Free-Storage-GB", type_ = "integer", json_path = ".status.free.storageGb", description = "Storage not reserved, GB"),
+    printcolumn(name = "Tenants", type_ = "integer", json_path = ".status.tenants", description = "Reservations held"),
+    printcolumn(name = "Threads", type_ = "integer", json_path = ".spec.capacity.threads", priority = "1", description = "Thread capacity"),
+    printcolumn(name = "Allocated-Threads", type_ = "integer", json_path = ".status.allocated.threads", priority = "1", description = "Threads reserved"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpec {
+    /// What the node offers in each dimension.
+    pub capacity: ResourceAmounts,
+    /// Online takes tenants; Cordoned keeps its tenants and takes no new ones; Offline likewise.
+    #[serde(default)]
+    pub state: NodeState,
+}
+
+/// Whether a node takes tenants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NodeState {
+    #[default]
+    Online,
+    Cordoned,
+    Offline,
+}
+
+impl From<NodeState> for placement::NodeState {
+    fn from(state: NodeState) -> Self {
+        match state {
+            NodeState::Online => placement::NodeState::Online,
+            NodeState::Cordoned => placement::NodeState::Cordoned,
+            NodeState::Offline => placement::NodeState::Offline,
+        }
+    }
+}
+
+/// Written only by tenant-placer. `allocations` is the record; the totals are derived from it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// One entry per tenant UID holding a reservation here: the only record of reservations.
+    #[serde(default)]
+    pub allocations: Vec<AllocationEntry>,
+    /// The sum of allocations, recomputed on every write.
+    #[serde(default)]
+    pub allocated: ResourceAmounts,
+    /// Capacity minus allocated per dimension, never below 0.
+    #[serde(default)]
+    pub free: ResourceAmounts,
+    /// The number of allocations.
+    #[serde(default)]
+    pub tenants: i64,
+    /// OverCapacity when capacity was lowered below what the node holds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<NodeCondition>,
+}
+
+/// One tenant's reservation on this node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocationEntry {
+    /// The tenant, as namespace/name.
+    pub tenant: String,
+    /// The tenant's metadata.uid: the key of the reservation.
+    pub uid: String,
+    /// The footprint reserved (per replica x replicas).
+    pub resources: ResourceAmounts,
+}
+
+/// A condition in the usual Kubernetes shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeCondition {
+    /// The condition type, e.g. OverCapacity.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: String,
+    /// A CamelCase reason.
+    pub reason: String,
+    /// A human sentence.
+    pub message: String,
+    /// When the status last changed.
+    pub last_transition_time: Time,
+}

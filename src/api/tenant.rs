@@ -1,0 +1,173 @@
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::ResourceAmounts;
+
+/// The type of the condition that says whether the tenant holds its reservation.
+pub const PLACED_CONDITION: &str = "Placed";
+
+/// A tenant to place on one node: resources per replica, a mode, and a replica count.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "placement.tenant-placer.dev",
+    version = "v1alpha1",
+    kind = "Tenant",
+    namespaced,
+    shortname = "tn",
+    category = "placement",
+    status = "TenantStatus",
+    doc = "A tenant that tenant-placer places on one Node by first fit, reserving its resources \
+           (per replica x replicas) in that Node's status.",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Where the tenant is in its lifecycle"),
+    printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName", description = "The node holding the reservation"),
+    printcolumn(name = "Threads", type_ = "integer", json_path = ".status.reserved.threads", description = "Threads reserved (per replica x replicas)"),
+    printcolumn(name = "Memory-GB", type_ = "integer", json_path = ".status.reserved.memoryGb", description = "Memory reserved, GB"),
+    printcolumn(name = "Storage-GB", type_ = "integer", json_path = ".status.reserved.storageGb", description = "Storage reserved, GB"),
+    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode", priority = "1", description = "Standalone or Cluster"),
+    printcolumn(name = "Message", type_ = "string", json_path = ".status.message", priority = "1", description = "Why the tenant is in this phase"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[x_kube(validation = Rule::new("self.mode != 'Standalone' || !has(self.replicas) || self.replicas == 1").message("a Standalone tenant has exactly 1 replica"))]
+#[x_kube(validation = Rule::new("self.mode != 'Cluster' || !has(self.replicas) || self.replicas >= 2").message("a Cluster tenant has at least 2 replicas"))]
+#[serde(rename_all = "camelCase")]
+pub struct TenantSpec {
+    /// Resources of one replica. The footprint reserved on the node is this times replicas.
+    pub resources: ResourceAmounts,
+    /// Standalone runs 1 replica; Cluster runs 2 or more (2 when replicas is not set).
+    #[serde(default)]
+    pub mode: TenantMode,
+    /// Number of replicas. Optional: Standalone means 1 and Cluster means 2 when unset, so that
+    /// switching mode alone is enough.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub replicas: Option<i32>,
+    /// A suspended tenant keeps its reservation; one without a node is not placed until resumed.
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+/// How a tenant runs: one replica, or a cluster of replicas.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TenantMode {
+    #[default]
+    Standalone,
+    Cluster,
+}
+
+impl TenantMode {
+    /// Replicas when `spec.replicas` is not set.
+    pub fn default_replicas(self) -> i32 {
+        match self {
+            TenantMode::Standalone => 1,
+            TenantMode::Cluster => 2,
+        }
+    }
+}
+
+/// Where a tenant is in its lifecycle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum TenantPhase {
+    /// Seen, not yet decided (also: a spec that cannot be used and no reservation to keep).
+    #[default]
+    Pending,
+    /// Holds its full footprint on a node.
+    Active,
+    /// Fits on no node; waits for room.
+    PendingCapacity,
+    /// Holds its old footprint; the new one does not fit on its node yet.
+    Resizing,
+    /// Suspended; keeps its reservation if it has one.
+    Suspended,
+    /// Being deleted; its reservation is being released.
+    Terminating,
+}
+
+impl fmt::Display for TenantPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What the controller last saw and decided. The Node's allocations are the truth; this is a view.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantStatus {
+    /// Where the tenant is in its lifecycle.
+    #[serde(default)]
+    pub phase: TenantPhase,
+    /// The node holding the reservation; empty when it holds none.
+    #[serde(default)]
+    pub node_name: String,
+    /// The footprint held on the node (per replica x replicas).
+    #[serde(default)]
+    pub reserved: ResourceAmounts,
+    /// One sentence: why the tenant is in this phase.
+    #[serde(default)]
+    pub message: String,
+    /// The metadata.generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The Placed condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<TenantCondition>,
+}
+
+/// A condition in the usual Kubernetes shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantCondition {
+    /// The condition type, e.g. Placed.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: String,
+    /// A CamelCase reason.
+    pub reason: String,
+    /// A human sentence.
+    pub message: String,
+    /// When the status last changed.
+    pub last_transition_time: Time,
+    /// The metadata.generation this condition describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Why a spec cannot be turned into a footprint. Only an old schema or overflow lets these in.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    #[error("spec.resources.{0}")]
+    Negative(#[from] super::NegativeAmount),
+    #[error("spec.replicas is {replicas}, but a {mode:?} tenant needs {needs}")]
+    ReplicasForMode { mode: TenantMode, replicas: i32, needs: &'static str },
+    #[error("spec.resources x spec.replicas ({resources} x {replicas}) is past the largest integer the API stores")]
+    FootprintOverflows { resources: placement::Resources, replicas: i32 },
+}
+
+impl TenantSpec {
+    /// Replicas after applying the mode's default.
+    pub fn effective_replicas(&self) -> i32 {
+        self.replicas.unwrap_or(self.mode.default_replicas())
+    }
+
+    /// Per-replica resources x replicas, checked: what the tenant reserves on its node.
+    pub fn footprint(&self) -> Result<placement::Resources, SpecError> {
+        let replicas = self.effective_replicas();
+        let needs = match self.mode {
+            TenantMode::Standalone if replicas != 1 => Some("exactly 1"),
+            TenantMode::Cluster if replicas < 2 => Some("at least 2"),
+            _ => None,
+        };
+        if let Some(needs) = needs {
+            return Err(SpecError::ReplicasForMode { mode: self.mode, replicas, needs });
+        }
+        let resources = self.resources.to_resources()?;
+        u64::try_from(replicas)
+            .ok()
+            .and_then(|factor| resources.checked_mul(factor))
+            .ok_or(SpecError::FootprintOverflows { resources, replicas })
+    }
+}

@@ -1,0 +1,160 @@
+//! Wiring: two controllers (Tenants, Nodes) sharing one context and one Node writer.
+//!
+//! ```text
+//!   watch Tenants ──▶ tenant::reconcile ──┐
+//!   watch Nodes ──RoomWatch (room appeared?)──▶ re-queue PendingCapacity/Resizing tenants
+//!   watch Nodes ──▶ node::reconcile ───────┤
+//!                                          └──▶ writer::NodeWriter (the only Node-status writer)
+//! ```
+//!
+//! Rules enforced here:
+//! - failed reconciles are re-queued with per-object exponential backoff;
+//! - tenants waiting for room are re-checked on node events (RoomWatch) and otherwise at a
+//!   fallback interval that backs off while nothing changes;
+//! - the Node writer decides only from a synced node cache.
+
+pub mod node;
+pub mod tenant;
+pub mod writer;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+
+use crate::api::{Node, Tenant};
+use crate::error::Error;
+pub use writer::{NodeWriter, RetryPolicy};
+
+/// Tunables of the controller.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Tenant reconciles running at once.
+    pub concurrency: u16,
+    /// How often a settled object is looked at again with nothing changed.
+    pub resync: Duration,
+    /// The first fallback re-check of a waiting tenant; doubles up to `pending_recheck_max`.
+    pub pending_recheck: Duration,
+    pub pending_recheck_max: Duration,
+    /// The first retry after an error; doubles up to `error_backoff_max`.
+    pub error_backoff: Duration,
+    pub error_backoff_max: Duration,
+    pub retry: RetryPolicy,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            concurrency: 8,
+            resync: Duration::from_secs(3600),
+            pending_recheck: Duration::from_secs(60),
+            pending_recheck_max: Duration::from_secs(900),
+            error_backoff: Duration::from_millis(500),
+            error_backoff_max: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Exponential backoff per key: base x 2^n up to max, reset on success.
+#[derive(Debug)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempts: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoff {
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Backoff { base, max, attempts: Mutex::default() }
+    }
+
+    /// The next delay for this key, and counts the attempt.
+    pub fn next(&self, key: &str) -> Duration {
+        let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = attempts.entry(key.to_owned()).or_insert(0);
+        let delay = self.base.saturating_mul(1u32 << (*n).min(16)).min(self.max);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    pub fn reset(&self, key: &str) {
+        self.attempts.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    pub client: Client,
+    pub writer: NodeWriter,
+    pub settings: Settings,
+    pub pending_backoff: Backoff,
+    pub error_backoff: Backoff,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    pub fn new(client: Client, writer: NodeWriter, settings: Settings) -> Self {
+        Context {
+            client,
+            writer,
+            pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
+            error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
+            settings,
+        }
+    }
+}
+
+/// Logs the error and re-queues the object with backoff.
+pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = object.uid().unwrap_or_else(|| object.name_any());
+    let delay = ctx.error_backoff.next(&key);
+    tracing::warn!(object = %object.name_any(), error = %error, label = error.label(), ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Runs both controllers until a shutdown signal.
+pub async fn run(client: Client, settings: Settings) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let tenants: Api<Tenant> = Api::all(client.clone());
+    let watch = || watcher::Config::default().any_semantic();
+
+    let node_controller = Controller::new(nodes.clone(), watch());
+    let writer = NodeWriter::new(nodes.clone(), node_controller.store(), settings.retry);
+    let tenant_controller = Controller::new(tenants, watch());
+    let room = node::RoomWatch::new(tenant_controller.store());
+    let concurrency = settings.concurrency;
+    let ctx = Arc::new(Context::new(client, writer, settings));
+
+    let tenant_loop = tenant_controller
+        .watches(nodes, watch(), move |node| room.waiting_tenants(&node))
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .shutdown_on_signal()
+        .run(tenant::reconcile, error_policy, ctx.clone())
+        .for_each(|result| async move { log_result("tenant", result) });
+    let node_loop = node_controller
+        .shutdown_on_signal()
+        .run(node::reconcile, error_policy, ctx)
+        .for_each(|result| async move { log_result("node", result) });
+    futures::join!(tenant_loop, node_loop);
+}
+
+fn log_result<K: Resource, E: std::fmt::Display>(
+    kind: &str,
+    result: Result<(kube::runtime::reflector::ObjectRef<K>, Action), E>,
+) {
+    match result {
+        Ok((object, action)) => tracing::debug!(kind, object = %object.name, ?action, "reconciled"),
+        Err(error) => tracing::debug!(kind, %error, "reconcile did not complete"),
+    }
+}

@@ -1,0 +1,280 @@
+//! Tenant reconcile: finalizer, then one settle (or release) through the Node writer, then the
+//! Tenant status as a view of what the Node holds.
+//!
+//! ```text
+//!   Tenant ─▶ finalizer present? ─no─▶ JSON patch (test + add) ─▶ continue with the patched object
+//!        └─ deleting? ─▶ writer.release(uid) ─▶ JSON patch (test + remove) the finalizer
+//!        └─ footprint = resources x replicas (checked) ─▶ writer.settle ─▶ Verdict ─▶ status if changed
+//! ```
+//!
+//! Rules enforced here (DESIGN.md, allocation protocol points 3 to 6 and 9):
+//! - the Node is written before the Tenant status; the status is derived from the Node's entry;
+//! - deleting releases the entry first and removes the finalizer second, so a re-run after a
+//!   crash in between finds nothing to release and releases nothing twice;
+//! - the Tenant status is written only when it differs from the current one (a condition's
+//!   transition time is kept while its status stays the same), so a pending tenant that is
+//!   re-evaluated with nothing changed causes no write;
+//! - a spec that cannot be used (overflow, replicas not matching the mode) keeps any reservation
+//!   and says why in the status; it never panics.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use placement::{Plan, Resources, TenantWants};
+use serde_json::json;
+
+use super::Context;
+use crate::api::{PLACED_CONDITION, Tenant, TenantCondition, TenantPhase, TenantStatus};
+use crate::error::Error;
+
+/// The finalizer every Tenant carries until its reservation is released.
+pub const FINALIZER: &str = "placement.tenant-placer.dev/reservation";
+
+/// What the status should say, before it is merged with the current one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub phase: TenantPhase,
+    pub node_name: String,
+    pub reserved: Resources,
+    pub message: String,
+    pub placed: bool,
+    pub reason: &'static str,
+}
+
+/// The verdict for a tenant at rest. Pure.
+pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
+    let holding = |phase, node: &str, reserved, message, reason| Verdict {
+        phase,
+        node_name: node.to_owned(),
+        reserved,
+        message,
+        placed: true,
+        reason,
+    };
+    match plan {
+        Plan::Holding { node, reserved } if suspend => holding(
+            TenantPhase::Suspended,
+            node,
+            *reserved,
+            format!("suspended; keeps its reservation of {reserved} on {node}"),
+            "Suspended",
+        ),
+        Plan::Holding { node, reserved } => holding(
+            TenantPhase::Active,
+            node,
+            *reserved,
+            format!("holds {reserved} on {node}"),
+            "Reserved",
+        ),
+        Plan::ResizeBlocked { node, reserved, shortfall, node_offline } => {
+            let why = if *node_offline {
+                format!("{node} is Offline")
+            } else {
+                shortfall.to_string()
+            };
+            holding(
+                TenantPhase::Resizing,
+                node,
+                *reserved,
+                format!("keeps {reserved} on {node}; the new footprint of {footprint} does not fit there yet ({why})"),
+                "ResizeBlocked",
+            )
+        }
+        Plan::Pending(no_fit) => Verdict {
+            phase: TenantPhase::PendingCapacity,
+            node_name: String::new(),
+            reserved: Resources::ZERO,
+            message: format!("waiting for capacity for {footprint}: {no_fit}"),
+            placed: false,
+            reason: "NoCapacity",
+        },
+        Plan::SuspendedUnplaced => Verdict {
+            phase: TenantPhase::Suspended,
+            node_name: String::new(),
+            reserved: Resources::ZERO,
+            message: "suspended; holds no reservation and will be placed when resumed".into(),
+            placed: false,
+            reason: "Suspended",
+        },
+        // settle() never returns an edit; treat one as "not settled yet".
+        Plan::Edit(edit) => Verdict {
+            phase: TenantPhase::Pending,
+            node_name: String::new(),
+            reserved: Resources::ZERO,
+            message: format!("placement in progress on {}", edit.node),
+            placed: false,
+            reason: "InProgress",
+        },
+    }
+}
+
+/// The full status for a verdict, keeping the condition's transition time when it did not flip.
+pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatus {
+    let condition_status = if verdict.placed { "True" } else { "False" };
+    let previous = tenant
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == PLACED_CONDITION));
+    let last_transition_time = match previous {
+        Some(p) if p.status == condition_status => p.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    let generation = tenant.metadata.generation;
+    TenantStatus {
+        phase: verdict.phase,
+        node_name: verdict.node_name.clone(),
+        reserved: verdict.reserved.into(),
+        message: verdict.message.clone(),
+        observed_generation: generation,
+        conditions: vec![TenantCondition {
+            type_: PLACED_CONDITION.to_owned(),
+            status: condition_status.to_owned(),
+            reason: verdict.reason.to_owned(),
+            message: verdict.message.clone(),
+            last_transition_time,
+            observed_generation: generation,
+        }],
+    }
+}
+
+/// `namespace/name`, the key people read.
+pub fn tenant_key(tenant: &Tenant) -> String {
+    format!("{}/{}", tenant.namespace().unwrap_or_default(), tenant.name_any())
+}
+
+/// Reconciles one Tenant. The returned action says when to look again.
+pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let key = tenant_key(&tenant);
+    let uid = tenant.uid().ok_or_else(|| Error::MissingUid { tenant: key.clone() })?;
+    let api: Api<Tenant> = Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
+
+    if tenant.metadata.deletion_timestamp.is_some() {
+        return finalize(&api, &tenant, &uid, &key, &ctx).await;
+    }
+    let tenant = if tenant.finalizers().iter().any(|f| f == FINALIZER) {
+        tenant
+    } else {
+        Arc::new(add_finalizer(&api, &tenant, &key).await?)
+    };
+
+    let footprint = match tenant.spec.footprint() {
+        Ok(footprint) => footprint,
+        Err(problem) => {
+            // Keep whatever is held; say why nothing else happens.
+            let held = ctx.writer.holding(&uid);
+            tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
+            let verdict = Verdict {
+                phase: if held.is_some() { TenantPhase::Active } else { TenantPhase::Pending },
+                node_name: held.as_ref().map(|(n, _)| n.clone()).unwrap_or_default(),
+                reserved: held.map(|(_, r)| r).unwrap_or_default(),
+                message: format!("spec cannot be used, nothing changed: {problem}"),
+                placed: false,
+                reason: "InvalidSpec",
+            };
+            write_status(&api, &tenant, &verdict, &key).await?;
+            return Ok(Action::await_change());
+        }
+    };
+    let status_node = tenant.status.as_ref().map(|s| s.node_name.as_str()).filter(|n| !n.is_empty());
+    let wants = TenantWants {
+        uid: &uid,
+        tenant: &key,
+        footprint,
+        suspend: tenant.spec.suspend,
+        status_node,
+    };
+    let settled = ctx.writer.settle(&wants).await?;
+    let verdict = verdict(&settled.outcome, tenant.spec.suspend, footprint);
+    write_status(&api, &tenant, &verdict, &key).await?;
+
+    Ok(match verdict.phase {
+        TenantPhase::PendingCapacity | TenantPhase::Resizing => {
+            Action::requeue(ctx.pending_backoff.next(&uid))
+        }
+        _ => {
+            ctx.pending_backoff.reset(&uid);
+            Action::requeue(ctx.settings.resync)
+        }
+    })
+}
+
+/// Deleting: release the entry, then drop the finalizer. Both steps are idempotent.
+async fn finalize(
+    api: &Api<Tenant>,
+    tenant: &Tenant,
+    uid: &str,
+    key: &str,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let Some(index) = tenant.finalizers().iter().position(|f| f == FINALIZER) else {
+        return Ok(Action::await_change());
+    };
+    if let Err(error) = ctx.writer.release(uid, key).await {
+        // Say plainly why the tenant is stuck terminating; the error requeues it.
+        let verdict = Verdict {
+            phase: TenantPhase::Terminating,
+            node_name: tenant.status.as_ref().map(|s| s.node_name.clone()).unwrap_or_default(),
+            reserved: tenant
+                .status
+                .as_ref()
+                .and_then(|s| s.reserved.to_resources().ok())
+                .unwrap_or_default(),
+            message: format!("releasing the reservation failed, will retry: {error}"),
+            placed: false,
+            reason: "ReleaseFailed",
+        };
+        write_status(api, tenant, &verdict, key).await?;
+        return Err(error);
+    }
+    ctx.pending_backoff.reset(uid);
+    // test + remove: fails with 422 if the list changed since we read it; we then requeue.
+    let path = format!("/metadata/finalizers/{index}");
+    let patch = json_patch(json!([
+        {"op": "test", "path": path, "value": FINALIZER},
+        {"op": "remove", "path": path},
+    ]));
+    match api.patch(&tenant.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+        Ok(_) => Ok(Action::await_change()),
+        // Already gone: another run finished the job.
+        Err(error) if crate::error::is_not_found(&error) => Ok(Action::await_change()),
+        Err(source) => Err(Error::RemoveFinalizer { tenant: key.to_owned(), source }),
+    }
+}
+
+async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<Tenant, Error> {
+    // test guards against a concurrent change of the list: 422, and the next reconcile retries.
+    let patch = match &tenant.metadata.finalizers {
+        None => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+        Some(current) => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+        ]),
+    };
+    api.patch(&tenant.name_any(), &PatchParams::default(), &Patch::Json::<()>(json_patch(patch)))
+        .await
+        .map_err(|source| Error::AddFinalizer { tenant: key.to_owned(), source })
+}
+
+fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
+    // The operations above are literal and well-formed; an empty patch would be a no-op.
+    serde_json::from_value(ops).unwrap_or_default()
+}
+
+/// Writes the status when it differs from the current one (merge patch of the status subresource).
+async fn write_status(api: &Api<Tenant>, tenant: &Tenant, verdict: &Verdict, key: &str) -> Result<(), Error> {
+    let status = status_for(tenant, verdict, &Time(k8s_openapi::jiff::Timestamp::now()));
+    if tenant.status.as_ref() == Some(&status) {
+        return Ok(());
+    }
+    let patch = json!({"status": status});
+    api.patch_status(&tenant.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::WriteTenantStatus { tenant: key.to_owned(), source })
+}

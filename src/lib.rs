@@ -1,0 +1,13 @@
+//! tenant-placer: a Kubernetes operator that places tenants on bare-metal nodes by first fit.
+//!
+//! ```text
+//!   api         Tenant, Node (CRD types)         no logic beyond checked conversions
+//!   controller  reconcile Tenants and Nodes      compute a plan (placement crate), then write it
+//!     └ writer  the single Node-status writer    every write guarded by resourceVersion
+//!   error       the one error type
+//! ```
+pub mod api;
+pub mod controller;
+pub mod error;
+
+pub use error::Error;
