@@ -7,7 +7,11 @@ use clap::{Parser, Subcommand};
 use tenant_placer::controller::{self, Settings};
 
 #[derive(Parser, Debug)]
-#[command(name = "tenant-placer", version, about = "Places tenants on bare-metal nodes by first fit")]
+#[command(
+    name = "tenant-placer",
+    version,
+    about = "Places tenants on bare-metal nodes by first fit"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,11 +41,15 @@ enum Command {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,kube=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,kube=warn".into()),
         )
         .init();
     match Cli::parse().command {
-        Command::Run { concurrency, pending_recheck_seconds } => {
+        Command::Run {
+            concurrency,
+            pending_recheck_seconds,
+        } => {
             let client = kube::Client::try_default().await?;
             let settings = Settings {
                 concurrency,

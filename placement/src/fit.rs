@@ -71,7 +71,9 @@ impl Shortfall {
     /// The dimensions in which the request exceeds the room.
     pub fn short_dimensions(&self) -> impl Iterator<Item = Dimension> + '_ {
         let short = self.short_by();
-        Dimension::ALL.into_iter().filter(move |d| short.get(*d) > 0)
+        Dimension::ALL
+            .into_iter()
+            .filter(move |d| short.get(*d) > 0)
     }
 }
 
@@ -171,14 +173,34 @@ pub fn no_fit<'n, 'a: 'n>(
 mod tests {
     use super::*;
 
-    fn node(name: &str, state: NodeState, capacity: Resources, allocated: Resources) -> NodeView<'_> {
-        NodeView { name, state, capacity, allocated }
+    fn node(
+        name: &str,
+        state: NodeState,
+        capacity: Resources,
+        allocated: Resources,
+    ) -> NodeView<'_> {
+        NodeView {
+            name,
+            state,
+            capacity,
+            allocated,
+        }
     }
 
     fn seed_nodes() -> Vec<NodeView<'static>> {
         vec![
-            node("node-eu-2", NodeState::Online, Resources::new(32, 128, 4000), Resources::ZERO),
-            node("node-eu-1", NodeState::Online, Resources::new(64, 256, 8000), Resources::ZERO),
+            node(
+                "node-eu-2",
+                NodeState::Online,
+                Resources::new(32, 128, 4000),
+                Resources::ZERO,
+            ),
+            node(
+                "node-eu-1",
+                NodeState::Online,
+                Resources::new(64, 256, 8000),
+                Resources::ZERO,
+            ),
         ]
     }
 
@@ -203,8 +225,18 @@ mod tests {
                 // node-eu-1 free threads = 64 - 63 = 1 < 2, so node-eu-2 (free 32) wins.
                 name: "a node short in one dimension is skipped",
                 nodes: vec![
-                    node("node-eu-1", NodeState::Online, Resources::new(64, 256, 8000), Resources::new(63, 0, 0)),
-                    node("node-eu-2", NodeState::Online, Resources::new(32, 128, 4000), Resources::ZERO),
+                    node(
+                        "node-eu-1",
+                        NodeState::Online,
+                        Resources::new(64, 256, 8000),
+                        Resources::new(63, 0, 0),
+                    ),
+                    node(
+                        "node-eu-2",
+                        NodeState::Online,
+                        Resources::new(32, 128, 4000),
+                        Resources::ZERO,
+                    ),
                 ],
                 request: Resources::new(2, 4, 20),
                 want: Decision::Place("node-eu-2"),
@@ -212,16 +244,36 @@ mod tests {
             Case {
                 // Exactly full after placing: 64 - 62 = 2 free threads covers 2.
                 name: "free equal to the request fits",
-                nodes: vec![node("a", NodeState::Online, Resources::new(64, 256, 8000), Resources::new(62, 252, 7980))],
+                nodes: vec![node(
+                    "a",
+                    NodeState::Online,
+                    Resources::new(64, 256, 8000),
+                    Resources::new(62, 252, 7980),
+                )],
                 request: Resources::new(2, 4, 20),
                 want: Decision::Place("a"),
             },
             Case {
                 name: "cordoned and offline nodes are never chosen",
                 nodes: vec![
-                    node("a", NodeState::Cordoned, Resources::new(64, 256, 8000), Resources::ZERO),
-                    node("b", NodeState::Offline, Resources::new(64, 256, 8000), Resources::ZERO),
-                    node("c", NodeState::Online, Resources::new(8, 8, 8), Resources::ZERO),
+                    node(
+                        "a",
+                        NodeState::Cordoned,
+                        Resources::new(64, 256, 8000),
+                        Resources::ZERO,
+                    ),
+                    node(
+                        "b",
+                        NodeState::Offline,
+                        Resources::new(64, 256, 8000),
+                        Resources::ZERO,
+                    ),
+                    node(
+                        "c",
+                        NodeState::Online,
+                        Resources::new(8, 8, 8),
+                        Resources::ZERO,
+                    ),
                 ],
                 request: Resources::new(2, 4, 4),
                 want: Decision::Place("c"),
@@ -229,11 +281,19 @@ mod tests {
             Case {
                 // Capacity cut to 4 threads while holding 6: memory is free but the node is over.
                 name: "a node over capacity takes no new tenants even where a dimension is free",
-                nodes: vec![node("a", NodeState::Online, Resources::new(4, 100, 100), Resources::new(6, 0, 0))],
+                nodes: vec![node(
+                    "a",
+                    NodeState::Online,
+                    Resources::new(4, 100, 100),
+                    Resources::new(6, 0, 0),
+                )],
                 request: Resources::new(0, 1, 1),
                 want: Decision::NoFit(NoFit {
                     eligible_nodes: 0,
-                    shortfall: Shortfall { requested: Resources::new(0, 1, 1), available: Resources::ZERO },
+                    shortfall: Shortfall {
+                        requested: Resources::new(0, 1, 1),
+                        available: Resources::ZERO,
+                    },
                 }),
             },
             Case {
@@ -254,24 +314,43 @@ mod tests {
                 // Largest free per dimension is taken across nodes: threads 10 (a), memory 10 (b).
                 name: "each dimension fits somewhere but no node has all three",
                 nodes: vec![
-                    node("a", NodeState::Online, Resources::new(10, 1, 10), Resources::ZERO),
-                    node("b", NodeState::Online, Resources::new(1, 10, 10), Resources::ZERO),
+                    node(
+                        "a",
+                        NodeState::Online,
+                        Resources::new(10, 1, 10),
+                        Resources::ZERO,
+                    ),
+                    node(
+                        "b",
+                        NodeState::Online,
+                        Resources::new(1, 10, 10),
+                        Resources::ZERO,
+                    ),
                 ],
                 request: Resources::new(5, 5, 5),
                 want: Decision::NoFit(NoFit {
                     eligible_nodes: 2,
-                    shortfall: Shortfall { requested: Resources::new(5, 5, 5), available: Resources::new(10, 10, 10) },
+                    shortfall: Shortfall {
+                        requested: Resources::new(5, 5, 5),
+                        available: Resources::new(10, 10, 10),
+                    },
                 }),
             },
         ];
         for case in cases {
-            assert_eq!(first_fit(&case.nodes, &case.request), case.want, "{}", case.name);
+            assert_eq!(
+                first_fit(&case.nodes, &case.request),
+                case.want,
+                "{}",
+                case.name
+            );
         }
     }
 
     #[test]
     fn no_fit_messages_say_what_no_node_has() {
-        let Decision::NoFit(big) = first_fit(&seed_nodes(), &Resources::new(256, 1024, 100_000)) else {
+        let Decision::NoFit(big) = first_fit(&seed_nodes(), &Resources::new(256, 1024, 100_000))
+        else {
             panic!("big must not fit");
         };
         assert_eq!(
@@ -283,10 +362,23 @@ mod tests {
         let Decision::NoFit(empty) = first_fit(&[], &Resources::new(1, 1, 1)) else {
             panic!("nothing fits on no nodes");
         };
-        assert_eq!(empty.to_string(), "no node is Online with room to take new tenants");
+        assert_eq!(
+            empty.to_string(),
+            "no node is Online with room to take new tenants"
+        );
         let split = vec![
-            node("a", NodeState::Online, Resources::new(10, 1, 10), Resources::ZERO),
-            node("b", NodeState::Online, Resources::new(1, 10, 10), Resources::ZERO),
+            node(
+                "a",
+                NodeState::Online,
+                Resources::new(10, 1, 10),
+                Resources::ZERO,
+            ),
+            node(
+                "b",
+                NodeState::Online,
+                Resources::new(1, 10, 10),
+                Resources::ZERO,
+            ),
         ];
         let Decision::NoFit(split) = first_fit(&split, &Resources::new(5, 5, 5)) else {
             panic!("5·5·5 must not fit");

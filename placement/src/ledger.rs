@@ -21,8 +21,8 @@
 //! - a suspended tenant keeps what it holds and is not placed when it holds nothing;
 //! - planning never over-commits a node: every `Reserve` and growing `Resize` it returns fits.
 
-use crate::fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit};
 use crate::Resources;
+use crate::fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit};
 
 /// One reservation on a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,7 +75,13 @@ impl NodeLedger {
         let Some(allocated) = Resources::checked_sum(entries.iter().map(|e| &e.resources)) else {
             return Err(LedgerError::TotalOverflows { node: name });
         };
-        Ok(NodeLedger { name, state, capacity, entries, allocated })
+        Ok(NodeLedger {
+            name,
+            state,
+            capacity,
+            entries,
+            allocated,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -113,7 +119,10 @@ impl NodeLedger {
             .filter(|entry| entry.uid != edit.uid)
             .cloned()
             .collect();
-        match (&edit.entry, self.entries.iter().position(|e| e.uid == edit.uid)) {
+        match (
+            &edit.entry,
+            self.entries.iter().position(|e| e.uid == edit.uid),
+        ) {
             // Keep the entry where it was, so a resize does not reorder the node's list.
             (Some(new), Some(index)) => entries.insert(index.min(entries.len()), new.clone()),
             (Some(new), None) => entries.push(new.clone()),
@@ -176,8 +185,10 @@ pub enum Plan {
 
 /// The next step that moves a tenant toward its wanted footprint. Pure: same inputs, same plan.
 pub fn plan_tenant(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Plan {
-    let mut holders: Vec<&NodeLedger> =
-        nodes.iter().filter(|n| n.entry_of(wants.uid).is_some()).collect();
+    let mut holders: Vec<&NodeLedger> = nodes
+        .iter()
+        .filter(|n| n.entry_of(wants.uid).is_some())
+        .collect();
     holders.sort_by(|a, b| a.name.cmp(&b.name));
     let kept_index = holders
         .iter()
@@ -220,7 +231,10 @@ fn entry_for(wants: &TenantWants<'_>) -> Entry {
 /// The plan for a tenant that holds an entry on `node`.
 fn plan_held(wants: &TenantWants<'_>, node: &NodeLedger) -> Plan {
     let Some(held) = node.entry_of(wants.uid) else {
-        return Plan::Holding { node: node.name.clone(), reserved: Resources::ZERO };
+        return Plan::Holding {
+            node: node.name.clone(),
+            reserved: Resources::ZERO,
+        };
     };
     let resize = || {
         Plan::Edit(Edit {
@@ -232,7 +246,10 @@ fn plan_held(wants: &TenantWants<'_>, node: &NodeLedger) -> Plan {
     };
     if held.resources == wants.footprint {
         // A changed name (impossible for one UID) is not worth a write; the UID is the key.
-        return Plan::Holding { node: node.name.clone(), reserved: held.resources };
+        return Plan::Holding {
+            node: node.name.clone(),
+            reserved: held.resources,
+        };
     }
     if wants.footprint.fits_within(&held.resources) {
         // Shrinking never needs room, even on a node over capacity or Offline.
@@ -247,7 +264,10 @@ fn plan_held(wants: &TenantWants<'_>, node: &NodeLedger) -> Plan {
     Plan::ResizeBlocked {
         node: node.name.clone(),
         reserved: held.resources,
-        shortfall: Shortfall { requested: wants.footprint, available: room },
+        shortfall: Shortfall {
+            requested: wants.footprint,
+            available: room,
+        },
         node_offline: offline,
     }
 }
@@ -275,13 +295,23 @@ mod tests {
     fn ledger(name: &str, capacity: Resources, entries: &[(&str, Resources)]) -> NodeLedger {
         let entries = entries
             .iter()
-            .map(|(uid, r)| Entry { uid: (*uid).into(), tenant: format!("default/{uid}"), resources: *r })
+            .map(|(uid, r)| Entry {
+                uid: (*uid).into(),
+                tenant: format!("default/{uid}"),
+                resources: *r,
+            })
             .collect();
         NodeLedger::new(name, NodeState::Online, capacity, entries).unwrap()
     }
 
     fn wants(uid: &str, footprint: Resources) -> TenantWants<'_> {
-        TenantWants { uid, tenant: "default/t", footprint, suspend: false, status_node: None }
+        TenantWants {
+            uid,
+            tenant: "default/t",
+            footprint,
+            suspend: false,
+            status_node: None,
+        }
     }
 
     const EU1: Resources = Resources::new(64, 256, 8000);
@@ -290,7 +320,14 @@ mod tests {
     #[test]
     fn allocated_is_the_sum_of_entries() {
         // 2+4 threads, 4+8 GB, 20+40 GB
-        let node = ledger("n", EU1, &[("a", Resources::new(2, 4, 20)), ("b", Resources::new(4, 8, 40))]);
+        let node = ledger(
+            "n",
+            EU1,
+            &[
+                ("a", Resources::new(2, 4, 20)),
+                ("b", Resources::new(4, 8, 40)),
+            ],
+        );
         assert_eq!(node.allocated(), Resources::new(6, 12, 60));
     }
 
@@ -298,8 +335,16 @@ mod tests {
     fn entries_that_overflow_make_the_ledger_invalid() {
         let huge = Resources::new(Resources::LIMIT, 0, 0);
         let entries = vec![
-            Entry { uid: "a".into(), tenant: "d/a".into(), resources: huge },
-            Entry { uid: "b".into(), tenant: "d/b".into(), resources: Resources::new(1, 0, 0) },
+            Entry {
+                uid: "a".into(),
+                tenant: "d/a".into(),
+                resources: huge,
+            },
+            Entry {
+                uid: "b".into(),
+                tenant: "d/b".into(),
+                resources: Resources::new(1, 0, 0),
+            },
         ];
         assert_eq!(
             NodeLedger::new("n", NodeState::Online, EU1, entries),
@@ -311,16 +356,28 @@ mod tests {
     fn a_new_tenant_reserves_on_the_first_fitting_node() {
         let nodes = [ledger("node-eu-1", EU1, &[]), ledger("node-eu-2", EU2, &[])];
         let plan = plan_tenant(&wants("acme", Resources::new(2, 4, 20)), &nodes);
-        let Plan::Edit(edit) = plan else { panic!("expected a reserve, got {plan:?}") };
-        assert_eq!((edit.kind, edit.node.as_str()), (EditKind::Reserve, "node-eu-1"));
+        let Plan::Edit(edit) = plan else {
+            panic!("expected a reserve, got {plan:?}")
+        };
+        assert_eq!(
+            (edit.kind, edit.node.as_str()),
+            (EditKind::Reserve, "node-eu-1")
+        );
     }
 
     #[test]
     fn a_tenant_already_holding_its_footprint_is_adopted_not_reserved_twice() {
-        let nodes = [ledger("node-eu-1", EU1, &[("acme", Resources::new(2, 4, 20))])];
+        let nodes = [ledger(
+            "node-eu-1",
+            EU1,
+            &[("acme", Resources::new(2, 4, 20))],
+        )];
         assert_eq!(
             plan_tenant(&wants("acme", Resources::new(2, 4, 20)), &nodes),
-            Plan::Holding { node: "node-eu-1".into(), reserved: Resources::new(2, 4, 20) }
+            Plan::Holding {
+                node: "node-eu-1".into(),
+                reserved: Resources::new(2, 4, 20)
+            }
         );
     }
 
@@ -343,27 +400,51 @@ mod tests {
             Case {
                 // others hold 60 threads; room = 64 - 60 = 4 counts acme's own 2: 4 ≥ 4 fits.
                 name: "the tenant's own entry counts as room",
-                node: ledger("n", EU1, &[("acme", Resources::new(2, 4, 20)), ("x", Resources::new(60, 0, 0))]),
+                node: ledger(
+                    "n",
+                    EU1,
+                    &[
+                        ("acme", Resources::new(2, 4, 20)),
+                        ("x", Resources::new(60, 0, 0)),
+                    ],
+                ),
                 footprint: Resources::new(4, 8, 40),
                 resized: true,
             },
             Case {
                 // others hold 61; room = 64 - 61 = 3 < 4: blocked, old entry kept.
                 name: "growing past the room is blocked",
-                node: ledger("n", EU1, &[("acme", Resources::new(2, 4, 20)), ("x", Resources::new(61, 0, 0))]),
+                node: ledger(
+                    "n",
+                    EU1,
+                    &[
+                        ("acme", Resources::new(2, 4, 20)),
+                        ("x", Resources::new(61, 0, 0)),
+                    ],
+                ),
                 footprint: Resources::new(4, 8, 40),
                 resized: false,
             },
             Case {
                 // capacity 1 thread, holding 2+61: over capacity; shrinking 2→1 needs no room.
                 name: "shrinking always goes through, even over capacity",
-                node: ledger("n", Resources::new(1, 256, 8000), &[("acme", Resources::new(2, 4, 20)), ("x", Resources::new(61, 0, 0))]),
+                node: ledger(
+                    "n",
+                    Resources::new(1, 256, 8000),
+                    &[
+                        ("acme", Resources::new(2, 4, 20)),
+                        ("x", Resources::new(61, 0, 0)),
+                    ],
+                ),
                 footprint: Resources::new(1, 4, 20),
                 resized: true,
             },
         ];
         for case in cases {
-            let plan = plan_tenant(&wants("acme", case.footprint), std::slice::from_ref(&case.node));
+            let plan = plan_tenant(
+                &wants("acme", case.footprint),
+                std::slice::from_ref(&case.node),
+            );
             let resized = matches!(&plan, Plan::Edit(e) if e.kind == EditKind::Resize);
             assert_eq!(resized, case.resized, "{}: {plan:?}", case.name);
             if !case.resized {
@@ -375,11 +456,19 @@ mod tests {
     #[test]
     fn duplicates_keep_the_node_the_status_names() {
         let r = Resources::new(2, 4, 20);
-        let nodes = [ledger("a", EU1, &[("acme", r)]), ledger("b", EU1, &[("acme", r)])];
+        let nodes = [
+            ledger("a", EU1, &[("acme", r)]),
+            ledger("b", EU1, &[("acme", r)]),
+        ];
         let mut w = wants("acme", r);
         w.status_node = Some("b");
-        let Plan::Edit(edit) = plan_tenant(&w, &nodes) else { panic!("expected a drop") };
-        assert_eq!((edit.kind, edit.node.as_str(), edit.entry), (EditKind::DropDuplicate, "a", None));
+        let Plan::Edit(edit) = plan_tenant(&w, &nodes) else {
+            panic!("expected a drop")
+        };
+        assert_eq!(
+            (edit.kind, edit.node.as_str(), edit.entry),
+            (EditKind::DropDuplicate, "a", None)
+        );
     }
 
     #[test]
@@ -387,10 +476,16 @@ mod tests {
         let r = Resources::new(2, 4, 20);
         let mut w = wants("acme", r);
         w.suspend = true;
-        assert_eq!(plan_tenant(&w, &[ledger("a", EU1, &[])]), Plan::SuspendedUnplaced);
+        assert_eq!(
+            plan_tenant(&w, &[ledger("a", EU1, &[])]),
+            Plan::SuspendedUnplaced
+        );
         assert_eq!(
             plan_tenant(&w, &[ledger("a", EU1, &[("acme", r)])]),
-            Plan::Holding { node: "a".into(), reserved: r }
+            Plan::Holding {
+                node: "a".into(),
+                reserved: r
+            }
         );
     }
 
@@ -405,11 +500,29 @@ mod tests {
 
     #[test]
     fn a_resize_keeps_the_entry_in_its_place() {
-        let node = ledger("a", EU1, &[("x", Resources::new(1, 1, 1)), ("acme", Resources::new(1, 1, 1)), ("y", Resources::new(1, 1, 1))]);
-        let Plan::Edit(edit) = plan_tenant(&wants("acme", Resources::new(2, 2, 2)), std::slice::from_ref(&node)) else {
+        let node = ledger(
+            "a",
+            EU1,
+            &[
+                ("x", Resources::new(1, 1, 1)),
+                ("acme", Resources::new(1, 1, 1)),
+                ("y", Resources::new(1, 1, 1)),
+            ],
+        );
+        let Plan::Edit(edit) = plan_tenant(
+            &wants("acme", Resources::new(2, 2, 2)),
+            std::slice::from_ref(&node),
+        ) else {
             panic!("expected a resize")
         };
-        let uids: Vec<_> = node.edited_entries(&edit).into_iter().map(|e| (e.uid, e.resources.threads)).collect();
-        assert_eq!(uids, vec![("x".into(), 1), ("acme".into(), 2), ("y".into(), 1)]);
+        let uids: Vec<_> = node
+            .edited_entries(&edit)
+            .into_iter()
+            .map(|e| (e.uid, e.resources.threads))
+            .collect();
+        assert_eq!(
+            uids,
+            vec![("x".into(), 1), ("acme".into(), 2), ("y".into(), 1)]
+        );
     }
 }

@@ -14,5 +14,7 @@ pub mod ledger;
 pub mod resources;
 
 pub use fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit};
-pub use ledger::{Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, plan_release, plan_tenant};
+pub use ledger::{
+    Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, plan_release, plan_tenant,
+};
 pub use resources::{Dimension, Resources};

@@ -18,7 +18,11 @@ pub enum Dimension {
 
 impl Dimension {
     /// All dimensions, in the order they are reported.
-    pub const ALL: [Dimension; 3] = [Dimension::Threads, Dimension::MemoryGb, Dimension::StorageGb];
+    pub const ALL: [Dimension; 3] = [
+        Dimension::Threads,
+        Dimension::MemoryGb,
+        Dimension::StorageGb,
+    ];
 
     /// The field name used in the API (`threads`, `memoryGb`, `storageGb`).
     pub fn field_name(self) -> &'static str {
@@ -60,7 +64,11 @@ impl Resources {
     pub const ZERO: Resources = Resources::new(0, 0, 0);
 
     pub const fn new(threads: u64, memory_gb: u64, storage_gb: u64) -> Self {
-        Resources { threads, memory_gb, storage_gb }
+        Resources {
+            threads,
+            memory_gb,
+            storage_gb,
+        }
     }
 
     /// The amount in one dimension.
@@ -92,13 +100,17 @@ impl Resources {
 
     /// `self + other`, or `None` past [`Resources::LIMIT`] in any dimension.
     pub fn checked_add(self, other: Self) -> Option<Self> {
-        self.try_zip(other, |a, b| a.checked_add(b).filter(|sum| *sum <= Self::LIMIT))
+        self.try_zip(other, |a, b| {
+            a.checked_add(b).filter(|sum| *sum <= Self::LIMIT)
+        })
     }
 
     /// `self × factor` in every dimension, or `None` past [`Resources::LIMIT`].
     pub fn checked_mul(self, factor: u64) -> Option<Self> {
         let scale = Resources::new(factor, factor, factor);
-        self.try_zip(scale, |a, b| a.checked_mul(b).filter(|product| *product <= Self::LIMIT))
+        self.try_zip(scale, |a, b| {
+            a.checked_mul(b).filter(|product| *product <= Self::LIMIT)
+        })
     }
 
     /// `self - other` per dimension, never below 0.

@@ -1,5 +1,9 @@
 //! Properties of first fit and of tenant plans, over random fleets.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::arithmetic_side_effects
+)]
 
 use placement::{
     Decision, EditKind, Entry, NodeLedger, NodeState, NodeView, Plan, Resources, TenantWants,
@@ -29,23 +33,37 @@ struct OwnedNode {
 
 impl OwnedNode {
     fn view(&self) -> NodeView<'_> {
-        NodeView { name: &self.name, state: self.state, capacity: self.capacity, allocated: self.allocated }
+        NodeView {
+            name: &self.name,
+            state: self.state,
+            capacity: self.capacity,
+            allocated: self.allocated,
+        }
     }
 }
 
 /// Up to 12 nodes with distinct names; allocated is sometimes above capacity (a lowered capacity).
 fn fleet() -> impl Strategy<Value = Vec<OwnedNode>> {
-    proptest::collection::btree_set("[a-d]{1,3}", 0..12).prop_flat_map(|names| {
-        let n = names.len();
-        (Just(names), proptest::collection::vec((state(), resources(64), resources(72)), n))
-    })
-    .prop_map(|(names, specs)| {
-        names
-            .into_iter()
-            .zip(specs)
-            .map(|(name, (state, capacity, allocated))| OwnedNode { name, state, capacity, allocated })
-            .collect()
-    })
+    proptest::collection::btree_set("[a-d]{1,3}", 0..12)
+        .prop_flat_map(|names| {
+            let n = names.len();
+            (
+                Just(names),
+                proptest::collection::vec((state(), resources(64), resources(72)), n),
+            )
+        })
+        .prop_map(|(names, specs)| {
+            names
+                .into_iter()
+                .zip(specs)
+                .map(|(name, (state, capacity, allocated))| OwnedNode {
+                    name,
+                    state,
+                    capacity,
+                    allocated,
+                })
+                .collect()
+        })
 }
 
 proptest! {
@@ -135,10 +153,26 @@ proptest! {
 
 #[test]
 fn plan_release_removes_exactly_one_entry_per_call() {
-    let entry = |uid: &str| Entry { uid: uid.into(), tenant: uid.into(), resources: Resources::new(1, 1, 1) };
+    let entry = |uid: &str| Entry {
+        uid: uid.into(),
+        tenant: uid.into(),
+        resources: Resources::new(1, 1, 1),
+    };
     let nodes = vec![
-        NodeLedger::new("b", NodeState::Online, Resources::new(9, 9, 9), vec![entry("x"), entry("y")]).unwrap(),
-        NodeLedger::new("a", NodeState::Offline, Resources::new(9, 9, 9), vec![entry("x")]).unwrap(),
+        NodeLedger::new(
+            "b",
+            NodeState::Online,
+            Resources::new(9, 9, 9),
+            vec![entry("x"), entry("y")],
+        )
+        .unwrap(),
+        NodeLedger::new(
+            "a",
+            NodeState::Offline,
+            Resources::new(9, 9, 9),
+            vec![entry("x")],
+        )
+        .unwrap(),
     ];
     let edit = placement::plan_release("x", &nodes).unwrap();
     assert_eq!(edit.node, "a");

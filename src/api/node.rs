@@ -19,14 +19,55 @@ pub const OVER_CAPACITY_CONDITION: &str = "OverCapacity";
     status = "NodeStatus",
     doc = "A bare-metal node with a capacity in threads, memory and storage. tenant-placer records \
            every tenant reservation in its status.allocations.",
-    printcolumn(name = "State", type_ = "string", json_path = ".spec.state", description = "Online, Cordoned or Offline"),
-    printcolumn(name = "Free-Threads", type_ = "integer", json_path = ".status.free.threads", description = "Threads not reserved"),
-    printcolumn(name = "Free-Memory-GB", type_ = "integer", json_path = ".status.free.memoryGb", description = "Memory not reserved, GB"),
-    printcolumn(name = "Free-Storage-GB", type_ = "integer", json_path = ".status.free.storageGb", description = "Storage not reserved, GB"),
-    printcolumn(name = "Tenants", type_ = "integer", json_path = ".status.tenants", description = "Reservations held"),
-    printcolumn(name = "Threads", type_ = "integer", json_path = ".spec.capacity.threads", priority = "1", description = "Thread capacity"),
-    printcolumn(name = "Allocated-Threads", type_ = "integer", json_path = ".status.allocated.threads", priority = "1", description = "Threads reserved"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".spec.state",
+        description = "Online, Cordoned or Offline"
+    ),
+    printcolumn(
+        name = "Free-Threads",
+        type_ = "integer",
+        json_path = ".status.free.threads",
+        description = "Threads not reserved"
+    ),
+    printcolumn(
+        name = "Free-Memory-GB",
+        type_ = "integer",
+        json_path = ".status.free.memoryGb",
+        description = "Memory not reserved, GB"
+    ),
+    printcolumn(
+        name = "Free-Storage-GB",
+        type_ = "integer",
+        json_path = ".status.free.storageGb",
+        description = "Storage not reserved, GB"
+    ),
+    printcolumn(
+        name = "Tenants",
+        type_ = "integer",
+        json_path = ".status.tenants",
+        description = "Reservations held"
+    ),
+    printcolumn(
+        name = "Threads",
+        type_ = "integer",
+        json_path = ".spec.capacity.threads",
+        priority = "1",
+        description = "Thread capacity"
+    ),
+    printcolumn(
+        name = "Allocated-Threads",
+        type_ = "integer",
+        json_path = ".status.allocated.threads",
+        priority = "1",
+        description = "Threads reserved"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {

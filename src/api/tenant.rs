@@ -22,14 +22,55 @@ pub const PLACED_CONDITION: &str = "Placed";
     status = "TenantStatus",
     doc = "A tenant that tenant-placer places on one Node by first fit, reserving its resources \
            (per replica x replicas) in that Node's status.",
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Where the tenant is in its lifecycle"),
-    printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName", description = "The node holding the reservation"),
-    printcolumn(name = "Threads", type_ = "integer", json_path = ".status.reserved.threads", description = "Threads reserved (per replica x replicas)"),
-    printcolumn(name = "Memory-GB", type_ = "integer", json_path = ".status.reserved.memoryGb", description = "Memory reserved, GB"),
-    printcolumn(name = "Storage-GB", type_ = "integer", json_path = ".status.reserved.storageGb", description = "Storage reserved, GB"),
-    printcolumn(name = "Mode", type_ = "string", json_path = ".spec.mode", priority = "1", description = "Standalone or Cluster"),
-    printcolumn(name = "Message", type_ = "string", json_path = ".status.message", priority = "1", description = "Why the tenant is in this phase"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Where the tenant is in its lifecycle"
+    ),
+    printcolumn(
+        name = "Node",
+        type_ = "string",
+        json_path = ".status.nodeName",
+        description = "The node holding the reservation"
+    ),
+    printcolumn(
+        name = "Threads",
+        type_ = "integer",
+        json_path = ".status.reserved.threads",
+        description = "Threads reserved (per replica x replicas)"
+    ),
+    printcolumn(
+        name = "Memory-GB",
+        type_ = "integer",
+        json_path = ".status.reserved.memoryGb",
+        description = "Memory reserved, GB"
+    ),
+    printcolumn(
+        name = "Storage-GB",
+        type_ = "integer",
+        json_path = ".status.reserved.storageGb",
+        description = "Storage reserved, GB"
+    ),
+    printcolumn(
+        name = "Mode",
+        type_ = "string",
+        json_path = ".spec.mode",
+        priority = "1",
+        description = "Standalone or Cluster"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.message",
+        priority = "1",
+        description = "Why the tenant is in this phase"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[x_kube(validation = Rule::new("self.mode != 'Standalone' || !has(self.replicas) || self.replicas == 1").message("a Standalone tenant has exactly 1 replica"))]
 #[x_kube(validation = Rule::new("self.mode != 'Cluster' || !has(self.replicas) || self.replicas >= 2").message("a Cluster tenant has at least 2 replicas"))]
@@ -142,9 +183,18 @@ pub enum SpecError {
     #[error("spec.resources.{0}")]
     Negative(#[from] super::NegativeAmount),
     #[error("spec.replicas is {replicas}, but a {mode:?} tenant needs {needs}")]
-    ReplicasForMode { mode: TenantMode, replicas: i32, needs: &'static str },
-    #[error("spec.resources x spec.replicas ({resources} x {replicas}) is past the largest integer the API stores")]
-    FootprintOverflows { resources: placement::Resources, replicas: i32 },
+    ReplicasForMode {
+        mode: TenantMode,
+        replicas: i32,
+        needs: &'static str,
+    },
+    #[error(
+        "spec.resources x spec.replicas ({resources} x {replicas}) is past the largest integer the API stores"
+    )]
+    FootprintOverflows {
+        resources: placement::Resources,
+        replicas: i32,
+    },
 }
 
 impl TenantSpec {
@@ -162,12 +212,19 @@ impl TenantSpec {
             _ => None,
         };
         if let Some(needs) = needs {
-            return Err(SpecError::ReplicasForMode { mode: self.mode, replicas, needs });
+            return Err(SpecError::ReplicasForMode {
+                mode: self.mode,
+                replicas,
+                needs,
+            });
         }
         let resources = self.resources.to_resources()?;
         u64::try_from(replicas)
             .ok()
             .and_then(|factor| resources.checked_mul(factor))
-            .ok_or(SpecError::FootprintOverflows { resources, replicas })
+            .ok_or(SpecError::FootprintOverflows {
+                resources,
+                replicas,
+            })
     }
 }

@@ -71,7 +71,11 @@ pub struct Backoff {
 
 impl Backoff {
     pub fn new(base: Duration, max: Duration) -> Self {
-        Backoff { base, max, attempts: Mutex::default() }
+        Backoff {
+            base,
+            max,
+            attempts: Mutex::default(),
+        }
     }
 
     /// The next delay for this key, and counts the attempt.
@@ -84,7 +88,10 @@ impl Backoff {
     }
 
     pub fn reset(&self, key: &str) {
-        self.attempts.lock().unwrap_or_else(PoisonError::into_inner).remove(key);
+        self.attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
     }
 }
 
@@ -99,7 +106,9 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("settings", &self.settings).finish_non_exhaustive()
+        f.debug_struct("Context")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
     }
 }
 

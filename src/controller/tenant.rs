@@ -20,9 +20,9 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::ResourceExt;
 use placement::{Plan, Resources, TenantWants};
 use serde_json::json;
 
@@ -69,7 +69,12 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
             format!("holds {reserved} on {node}"),
             "Reserved",
         ),
-        Plan::ResizeBlocked { node, reserved, shortfall, node_offline } => {
+        Plan::ResizeBlocked {
+            node,
+            reserved,
+            shortfall,
+            node_offline,
+        } => {
             let why = if *node_offline {
                 format!("{node} is Offline")
             } else {
@@ -79,7 +84,9 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
                 TenantPhase::Resizing,
                 node,
                 *reserved,
-                format!("keeps {reserved} on {node}; the new footprint of {footprint} does not fit there yet ({why})"),
+                format!(
+                    "keeps {reserved} on {node}; the new footprint of {footprint} does not fit there yet ({why})"
+                ),
                 "ResizeBlocked",
             )
         }
@@ -142,14 +149,21 @@ pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatu
 
 /// `namespace/name`, the key people read.
 pub fn tenant_key(tenant: &Tenant) -> String {
-    format!("{}/{}", tenant.namespace().unwrap_or_default(), tenant.name_any())
+    format!(
+        "{}/{}",
+        tenant.namespace().unwrap_or_default(),
+        tenant.name_any()
+    )
 }
 
 /// Reconciles one Tenant. The returned action says when to look again.
 pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = tenant_key(&tenant);
-    let uid = tenant.uid().ok_or_else(|| Error::MissingUid { tenant: key.clone() })?;
-    let api: Api<Tenant> = Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
+    let uid = tenant.uid().ok_or_else(|| Error::MissingUid {
+        tenant: key.clone(),
+    })?;
+    let api: Api<Tenant> =
+        Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
 
     if tenant.metadata.deletion_timestamp.is_some() {
         return finalize(&api, &tenant, &uid, &key, &ctx).await;
@@ -167,7 +181,11 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             let held = ctx.writer.holding(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
             let verdict = Verdict {
-                phase: if held.is_some() { TenantPhase::Active } else { TenantPhase::Pending },
+                phase: if held.is_some() {
+                    TenantPhase::Active
+                } else {
+                    TenantPhase::Pending
+                },
                 node_name: held.as_ref().map(|(n, _)| n.clone()).unwrap_or_default(),
                 reserved: held.map(|(_, r)| r).unwrap_or_default(),
                 message: format!("spec cannot be used, nothing changed: {problem}"),
@@ -178,7 +196,11 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             return Ok(Action::await_change());
         }
     };
-    let status_node = tenant.status.as_ref().map(|s| s.node_name.as_str()).filter(|n| !n.is_empty());
+    let status_node = tenant
+        .status
+        .as_ref()
+        .map(|s| s.node_name.as_str())
+        .filter(|n| !n.is_empty());
     let wants = TenantWants {
         uid: &uid,
         tenant: &key,
@@ -216,7 +238,11 @@ async fn finalize(
         // Say plainly why the tenant is stuck terminating; the error requeues it.
         let verdict = Verdict {
             phase: TenantPhase::Terminating,
-            node_name: tenant.status.as_ref().map(|s| s.node_name.clone()).unwrap_or_default(),
+            node_name: tenant
+                .status
+                .as_ref()
+                .map(|s| s.node_name.clone())
+                .unwrap_or_default(),
             reserved: tenant
                 .status
                 .as_ref()
@@ -236,11 +262,21 @@ async fn finalize(
         {"op": "test", "path": path, "value": FINALIZER},
         {"op": "remove", "path": path},
     ]));
-    match api.patch(&tenant.name_any(), &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+    match api
+        .patch(
+            &tenant.name_any(),
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        )
+        .await
+    {
         Ok(_) => Ok(Action::await_change()),
         // Already gone: another run finished the job.
         Err(error) if crate::error::is_not_found(&error) => Ok(Action::await_change()),
-        Err(source) => Err(Error::RemoveFinalizer { tenant: key.to_owned(), source }),
+        Err(source) => Err(Error::RemoveFinalizer {
+            tenant: key.to_owned(),
+            source,
+        }),
     }
 }
 
@@ -256,9 +292,16 @@ async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<
             {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
         ]),
     };
-    api.patch(&tenant.name_any(), &PatchParams::default(), &Patch::Json::<()>(json_patch(patch)))
-        .await
-        .map_err(|source| Error::AddFinalizer { tenant: key.to_owned(), source })
+    api.patch(
+        &tenant.name_any(),
+        &PatchParams::default(),
+        &Patch::Json::<()>(json_patch(patch)),
+    )
+    .await
+    .map_err(|source| Error::AddFinalizer {
+        tenant: key.to_owned(),
+        source,
+    })
 }
 
 fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
@@ -267,14 +310,26 @@ fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
 }
 
 /// Writes the status when it differs from the current one (merge patch of the status subresource).
-async fn write_status(api: &Api<Tenant>, tenant: &Tenant, verdict: &Verdict, key: &str) -> Result<(), Error> {
+async fn write_status(
+    api: &Api<Tenant>,
+    tenant: &Tenant,
+    verdict: &Verdict,
+    key: &str,
+) -> Result<(), Error> {
     let status = status_for(tenant, verdict, &Time(k8s_openapi::jiff::Timestamp::now()));
     if tenant.status.as_ref() == Some(&status) {
         return Ok(());
     }
     let patch = json!({"status": status});
-    api.patch_status(&tenant.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(|source| Error::WriteTenantStatus { tenant: key.to_owned(), source })
+    api.patch_status(
+        &tenant.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|source| Error::WriteTenantStatus {
+        tenant: key.to_owned(),
+        source,
+    })
 }

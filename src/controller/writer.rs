@@ -25,14 +25,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::Store;
-use kube::ResourceExt;
 use placement::{Entry, NodeLedger, Plan, TenantWants, plan_release, plan_tenant};
 
-use crate::api::{
-    AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION,
-};
+use crate::api::{AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION};
 use crate::error::{Error, is_conflict, is_not_found};
 
 /// How hard the writer tries before handing a conflict back to the reconcile loop.
@@ -48,7 +46,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        RetryPolicy { max_conflicts: 5, jitter: Duration::from_millis(20), max_writes: 8 }
+        RetryPolicy {
+            max_conflicts: 5,
+            jitter: Duration::from_millis(20),
+            max_writes: 8,
+        }
     }
 }
 
@@ -76,11 +78,17 @@ struct NodeWrite {
 
 impl NodeWrite {
     fn from_edit(view: &View, edit: placement::Edit) -> Result<NodeWrite, Error> {
-        let ledger = view.ledger(&edit.node).ok_or_else(|| Error::UnreadableNode {
+        let ledger = view
+            .ledger(&edit.node)
+            .ok_or_else(|| Error::UnreadableNode {
+                node: edit.node.clone(),
+                reason: "not in the node cache".into(),
+            })?;
+        Ok(NodeWrite {
             node: edit.node.clone(),
-            reason: "not in the node cache".into(),
-        })?;
-        Ok(NodeWrite { node: edit.node.clone(), entries: ledger.edited_entries(&edit), edit: Some(edit) })
+            entries: ledger.edited_entries(&edit),
+            edit: Some(edit),
+        })
     }
 }
 
@@ -106,13 +114,24 @@ impl View {
             }
         }
         let nodes = nodes.into_iter().map(|n| (n.name_any(), n)).collect();
-        View { nodes, ledgers, unreadable }
+        View {
+            nodes,
+            ledgers,
+            unreadable,
+        }
     }
 
     /// Fails when a node we cannot read holds this UID: acting elsewhere could reserve twice.
     fn check_readable(&self, uid: &str) -> Result<(), Error> {
-        match self.unreadable.iter().find(|(_, _, uids)| uids.iter().any(|u| u == uid)) {
-            Some((node, reason, _)) => Err(Error::UnreadableNode { node: node.clone(), reason: reason.clone() }),
+        match self
+            .unreadable
+            .iter()
+            .find(|(_, _, uids)| uids.iter().any(|u| u == uid))
+        {
+            Some((node, reason, _)) => Err(Error::UnreadableNode {
+                node: node.clone(),
+                reason: reason.clone(),
+            }),
             None => Ok(()),
         }
     }
@@ -123,12 +142,19 @@ impl View {
 }
 
 fn allocations_of(node: &Node) -> &[AllocationEntry] {
-    node.status.as_ref().map(|s| s.allocations.as_slice()).unwrap_or_default()
+    node.status
+        .as_ref()
+        .map(|s| s.allocations.as_slice())
+        .unwrap_or_default()
 }
 
 /// Converts a Node into a checked ledger, or says which field makes that impossible.
 pub fn ledger_of(node: &Node) -> Result<NodeLedger, String> {
-    let capacity = node.spec.capacity.to_resources().map_err(|e| format!("spec.capacity.{e}"))?;
+    let capacity = node
+        .spec
+        .capacity
+        .to_resources()
+        .map_err(|e| format!("spec.capacity.{e}"))?;
     let entries = allocations_of(node)
         .iter()
         .enumerate()
@@ -137,15 +163,25 @@ pub fn ledger_of(node: &Node) -> Result<NodeLedger, String> {
                 .resources
                 .to_resources()
                 .map_err(|e| format!("status.allocations[{i}].resources.{e}"))?;
-            Ok(Entry { uid: a.uid.clone(), tenant: a.tenant.clone(), resources })
+            Ok(Entry {
+                uid: a.uid.clone(),
+                tenant: a.tenant.clone(),
+                resources,
+            })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    NodeLedger::new(node.name_any(), node.spec.state.into(), capacity, entries).map_err(|e| e.to_string())
+    NodeLedger::new(node.name_any(), node.spec.state.into(), capacity, entries)
+        .map_err(|e| e.to_string())
 }
 
 /// The status a node should carry for these entries: totals recomputed, OverCapacity condition
 /// set, and a condition's transition time kept while its status stays the same.
-pub fn node_status(node: &Node, entries: &[Entry], capacity: placement::Resources, now: &Time) -> NodeStatus {
+pub fn node_status(
+    node: &Node,
+    entries: &[Entry],
+    capacity: placement::Resources,
+    now: &Time,
+) -> NodeStatus {
     // NB: entries come from a checked ledger plus at most one checked entry; should their sum
     // still pass the int64 range, the totals saturate rather than wrap.
     let allocated = placement::Resources::checked_sum(entries.iter().map(|e| &e.resources))
@@ -156,11 +192,21 @@ pub fn node_status(node: &Node, entries: &[Entry], capacity: placement::Resource
         .filter(|d| allocated.get(*d) > capacity.get(*d))
         .collect();
     let (status, reason, message) = if over.is_empty() {
-        ("False", "WithinCapacity", "allocations fit within capacity".to_owned())
+        (
+            "False",
+            "WithinCapacity",
+            "allocations fit within capacity".to_owned(),
+        )
     } else {
         let dims: Vec<String> = over
             .iter()
-            .map(|d| format!("{d} {} allocated > {} capacity", allocated.get(*d), capacity.get(*d)))
+            .map(|d| {
+                format!(
+                    "{d} {} allocated > {} capacity",
+                    allocated.get(*d),
+                    capacity.get(*d)
+                )
+            })
             .collect();
         (
             "True",
@@ -171,10 +217,11 @@ pub fn node_status(node: &Node, entries: &[Entry], capacity: placement::Resource
             ),
         )
     };
-    let previous = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == OVER_CAPACITY_CONDITION));
+    let previous = node.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == OVER_CAPACITY_CONDITION)
+    });
     let last_transition_time = match previous {
         Some(p) if p.status == status => p.last_transition_time.clone(),
         _ => now.clone(),
@@ -205,7 +252,11 @@ pub fn node_status(node: &Node, entries: &[Entry], capacity: placement::Resource
 // NB: the writer only compares two copies of one object it read from the same apiserver, where
 // they are etcd revisions; an unparseable one is treated as oldest so the watch cache wins.
 fn newer(candidate: &Node, than: &Node) -> bool {
-    let rv = |n: &Node| n.resource_version().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let rv = |n: &Node| {
+        n.resource_version()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     rv(candidate) > rv(than)
 }
 
@@ -222,13 +273,21 @@ pub struct NodeWriter {
 
 impl std::fmt::Debug for NodeWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeWriter").field("policy", &self.policy).finish_non_exhaustive()
+        f.debug_struct("NodeWriter")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
     }
 }
 
 impl NodeWriter {
     pub fn new(api: Api<Node>, cache: Store<Node>, policy: RetryPolicy) -> Self {
-        NodeWriter { api, cache, recent: Mutex::default(), lock: tokio::sync::Mutex::new(()), policy }
+        NodeWriter {
+            api,
+            cache,
+            recent: Mutex::default(),
+            lock: tokio::sync::Mutex::new(()),
+            policy,
+        }
     }
 
     /// The watch cache, for read-only uses (the node-to-tenant trigger, holdings).
@@ -267,7 +326,10 @@ impl NodeWriter {
         self.drive(node, |view| {
             let (Some(object), Some(ledger)) = (view.nodes.get(node), view.ledger(node)) else {
                 return match view.unreadable.iter().find(|(name, _, _)| name == node) {
-                    Some((_, reason, _)) => Err(Error::UnreadableNode { node: node.to_owned(), reason: reason.clone() }),
+                    Some((_, reason, _)) => Err(Error::UnreadableNode {
+                        node: node.to_owned(),
+                        reason: reason.clone(),
+                    }),
                     None => Ok(Step::Done(())),
                 };
             };
@@ -275,7 +337,11 @@ impl NodeWriter {
             Ok(if object.status.as_ref() == Some(&wanted) {
                 Step::Done(())
             } else {
-                Step::Write(NodeWrite { node: node.to_owned(), entries: ledger.entries().to_vec(), edit: None })
+                Step::Write(NodeWrite {
+                    node: node.to_owned(),
+                    entries: ledger.entries().to_vec(),
+                    edit: None,
+                })
             })
         })
         .await
@@ -299,7 +365,10 @@ impl NodeWriter {
         subject: &str,
         mut decide: impl FnMut(&View) -> Result<Step<T>, Error>,
     ) -> Result<Settled<T>, Error> {
-        self.cache.wait_until_ready().await.map_err(|_| Error::CacheClosed)?;
+        self.cache
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::CacheClosed)?;
         let _single_writer = self.lock.lock().await;
         let mut conflicts = 0u32;
         let mut writes = Vec::new();
@@ -310,17 +379,27 @@ impl NodeWriter {
                 Step::Write(write) => write,
             };
             if count(&writes) >= self.policy.max_writes {
-                return Err(Error::TooManyWrites { tenant: subject.to_owned(), writes: self.policy.max_writes });
+                return Err(Error::TooManyWrites {
+                    tenant: subject.to_owned(),
+                    writes: self.policy.max_writes,
+                });
             }
             let Some(object) = view.nodes.get(&write.node) else {
-                return Err(Error::UnreadableNode { node: write.node, reason: "not in the node cache".into() });
+                return Err(Error::UnreadableNode {
+                    node: write.node,
+                    reason: "not in the node cache".into(),
+                });
             };
             let capacity = object.spec.capacity.to_resources().unwrap_or_default();
             let mut updated = Node::clone(object);
             updated.status = Some(node_status(object, &write.entries, capacity, &now()));
             updated.metadata.managed_fields = None;
             let NodeWrite { node, edit, .. } = write;
-            match self.api.replace_status(&node, &PostParams::default(), &updated).await {
+            match self
+                .api
+                .replace_status(&node, &PostParams::default(), &updated)
+                .await
+            {
                 Ok(written) => {
                     tracing::info!(node = %node, subject, kind = ?edit.as_ref().map(|e| e.kind), "node status written");
                     self.remember(written);
@@ -331,7 +410,10 @@ impl NodeWriter {
                     conflicts = conflicts.saturating_add(1);
                     tracing::debug!(node = %node, tenant = subject, conflicts, "conflict writing node status");
                     if conflicts > self.policy.max_conflicts {
-                        return Err(Error::ConflictRetriesExhausted { node, attempts: conflicts });
+                        return Err(Error::ConflictRetriesExhausted {
+                            node,
+                            attempts: conflicts,
+                        });
                     }
                     tokio::time::sleep(self.jitter(conflicts)).await;
                     self.reread(&node).await?;
@@ -343,7 +425,10 @@ impl NodeWriter {
 
     /// A pause of up to jitter x 2^(attempt-1), so racing writers spread out.
     fn jitter(&self, attempt: u32) -> Duration {
-        let ceiling = self.policy.jitter.saturating_mul(1u32 << attempt.saturating_sub(1).min(8));
+        let ceiling = self
+            .policy
+            .jitter
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(8));
         let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
         Duration::from_millis(fastrand::u64(0..=millis))
     }
@@ -353,9 +438,17 @@ impl NodeWriter {
         match self.api.get(name).await {
             Ok(fresh) => self.remember(fresh),
             Err(error) if is_not_found(&error) => {
-                self.recent.lock().unwrap_or_else(PoisonError::into_inner).remove(name);
+                self.recent
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(name);
             }
-            Err(source) => return Err(Error::ReadNode { node: name.to_owned(), source }),
+            Err(source) => {
+                return Err(Error::ReadNode {
+                    node: name.to_owned(),
+                    source,
+                });
+            }
         }
         Ok(())
     }
@@ -382,7 +475,8 @@ impl NodeWriter {
         }
         // A node that left the cache was deleted; forget what we knew of it.
         if recent.len() > nodes.len() {
-            let names: std::collections::HashSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+            let names: std::collections::HashSet<String> =
+                nodes.iter().map(|n| n.name_any()).collect();
             recent.retain(|name, _| names.contains(name));
         }
         nodes
@@ -395,4 +489,94 @@ fn now() -> Time {
 
 fn count<T>(items: &[T]) -> u32 {
     u32::try_from(items.len()).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::api::{NodeSpec, NodeState, ResourceAmounts};
+
+    fn amounts(t: i64, m: i64, s: i64) -> ResourceAmounts {
+        ResourceAmounts {
+            threads: t,
+            memory_gb: m,
+            storage_gb: s,
+        }
+    }
+
+    fn entry(uid: &str, t: u64) -> Entry {
+        Entry {
+            uid: uid.into(),
+            tenant: format!("d/{uid}"),
+            resources: placement::Resources::new(t, 1, 1),
+        }
+    }
+
+    #[test]
+    fn totals_are_recomputed_from_the_entries() {
+        let node = Node::new(
+            "n",
+            NodeSpec {
+                capacity: amounts(64, 256, 8000),
+                state: NodeState::Online,
+            },
+        );
+        let capacity = node.spec.capacity.to_resources().unwrap();
+        let status = node_status(&node, &[entry("a", 2), entry("b", 4)], capacity, &now());
+        // 2+4 threads, 1+1 GB, 1+1 GB; free 64-6, 256-2, 8000-2
+        assert_eq!(status.allocated, amounts(6, 2, 2));
+        assert_eq!(status.free, amounts(58, 254, 7998));
+        assert_eq!(status.tenants, 2);
+        assert_eq!(status.conditions[0].status, "False");
+    }
+
+    #[test]
+    fn a_node_lowered_below_what_it_holds_keeps_its_entries_and_says_so() {
+        let node = Node::new(
+            "n",
+            NodeSpec {
+                capacity: amounts(4, 256, 8000),
+                state: NodeState::Online,
+            },
+        );
+        let capacity = node.spec.capacity.to_resources().unwrap();
+        let status = node_status(&node, &[entry("a", 3), entry("b", 3)], capacity, &now());
+        assert_eq!(status.allocations.len(), 2);
+        assert_eq!(status.free.threads, 0, "free never goes below 0");
+        let condition = &status.conditions[0];
+        assert_eq!(
+            (condition.type_.as_str(), condition.status.as_str()),
+            (OVER_CAPACITY_CONDITION, "True")
+        );
+        assert_eq!(
+            condition.message,
+            "holds more than its capacity (threads 6 allocated > 4 capacity); keeps its tenants and takes no new ones"
+        );
+    }
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
+        let mut node = Node::new(
+            "n",
+            NodeSpec {
+                capacity: amounts(8, 8, 8),
+                state: NodeState::Online,
+            },
+        );
+        let capacity = node.spec.capacity.to_resources().unwrap();
+        let first = node_status(&node, &[entry("a", 1)], capacity, &now());
+        node.status = Some(first.clone());
+        let later = Time(
+            k8s_openapi::jiff::Timestamp::from_second(
+                first.conditions[0].last_transition_time.0.as_second() + 60,
+            )
+            .unwrap(),
+        );
+        let second = node_status(&node, &[entry("a", 2)], capacity, &later);
+        assert_eq!(
+            second.conditions[0].last_transition_time,
+            first.conditions[0].last_transition_time
+        );
+    }
 }

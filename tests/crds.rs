@@ -1,0 +1,105 @@
+//! The committed CRD YAML must be exactly what the Rust types generate.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use tenant_placer::api::{Node, Tenant, crd_yaml};
+
+const REGENERATE: &str = "regenerate with: cargo run -- crd --out-dir crds";
+
+#[test]
+fn committed_crds_match_the_rust_types() {
+    for (file, generated) in crd_yaml().unwrap() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crds")
+            .join(file);
+        let committed = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{} is missing ({e}); {REGENERATE}", path.display()));
+        assert!(
+            committed == generated,
+            "{} differs from the Rust types; {REGENERATE}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn committed_crds_parse_back_into_the_same_definitions() {
+    for (file, crd) in [("tenant.yaml", Tenant::crd()), ("node.yaml", Node::crd())] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("crds")
+            .join(file);
+        let parsed: CustomResourceDefinition =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        assert_eq!(parsed, crd, "{file}");
+    }
+}
+
+#[test]
+fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
+    let tenant = Tenant::crd();
+    assert_eq!(tenant.spec.group, "placement.tenant-placer.dev");
+    assert_eq!(tenant.spec.scope, "Namespaced");
+    assert_eq!(tenant.spec.names.short_names, Some(vec!["tn".into()]));
+    assert_eq!(tenant.spec.names.categories, Some(vec!["placement".into()]));
+    let version = &tenant.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    assert!(version.subresources.as_ref().unwrap().status.is_some());
+    let columns: Vec<_> = version
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            "Phase",
+            "Node",
+            "Threads",
+            "Memory-GB",
+            "Storage-GB",
+            "Mode",
+            "Message",
+            "Age"
+        ]
+    );
+    let schema = serde_json::to_value(&version.schema).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(
+        spec["x-kubernetes-validations"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(
+        spec["properties"]["mode"]["enum"],
+        serde_json::json!(["Standalone", "Cluster"])
+    );
+    assert_eq!(
+        spec["properties"]["resources"]["properties"]["threads"]["minimum"],
+        0.0
+    );
+    assert!(
+        spec["properties"]["resources"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("per replica")
+            || spec["properties"]["resources"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("one replica")
+    );
+
+    let node = Node::crd();
+    assert_eq!(node.spec.scope, "Cluster");
+    assert_eq!(node.spec.names.short_names, Some(vec!["pnode".into()]));
+    assert_eq!(node.spec.names.categories, Some(vec!["placement".into()]));
+    let schema = serde_json::to_value(&node.spec.versions[0].schema).unwrap();
+    let state = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["state"];
+    assert_eq!(
+        state["enum"],
+        serde_json::json!(["Online", "Cordoned", "Offline"])
+    );
+}
