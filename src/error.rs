@@ -11,6 +11,9 @@ pub enum Error {
     #[error("reading node {node}: {source}")]
     ReadNode { node: String, source: kube::Error },
 
+    #[error("reading tenant {tenant}: {source}")]
+    ReadTenant { tenant: String, source: kube::Error },
+
     #[error("writing the status of node {node}: {source}")]
     WriteNodeStatus { node: String, source: kube::Error },
 
@@ -42,6 +45,7 @@ impl Error {
         match self {
             Error::MissingUid { .. } => "missing_uid",
             Error::ReadNode { .. } => "read_node",
+            Error::ReadTenant { .. } => "read_tenant",
             Error::WriteNodeStatus { .. } => "write_node_status",
             Error::ConflictRetriesExhausted { .. } => "conflict_retries_exhausted",
             Error::UnreadableNode { .. } => "unreadable_node",

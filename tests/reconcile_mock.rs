@@ -106,9 +106,13 @@ fn context(nodes: Vec<Node>) -> (Arc<Context>, Handle, Writer<Node>) {
         ..RetryPolicy::default()
     };
     let node_writer = NodeWriter::new(Api::all(client.clone()), cache, retry);
+    let (tenants, mut tenant_cache) = reflector::store::<Tenant>();
+    // An empty, synced tenant cache: every entry's tenant must be confirmed by a direct read.
+    tenant_cache.apply_watcher_event(&watcher::Event::InitDone);
     let ctx = Arc::new(Context::new(
         client,
         node_writer,
+        tenants,
         Settings {
             retry,
             ..Settings::default()
@@ -688,4 +692,93 @@ fn the_kind_names_match_the_design() {
     assert_eq!(Tenant::plural(&()), "tenants");
     assert_eq!(Node::plural(&()), "nodes");
     assert_eq!(acme().name_any(), "acme");
+}
+
+/// A node whose derived status already matches its allocations, so refresh writes nothing.
+fn settled_node(allocations: Vec<AllocationEntry>) -> Node {
+    let mut node = eu1(10, allocations.clone());
+    let entries: Vec<placement::Entry> = allocations
+        .iter()
+        .map(|a| placement::Entry {
+            uid: a.uid.clone(),
+            tenant: a.tenant.clone(),
+            resources: a.resources.to_resources().unwrap(),
+        })
+        .collect();
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let capacity = node.spec.capacity.to_resources().unwrap();
+    node.status = Some(tenant_placer::controller::writer::node_status(
+        &node, &entries, capacity, &now,
+    ));
+    node
+}
+
+#[tokio::test]
+async fn an_entry_whose_tenant_is_confirmed_gone_by_a_direct_read_is_released() {
+    let node = settled_node(vec![entry("ghost", amounts(2, 4, 20))]);
+    let (ctx, mut api, _cache) = context(vec![node.clone()]);
+    let run = tokio::spawn(tenant_placer::controller::node::reconcile(
+        Arc::new(node),
+        ctx,
+    ));
+    let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+        "message": "tenants.placement.tenant-placer.dev \"ghost\" not found"});
+    expect(&mut api, Method::GET, &format!("{TENANTS}/ghost"), |_| {
+        (StatusCode::NOT_FOUND, not_found)
+    })
+    .await;
+    let put = expect(
+        &mut api,
+        Method::PUT,
+        &format!("{NODES}/node-eu-1/status"),
+        accept_put,
+    )
+    .await;
+    assert_eq!(allocations(&put), vec![]);
+    run.await.unwrap().unwrap();
+    expect_no_more_requests(&mut api).await;
+}
+
+#[tokio::test]
+async fn an_entry_missing_only_from_the_tenant_cache_is_kept() {
+    let node = settled_node(vec![entry("acme", amounts(2, 4, 20))]);
+    let (ctx, mut api, _cache) = context(vec![node.clone()]);
+    let run = tokio::spawn(tenant_placer::controller::node::reconcile(
+        Arc::new(node),
+        ctx,
+    ));
+    let alive = acme();
+    expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {
+        (StatusCode::OK, serde_json::to_value(&alive).unwrap())
+    })
+    .await;
+    run.await.unwrap().unwrap();
+    expect_no_more_requests(&mut api).await;
+}
+
+#[tokio::test]
+async fn an_entry_of_a_tenant_re_created_under_the_same_name_is_released() {
+    let node = settled_node(vec![entry("acme", amounts(2, 4, 20))]);
+    let (ctx, mut api, _cache) = context(vec![node.clone()]);
+    let run = tokio::spawn(tenant_placer::controller::node::reconcile(
+        Arc::new(node),
+        ctx,
+    ));
+    let mut reborn = acme();
+    reborn.metadata.uid = Some("uid-acme-2".into());
+    expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {
+        (StatusCode::OK, serde_json::to_value(&reborn).unwrap())
+    })
+    .await;
+    let put = expect(
+        &mut api,
+        Method::PUT,
+        &format!("{NODES}/node-eu-1/status"),
+        accept_put,
+    )
+    .await;
+    assert_eq!(allocations(&put), vec![]);
+    run.await.unwrap().unwrap();
+    expect_no_more_requests(&mut api).await;
 }

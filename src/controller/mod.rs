@@ -11,7 +11,8 @@
 //! - failed reconciles are re-queued with per-object exponential backoff;
 //! - tenants waiting for room are re-checked on node events (RoomWatch) and otherwise at a
 //!   fallback interval that backs off while nothing changes;
-//! - the Node writer decides only from a synced node cache.
+//! - the Node writer decides only from a synced node cache;
+//! - an entry is released as an orphan only after a direct read confirms its tenant is gone.
 
 pub mod node;
 pub mod tenant;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
@@ -99,6 +101,8 @@ impl Backoff {
 pub struct Context {
     pub client: Client,
     pub writer: NodeWriter,
+    /// The tenant watch cache, to find orphaned entries without a read per entry.
+    pub tenants: Store<Tenant>,
     pub settings: Settings,
     pub pending_backoff: Backoff,
     pub error_backoff: Backoff,
@@ -113,10 +117,16 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    pub fn new(client: Client, writer: NodeWriter, settings: Settings) -> Self {
+    pub fn new(
+        client: Client,
+        writer: NodeWriter,
+        tenants: Store<Tenant>,
+        settings: Settings,
+    ) -> Self {
         Context {
             client,
             writer,
+            tenants,
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
             error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
             settings,
@@ -143,7 +153,12 @@ pub async fn run(client: Client, settings: Settings) {
     let tenant_controller = Controller::new(tenants, watch());
     let room = node::RoomWatch::new(tenant_controller.store());
     let concurrency = settings.concurrency;
-    let ctx = Arc::new(Context::new(client, writer, settings));
+    let ctx = Arc::new(Context::new(
+        client,
+        writer,
+        tenant_controller.store(),
+        settings,
+    ));
 
     let tenant_loop = tenant_controller
         .watches(nodes, watch(), move |node| room.waiting_tenants(&node))
