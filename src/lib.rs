@@ -5,9 +5,12 @@
 //!   controller  reconcile Tenants and Nodes      compute a plan (placement crate), then write it
 //!     └ writer  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
+//!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
 //! ```
 pub mod api;
 pub mod controller;
 pub mod error;
+pub mod invariants;
+pub mod manifests;
 
 pub use error::Error;

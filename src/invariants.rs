@@ -1,0 +1,226 @@
+//! The invariants of the allocation protocol, checked over API objects. Tests, the soak and
+//! `simulate` use this one checker.
+//!
+//! Rules checked:
+//! - per node: `allocated` is the sum of its entries, `free` is capacity - allocated (never below
+//!   0), `tenants` is the number of entries;
+//! - per node: allocated is within capacity, unless the caller says the node's capacity was
+//!   lowered (then it keeps what it holds);
+//! - per write ([`check_node_write`]): a write that adds or grows an entry leaves the node within
+//!   capacity, so nothing is ever over-committed, at any moment;
+//! - each live tenant UID holds entries on at most one node, and at most one entry there;
+//! - at rest ([`Quiescence::Settled`]): no entry belongs to a tenant that is gone, and every
+//!   tenant's status agrees with the entries (node, reserved, phase).
+
+use std::collections::{HashMap, HashSet};
+
+use kube::ResourceExt;
+use placement::Resources;
+
+use crate::api::{Node, Tenant, TenantPhase};
+
+/// Whether the controller is known to have caught up with every change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quiescence {
+    /// Mid-flight: only the rules that hold at every moment.
+    AnyMoment,
+    /// After the controller went quiet: every rule.
+    Settled,
+}
+
+fn amounts(
+    node: &str,
+    what: &str,
+    value: &crate::api::ResourceAmounts,
+    violations: &mut Vec<String>,
+) -> Resources {
+    value.to_resources().unwrap_or_else(|e| {
+        violations.push(format!("node {node}: {what} {e}"));
+        Resources::ZERO
+    })
+}
+
+fn entries_of(node: &Node, violations: &mut Vec<String>) -> Vec<(String, String, Resources)> {
+    let name = node.name_any();
+    node.status
+        .iter()
+        .flat_map(|s| s.allocations.iter())
+        .map(|a| {
+            (
+                a.uid.clone(),
+                a.tenant.clone(),
+                amounts(&name, "entry", &a.resources, violations),
+            )
+        })
+        .collect()
+}
+
+/// Checks one node's status in isolation.
+fn check_node(node: &Node, lowered: &HashSet<String>, violations: &mut Vec<String>) {
+    let name = node.name_any();
+    let Some(status) = &node.status else { return };
+    let entries = entries_of(node, violations);
+    let Some(sum) = Resources::checked_sum(entries.iter().map(|(_, _, r)| r)) else {
+        violations.push(format!("node {name}: entries overflow"));
+        return;
+    };
+    let capacity = amounts(&name, "capacity", &node.spec.capacity, violations);
+    let allocated = amounts(&name, "allocated", &status.allocated, violations);
+    let free = amounts(&name, "free", &status.free, violations);
+    if allocated != sum {
+        violations.push(format!(
+            "node {name}: allocated {allocated} but its entries sum to {sum}"
+        ));
+    }
+    if free != capacity.saturating_sub(sum) {
+        violations.push(format!(
+            "node {name}: free {free} but capacity - entries is {}",
+            capacity.saturating_sub(sum)
+        ));
+    }
+    if usize::try_from(status.tenants).ok() != Some(entries.len()) {
+        violations.push(format!(
+            "node {name}: tenants {} but {} entries",
+            status.tenants,
+            entries.len()
+        ));
+    }
+    if !sum.fits_within(&capacity) && !lowered.contains(&name) {
+        violations.push(format!(
+            "node {name}: over-committed, holds {sum} with capacity {capacity}"
+        ));
+    }
+    let mut uids = HashSet::new();
+    for (uid, tenant, _) in &entries {
+        if !uids.insert(uid) {
+            violations.push(format!("node {name}: two entries for {tenant} ({uid})"));
+        }
+    }
+}
+
+/// Checks one committed write of a node: growth must fit. `before` is the node before the write.
+pub fn check_node_write(before: Option<&Node>, after: &Node) -> Result<(), Vec<String>> {
+    let mut violations = Vec::new();
+    let previous: HashMap<String, Resources> = before
+        .map(|b| {
+            entries_of(b, &mut violations)
+                .into_iter()
+                .map(|(uid, _, r)| (uid, r))
+                .collect()
+        })
+        .unwrap_or_default();
+    let entries = entries_of(after, &mut violations);
+    let grew = entries
+        .iter()
+        .any(|(uid, _, r)| previous.get(uid).is_none_or(|old| !r.fits_within(old)));
+    let name = after.name_any();
+    let capacity = amounts(&name, "capacity", &after.spec.capacity, &mut violations);
+    match Resources::checked_sum(entries.iter().map(|(_, _, r)| r)) {
+        Some(sum) if grew && !sum.fits_within(&capacity) => violations.push(format!(
+            "node {name}: a write grew its entries to {sum}, past capacity {capacity}"
+        )),
+        None => violations.push(format!("node {name}: entries overflow")),
+        _ => {}
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(violations)
+    }
+}
+
+/// Checks the whole fleet. `lowered` names nodes whose capacity was lowered below what they hold.
+pub fn check(
+    nodes: &[Node],
+    tenants: &[Tenant],
+    lowered: &HashSet<String>,
+    quiescence: Quiescence,
+) -> Result<(), Vec<String>> {
+    let mut violations = Vec::new();
+    let mut holders: HashMap<String, Vec<(String, Resources)>> = HashMap::new();
+    for node in nodes {
+        check_node(node, lowered, &mut violations);
+        for (uid, _, resources) in entries_of(node, &mut violations) {
+            holders
+                .entry(uid)
+                .or_default()
+                .push((node.name_any(), resources));
+        }
+    }
+    let live: HashMap<String, &Tenant> = tenants
+        .iter()
+        .filter_map(|t| t.uid().map(|u| (u, t)))
+        .collect();
+    for (uid, held) in &holders {
+        if held.len() > 1 && live.contains_key(uid) {
+            let names: Vec<_> = held.iter().map(|(n, _)| n.as_str()).collect();
+            violations.push(format!(
+                "tenant {uid} holds entries on {}",
+                names.join(", ")
+            ));
+        }
+        if quiescence == Quiescence::Settled && !live.contains_key(uid) {
+            violations.push(format!(
+                "entry of a tenant that is gone ({uid}) on {}",
+                held[0].0
+            ));
+        }
+    }
+    if quiescence == Quiescence::Settled {
+        for (uid, tenant) in &live {
+            check_tenant_status(
+                tenant,
+                holders.get(uid).and_then(|h| h.first()),
+                &mut violations,
+            );
+        }
+    }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(violations)
+    }
+}
+
+/// At rest, a tenant's status is a faithful view of its entry.
+fn check_tenant_status(
+    tenant: &Tenant,
+    held: Option<&(String, Resources)>,
+    violations: &mut Vec<String>,
+) {
+    let key = crate::controller::tenant::tenant_key(tenant);
+    let Some(status) = &tenant.status else {
+        violations.push(format!("tenant {key}: no status at rest"));
+        return;
+    };
+    let reserved = status.reserved.to_resources().unwrap_or_default();
+    let footprint = tenant.spec.footprint().ok();
+    match (status.phase, held) {
+        (TenantPhase::Terminating, _) => {}
+        (
+            TenantPhase::Active | TenantPhase::Resizing | TenantPhase::Suspended,
+            Some((node, resources)),
+        ) => {
+            if &status.node_name != node || &reserved != resources {
+                violations.push(format!(
+                    "tenant {key}: status says {reserved} on '{}', the entry is {resources} on {node}",
+                    status.node_name
+                ));
+            }
+            if status.phase == TenantPhase::Active && footprint != Some(*resources) {
+                violations.push(format!(
+                    "tenant {key}: Active but holds {resources}, not its footprint"
+                ));
+            }
+        }
+        (TenantPhase::PendingCapacity | TenantPhase::Suspended | TenantPhase::Pending, None) => {
+            if !status.node_name.is_empty() {
+                violations.push(format!(
+                    "tenant {key}: {} names node {} but holds nothing",
+                    status.phase, status.node_name
+                ));
+            }
+        }
+        (phase, held) => violations.push(format!("tenant {key}: phase {phase} but holds {held:?}")),
+    }
+}
