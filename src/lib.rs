@@ -12,5 +12,6 @@ pub mod controller;
 pub mod error;
 pub mod invariants;
 pub mod manifests;
+pub mod report;
 
 pub use error::Error;
