@@ -1,1 +1,426 @@
-//! placeholder
+//! A stateful, in-memory Kubernetes API server for tests without a cluster.
+//!
+//! [`ApiServer`] is a `tower::Service<http::Request<B>>`, so
+//! `kube::Client::new(api.clone(), "default")` talks to it in-process; its
+//! [`ApiServer::handle`] serves one `http::Request<Bytes>` and can be put
+//! behind a real HTTP server. The crate does not depend on kube: it learns
+//! custom kinds from `apiextensions.k8s.io/v1` CustomResourceDefinitions
+//! (POSTed, or given to [`ApiServer::install_crd`]), and stores a few
+//! built-in kinds generically: core `namespaces`, `configmaps`, `events`,
+//! `events.k8s.io` `events`, `coordination.k8s.io` `leases`, and the CRDs
+//! themselves ([`ApiServer::register_kind`] adds more).
+//!
+//! # Rules it enforces, as the apiserver does
+//!
+//! - **Paths**: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced
+//!   `/namespaces/{ns}/{resource}[/{name}[/status]]`, cluster-scoped
+//!   `/{resource}[/{name}[/status]]`, and lists/watches across namespaces.
+//!   Unknown paths, kinds, versions and subresources are `404` with a Status;
+//!   discovery (`/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, `/version`) is served.
+//! - **resourceVersion**: one counter for the whole store, moved by every
+//!   write. `metadata.uid`, `creationTimestamp` and (for custom kinds and
+//!   CRDs) `generation: 1` are set on create; `generation` then moves only
+//!   when something other than `metadata` changes. An update that changes
+//!   nothing is not written (no new resourceVersion, no event).
+//! - **Create** (`201`): `409 AlreadyExists`; `generateName`; a set
+//!   `resourceVersion` is refused (500, as etcd3's store does); names must be
+//!   DNS subdomains (labels for namespaces); namespaces need not exist.
+//! - **Update** (PUT): `404` for a missing object unless the kind allows
+//!   create-on-update (leases, events); a stale resourceVersion is `409
+//!   Conflict` ("the object has been modified; ..."); a missing one is `422`
+//!   (`metadata.resourceVersion: Invalid value: 0x0: must be specified for an
+//!   update`) for kinds without unconditional update (custom kinds, CRDs,
+//!   leases); a different `metadata.uid` is a `409` precondition failure.
+//! - **Patch**: JSON patch (RFC 6902, with the apiserver's `test` semantics:
+//!   a missing path tests equal to `null`; a failed op is the generic `422`),
+//!   merge patch (RFC 7386), strategic merge patch for built-in kinds (as a
+//!   merge patch; `415` for custom kinds), server-side apply (JSON body,
+//!   `fieldManager` required, creates when missing). A resourceVersion in the
+//!   patch must match (`409`).
+//! - **Status subresource**: a write to the main resource keeps the old
+//!   status (and create drops it); a write to `/status` changes only status.
+//! - **Delete**: with finalizers, the object gets `deletionTimestamp`,
+//!   `deletionGracePeriodSeconds: 0` and a generation bump, and is answered
+//!   (`MODIFIED`); the update that empties its finalizers removes it
+//!   (`DELETED`). While it terminates no finalizer may be added (`422`), and
+//!   deleting again changes nothing. Without finalizers it is removed and a
+//!   `Status` Success is answered (the object, for namespaces).
+//!   `preconditions` (uid, resourceVersion) are checked (`409`).
+//! - **List**: `labelSelector` (`=`, `==`, `!=`, exists, `!`, `in`, `notin`),
+//!   `fieldSelector` (`metadata.name`, `metadata.namespace`), `limit` and
+//!   `continue`, `resourceVersion`/`resourceVersionMatch`.
+//! - **Watch**: newline-delimited events. From resourceVersion `0` or none,
+//!   `ADDED` for the current objects first; from another, a replay of the
+//!   resource's event history after it, or — if older than the history (see
+//!   [`Config::history_size`], [`ApiServer::compact_history`]) — HTTP 200 and an
+//!   `ERROR` event `410 Expired` "too old resource version: X (Y)".
+//!   Selectors apply, and crossing one turns `MODIFIED` into `ADDED` or
+//!   `DELETED`. `allowWatchBookmarks` gets periodic `BOOKMARK`s;
+//!   `sendInitialEvents=true` ends the initial events with a bookmark
+//!   annotated `k8s.io/initial-events-end`; `timeoutSeconds` ends the stream.
+//! - **Custom resources** are pruned of unknown fields, defaulted and
+//!   validated against the version's `openAPIV3Schema` (see the `schema`
+//!   module for what is checked), answering `422 Invalid` with the
+//!   apiserver's messages and `details.causes`.
+//!
+//! # Not implemented, deliberately
+//!
+//! CEL (`x-kubernetes-validations`), `pattern` and `format` validation,
+//! conversion webhooks (versions differ only in `apiVersion`), managedFields
+//! and field ownership (apply is a merge), YAML bodies, protobuf, garbage
+//! collection (`ownerReferences`, `propagationPolicy` are stored but not acted
+//! on), the namespace lifecycle (deleting a namespace removes only it),
+//! consistent snapshots for paginated or `Exact` lists (later pages show the
+//! current state), authentication and authorization, admission, and
+//! subresources other than `/status`.
+//!
+//! # For tests
+//!
+//! Direct access without HTTP ([`ApiServer::get`], [`ApiServer::list`],
+//! [`ApiServer::create`], [`ApiServer::apply`], [`ApiServer::delete`]), a hook
+//! on every committed write ([`ApiServer::on_commit`]), request and write
+//! counters ([`ApiServer::stats`]), and fault injection ([`ApiServer::inject`],
+//! [`ApiServer::break_watches`], [`ApiServer::compact_history`]).
+
+mod body;
+mod faults;
+mod handler;
+mod kinds;
+mod meta;
+mod patch;
+mod schema;
+mod selector;
+mod status;
+mod store;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::BodyExt;
+use serde_json::Value;
+
+pub use body::ResponseBody;
+pub use faults::{Fault, FaultAction, RequestKey, Stats, Verb};
+pub use status::{Status, StatusCause, StatusDetails};
+pub use store::{CommitEvent, CommitHook, Config, EventType};
+
+use kinds::{CRD_GROUP, CRD_PLURAL, Kind};
+use store::{Shared, State, Target, UpdateMode};
+
+/// A boxed error, as tower and kube use.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The in-memory API server. Cheap to clone; clones share the store.
+#[derive(Clone)]
+pub struct ApiServer {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.lock();
+        f.debug_struct("ApiServer")
+            .field("resource_version", &state.rv)
+            .field("kinds", &state.kinds.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ApiServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The response extension marking a connection dropped by an injected fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DroppedConnection;
+
+/// Why the `Service` failed a request: it does so only when the request body
+/// cannot be read, or when a fault drops the connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request body could not be read.
+    #[error("failed to read the request body: {0}")]
+    Body(#[source] BoxError),
+    /// An injected fault dropped the connection.
+    #[error("connection dropped (injected fault)")]
+    ConnectionDropped,
+}
+
+impl ApiServer {
+    /// A server with the built-in kinds and the default [`Config`].
+    pub fn new() -> Self {
+        Self::with_config(Config::default())
+    }
+
+    /// A server with the built-in kinds.
+    pub fn with_config(config: Config) -> Self {
+        Self {
+            shared: Arc::new(Shared::new(config)),
+        }
+    }
+
+    /// Creates (or replaces the spec of) a CustomResourceDefinition, as a
+    /// POST or PUT would; its kind is served at once. Answers the stored CRD.
+    pub fn install_crd(&self, crd: Value) -> Result<Value, Status> {
+        let mut state = self.shared.lock();
+        let t = Self::target_of(&state, CRD_GROUP, CRD_PLURAL, None)?;
+        let name = meta::name(&crd).to_owned();
+        let mode = UpdateMode {
+            put: true,
+            create_if_missing: true,
+            dry_run: false,
+        };
+        state
+            .update(&t, &name, mode, |current| {
+                let mut crd = crd;
+                if let Some(current) = current {
+                    meta::set(&mut crd, "resourceVersion", meta::resource_version(current));
+                }
+                Ok(crd)
+            })
+            .map(|(obj, _)| obj)
+    }
+
+    /// Serves another built-in kind, stored generically (unconditional
+    /// updates allowed, no create-on-update, no status subresource).
+    pub fn register_kind(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        kind: &str,
+        namespaced: bool,
+    ) {
+        let kind = Kind::builtin(group, version, plural, kind, namespaced);
+        self.shared
+            .lock()
+            .kinds
+            .insert((group.into(), plural.into()), Arc::new(kind));
+    }
+
+    fn target_of(
+        state: &State,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> Result<Target, Status> {
+        let kind = state
+            .kinds
+            .get(&(group.to_owned(), resource.to_owned()))
+            .ok_or_else(|| {
+                Status::bad_request(format!("no resource {resource:?} in group {group:?}"))
+            })?;
+        Ok(Target {
+            kind: kind.clone(),
+            version: kind.storage_version.clone(),
+            namespace: kind
+                .namespaced
+                .then(|| namespace.unwrap_or("default").to_owned()),
+            subresource: None,
+        })
+    }
+
+    /// The target of a direct write: the kind its apiVersion and kind name.
+    fn target_for(state: &State, obj: &Value) -> Result<Target, Status> {
+        let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+        let kind_name = obj["kind"].as_str().unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let kind = state
+            .kinds
+            .values()
+            .find(|k| k.group == group && k.kind == kind_name && k.version(version).is_some())
+            .ok_or_else(|| {
+                Status::bad_request(format!(
+                    "no kind {kind_name:?} is served at {api_version:?}"
+                ))
+            })?;
+        let namespace = Some(meta::namespace(obj)).filter(|ns| !ns.is_empty());
+        Ok(Target {
+            version: version.to_owned(),
+            ..Self::target_of(state, group, &kind.plural, namespace)?
+        })
+    }
+
+    /// One object as stored (at its kind's storage version).
+    pub fn get(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let state = self.shared.lock();
+        let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
+        state
+            .objects
+            .get(&(group.to_owned(), resource.to_owned()))?
+            .get(&key)
+            .cloned()
+    }
+
+    /// All objects of a resource, in (namespace, name) order.
+    pub fn list(&self, group: &str, resource: &str) -> Vec<Value> {
+        let state = self.shared.lock();
+        state
+            .objects
+            .get(&(group.to_owned(), resource.to_owned()))
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Creates an object as a POST would (namespace `default` if it has none),
+    /// then writes its `status` too when the kind has a status subresource.
+    /// No request is counted and no fault applies.
+    pub fn create(&self, obj: Value) -> Result<Value, Status> {
+        let mut state = self.shared.lock();
+        let t = Self::target_for(&state, &obj)?;
+        let created = state.create(&t, obj.clone(), None, false)?;
+        Self::write_status(&mut state, &t, &created, &obj)
+    }
+
+    /// Merges `obj` into the object of its name, creating it if missing (a
+    /// server-side apply without field ownership), then writes its `status`
+    /// too when the kind has a status subresource.
+    pub fn apply(&self, obj: Value) -> Result<Value, Status> {
+        let mut state = self.shared.lock();
+        let t = Self::target_for(&state, &obj)?;
+        let name = meta::name(&obj).to_owned();
+        let mode = UpdateMode {
+            put: false,
+            create_if_missing: true,
+            dry_run: false,
+        };
+        let (applied, _) = state.update(&t, &name, mode, |current| {
+            let mut doc = current.cloned().unwrap_or(Value::Null);
+            json_patch::merge(&mut doc, &obj);
+            Ok(doc)
+        })?;
+        Self::write_status(&mut state, &t, &applied, &obj)
+    }
+
+    fn write_status(
+        state: &mut State,
+        t: &Target,
+        written: &Value,
+        obj: &Value,
+    ) -> Result<Value, Status> {
+        let Some(status) = obj.get("status").filter(|_| t.status_enabled()) else {
+            return Ok(written.clone());
+        };
+        let t = Target {
+            subresource: Some("status".into()),
+            ..t.clone()
+        };
+        let mode = UpdateMode {
+            put: false,
+            create_if_missing: false,
+            dry_run: false,
+        };
+        state
+            .update(&t, meta::name(written), mode, |current| {
+                let mut doc = current.cloned().unwrap_or(Value::Null);
+                doc["status"] = status.clone();
+                Ok(doc)
+            })
+            .map(|(obj, _)| obj)
+    }
+
+    /// Deletes an object as a DELETE would; answers the response body.
+    pub fn delete(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, Status> {
+        let mut state = self.shared.lock();
+        let t = Self::target_of(&state, group, resource, namespace)?;
+        state.delete(&t, name, &Value::Null, false)
+    }
+
+    /// Adds a fault rule; rules are tried in the order added.
+    pub fn inject(&self, fault: Fault) {
+        self.shared.lock().faults.push(fault);
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.shared.lock().faults.clear();
+    }
+
+    /// Ends every open watch now, after the events already sent to it.
+    pub fn break_watches(&self) {
+        self.shared.lock().break_watches();
+    }
+
+    /// Forgets the event history: a watch resuming from any resourceVersion
+    /// before now is answered `410 Expired`, as after an etcd compaction.
+    pub fn compact_history(&self) {
+        self.shared.lock().compact();
+    }
+
+    /// Calls `hook` after every committed write, in commit order, while the
+    /// store is locked (the hook must not call back into the server). A hook
+    /// that panics does not break the server: see [`ApiServer::hook_failures`].
+    pub fn on_commit(&self, hook: impl Fn(&CommitEvent<'_>) + Send + Sync + 'static) {
+        self.shared.lock().hooks.push(Arc::new(hook));
+    }
+
+    /// The panic messages of commit hooks so far, with the write they followed.
+    pub fn hook_failures(&self) -> Vec<String> {
+        self.shared.lock().hook_failures.clone()
+    }
+
+    /// The request and write counters.
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().stats.clone()
+    }
+
+    /// Zeroes the request and write counters.
+    pub fn reset_stats(&self) {
+        self.shared.lock().stats = Stats::default();
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().rv
+    }
+}
+
+impl<B> tower_service::Service<Request<B>> for ApiServer
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = ServiceError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, ServiceError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), ServiceError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let server = self.clone();
+        Box::pin(async move {
+            let (parts, body) = req.into_parts();
+            let bytes = body
+                .collect()
+                .await
+                .map_err(|e| ServiceError::Body(e.into()))?
+                .to_bytes();
+            let response = server.handle(Request::from_parts(parts, bytes)).await;
+            if response.extensions().get::<DroppedConnection>().is_some() {
+                return Err(ServiceError::ConnectionDropped);
+            }
+            Ok(response)
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! Fault injection and request accounting.
+//!
+//! A [`Fault`] matches requests by verb, resource, subresource and name, and
+//! acts on the next `times` of them: it answers an error without touching the
+//! store, delays the request, lets a write commit and then loses the answer
+//! (a 500, or a dropped connection), or answers a watch with `410 Gone`.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// The Kubernetes verb of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verb {
+    /// GET of one object.
+    Get,
+    /// GET of a collection.
+    List,
+    /// GET of a collection with `watch=true`.
+    Watch,
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH (any patch type, server-side apply included).
+    Patch,
+    /// DELETE of one object.
+    Delete,
+    /// DELETE of a collection.
+    DeleteCollection,
+}
+
+impl Verb {
+    /// Whether the verb writes.
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            Self::Create | Self::Update | Self::Patch | Self::Delete | Self::DeleteCollection
+        )
+    }
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = match self {
+            Self::Get => "get",
+            Self::List => "list",
+            Self::Watch => "watch",
+            Self::Create => "create",
+            Self::Update => "update",
+            Self::Patch => "patch",
+            Self::Delete => "delete",
+            Self::DeleteCollection => "deletecollection",
+        };
+        f.write_str(s)
+    }
+}
+
+/// What a request was: its verb, resource (plural) and subresource.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestKey {
+    /// The verb.
+    pub verb: Verb,
+    /// The resource, e.g. `tenants`.
+    pub resource: String,
+    /// The subresource, e.g. `status`.
+    pub subresource: Option<String>,
+}
+
+/// Counters of requests served and writes committed, since creation or the
+/// last [`crate::ApiServer::reset_stats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests by verb, resource and subresource (failed and faulted ones too).
+    pub requests: BTreeMap<RequestKey, u64>,
+    /// Committed writes (creates, updates, deletes; no-op updates excluded).
+    pub writes: u64,
+}
+
+impl Stats {
+    /// Requests with this verb on this resource, any subresource.
+    pub fn count(&self, verb: Verb, resource: &str) -> u64 {
+        self.requests
+            .iter()
+            .filter(|(k, _)| k.verb == verb && k.resource == resource)
+            .fold(0, |sum, (_, n)| sum.saturating_add(*n))
+    }
+
+    /// Requests with a writing verb, on any resource.
+    pub fn write_requests(&self) -> u64 {
+        self.requests
+            .iter()
+            .filter(|(k, _)| k.verb.is_write())
+            .fold(0, |sum, (_, n)| sum.saturating_add(*n))
+    }
+
+    pub(crate) fn record(&mut self, key: RequestKey) {
+        let n = self.requests.entry(key).or_insert(0);
+        *n = n.saturating_add(1);
+    }
+}
+
+/// What a fault does to a matching request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Answer with this HTTP code and the apiserver's Status for it, without
+    /// touching the store: 409 is the optimistic-lock conflict on the named
+    /// object, 429 carries `Retry-After`, 500 is an internal error, other codes
+    /// get the apiserver's generic message.
+    Respond {
+        /// The HTTP status code.
+        code: u16,
+        /// `Retry-After` seconds (429 only).
+        retry_after_seconds: u32,
+    },
+    /// Wait, then serve the request normally.
+    Delay(Duration),
+    /// Serve the request (a write commits), then answer 500 instead.
+    CommitThenFail,
+    /// Serve the request (a write commits), then drop the connection: the
+    /// `Service` returns an error, as a broken connection would.
+    CommitThenDisconnect,
+    /// Drop the connection without serving the request.
+    Disconnect,
+    /// Answer a watch with HTTP 200 and an `ERROR` event `410 Expired`, as for
+    /// a too old resourceVersion.
+    WatchGone,
+}
+
+/// Which subresource a fault matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SubresourceMatch {
+    Any,
+    Main,
+    Named(String),
+}
+
+/// A fault-injection rule; build with [`Fault::on`] or [`Fault::any`], then
+/// add it with [`crate::ApiServer::inject`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    verb: Option<Verb>,
+    resource: Option<String>,
+    subresource: SubresourceMatch,
+    name: Option<String>,
+    /// `None` for every matching request.
+    times: Option<u32>,
+    action: FaultAction,
+}
+
+impl Fault {
+    /// A rule for requests of one verb; by default it matches any resource,
+    /// acts once and answers 500.
+    pub fn on(verb: Verb) -> Self {
+        Self {
+            verb: Some(verb),
+            ..Self::any()
+        }
+    }
+
+    /// A rule for requests of any verb.
+    pub fn any() -> Self {
+        Self {
+            verb: None,
+            resource: None,
+            subresource: SubresourceMatch::Any,
+            name: None,
+            times: Some(1),
+            action: FaultAction::Respond {
+                code: 500,
+                retry_after_seconds: 0,
+            },
+        }
+    }
+
+    /// Only requests on this resource (plural).
+    #[must_use]
+    pub fn resource(mut self, plural: &str) -> Self {
+        self.resource = Some(plural.into());
+        self
+    }
+
+    /// Only requests on this subresource, e.g. `status`.
+    #[must_use]
+    pub fn subresource(mut self, subresource: &str) -> Self {
+        self.subresource = SubresourceMatch::Named(subresource.into());
+        self
+    }
+
+    /// Only requests on the main resource, not a subresource.
+    #[must_use]
+    pub fn main_resource(mut self) -> Self {
+        self.subresource = SubresourceMatch::Main;
+        self
+    }
+
+    /// Only requests on the object with this name.
+    #[must_use]
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Act on the next `n` matching requests (the default is 1).
+    #[must_use]
+    pub fn times(mut self, n: u32) -> Self {
+        self.times = Some(n);
+        self
+    }
+
+    /// Act on every matching request until the faults are cleared.
+    #[must_use]
+    pub fn always(mut self) -> Self {
+        self.times = None;
+        self
+    }
+
+    /// Do this to matching requests.
+    #[must_use]
+    pub fn then(mut self, action: FaultAction) -> Self {
+        self.action = action;
+        self
+    }
+
+    /// Answer `409 Conflict` (the stale-resourceVersion message).
+    #[must_use]
+    pub fn conflict(self) -> Self {
+        self.then(FaultAction::Respond {
+            code: 409,
+            retry_after_seconds: 0,
+        })
+    }
+
+    /// Answer `422 Invalid`.
+    #[must_use]
+    pub fn invalid(self) -> Self {
+        self.then(FaultAction::Respond {
+            code: 422,
+            retry_after_seconds: 0,
+        })
+    }
+
+    /// Answer `429 TooManyRequests` with `Retry-After`.
+    #[must_use]
+    pub fn too_many_requests(self, retry_after_seconds: u32) -> Self {
+        self.then(FaultAction::Respond {
+            code: 429,
+            retry_after_seconds,
+        })
+    }
+
+    /// Answer `500 InternalError`.
+    #[must_use]
+    pub fn internal_error(self) -> Self {
+        self.then(FaultAction::Respond {
+            code: 500,
+            retry_after_seconds: 0,
+        })
+    }
+
+    /// Delay, then serve normally.
+    #[must_use]
+    pub fn delay(self, by: Duration) -> Self {
+        self.then(FaultAction::Delay(by))
+    }
+
+    /// Commit the write, then answer 500.
+    #[must_use]
+    pub fn commit_then_fail(self) -> Self {
+        self.then(FaultAction::CommitThenFail)
+    }
+
+    /// Commit the write, then drop the connection.
+    #[must_use]
+    pub fn commit_then_disconnect(self) -> Self {
+        self.then(FaultAction::CommitThenDisconnect)
+    }
+
+    /// Drop the connection without serving.
+    #[must_use]
+    pub fn disconnect(self) -> Self {
+        self.then(FaultAction::Disconnect)
+    }
+
+    /// Answer a watch with `410 Gone`.
+    #[must_use]
+    pub fn watch_gone(self) -> Self {
+        self.then(FaultAction::WatchGone)
+    }
+
+    fn matches(&self, key: &RequestKey, name: Option<&str>) -> bool {
+        self.verb.is_none_or(|v| v == key.verb)
+            && self.resource.as_ref().is_none_or(|r| *r == key.resource)
+            && match &self.subresource {
+                SubresourceMatch::Any => true,
+                SubresourceMatch::Main => key.subresource.is_none(),
+                SubresourceMatch::Named(s) => key.subresource.as_ref() == Some(s),
+            }
+            && self.name.as_deref().is_none_or(|n| Some(n) == name)
+    }
+}
+
+/// Takes the action of the first rule matching the request, using one of
+/// its `times` (and dropping the rule once they are used up).
+pub(crate) fn take(
+    rules: &mut Vec<Fault>,
+    key: &RequestKey,
+    name: Option<&str>,
+) -> Option<FaultAction> {
+    let i = rules
+        .iter()
+        .position(|r| r.times != Some(0) && r.matches(key, name))?;
+    let rule = rules.get_mut(i)?;
+    let action = rule.action.clone();
+    rule.times = rule.times.map(|t| t.saturating_sub(1));
+    if rule.times == Some(0) {
+        rules.remove(i);
+    }
+    Some(action)
+}

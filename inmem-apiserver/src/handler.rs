@@ -1,0 +1,419 @@
+//! From HTTP to the store: routing, discovery documents, fault injection,
+//! request accounting, and the JSON (or streaming) responses.
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::{Method, Request, Response, StatusCode};
+use serde_json::{Value, json};
+
+use crate::body::{ResponseBody, WatchStream};
+use crate::faults::{self, FaultAction, RequestKey, Verb};
+use crate::patch::{self, PatchType};
+use crate::status::{FieldError, Status};
+use crate::store::{Query, State, Target, UpdateMode, WatchStart, event_line};
+use crate::{ApiServer, DroppedConnection};
+
+/// What a path names: a document (version, discovery) or resources.
+enum Route {
+    Document(Value),
+    Resource {
+        target: Target,
+        verb: Verb,
+        name: Option<String>,
+    },
+}
+
+fn not_found() -> Status {
+    Status::generic(404)
+}
+
+fn route(state: &State, method: &Method, path: &str, q: &Query) -> Result<Route, Status> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segments.as_slice() {
+        ["version"] => return Ok(Route::Document(version_info())),
+        ["api"] => {
+            return Ok(Route::Document(
+                json!({"kind": "APIVersions", "versions": ["v1"]}),
+            ));
+        }
+        ["apis"] => return Ok(Route::Document(group_list(state))),
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(not_found()),
+    };
+    if rest.is_empty() {
+        return resource_list(state, group, version)
+            .map(Route::Document)
+            .ok_or_else(not_found);
+    }
+    // `/namespaces/{ns}/status` is the namespace's subresource, not a resource.
+    let (namespace, resource, tail) = match rest {
+        ["namespaces", ns, resource, tail @ ..]
+            if !(group.is_empty()
+                && tail.is_empty()
+                && matches!(*resource, "status" | "finalize")) =>
+        {
+            (Some((*ns).to_owned()), *resource, tail)
+        }
+        [resource, tail @ ..] => (None, *resource, tail),
+        [] => return Err(not_found()),
+    };
+    let kind = state
+        .kinds
+        .get(&(group.to_owned(), resource.to_owned()))
+        .filter(|k| k.version(version).is_some())
+        .ok_or_else(not_found)?;
+    let (name, subresource) = match tail {
+        [] => (None, None),
+        [name] => (Some((*name).to_owned()), None),
+        [name, sub] => (Some((*name).to_owned()), Some((*sub).to_owned())),
+        _ => return Err(not_found()),
+    };
+    let target = Target {
+        kind: kind.clone(),
+        version: version.to_owned(),
+        namespace,
+        subresource,
+    };
+    let misplaced =
+        kind.namespaced != target.namespace.is_some() && (name.is_some() || !kind.namespaced);
+    if misplaced
+        || target
+            .subresource
+            .as_ref()
+            .is_some_and(|s| s != "status" || !target.status_enabled())
+    {
+        return Err(not_found());
+    }
+    let verb = match (method.as_str(), &name) {
+        ("GET", Some(_)) => Verb::Get,
+        ("GET", None) if q.is_true("watch") => Verb::Watch,
+        ("GET", None) => Verb::List,
+        ("POST", None) => Verb::Create,
+        ("PUT", Some(_)) => Verb::Update,
+        ("PATCH", Some(_)) => Verb::Patch,
+        ("DELETE", Some(_)) => Verb::Delete,
+        ("DELETE", None) => Verb::DeleteCollection,
+        _ => return Err(Status::generic(405)),
+    };
+    Ok(Route::Resource { target, verb, name })
+}
+
+fn version_info() -> Value {
+    json!({
+        "major": "1", "minor": "35", "gitVersion": "v1.35.0+inmem", "gitCommit": "", "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z", "goVersion": "", "compiler": "rustc", "platform": "linux/amd64"
+    })
+}
+
+fn group_list(state: &State) -> Value {
+    let mut groups: Vec<Value> = Vec::new();
+    for kind in state.kinds.values().filter(|k| !k.group.is_empty()) {
+        let versions: Vec<Value> = kind
+            .versions
+            .iter()
+            .map(|v| json!({"groupVersion": kind.api_version(&v.name), "version": v.name}))
+            .collect();
+        match groups.iter_mut().find(|g| g["name"] == kind.group.as_str()) {
+            Some(g) => {
+                for v in versions {
+                    if let Some(list) = g["versions"].as_array_mut().filter(|l| !l.contains(&v)) {
+                        list.push(v);
+                    }
+                }
+            }
+            None => {
+                let preferred = json!({
+                    "groupVersion": kind.api_version(&kind.storage_version),
+                    "version": kind.storage_version,
+                });
+                groups.push(json!({"name": kind.group, "versions": versions, "preferredVersion": preferred}));
+            }
+        }
+    }
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+fn resource_list(state: &State, group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for kind in state.kinds.values().filter(|k| k.group == group) {
+        let Some(v) = kind.version(version) else {
+            continue;
+        };
+        let verbs = [
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ];
+        resources.push(json!({
+            "name": kind.plural, "singularName": kind.singular, "namespaced": kind.namespaced,
+            "kind": kind.kind, "verbs": verbs, "shortNames": kind.short_names,
+        }));
+        if v.status {
+            resources.push(json!({
+                "name": format!("{}/status", kind.plural), "singularName": "", "namespaced": kind.namespaced,
+                "kind": kind.kind, "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    (!resources.is_empty())
+        .then(|| json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::full(
+        serde_json::to_vec(value).unwrap_or_default(),
+    ));
+    *response.status_mut() = code;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn status_response(status: &Status) -> Response<ResponseBody> {
+    let mut response = json_response(status.http_code(), &status.to_json());
+    if let Some(secs) = status
+        .details
+        .as_ref()
+        .map(|d| d.retry_after_seconds)
+        .filter(|s| *s > 0)
+    {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
+}
+
+/// A watch that fails after it started: HTTP 200 and one ERROR event.
+fn watch_error(status: &Status) -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::full(event_line("ERROR", &status.to_json())));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn dropped() -> Response<ResponseBody> {
+    let mut response = Response::new(ResponseBody::full(Bytes::new()));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response.extensions_mut().insert(DroppedConnection);
+    response
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, Status> {
+    serde_json::from_slice(body)
+        .map_err(|e| Status::bad_request(format!("error decoding the request body: {e}")))
+}
+
+/// The Status an injected `Respond` fault answers.
+fn injected(code: u16, retry_after_seconds: u32, target: &Target, name: Option<&str>) -> Status {
+    match (code, name) {
+        (409, Some(name)) => Status::stale(target.kind.gr(), name),
+        (429, _) => Status::too_many_requests(retry_after_seconds),
+        (500, _) => Status::internal("injected fault"),
+        (code, _) => Status::generic(code),
+    }
+}
+
+impl ApiServer {
+    /// Serves one request. A response carrying the [`DroppedConnection`]
+    /// extension stands for a connection broken by an injected fault: the
+    /// `Service` turns it into an error, an HTTP server should drop the
+    /// connection.
+    pub async fn handle(&self, req: Request<Bytes>) -> Response<ResponseBody> {
+        let (parts, body) = req.into_parts();
+        let query = Query::parse(parts.uri.query());
+        let routed = route(&self.shared.lock(), &parts.method, parts.uri.path(), &query);
+        let (target, verb, name) = match routed {
+            Ok(Route::Document(doc)) => return json_response(StatusCode::OK, &doc),
+            Ok(Route::Resource { target, verb, name }) => (target, verb, name),
+            Err(status) => return status_response(&status),
+        };
+        let key = RequestKey {
+            verb,
+            resource: target.kind.plural.clone(),
+            subresource: target.subresource.clone(),
+        };
+        let (fault, rv) = {
+            let mut state = self.shared.lock();
+            state.stats.record(key.clone());
+            (
+                faults::take(&mut state.faults, &key, name.as_deref()),
+                state.rv,
+            )
+        };
+        match fault {
+            // Timers need a Tokio runtime; without one the delay is skipped.
+            Some(FaultAction::Delay(by)) if tokio::runtime::Handle::try_current().is_ok() => {
+                tokio::time::sleep(by).await;
+            }
+            Some(FaultAction::Respond {
+                code,
+                retry_after_seconds,
+            }) => {
+                return status_response(&injected(
+                    code,
+                    retry_after_seconds,
+                    &target,
+                    name.as_deref(),
+                ));
+            }
+            Some(FaultAction::Disconnect) => return dropped(),
+            Some(FaultAction::WatchGone) if verb == Verb::Watch => {
+                let from = query.get("resourceVersion").unwrap_or("0");
+                return watch_error(&Status::expired(format!(
+                    "too old resource version: {from} ({rv})"
+                )));
+            }
+            _ => {}
+        }
+        let content_type = parts
+            .headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let response = self.execute(
+            &target,
+            verb,
+            name.as_deref().unwrap_or_default(),
+            content_type,
+            &query,
+            &body,
+        );
+        match fault {
+            Some(FaultAction::CommitThenFail) => status_response(&Status::internal(
+                "injected fault: the request was served but its response was lost",
+            )),
+            Some(FaultAction::CommitThenDisconnect) => dropped(),
+            _ => response,
+        }
+    }
+
+    fn execute(
+        &self,
+        t: &Target,
+        verb: Verb,
+        name: &str,
+        content_type: &str,
+        q: &Query,
+        body: &Bytes,
+    ) -> Response<ResponseBody> {
+        let mut state = self.shared.lock();
+        // The kind may have gone (its CRD deleted) since the request was routed.
+        if !state
+            .kinds
+            .contains_key(&(t.kind.group.clone(), t.kind.plural.clone()))
+        {
+            return status_response(&not_found());
+        }
+        let dry_run = q.dry_run();
+        let created_or_ok = |(obj, created): (Value, bool)| {
+            (
+                if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                },
+                obj,
+            )
+        };
+        let result = match verb {
+            Verb::Get => state.get(t, name).map(|o| (StatusCode::OK, o)),
+            Verb::List => state.list(t, q).map(|o| (StatusCode::OK, o)),
+            Verb::Watch => {
+                return match state.watch(t, q) {
+                    Ok(WatchStart::Gone(status)) => watch_error(&status),
+                    Ok(WatchStart::Stream {
+                        id,
+                        rx,
+                        bookmarks,
+                        timeout,
+                    }) => {
+                        let every = bookmarks.then_some(state.config.bookmark_interval);
+                        let stream = WatchStream::new(id, rx, self.shared.clone(), every, timeout);
+                        let mut response = Response::new(ResponseBody::watch(stream));
+                        response
+                            .headers_mut()
+                            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                        response
+                    }
+                    Err(status) => status_response(&status),
+                };
+            }
+            Verb::Create => parse_json(body)
+                .and_then(|v| state.create(t, v, None, dry_run))
+                .map(|o| (StatusCode::CREATED, o)),
+            Verb::Update => parse_json(body).and_then(|v| {
+                let mode = UpdateMode {
+                    put: true,
+                    create_if_missing: t.kind.create_on_update && t.subresource.is_none(),
+                    dry_run,
+                };
+                state.update(t, name, mode, |_| Ok(v)).map(created_or_ok)
+            }),
+            Verb::Patch => patch_type(t, content_type, q).and_then(|kind| {
+                let apply = kind == PatchType::Apply;
+                let mode = UpdateMode {
+                    put: false,
+                    create_if_missing: apply && t.subresource.is_none(),
+                    dry_run,
+                };
+                state
+                    .update(t, name, mode, |current| patch::apply(kind, current, body))
+                    .map(created_or_ok)
+            }),
+            Verb::Delete => delete_options(body)
+                .and_then(|o| state.delete(t, name, &o, dry_run))
+                .map(|o| (StatusCode::OK, o)),
+            Verb::DeleteCollection => delete_options(body)
+                .and_then(|o| state.delete_collection(t, q, &o))
+                .map(|o| (StatusCode::OK, o)),
+        };
+        match result {
+            Ok((code, obj)) => json_response(code, &obj),
+            Err(status) => status_response(&status),
+        }
+    }
+}
+
+/// The patch type of a PATCH, with the checks of `PatchOptions` validation.
+fn patch_type(t: &Target, content_type: &str, q: &Query) -> Result<PatchType, Status> {
+    let kind = PatchType::from_content_type(content_type)
+        .filter(|k| !(t.kind.custom && *k == PatchType::Strategic))
+        .ok_or_else(|| PatchType::unsupported(t.kind.custom))?;
+    let options_error =
+        |e: FieldError| Err(Status::invalid("meta.k8s.io", "PatchOptions", "", &[e]));
+    if kind == PatchType::Apply && q.get("fieldManager").is_none() {
+        return options_error(FieldError::required(
+            "fieldManager",
+            "is required for apply patch",
+        ));
+    }
+    if kind != PatchType::Apply && q.get("force").is_some() {
+        return options_error(FieldError::forbidden(
+            "force",
+            "may not be specified for non-apply patch",
+        ));
+    }
+    Ok(kind)
+}
+
+fn delete_options(body: &Bytes) -> Result<Value, Status> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        Ok(json!({}))
+    } else {
+        parse_json(body)
+    }
+}

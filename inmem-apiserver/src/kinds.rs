@@ -1,0 +1,281 @@
+//! The kinds the server serves: a few built-in ones, stored generically with
+//! the update policy of their real registry strategy, and the custom kinds
+//! learnt from CustomResourceDefinitions.
+
+use serde_json::{Value, json};
+
+use crate::status::{BadValue, FieldError, FieldErrorKind, GroupResource};
+
+/// One served kind and the rules its registry strategy applies.
+#[derive(Debug, Clone)]
+pub(crate) struct Kind {
+    pub group: String,
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub list_kind: String,
+    pub namespaced: bool,
+    /// The served versions.
+    pub versions: Vec<KindVersion>,
+    /// Objects are stored (and observed) at this version.
+    pub storage_version: String,
+    /// A custom resource: no strategic merge patch.
+    pub custom: bool,
+    /// `metadata.generation` starts at 1 and moves on spec changes.
+    pub tracks_generation: bool,
+    /// `AllowUnconditionalUpdate`: a PUT may omit `metadata.resourceVersion`.
+    pub unconditional_update: bool,
+    /// `AllowCreateOnUpdate`: a PUT to a missing object creates it.
+    pub create_on_update: bool,
+    /// `ReturnDeletedObject`: an immediate delete answers the object, not a Status.
+    pub returns_deleted_object: bool,
+    pub short_names: Vec<String>,
+}
+
+/// One served version of a kind.
+#[derive(Debug, Clone)]
+pub(crate) struct KindVersion {
+    pub name: String,
+    /// The `openAPIV3Schema`, for custom kinds.
+    pub schema: Option<Value>,
+    /// The `/status` subresource is enabled.
+    pub status: bool,
+}
+
+pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
+pub(crate) const CRD_PLURAL: &str = "customresourcedefinitions";
+
+impl Kind {
+    /// A built-in kind served at one version, with the defaults most built-in
+    /// strategies share (unconditional update allowed, no create-on-update).
+    pub fn builtin(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
+        Self {
+            group: group.into(),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            kind: kind.into(),
+            list_kind: format!("{kind}List"),
+            namespaced,
+            versions: vec![KindVersion {
+                name: version.into(),
+                schema: None,
+                status: false,
+            }],
+            storage_version: version.into(),
+            custom: false,
+            tracks_generation: false,
+            unconditional_update: true,
+            create_on_update: false,
+            returns_deleted_object: false,
+            short_names: Vec::new(),
+        }
+    }
+
+    /// The built-in kinds, with the policies of their registry strategies.
+    pub fn builtins() -> Vec<Self> {
+        let events = |group: &str| Self {
+            create_on_update: true,
+            ..Self::builtin(group, "v1", "events", "Event", true)
+        };
+        vec![
+            Self {
+                returns_deleted_object: true,
+                ..Self::builtin("", "v1", "namespaces", "Namespace", false)
+            },
+            Self::builtin("", "v1", "configmaps", "ConfigMap", true),
+            events(""),
+            events("events.k8s.io"),
+            Self {
+                unconditional_update: false,
+                create_on_update: true,
+                ..Self::builtin("coordination.k8s.io", "v1", "leases", "Lease", true)
+            },
+            Self {
+                tracks_generation: true,
+                unconditional_update: false,
+                versions: vec![KindVersion {
+                    name: "v1".into(),
+                    schema: None,
+                    status: true,
+                }],
+                short_names: vec!["crd".into(), "crds".into()],
+                ..Self::builtin(
+                    CRD_GROUP,
+                    "v1",
+                    CRD_PLURAL,
+                    "CustomResourceDefinition",
+                    false,
+                )
+            },
+        ]
+    }
+
+    pub fn gr(&self) -> GroupResource<'_> {
+        GroupResource {
+            group: &self.group,
+            resource: &self.plural,
+        }
+    }
+
+    pub fn version(&self, name: &str) -> Option<&KindVersion> {
+        self.versions.iter().find(|v| v.name == name)
+    }
+
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    /// The kind a CustomResourceDefinition defines, or the reasons it is invalid.
+    pub fn from_crd(crd: &Value) -> Result<Self, Vec<FieldError>> {
+        let text = |path: &str| {
+            crd.pointer(path)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let (group, plural, kind) = (
+            text("/spec/group"),
+            text("/spec/names/plural"),
+            text("/spec/names/kind"),
+        );
+        let mut errors = Vec::new();
+        for (value, field) in [
+            (&group, "spec.group"),
+            (&plural, "spec.names.plural"),
+            (&kind, "spec.names.kind"),
+        ] {
+            if value.is_empty() {
+                errors.push(FieldError::required(field, ""));
+            }
+        }
+        let name = text("/metadata/name");
+        if name != format!("{plural}.{group}") {
+            errors.push(FieldError::invalid(
+                "metadata.name",
+                name.into(),
+                r#"must be spec.names.plural+"."+spec.group"#,
+            ));
+        }
+        let scope = text("/spec/scope");
+        if scope != "Namespaced" && scope != "Cluster" {
+            errors.push(FieldError::new(
+                FieldErrorKind::NotSupported,
+                "spec.scope",
+                BadValue::Json(scope.clone().into()),
+                r#"supported values: "Cluster", "Namespaced""#,
+            ));
+        }
+        let all_versions = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let storage: Vec<&Value> = all_versions
+            .iter()
+            .filter(|v| v["storage"] == json!(true))
+            .collect();
+        if all_versions.is_empty() {
+            errors.push(FieldError::required(
+                "spec.versions",
+                "must have exactly one version marked as storage version",
+            ));
+        } else if storage.len() != 1 {
+            errors.push(FieldError::invalid(
+                "spec.versions",
+                Value::Array(all_versions.clone()),
+                "must have exactly one version marked as storage version",
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let versions = all_versions
+            .iter()
+            .filter(|v| v["served"] == json!(true))
+            .map(|v| KindVersion {
+                name: v["name"].as_str().unwrap_or_default().to_owned(),
+                schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+                status: v.pointer("/subresources/status").is_some(),
+            })
+            .collect();
+        let singular = Some(text("/spec/names/singular"))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| kind.to_lowercase());
+        let list_kind = Some(text("/spec/names/listKind"))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("{kind}List"));
+        let short_names = crd
+            .pointer("/spec/names/shortNames")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self {
+            storage_version: storage
+                .first()
+                .and_then(|v| v["name"].as_str())
+                .unwrap_or_default()
+                .to_owned(),
+            group,
+            plural,
+            singular,
+            kind,
+            list_kind,
+            namespaced: scope == "Namespaced",
+            versions,
+            custom: true,
+            tracks_generation: true,
+            unconditional_update: false,
+            create_on_update: false,
+            returns_deleted_object: false,
+            short_names,
+        })
+    }
+}
+
+/// The status the apiextensions controllers give an accepted CRD at once:
+/// its names accepted, `NamesAccepted` and `Established` true.
+pub(crate) fn established_crd_status(crd: &Value, now: &str) -> Value {
+    let condition = |type_: &str, reason: &str, message: &str| json!({"type": type_, "status": "True", "lastTransitionTime": now, "reason": reason, "message": message});
+    let stored: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v["storage"] == json!(true))
+                .map(|v| v["name"].clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut names = crd
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if let Some(n) = names.as_object_mut() {
+        let kind = n
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        n.entry("singular")
+            .or_insert_with(|| kind.to_lowercase().into());
+        n.entry("listKind")
+            .or_insert_with(|| format!("{kind}List").into());
+    }
+    json!({
+        "conditions": [
+            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
+            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+        "acceptedNames": names,
+        "storedVersions": stored,
+    })
+}

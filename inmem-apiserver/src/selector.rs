@@ -1,0 +1,176 @@
+//! Label and field selectors of list and watch requests.
+//!
+//! Labels: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`.
+//! Fields: `metadata.name` and `metadata.namespace` with `=`, `==`, `!=`.
+
+use serde_json::Value;
+
+use crate::status::Status;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+impl Requirement {
+    /// Whether a requirement holds for a lookup of keys to values.
+    fn holds(&self, get: impl Fn(&str) -> Option<String>) -> bool {
+        match self {
+            Self::Equals(k, v) => get(k).as_deref() == Some(v),
+            Self::NotEquals(k, v) => get(k).as_deref() != Some(v),
+            Self::In(k, vs) => get(k).is_some_and(|x| vs.contains(&x)),
+            Self::NotIn(k, vs) => get(k).is_none_or(|x| !vs.contains(&x)),
+            Self::Exists(k) => get(k).is_some(),
+            Self::NotExists(k) => get(k).is_none(),
+        }
+    }
+}
+
+/// A parsed `labelSelector` and `fieldSelector`; the empty one matches all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Selector {
+    labels: Vec<Requirement>,
+    fields: Vec<Requirement>,
+}
+
+impl Selector {
+    pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, Status> {
+        let labels = split_top_level(labels.unwrap_or_default())
+            .map(parse_label)
+            .collect::<Result<_, _>>()?;
+        let fields = split_top_level(fields.unwrap_or_default())
+            .map(parse_field)
+            .collect::<Result<_, _>>()?;
+        Ok(Self { labels, fields })
+    }
+
+    pub fn matches(&self, obj: &Value) -> bool {
+        let meta = &obj["metadata"];
+        let label = |k: &str| meta["labels"][k].as_str().map(str::to_owned);
+        let field = |k: &str| match k {
+            "metadata.name" => Some(meta["name"].as_str().unwrap_or_default().to_owned()),
+            "metadata.namespace" => Some(meta["namespace"].as_str().unwrap_or_default().to_owned()),
+            _ => None,
+        };
+        self.labels.iter().all(|r| r.holds(label)) && self.fields.iter().all(|r| r.holds(field))
+    }
+}
+
+/// Splits on the commas that are not inside `( )`, dropping empty parts.
+fn split_top_level(s: &str) -> impl Iterator<Item = &str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth = depth.saturating_add(1),
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i.saturating_add(1);
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts.into_iter().map(str::trim).filter(|p| !p.is_empty())
+}
+
+fn unparsable(req: &str) -> Status {
+    Status::bad_request(format!("unable to parse requirement: {req:?}"))
+}
+
+fn parse_label(req: &str) -> Result<Requirement, Status> {
+    if let Some(key) = req.strip_prefix('!') {
+        return Ok(Requirement::NotExists(key.trim().to_owned()));
+    }
+    if let Some((key, rest)) = req.split_once(char::is_whitespace) {
+        let rest = rest.trim_start();
+        let (set_op, set): (fn(String, Vec<String>) -> Requirement, _) =
+            if let Some(s) = rest.strip_prefix("notin") {
+                (Requirement::NotIn, s)
+            } else if let Some(s) = rest.strip_prefix("in") {
+                (Requirement::In, s)
+            } else {
+                return parse_comparison(req).ok_or_else(|| unparsable(req));
+            };
+        let values = set
+            .trim()
+            .strip_prefix('(')
+            .and_then(|s| s.strip_suffix(')'))
+            .ok_or_else(|| unparsable(req))?
+            .split(',')
+            .map(|v| v.trim().to_owned())
+            .collect();
+        return Ok(set_op(key.to_owned(), values));
+    }
+    Ok(parse_comparison(req).unwrap_or_else(|| Requirement::Exists(req.to_owned())))
+}
+
+/// `k!=v`, `k==v` or `k=v`.
+fn parse_comparison(req: &str) -> Option<Requirement> {
+    let pair = |(k, v): (&str, &str)| (k.trim().to_owned(), v.trim().to_owned());
+    if let Some((k, v)) = req.split_once("!=").map(pair) {
+        return Some(Requirement::NotEquals(k, v));
+    }
+    req.split_once("==")
+        .or_else(|| req.split_once('='))
+        .map(pair)
+        .map(|(k, v)| Requirement::Equals(k, v))
+}
+
+fn parse_field(req: &str) -> Result<Requirement, Status> {
+    let parsed = parse_comparison(req).ok_or_else(|| {
+        Status::bad_request(format!(
+            "invalid selector: '{req}'; can't understand '{req}'"
+        ))
+    })?;
+    let (Requirement::Equals(key, _) | Requirement::NotEquals(key, _)) = &parsed else {
+        return Err(unparsable(req));
+    };
+    if key != "metadata.name" && key != "metadata.namespace" {
+        return Err(Status::bad_request(format!(
+            "field label not supported: {key}"
+        )));
+    }
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use serde_json::json;
+
+    use super::*;
+
+    fn obj() -> Value {
+        json!({"metadata": {"name": "a", "namespace": "ns", "labels": {"app": "web", "tier": "front"}}})
+    }
+
+    fn matches(labels: &str, fields: &str) -> bool {
+        Selector::parse(Some(labels), Some(fields))
+            .unwrap()
+            .matches(&obj())
+    }
+
+    #[test]
+    fn label_requirements_combine_with_and() {
+        assert!(matches("app=web,tier", ""));
+        assert!(matches("app==web,!missing,tier in (front, back)", ""));
+        assert!(!matches("app!=web", ""));
+        assert!(!matches("tier notin (front)", ""));
+        assert!(matches("missing notin (x)", ""));
+    }
+
+    #[test]
+    fn field_selectors_know_name_and_namespace_only() {
+        assert!(matches("", "metadata.name=a,metadata.namespace==ns"));
+        assert!(!matches("", "metadata.name!=a"));
+        let err = Selector::parse(None, Some("spec.x=1")).unwrap_err();
+        assert_eq!(err.message, "field label not supported: spec.x");
+    }
+}

@@ -1,0 +1,144 @@
+//! The in-memory apiserver, driven through kube-rs as a controller would, and
+//! through raw requests where the exact answer matters.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod builtins;
+mod crud;
+mod deletes;
+mod faults;
+mod observation;
+mod patches;
+mod validation;
+mod watches;
+
+use bytes::Bytes;
+use inmem_apiserver::ApiServer;
+use kube::api::{Api, PostParams};
+use kube::{Client, CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+pub const GROUP: &str = "placement.tenant-placer.dev";
+
+/// The test kind: a namespaced custom resource with a status subresource.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "placement.tenant-placer.dev",
+    version = "v1",
+    kind = "Tenant",
+    namespaced
+)]
+#[kube(status = "TenantStatus", derive = "PartialEq")]
+pub struct TenantSpec {
+    #[schemars(range(min = 0))]
+    pub replicas: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Tier {
+    Gold,
+    Silver,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+/// A server with the Tenant CRD installed, and a kube client on it.
+pub fn setup() -> (ApiServer, Client) {
+    let api = ApiServer::new();
+    setup_on(api)
+}
+
+pub fn setup_on(api: ApiServer) -> (ApiServer, Client) {
+    api.install_crd(serde_json::to_value(Tenant::crd()).unwrap())
+        .unwrap();
+    let client = Client::new(api.clone(), "default");
+    (api, client)
+}
+
+pub fn tenants(client: &Client) -> Api<Tenant> {
+    Api::namespaced(client.clone(), "default")
+}
+
+pub fn tenant(name: &str, replicas: i64) -> Tenant {
+    Tenant::new(
+        name,
+        TenantSpec {
+            replicas,
+            tier: None,
+        },
+    )
+}
+
+pub async fn create(client: &Client, name: &str, replicas: i64) -> Tenant {
+    tenants(client)
+        .create(&PostParams::default(), &tenant(name, replicas))
+        .await
+        .unwrap()
+}
+
+/// The apiserver's Status of a failed kube call.
+pub fn status_of<T: std::fmt::Debug>(result: kube::Result<T>) -> kube::core::Status {
+    match result {
+        Err(kube::Error::Api(status)) => *status,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+pub const TENANTS: &str = "/apis/placement.tenant-placer.dev/v1/namespaces/default/tenants";
+
+/// One raw request; the status code and the JSON (or, for a watch, the
+/// newline-delimited JSON as an array) answer.
+pub async fn call(
+    api: &ApiServer,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: Value,
+) -> (u16, Value) {
+    let body = if body.is_null() {
+        Bytes::new()
+    } else {
+        Bytes::from(serde_json::to_vec(&body).unwrap())
+    };
+    let req = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(body)
+        .unwrap();
+    let resp = api.handle(req).await;
+    let code = resp.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| {
+        Value::Array(
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        )
+    });
+    (code, value)
+}
+
+pub async fn get(api: &ApiServer, uri: &str) -> (u16, Value) {
+    call(api, "GET", uri, "application/json", Value::Null).await
+}
+
+pub async fn post(api: &ApiServer, uri: &str, body: Value) -> (u16, Value) {
+    call(api, "POST", uri, "application/json", body).await
+}
+
+pub fn raw_tenant(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Tenant", "metadata": {"name": name}, "spec": spec})
+}
