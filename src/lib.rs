@@ -6,6 +6,7 @@
 //!     └ writer  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
 //!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
+//!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
 //! ```
 pub mod api;
 pub mod controller;
@@ -13,5 +14,6 @@ pub mod error;
 pub mod invariants;
 pub mod manifests;
 pub mod report;
+pub mod sim;
 
 pub use error::Error;

@@ -1,10 +1,15 @@
 //! The tenant-placer binary: `run` the controller, or print the `crd`s.
 
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use tenant_placer::controller::{self, Settings};
+use tenant_placer::invariants::{self, Quiescence};
+use tenant_placer::manifests;
+use tenant_placer::report::FleetReport;
+use tenant_placer::sim::Fleet;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -29,6 +34,16 @@ enum Command {
         #[arg(long, default_value_t = 60)]
         pending_recheck_seconds: u64,
     },
+    /// Plan a fleet offline: apply manifests to an in-process API, run the controller until it is
+    /// quiet, and print where every tenant landed and how full each node is.
+    Simulate {
+        /// Manifest files or directories (Nodes, Tenants). Default: the embedded examples.
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<PathBuf>,
+        /// text (tables and bars), json or yaml.
+        #[arg(short, long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+    },
     /// Print the Tenant and Node CRDs as YAML, or write them into a directory.
     Crd {
         /// Write tenant.yaml and node.yaml here instead of printing them.
@@ -37,8 +52,25 @@ enum Command {
     },
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Output {
+    Text,
+    Json,
+    Yaml,
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    match main_result().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -59,6 +91,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             tracing::info!(?settings, "starting tenant-placer");
             controller::run(client, settings).await;
         }
+        Command::Simulate { files, output } => simulate(&files, output).await?,
         Command::Crd { out_dir } => {
             for (file, yaml) in tenant_placer::api::crd_yaml()? {
                 match &out_dir {
@@ -69,4 +102,48 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::error::Error>> {
+    let objects = if files.is_empty() {
+        let mut objects = Vec::new();
+        for (name, text) in manifests::EMBEDDED_EXAMPLES {
+            objects.extend(manifests::parse(Path::new(name), text)?);
+        }
+        objects
+    } else {
+        manifests::read_paths(files)?
+    };
+    let mut fleet = Fleet::new()?;
+    fleet.start(Settings::default());
+    // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
+    let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
+    fleet.apply(&nodes).await?;
+    fleet
+        .settle(Duration::from_millis(200), Duration::from_secs(60))
+        .await?;
+    fleet.apply(&others).await?;
+    fleet
+        .settle(Duration::from_millis(300), Duration::from_secs(300))
+        .await?;
+    fleet.stop();
+    let (nodes, tenants) = (fleet.nodes(), fleet.tenants());
+    let checked = invariants::check(&nodes, &tenants, &HashSet::new(), Quiescence::Settled);
+    let report = FleetReport::new(&nodes, &tenants);
+    match output {
+        Output::Text => {
+            print!("{}", report.render_text());
+            match &checked {
+                Ok(()) => println!(
+                    "\ninvariants: ok (no node over capacity, every status agrees with its node)"
+                ),
+                Err(violations) => {
+                    println!("\ninvariants: VIOLATED\n  {}", violations.join("\n  "))
+                }
+            }
+        }
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
+    }
+    checked.map_err(|violations| format!("{} invariant violations", violations.len()).into())
 }

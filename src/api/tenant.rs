@@ -129,7 +129,8 @@ pub enum TenantPhase {
 
 impl fmt::Display for TenantPhase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
+        // pad, so that table columns line up
+        f.pad(&format!("{self:?}"))
     }
 }
 

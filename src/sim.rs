@@ -1,0 +1,191 @@
+//! An in-process fleet: the in-memory API with both CRDs installed, the real controller running
+//! against it through a real `kube::Client`, and helpers to apply manifests, wait until the
+//! controller is quiet, and read the objects back. `simulate` and the integration tests use it.
+//!
+//! Rules enforced here:
+//! - manifests go through the API as a client's requests would (POST, or a merge patch of `spec`
+//!   when the object exists), so the server validates them as a real one does;
+//! - "quiet" means: no write for the idle window, every Tenant's status describes its current
+//!   generation, no Tenant is terminating, and every Node has a status.
+
+use std::time::{Duration, Instant};
+
+use inmem_apiserver::ApiServer;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::ApiResource;
+use kube::{Client, CustomResourceExt, ResourceExt};
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use crate::api::{GROUP, Node, Tenant};
+use crate::controller::{self, Settings};
+
+/// Why a fleet could not be set up, fed or settled.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("installing the {crd} CRD: {message}")]
+    InstallCrd { crd: String, message: String },
+    #[error("{kind} {name}: the API refused it: {source}")]
+    Apply {
+        kind: String,
+        name: String,
+        source: kube::Error,
+    },
+    #[error("{kind} {name}: simulate knows Node, Tenant and Namespace objects only")]
+    UnknownKind { kind: String, name: String },
+    #[error("the controller did not go quiet within {0:?}")]
+    NotQuiet(Duration),
+}
+
+/// The in-memory API plus (when started) the controller running against it.
+pub struct Fleet {
+    pub api: ApiServer,
+    pub client: Client,
+    controller: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("running", &self.controller.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Fleet {
+    /// An empty API with the Tenant and Node CRDs installed.
+    pub fn new() -> Result<Fleet, FleetError> {
+        Fleet::with_api(ApiServer::new())
+    }
+
+    /// Installs the CRDs into a given API (e.g. one with a custom history size).
+    pub fn with_api(api: ApiServer) -> Result<Fleet, FleetError> {
+        for crd in [Tenant::crd(), Node::crd()] {
+            let name = crd.name_any();
+            let json = serde_json::to_value(&crd).map_err(|e| FleetError::InstallCrd {
+                crd: name.clone(),
+                message: e.to_string(),
+            })?;
+            api.install_crd(json)
+                .map_err(|status| FleetError::InstallCrd {
+                    crd: name,
+                    message: status.message.clone(),
+                })?;
+        }
+        let client = Client::new(api.clone(), "default");
+        Ok(Fleet {
+            api,
+            client,
+            controller: None,
+        })
+    }
+
+    /// Starts the real controller run loop; replaces a running one.
+    pub fn start(&mut self, settings: Settings) {
+        self.stop();
+        self.controller = Some(tokio::spawn(controller::run(self.client.clone(), settings)));
+    }
+
+    /// Stops the controller at once, wherever it is (as a crash would).
+    pub fn stop(&mut self) {
+        if let Some(task) = self.controller.take() {
+            task.abort();
+        }
+    }
+
+    /// Creates each object, or merge-patches the `spec` of one that exists.
+    pub async fn apply(&self, objects: &[Value]) -> Result<(), FleetError> {
+        for object in objects {
+            let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default");
+            let resource = match kind.as_str() {
+                "Tenant" => ApiResource::erase::<Tenant>(&()),
+                "Node" => ApiResource::erase::<Node>(&()),
+                "Namespace" => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+                _ => return Err(FleetError::UnknownKind { kind, name }),
+            };
+            let api: Api<DynamicObject> = match kind.as_str() {
+                "Tenant" => Api::namespaced_with(self.client.clone(), namespace, &resource),
+                _ => Api::all_with(self.client.clone(), &resource),
+            };
+            let refused = |source| FleetError::Apply {
+                kind: kind.clone(),
+                name: name.clone(),
+                source,
+            };
+            let typed: DynamicObject = serde_json::from_value(object.clone())
+                .map_err(|e| refused(kube::Error::SerdeError(e)))?;
+            match api.create(&PostParams::default(), &typed).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(status)) if status.is_already_exists() => {
+                    let spec = serde_json::json!({"spec": object.get("spec").cloned().unwrap_or(Value::Null)});
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&spec))
+                        .await
+                        .map_err(refused)?;
+                }
+                Err(source) => return Err(refused(source)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The Nodes, as stored.
+    pub fn nodes(&self) -> Vec<Node> {
+        self.typed(&self.api.list(GROUP, "nodes"))
+    }
+
+    /// The Tenants, as stored.
+    pub fn tenants(&self) -> Vec<Tenant> {
+        self.typed(&self.api.list(GROUP, "tenants"))
+    }
+
+    fn typed<K: serde::de::DeserializeOwned>(&self, values: &[Value]) -> Vec<K> {
+        values
+            .iter()
+            .filter_map(|v| serde_json::from_value(v.clone()).ok())
+            .collect()
+    }
+
+    /// True when the controller has caught up with every object (see the module rules).
+    pub fn caught_up(&self) -> bool {
+        let tenants_done = self.tenants().iter().all(|t| {
+            t.metadata.deletion_timestamp.is_none()
+                && t.status
+                    .as_ref()
+                    .is_some_and(|s| s.observed_generation == t.metadata.generation)
+        });
+        tenants_done && self.nodes().iter().all(|n| n.status.is_some())
+    }
+
+    /// Waits until nothing was written for `idle` and the controller has caught up.
+    pub async fn settle(&self, idle: Duration, timeout: Duration) -> Result<(), FleetError> {
+        let started = Instant::now();
+        let mut last = self.api.resource_version();
+        let mut unchanged_since = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let now = self.api.resource_version();
+            if now != last {
+                last = now;
+                unchanged_since = Instant::now();
+            } else if unchanged_since.elapsed() >= idle && self.caught_up() {
+                return Ok(());
+            }
+            if started.elapsed() > timeout {
+                return Err(FleetError::NotQuiet(timeout));
+            }
+        }
+    }
+}

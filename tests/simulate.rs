@@ -1,0 +1,93 @@
+//! `tenant-placer simulate`, run as a user runs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+fn simulate(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
+        .arg("simulate")
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn simulate_on_the_embedded_examples_places_acme_on_node_eu_1_and_leaves_big_pending() {
+    let out = simulate(&["--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let acme = &report["tenants"][0];
+    assert_eq!(
+        (
+            acme["tenant"].as_str(),
+            acme["phase"].as_str(),
+            acme["node"].as_str()
+        ),
+        (Some("default/acme"), Some("Active"), Some("node-eu-1"))
+    );
+    let big = &report["tenants"][1];
+    assert_eq!(
+        (big["phase"].as_str(), big["node"].as_str()),
+        (Some("PendingCapacity"), Some(""))
+    );
+    assert_eq!(report["nodes"][0]["allocated"]["threads"], 2);
+    assert_eq!(report["nodes"][1]["allocated"]["threads"], 0);
+}
+
+#[test]
+fn simulate_prints_bars_and_the_invariant_check_as_text() {
+    let out = simulate(&["-f", concat!(env!("CARGO_MANIFEST_DIR"), "/examples")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("default/acme             Active           node-eu-1"),
+        "{text}"
+    );
+    assert!(text.contains("2 / 64"), "{text}");
+    assert!(text.contains("invariants: ok"), "{text}");
+}
+
+#[test]
+fn simulate_exits_non_zero_with_a_clear_message_on_a_manifest_it_cannot_read() {
+    let dir = std::env::temp_dir().join(format!("tp-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: placement.tenant-placer.dev/v1alpha1\nmetadata: {name: x}\n",
+    )
+    .unwrap();
+    let out = simulate(&["-f", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.yaml, document 1: kind is missing or not a string"),
+        "{stderr}"
+    );
+
+    let missing = dir.join("missing.yaml");
+    let out = simulate(&["-f", missing.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.yaml"));
+
+    // A Tenant the server rejects (negative threads) is refused with the server's message.
+    let invalid = dir.join("invalid.yaml");
+    std::fs::write(&invalid, "apiVersion: placement.tenant-placer.dev/v1alpha1\nkind: Tenant\nmetadata: {name: neg, namespace: default}\nspec: {resources: {threads: -1, memoryGb: 1, storageGb: 1}}\n").unwrap();
+    let out = simulate(&["-f", invalid.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("spec.resources.threads") && stderr.contains("greater than or equal to 0"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
