@@ -128,7 +128,24 @@ pub enum FaultAction {
     /// Answer a watch with HTTP 200 and an `ERROR` event `410 Expired`, as for
     /// a too old resourceVersion.
     WatchGone,
+    /// Serve the request (a write commits), tell the test through the
+    /// [`Stall`], then never answer: the client is left waiting, as when its
+    /// process dies right after the write (the test then aborts it).
+    CommitThenStall(Stall),
 }
+
+/// The signal of a [`FaultAction::CommitThenStall`]: notified once the write
+/// has committed. Two stalls are equal when they are the same signal.
+#[derive(Debug, Clone, Default)]
+pub struct Stall(pub std::sync::Arc<tokio::sync::Notify>);
+
+impl PartialEq for Stall {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Stall {}
 
 /// Which subresource a fault matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -143,6 +160,10 @@ enum SubresourceMatch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fault {
     verb: Option<Verb>,
+    /// Match only writes (create, update, patch, delete, delete collection).
+    writes_only: bool,
+    /// Matching requests to let through before acting.
+    skip: u32,
     resource: Option<String>,
     subresource: SubresourceMatch,
     name: Option<String>,
@@ -165,6 +186,8 @@ impl Fault {
     pub fn any() -> Self {
         Self {
             verb: None,
+            writes_only: false,
+            skip: 0,
             resource: None,
             subresource: SubresourceMatch::Any,
             name: None,
@@ -291,8 +314,28 @@ impl Fault {
         self.then(FaultAction::WatchGone)
     }
 
+    /// A rule for write requests of any verb (create, update, patch, delete).
+    pub fn writes() -> Self {
+        Self {
+            writes_only: true,
+            ..Self::any()
+        }
+    }
+
+    /// Lets the first `n` matching requests through untouched, then acts.
+    pub fn after(mut self, n: u32) -> Self {
+        self.skip = n;
+        self
+    }
+
+    /// Commits the write, signals `stall`, and never answers.
+    pub fn commit_then_stall(self, stall: &Stall) -> Self {
+        self.then(FaultAction::CommitThenStall(stall.clone()))
+    }
+
     fn matches(&self, key: &RequestKey, name: Option<&str>) -> bool {
-        self.verb.is_none_or(|v| v == key.verb)
+        (!self.writes_only || key.verb.is_write())
+            && self.verb.is_none_or(|v| v == key.verb)
             && self.resource.as_ref().is_none_or(|r| *r == key.resource)
             && match &self.subresource {
                 SubresourceMatch::Any => true,
@@ -314,6 +357,10 @@ pub(crate) fn take(
         .iter()
         .position(|r| r.times != Some(0) && r.matches(key, name))?;
     let rule = rules.get_mut(i)?;
+    if rule.skip > 0 {
+        rule.skip = rule.skip.saturating_sub(1);
+        return None;
+    }
     let action = rule.action.clone();
     rule.times = rule.times.map(|t| t.saturating_sub(1));
     if rule.times == Some(0) {

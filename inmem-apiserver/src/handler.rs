@@ -293,6 +293,11 @@ impl ApiServer {
             &body,
         );
         match fault {
+            Some(FaultAction::CommitThenStall(stall)) => {
+                stall.0.notify_one();
+                std::future::pending::<()>().await;
+                response
+            }
             Some(FaultAction::CommitThenFail) => status_response(&Status::internal(
                 "injected fault: the request was served but its response was lost",
             )),

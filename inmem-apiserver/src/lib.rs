@@ -105,7 +105,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 
 pub use body::ResponseBody;
-pub use faults::{Fault, FaultAction, RequestKey, Stats, Verb};
+pub use faults::{Fault, FaultAction, RequestKey, Stall, Stats, Verb};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};
 

@@ -197,3 +197,53 @@ async fn a_watch_gone_fault_makes_the_kube_watcher_relist() {
     assert!(seen[0].contains("too old resource version"), "{seen:?}");
     assert_eq!(seen[1..], ["Init", "InitApply a", "InitDone"]);
 }
+
+#[tokio::test]
+async fn a_writes_fault_after_n_lets_n_writes_through_then_acts_on_the_next_write_only() {
+    let (api, client) = setup();
+    create(&client, "acme", 1).await;
+    api.inject(Fault::writes().after(2).conflict());
+    // Reads never count toward the rule.
+    tenants(&client).get("acme").await.unwrap();
+    for n in [2, 3] {
+        tenants(&client)
+            .patch("acme", &PatchParams::default(), &replicas(n))
+            .await
+            .unwrap();
+    }
+    let status = status_of(
+        tenants(&client)
+            .patch("acme", &PatchParams::default(), &replicas(4))
+            .await,
+    );
+    assert_eq!(status.code, 409, "the third write is the one that fails");
+    tenants(&client)
+        .patch("acme", &PatchParams::default(), &replicas(5))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn commit_then_stall_writes_signals_and_never_answers() {
+    let (api, client) = setup();
+    create(&client, "acme", 1).await;
+    let stall = inmem_apiserver::Stall::default();
+    api.inject(Fault::on(Verb::Patch).commit_then_stall(&stall));
+    let writer = tenants(&client);
+    let pending = tokio::spawn(async move {
+        writer
+            .patch("acme", &PatchParams::default(), &replicas(7))
+            .await
+    });
+    tokio::time::timeout(Duration::from_secs(1), stall.0.notified())
+        .await
+        .unwrap();
+    assert_eq!(
+        tenants(&client).get("acme").await.unwrap().spec.replicas,
+        7,
+        "the write committed"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!pending.is_finished(), "no answer ever comes");
+    pending.abort();
+}
