@@ -113,6 +113,7 @@ fn context(nodes: Vec<Node>) -> (Arc<Context>, Handle, Writer<Node>) {
         client,
         node_writer,
         tenants,
+        tenant_placer::controller::WaitingRoom::new().0,
         Settings {
             retry,
             ..Settings::default()

@@ -1,21 +1,22 @@
 //! Wiring: two controllers (Tenants, Nodes) sharing one context and one Node writer.
 //!
 //! ```text
-//!   watch Tenants ──▶ tenant::reconcile ──┐
-//!   watch Nodes ──RoomWatch (room appeared?)──▶ re-queue PendingCapacity/Resizing tenants
-//!   watch Nodes ──▶ node::reconcile ───────┤
-//!                                          └──▶ writer::NodeWriter (the only Node-status writer)
+//!   watch Tenants ──▶ tenant::reconcile ──────────────┐   (enters the WaitingRoom before deciding)
+//!        ▲ reconcile_on                               │
+//!   WaitingRoom ◀── node::reconcile ◀── watch Nodes    ├──▶ writer::NodeWriter (the only
+//!                   (could this node take a waiter?)  ┘     Node-status writer)
 //! ```
 //!
 //! Rules enforced here:
 //! - failed reconciles are re-queued with per-object exponential backoff;
-//! - tenants waiting for room are re-checked on node events (RoomWatch) and otherwise at a
-//!   fallback interval that backs off while nothing changes;
+//! - tenants waiting for room are re-checked when a node could take them (WaitingRoom) and
+//!   otherwise at a fallback interval that backs off while nothing changes;
 //! - the Node writer decides only from a synced node cache;
 //! - an entry is released as an orphan only after a direct read confirms its tenant is gone.
 
 pub mod node;
 pub mod tenant;
+pub mod waiting;
 pub mod writer;
 
 use std::collections::HashMap;
@@ -31,6 +32,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{Node, Tenant};
 use crate::error::Error;
+pub use waiting::WaitingRoom;
 pub use writer::{NodeWriter, RetryPolicy};
 
 /// Tunables of the controller.
@@ -103,6 +105,8 @@ pub struct Context {
     pub writer: NodeWriter,
     /// The tenant watch cache, to find orphaned entries without a read per entry.
     pub tenants: Store<Tenant>,
+    /// Tenants waiting for room, re-queued by node changes.
+    pub waiting: WaitingRoom,
     pub settings: Settings,
     pub pending_backoff: Backoff,
     pub error_backoff: Backoff,
@@ -121,12 +125,14 @@ impl Context {
         client: Client,
         writer: NodeWriter,
         tenants: Store<Tenant>,
+        waiting: WaitingRoom,
         settings: Settings,
     ) -> Self {
         Context {
             client,
             writer,
             tenants,
+            waiting,
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
             error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
             settings,
@@ -151,17 +157,18 @@ pub async fn run(client: Client, settings: Settings) {
     let node_controller = Controller::new(nodes.clone(), watch());
     let writer = NodeWriter::new(nodes.clone(), node_controller.store(), settings.retry);
     let tenant_controller = Controller::new(tenants, watch());
-    let room = node::RoomWatch::new(tenant_controller.store());
+    let (waiting, wake_ups) = WaitingRoom::new();
     let concurrency = settings.concurrency;
     let ctx = Arc::new(Context::new(
         client,
         writer,
         tenant_controller.store(),
+        waiting,
         settings,
     ));
 
     let tenant_loop = tenant_controller
-        .watches(nodes, watch(), move |node| room.waiting_tenants(&node))
+        .reconcile_on(wake_ups)
         .with_config(controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
         .run(tenant::reconcile, error_policy, ctx.clone())

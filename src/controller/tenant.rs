@@ -23,6 +23,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use placement::{Plan, Resources, TenantWants};
 use serde_json::json;
 
@@ -165,7 +166,9 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     let api: Api<Tenant> =
         Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
 
+    let me = ObjectRef::from_obj(tenant.as_ref());
     if tenant.metadata.deletion_timestamp.is_some() {
+        ctx.waiting.leave(&me);
         return finalize(&api, &tenant, &uid, &key, &ctx).await;
     }
     let tenant = if tenant.finalizers().iter().any(|f| f == FINALIZER) {
@@ -178,6 +181,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         Ok(footprint) => footprint,
         Err(problem) => {
             // Keep whatever is held; say why nothing else happens.
+            ctx.waiting.leave(&me);
             let held = ctx.writer.holding(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
             let verdict = Verdict {
@@ -208,6 +212,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         suspend: tenant.spec.suspend,
         status_node,
     };
+    // Enter before deciding: a node change after this point wakes the tenant again.
+    ctx.waiting.enter(me.clone(), &uid, footprint);
     let settled = ctx.writer.settle(&wants).await?;
     let verdict = verdict(&settled.outcome, tenant.spec.suspend, footprint);
     write_status(&api, &tenant, &verdict, &key).await?;
@@ -217,6 +223,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             Action::requeue(ctx.pending_backoff.next(&uid))
         }
         _ => {
+            ctx.waiting.leave(&me);
             ctx.pending_backoff.reset(&uid);
             Action::requeue(ctx.settings.resync)
         }
