@@ -9,8 +9,9 @@
 //! - per write ([`check_node_write`]): a write that adds or grows an entry leaves the node within
 //!   capacity, so nothing is ever over-committed, at any moment;
 //! - each live tenant UID holds entries on at most one node, and at most one entry there;
-//! - at rest ([`Quiescence::Settled`]): no entry belongs to a tenant that is gone, and every
-//!   tenant's status agrees with the entries (node, reserved, phase).
+//! - at rest ([`Quiescence::Settled`]): no entry belongs to a tenant that is gone, every
+//!   tenant's status agrees with the entries (node, reserved, phase), and no tenant waits for
+//!   room that is there (PendingCapacity or Resizing while the plan would place or resize it).
 
 use std::collections::{HashMap, HashSet};
 
@@ -167,18 +168,55 @@ pub fn check(
         }
     }
     if quiescence == Quiescence::Settled {
+        let ledgers: Vec<_> = nodes
+            .iter()
+            .filter_map(|n| crate::controller::writer::ledger_of(n).ok())
+            .collect();
         for (uid, tenant) in &live {
-            check_tenant_status(
-                tenant,
-                holders.get(uid).and_then(|h| h.first()),
-                &mut violations,
-            );
+            let held = holders.get(uid).and_then(|h| h.first());
+            check_tenant_status(tenant, held, &mut violations);
+            check_not_left_waiting(tenant, uid, &ledgers, &mut violations);
         }
     }
     if violations.is_empty() {
         Ok(())
     } else {
         Err(violations)
+    }
+}
+
+/// At rest, a tenant waiting for room has none: the plan the writer would make now writes nothing.
+fn check_not_left_waiting(
+    tenant: &Tenant,
+    uid: &str,
+    ledgers: &[placement::NodeLedger],
+    violations: &mut Vec<String>,
+) {
+    let waiting = tenant.status.as_ref().is_some_and(|s| {
+        matches!(
+            s.phase,
+            TenantPhase::PendingCapacity | TenantPhase::Resizing
+        )
+    });
+    let Ok(footprint) = tenant.spec.footprint() else {
+        return;
+    };
+    if !waiting {
+        return;
+    }
+    let key = crate::controller::tenant::tenant_key(tenant);
+    let wants = placement::TenantWants {
+        uid,
+        tenant: &key,
+        footprint,
+        suspend: tenant.spec.suspend,
+        status_node: None,
+    };
+    if let placement::Plan::Edit(edit) = placement::plan_tenant(&wants, ledgers) {
+        violations.push(format!(
+            "tenant {key} still waits, but node {} could take it now ({:?})",
+            edit.node, edit.kind
+        ));
     }
 }
 

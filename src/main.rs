@@ -114,7 +114,7 @@ async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::
     } else {
         manifests::read_paths(files)?
     };
-    let mut fleet = Fleet::new()?;
+    let fleet = Fleet::new()?;
     fleet.start(Settings::default());
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");

@@ -8,6 +8,7 @@
 //! - "quiet" means: no write for the idle window, every Tenant's status describes its current
 //!   generation, no Tenant is terminating, and every Node has a status.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use inmem_apiserver::ApiServer;
@@ -41,14 +42,12 @@ pub enum FleetError {
 pub struct Fleet {
     pub api: ApiServer,
     pub client: Client,
-    controller: Option<JoinHandle<()>>,
+    controller: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fleet")
-            .field("running", &self.controller.is_some())
-            .finish_non_exhaustive()
+        f.debug_struct("Fleet").finish_non_exhaustive()
     }
 }
 
@@ -82,19 +81,29 @@ impl Fleet {
         Ok(Fleet {
             api,
             client,
-            controller: None,
+            controller: Mutex::default(),
         })
     }
 
-    /// Starts the real controller run loop; replaces a running one.
-    pub fn start(&mut self, settings: Settings) {
-        self.stop();
-        self.controller = Some(tokio::spawn(controller::run(self.client.clone(), settings)));
+    /// Starts the real controller run loop; a running one is stopped first (a restart).
+    pub fn start(&self, settings: Settings) {
+        let task = tokio::spawn(controller::run(self.client.clone(), settings));
+        let mut slot = self
+            .controller
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(previous) = slot.replace(task) {
+            previous.abort();
+        }
     }
 
     /// Stops the controller at once, wherever it is (as a crash would).
-    pub fn stop(&mut self) {
-        if let Some(task) = self.controller.take() {
+    pub fn stop(&self) {
+        let mut slot = self
+            .controller
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(task) = slot.take() {
             task.abort();
         }
     }

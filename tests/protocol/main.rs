@@ -1,0 +1,241 @@
+//! The controller's real run loop against the in-memory API: seed scenarios, races, crashes,
+//! faults, watch breaks and a seeded soak. Every test checks the invariants of
+//! `tenant_placer::invariants`, and every committed Node write is checked as it happens.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::arithmetic_side_effects
+)]
+
+mod crash;
+mod quiet;
+mod race;
+mod seed;
+mod soak;
+mod watch;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use inmem_apiserver::ApiServer;
+use serde_json::{Value, json};
+use tenant_placer::api::{GROUP, Node, Tenant};
+use tenant_placer::controller::{RetryPolicy, Settings};
+use tenant_placer::invariants::{self, Quiescence};
+use tenant_placer::sim::Fleet;
+
+pub const VERSION: &str = "placement.tenant-placer.dev/v1alpha1";
+
+/// Settings for tests: real defaults, with short pauses so failures retry quickly.
+pub fn settings() -> Settings {
+    Settings {
+        concurrency: 8,
+        error_backoff: Duration::from_millis(20),
+        error_backoff_max: Duration::from_millis(200),
+        retry: RetryPolicy {
+            jitter: Duration::from_millis(2),
+            ..RetryPolicy::default()
+        },
+        ..Settings::default()
+    }
+}
+
+pub fn node(name: &str, threads: i64, memory_gb: i64, storage_gb: i64) -> Value {
+    json!({
+        "apiVersion": VERSION, "kind": "Node", "metadata": {"name": name},
+        "spec": {"capacity": {"threads": threads, "memoryGb": memory_gb, "storageGb": storage_gb}, "state": "Online"},
+    })
+}
+
+pub fn tenant(name: &str, threads: i64, memory_gb: i64, storage_gb: i64) -> Value {
+    json!({
+        "apiVersion": VERSION, "kind": "Tenant", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"resources": {"threads": threads, "memoryGb": memory_gb, "storageGb": storage_gb}, "mode": "Standalone"},
+    })
+}
+
+/// A spec change as a merge patch of one object (applied directly, as a user's edit).
+pub fn tenant_spec(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": VERSION, "kind": "Tenant", "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+pub fn node_spec(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": name}, "spec": spec})
+}
+
+/// The seed's two nodes.
+pub fn seed_nodes() -> Vec<Value> {
+    vec![
+        node("node-eu-1", 64, 256, 8000),
+        node("node-eu-2", 32, 128, 4000),
+    ]
+}
+
+/// A fleet with the controller running, every Node write checked as it commits.
+pub struct Harness {
+    pub fleet: Arc<Fleet>,
+    /// Committed Node writes, counted by the commit hook.
+    pub node_commits: Arc<std::sync::atomic::AtomicU64>,
+    pub write_violations: Arc<Mutex<Vec<String>>>,
+    /// Nodes whose capacity a test lowered (they may hold more than their capacity).
+    pub lowered: HashSet<String>,
+    pub settings: Settings,
+}
+
+impl Harness {
+    pub async fn start(nodes: &[Value]) -> Harness {
+        Harness::start_on(ApiServer::new(), nodes, settings()).await
+    }
+
+    pub async fn start_on(api: ApiServer, nodes: &[Value], settings: Settings) -> Harness {
+        let fleet = Arc::new(Fleet::with_api(api).unwrap());
+        let write_violations = Arc::new(Mutex::new(Vec::new()));
+        let sink = write_violations.clone();
+        let node_commits = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = node_commits.clone();
+        fleet.api.on_commit(move |commit| {
+            if commit.group != GROUP || commit.resource != "nodes" {
+                return;
+            }
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let after: Node = serde_json::from_value(commit.object.clone()).unwrap();
+            let before: Option<Node> = commit
+                .old
+                .map(|old| serde_json::from_value(old.clone()).unwrap());
+            if let Err(found) = invariants::check_node_write(before.as_ref(), &after) {
+                sink.lock().unwrap().extend(
+                    found
+                        .into_iter()
+                        .map(|v| format!("at rv {}: {v}", commit.resource_version)),
+                );
+            }
+        });
+        let harness = Harness {
+            fleet,
+            node_commits,
+            write_violations,
+            lowered: HashSet::new(),
+            settings,
+        };
+        harness.apply(nodes);
+        harness.fleet.start(harness.settings.clone());
+        harness.settle().await;
+        harness
+    }
+
+    /// Applies objects directly (not through HTTP: no request counted, no fault applies).
+    pub fn apply(&self, objects: &[Value]) {
+        for object in objects {
+            self.fleet.api.apply(object.clone()).unwrap();
+        }
+    }
+
+    pub fn delete_tenant(&self, name: &str) {
+        self.fleet
+            .api
+            .delete(GROUP, "tenants", Some("default"), name)
+            .unwrap();
+    }
+
+    pub async fn settle(&self) {
+        self.fleet
+            .settle(Duration::from_millis(80), Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{e}: tenants {:#?}",
+                    self.fleet
+                        .tenants()
+                        .iter()
+                        .map(|t| (t.metadata.name.clone(), t.status.clone()))
+                        .collect::<Vec<_>>()
+                )
+            });
+    }
+
+    pub fn node(&self, name: &str) -> Node {
+        self.fleet
+            .nodes()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .unwrap()
+    }
+
+    pub fn tenant(&self, name: &str) -> Option<Tenant> {
+        self.fleet
+            .tenants()
+            .into_iter()
+            .find(|t| t.metadata.name.as_deref() == Some(name))
+    }
+
+    pub fn allocated_threads(&self, node: &str) -> i64 {
+        self.node(node).status.unwrap().allocated.threads
+    }
+
+    /// Every invariant at rest, plus every per-write check so far.
+    pub fn assert_invariants(&self) {
+        let writes = self.write_violations.lock().unwrap().clone();
+        assert!(
+            writes.is_empty(),
+            "node writes broke the invariants: {writes:#?}"
+        );
+        if let Err(found) = invariants::check(
+            &self.fleet.nodes(),
+            &self.fleet.tenants(),
+            &self.lowered,
+            Quiescence::Settled,
+        ) {
+            panic!("invariants violated at rest: {found:#?}");
+        }
+    }
+
+    /// Placements as names and amounts (UIDs differ between runs): what two runs must agree on.
+    pub fn placements(&self) -> Placements {
+        let nodes = self
+            .fleet
+            .nodes()
+            .iter()
+            .map(|n| {
+                let status = n.status.clone().unwrap_or_default();
+                let mut entries: Vec<_> = status
+                    .allocations
+                    .iter()
+                    .map(|a| (a.tenant.clone(), a.resources))
+                    .collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                (
+                    n.metadata.name.clone().unwrap(),
+                    (format!("{:?}", status.allocated), format!("{entries:?}")),
+                )
+            })
+            .collect();
+        let tenants = self
+            .fleet
+            .tenants()
+            .iter()
+            .map(|t| {
+                let s = t.status.clone().unwrap_or_default();
+                (
+                    t.metadata.name.clone().unwrap(),
+                    format!("{} {} {:?}", s.phase, s.node_name, s.reserved),
+                )
+            })
+            .collect();
+        Placements { nodes, tenants }
+    }
+}
+
+impl std::fmt::Debug for Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Harness")
+            .field("lowered", &self.lowered)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, Clone)]
+pub struct Placements {
+    pub nodes: BTreeMap<String, (String, String)>,
+    pub tenants: BTreeMap<String, String>,
+}

@@ -1,0 +1,41 @@
+//! Tenants that cannot be placed must not spin: no writes while nothing changes.
+
+use std::time::Duration;
+
+use tenant_placer::api::TenantPhase;
+
+use crate::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_pending_tenants_cause_zero_api_writes_while_nothing_changes() {
+    // Re-check waiting tenants every 200 ms, so the quiet window below spans several rounds.
+    let quick = Settings {
+        pending_recheck: Duration::from_millis(200),
+        pending_recheck_max: Duration::from_millis(400),
+        ..settings()
+    };
+    let h = Harness::start_on(inmem_apiserver::ApiServer::new(), &seed_nodes(), quick).await;
+    let crowd: Vec<_> = (0..1000)
+        .map(|i| tenant(&format!("big{i:04}"), 100 + i, 1, 1))
+        .collect();
+    h.apply(&crowd);
+    h.settle().await;
+    assert!(
+        h.fleet
+            .tenants()
+            .iter()
+            .all(|t| t.status.as_ref().unwrap().phase == TenantPhase::PendingCapacity)
+    );
+
+    h.fleet.api.reset_stats();
+    let rv = h.fleet.api.resource_version();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let stats = h.fleet.api.stats();
+    assert_eq!(
+        stats.write_requests(),
+        0,
+        "write requests while nothing changed: {stats:?}"
+    );
+    assert_eq!(h.fleet.api.resource_version(), rv, "nothing was committed");
+    h.assert_invariants();
+}
