@@ -6,13 +6,16 @@
 //!   they differ from what the allocations and capacity give, e.g. after a capacity change;
 //! - a node lowered below what it holds keeps every entry and says so in its condition;
 //! - an entry whose tenant is gone (confirmed by a direct read, not only the cache) is released;
+//!   an entry of a live tenant whose status names another node wakes that tenant, whose plan
+//!   drops the duplicate;
 //! - every node change is shown to the waiting room (see `waiting`), which re-queues the waiting
 //!   tenants the node could take now.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
 use super::Context;
@@ -26,14 +29,15 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         tracing::debug!(node = %node.name_any(), woken, "room for waiting tenants");
     }
     ctx.writer.refresh(&node.name_any()).await?;
-    release_orphans(&node, &ctx).await?;
+    repair_entries(&node, &ctx).await?;
     Ok(Action::requeue(ctx.settings.resync))
 }
 
 /// Releases the entries whose tenant is gone: not in the tenant cache, and confirmed by a direct
 /// read (absent, or present under another UID, i.e. deleted and re-created). An entry whose
-/// tenant cannot be named is left alone and logged: nothing is released unconfirmed.
-async fn release_orphans(node: &Node, ctx: &Context) -> Result<(), Error> {
+/// tenant cannot be named is left alone and logged: nothing is released unconfirmed. A live
+/// tenant whose status names another node may hold a duplicate here: it is woken to settle it.
+async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
     let Some(status) = &node.status else {
         return Ok(());
     };
@@ -41,12 +45,21 @@ async fn release_orphans(node: &Node, ctx: &Context) -> Result<(), Error> {
         .wait_until_ready()
         .await
         .map_err(|_| Error::CacheClosed)?;
-    let cached: HashSet<String> = ctx.tenants.state().iter().filter_map(|t| t.uid()).collect();
-    for entry in status
-        .allocations
-        .iter()
-        .filter(|e| !cached.contains(&e.uid))
-    {
+    let cached: HashMap<String, Arc<Tenant>> = ctx
+        .tenants
+        .state()
+        .into_iter()
+        .filter_map(|t| t.uid().map(|uid| (uid, t)))
+        .collect();
+    let node_name = node.name_any();
+    for entry in &status.allocations {
+        if let Some(tenant) = cached.get(&entry.uid) {
+            let named = tenant.status.as_ref().map(|s| s.node_name.as_str());
+            if named.is_some_and(|n| !n.is_empty() && n != node_name) {
+                ctx.waiting.wake(ObjectRef::from_obj(tenant.as_ref()));
+            }
+            continue;
+        }
         let Some((namespace, name)) = entry.tenant.split_once('/') else {
             tracing::error!(node = %node.name_any(), tenant = %entry.tenant, uid = %entry.uid,
                 "allocation entry does not name its tenant as namespace/name; left as is");

@@ -75,6 +75,12 @@ impl WaitingRoom {
         self.len() == 0
     }
 
+    /// Re-queues one tenant now, waiting or not.
+    pub fn wake(&self, tenant: ObjectRef<Tenant>) {
+        // A closed channel means the controller is stopping; nothing to wake.
+        let _ = self.trigger.unbounded_send(tenant);
+    }
+
     /// Re-queues every waiting tenant this node could take now. Returns how many.
     pub fn node_changed(&self, node: &Node) -> usize {
         let Ok(ledger) = super::writer::ledger_of(node) else {

@@ -150,3 +150,36 @@ async fn a_node_lowered_below_what_it_holds_keeps_its_tenants_takes_no_new_ones_
     );
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphaned_and_duplicate_entries_are_repaired_and_hand_edited_totals_recomputed() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.settle().await;
+    let uid = h.tenant("acme").unwrap().metadata.uid.unwrap();
+    // By hand: acme's UID also on node-eu-2 (a duplicate), and an entry of a tenant that is gone,
+    // with totals that do not add up.
+    let entry = |tenant: &str, uid: &str| json!({"tenant": tenant, "uid": uid, "resources": {"threads": 2, "memoryGb": 4, "storageGb": 20}});
+    h.apply(&[json!({
+        "apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-2"},
+        "status": {"allocations": [entry("default/acme", &uid), entry("default/ghost", "uid-ghost")],
+                   "allocated": {"threads": 99, "memoryGb": 0, "storageGb": 0}, "free": {"threads": 0, "memoryGb": 0, "storageGb": 0}, "tenants": 7},
+    })]);
+    h.settle().await;
+    let eu2 = h.node("node-eu-2").status.unwrap();
+    assert_eq!(
+        eu2.allocations,
+        vec![],
+        "the duplicate and the orphan are gone"
+    );
+    assert_eq!(
+        (eu2.allocated.threads, eu2.free.threads, eu2.tenants),
+        (0, 32, 0)
+    );
+    assert_eq!(
+        h.allocated_threads("node-eu-1"),
+        2,
+        "acme keeps the entry its status names"
+    );
+    h.assert_invariants();
+}
