@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use kube::ResourceExt;
-use placement::{Dimension, Resources};
+use placement::Dimension;
 use serde::Serialize;
 
 use crate::api::{Node, NodeState, ResourceAmounts, Tenant, TenantPhase};
@@ -151,15 +151,10 @@ pub fn bar(allocated: u64, capacity: u64) -> String {
 fn node_row(node: &Node) -> NodeRow {
     let status = node.status.clone().unwrap_or_default();
     let capacity = node.spec.capacity.to_resources().unwrap_or_default();
-    let allocated = Resources::checked_sum(
-        status
-            .allocations
-            .iter()
-            .filter_map(|a| a.resources.to_resources().ok())
-            .collect::<Vec<_>>()
-            .iter(),
-    )
-    .unwrap_or_default();
+    // An unreadable node shows nothing allocated; the controller reports why elsewhere.
+    let allocated = crate::controller::writer::ledger_of(node)
+        .map(|l| l.allocated())
+        .unwrap_or_default();
     NodeRow {
         node: node.name_any(),
         state: node.spec.state,

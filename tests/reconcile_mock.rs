@@ -28,12 +28,8 @@ type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 const NODES: &str = "/apis/placement.tenant-placer.dev/v1alpha1/nodes";
 const TENANTS: &str = "/apis/placement.tenant-placer.dev/v1alpha1/namespaces/default/tenants";
 
-fn amounts(threads: i64, memory_gb: i64, storage_gb: i64) -> ResourceAmounts {
-    ResourceAmounts {
-        threads,
-        memory_gb,
-        storage_gb,
-    }
+const fn amounts(threads: i64, memory_gb: i64, storage_gb: i64) -> ResourceAmounts {
+    ResourceAmounts::new(threads, memory_gb, storage_gb)
 }
 
 fn node(name: &str, capacity: ResourceAmounts, rv: u64, allocations: Vec<AllocationEntry>) -> Node {
@@ -187,6 +183,22 @@ fn patched(tenant: &Tenant) -> impl FnOnce(&Value) -> (StatusCode, Value) + '_ {
     }
 }
 
+/// The tenant's status merge patch, answered by applying it.
+async fn expect_status(
+    handle: &mut Handle,
+    name: &str,
+    tenant: &Tenant,
+) -> tenant_placer::api::TenantStatus {
+    let patch = expect(
+        handle,
+        Method::PATCH,
+        &format!("{TENANTS}/{name}/status"),
+        patched(tenant),
+    )
+    .await;
+    status_of(&patch)
+}
+
 async fn expect_no_more_requests(handle: &mut Handle) {
     if let Ok(Some((request, _))) =
         tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await
@@ -239,14 +251,7 @@ async fn placing_acme_puts_node_eu_1_status_with_the_read_resource_version_then_
     );
     assert_eq!(put["status"]["tenants"], 1);
 
-    let patch = expect(
-        &mut api,
-        Method::PATCH,
-        &format!("{TENANTS}/acme/status"),
-        patched(&acme),
-    )
-    .await;
-    let status = status_of(&patch);
+    let status = expect_status(&mut api, "acme", &acme).await;
     assert_eq!(
         (status.phase, status.node_name.as_str()),
         (TenantPhase::Active, "node-eu-1")
@@ -335,14 +340,7 @@ async fn big_ends_pending_capacity_with_an_empty_node_a_message_naming_the_short
     let big = tenant("big", amounts(256, 1024, 100_000), TenantMode::Standalone);
     let run = tokio::spawn(reconcile(Arc::new(big.clone()), ctx));
 
-    let patch = expect(
-        &mut api,
-        Method::PATCH,
-        &format!("{TENANTS}/big/status"),
-        patched(&big),
-    )
-    .await;
-    let status = status_of(&patch);
+    let status = expect_status(&mut api, "big", &big).await;
     assert_eq!(status.phase, TenantPhase::PendingCapacity);
     assert_eq!(status.node_name, "");
     assert_eq!(status.reserved, amounts(0, 0, 0));
@@ -503,14 +501,7 @@ async fn a_resize_that_does_not_fit_keeps_the_old_reservation_in_phase_resizing(
     let mut cluster = acme();
     cluster.spec.mode = TenantMode::Cluster; // needs 2 x 2 = 4 threads > 3
     let run = tokio::spawn(reconcile(Arc::new(cluster.clone()), ctx));
-    let patch = expect(
-        &mut api,
-        Method::PATCH,
-        &format!("{TENANTS}/acme/status"),
-        patched(&cluster),
-    )
-    .await;
-    let status = status_of(&patch);
+    let status = expect_status(&mut api, "acme", &cluster).await;
     assert_eq!(status.phase, TenantPhase::Resizing);
     assert_eq!(status.node_name, "node-eu-1");
     assert_eq!(
@@ -539,14 +530,7 @@ async fn a_rerun_after_a_crash_between_the_node_write_and_the_tenant_write_adopt
     let acme = acme();
     let run = tokio::spawn(reconcile(Arc::new(acme.clone()), ctx));
     // No PUT: straight to the tenant status.
-    let patch = expect(
-        &mut api,
-        Method::PATCH,
-        &format!("{TENANTS}/acme/status"),
-        patched(&acme),
-    )
-    .await;
-    let status = status_of(&patch);
+    let status = expect_status(&mut api, "acme", &acme).await;
     assert_eq!(
         (status.phase, status.node_name.as_str()),
         (TenantPhase::Active, "node-eu-1")
@@ -563,14 +547,7 @@ async fn overflowing_replicas_times_memory_gives_a_clear_status_message_and_no_p
     let mut huge = tenant("huge", amounts(1, i64::MAX / 2 + 1, 1), TenantMode::Cluster);
     huge.spec.replicas = Some(2);
     let run = tokio::spawn(reconcile(Arc::new(huge.clone()), ctx));
-    let patch = expect(
-        &mut api,
-        Method::PATCH,
-        &format!("{TENANTS}/huge/status"),
-        patched(&huge),
-    )
-    .await;
-    let status = status_of(&patch);
+    let status = expect_status(&mut api, "huge", &huge).await;
     assert_eq!(status.phase, TenantPhase::Pending);
     assert_eq!(status.conditions[0].reason, "InvalidSpec");
     assert_eq!(
@@ -628,14 +605,7 @@ async fn suspend_keeps_the_reservation_and_resume_without_a_node_goes_pending_ca
     let mut suspended = acme();
     suspended.spec.suspend = true;
     let run = tokio::spawn(reconcile(Arc::new(suspended.clone()), ctx.clone()));
-    let patch = expect(
-        &mut api,
-        Method::PATCH,
-        &format!("{TENANTS}/acme/status"),
-        patched(&suspended),
-    )
-    .await;
-    let status = status_of(&patch);
+    let status = expect_status(&mut api, "acme", &suspended).await;
     assert_eq!(
         (status.phase, status.node_name.as_str()),
         (TenantPhase::Suspended, "node-eu-1")

@@ -49,6 +49,14 @@ pub struct NegativeAmount {
 }
 
 impl ResourceAmounts {
+    pub const fn new(threads: i64, memory_gb: i64, storage_gb: i64) -> Self {
+        ResourceAmounts {
+            threads,
+            memory_gb,
+            storage_gb,
+        }
+    }
+
     /// Checked conversion into placement's unsigned amounts.
     pub fn to_resources(&self) -> Result<placement::Resources, NegativeAmount> {
         let amount = |field: &'static str, value: i64| {

@@ -116,14 +116,6 @@ mod tests {
     use super::*;
     use crate::api::{AllocationEntry, NodeSpec, NodeState, NodeStatus, ResourceAmounts};
 
-    fn amounts(t: i64, m: i64, s: i64) -> ResourceAmounts {
-        ResourceAmounts {
-            threads: t,
-            memory_gb: m,
-            storage_gb: s,
-        }
-    }
-
     fn node(state: NodeState, capacity: ResourceAmounts, held: &[(&str, ResourceAmounts)]) -> Node {
         let mut node = Node::new("n", NodeSpec { capacity, state });
         let allocations = held
@@ -163,20 +155,24 @@ mod tests {
         assert_eq!(
             room.node_changed(&node(
                 NodeState::Online,
-                amounts(8, 8, 8),
-                &[("x", amounts(2, 2, 2))]
+                ResourceAmounts::new(8, 8, 8),
+                &[("x", ResourceAmounts::new(2, 2, 2))]
             )),
             1
         );
         assert_eq!(drain(&mut requests), ["small"]);
         // Cordoned takes no new tenants.
         assert_eq!(
-            room.node_changed(&node(NodeState::Cordoned, amounts(8, 8, 8), &[])),
+            room.node_changed(&node(
+                NodeState::Cordoned,
+                ResourceAmounts::new(8, 8, 8),
+                &[]
+            )),
             0
         );
         room.leave(&tenant("small"));
         assert_eq!(
-            room.node_changed(&node(NodeState::Online, amounts(8, 8, 8), &[])),
+            room.node_changed(&node(NodeState::Online, ResourceAmounts::new(8, 8, 8), &[])),
             0
         );
         assert_eq!(room.len(), 1);
@@ -189,15 +185,21 @@ mod tests {
         // others hold 61 threads, acme 2: room = 64 - 61 = 3 < 4.
         let tight = node(
             NodeState::Online,
-            amounts(64, 256, 8000),
-            &[("acme", amounts(2, 4, 20)), ("o", amounts(61, 1, 1))],
+            ResourceAmounts::new(64, 256, 8000),
+            &[
+                ("acme", ResourceAmounts::new(2, 4, 20)),
+                ("o", ResourceAmounts::new(61, 1, 1)),
+            ],
         );
         assert_eq!(room.node_changed(&tight), 0);
         // others hold 60: room = 4, enough.
         let roomy = node(
             NodeState::Online,
-            amounts(64, 256, 8000),
-            &[("acme", amounts(2, 4, 20)), ("o", amounts(60, 1, 1))],
+            ResourceAmounts::new(64, 256, 8000),
+            &[
+                ("acme", ResourceAmounts::new(2, 4, 20)),
+                ("o", ResourceAmounts::new(60, 1, 1)),
+            ],
         );
         assert_eq!(room.node_changed(&roomy), 1);
         assert_eq!(drain(&mut requests), ["acme"]);

@@ -497,14 +497,6 @@ mod tests {
     use super::*;
     use crate::api::{NodeSpec, NodeState, ResourceAmounts};
 
-    fn amounts(t: i64, m: i64, s: i64) -> ResourceAmounts {
-        ResourceAmounts {
-            threads: t,
-            memory_gb: m,
-            storage_gb: s,
-        }
-    }
-
     fn entry(uid: &str, t: u64) -> Entry {
         Entry {
             uid: uid.into(),
@@ -518,15 +510,15 @@ mod tests {
         let node = Node::new(
             "n",
             NodeSpec {
-                capacity: amounts(64, 256, 8000),
+                capacity: ResourceAmounts::new(64, 256, 8000),
                 state: NodeState::Online,
             },
         );
         let capacity = node.spec.capacity.to_resources().unwrap();
         let status = node_status(&node, &[entry("a", 2), entry("b", 4)], capacity, &now());
         // 2+4 threads, 1+1 GB, 1+1 GB; free 64-6, 256-2, 8000-2
-        assert_eq!(status.allocated, amounts(6, 2, 2));
-        assert_eq!(status.free, amounts(58, 254, 7998));
+        assert_eq!(status.allocated, ResourceAmounts::new(6, 2, 2));
+        assert_eq!(status.free, ResourceAmounts::new(58, 254, 7998));
         assert_eq!(status.tenants, 2);
         assert_eq!(status.conditions[0].status, "False");
     }
@@ -536,7 +528,7 @@ mod tests {
         let node = Node::new(
             "n",
             NodeSpec {
-                capacity: amounts(4, 256, 8000),
+                capacity: ResourceAmounts::new(4, 256, 8000),
                 state: NodeState::Online,
             },
         );
@@ -560,7 +552,7 @@ mod tests {
         let mut node = Node::new(
             "n",
             NodeSpec {
-                capacity: amounts(8, 8, 8),
+                capacity: ResourceAmounts::new(8, 8, 8),
                 state: NodeState::Online,
             },
         );
