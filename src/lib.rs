@@ -6,6 +6,7 @@
 //!     └ writer  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
 //!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
+//!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
 //!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
 //! ```
 pub mod api;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod invariants;
 pub mod manifests;
 pub mod report;
+pub mod sandbox;
 pub mod sim;
 
 pub use error::Error;

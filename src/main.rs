@@ -34,6 +34,23 @@ enum Command {
         #[arg(long, default_value_t = 60)]
         pending_recheck_seconds: u64,
     },
+    /// Serve an in-memory Kubernetes API on loopback with the controller running against it, for
+    /// the real kubectl: no cluster needed.
+    Sandbox {
+        /// Address to serve on; port 0 picks a free port.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Serve on a non-loopback address anyway (plain HTTP, no authentication: anyone who can
+        /// reach it can change anything).
+        #[arg(long)]
+        allow_non_loopback: bool,
+        /// Where to write the kubeconfig for kubectl.
+        #[arg(long, default_value = "tenant-placer-sandbox.kubeconfig")]
+        kubeconfig_out: PathBuf,
+        /// Manifest files or directories to apply at start.
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<PathBuf>,
+    },
     /// Plan a fleet offline: apply manifests to an in-process API, run the controller until it is
     /// quiet, and print where every tenant landed and how full each node is.
     Simulate {
@@ -92,6 +109,20 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
             controller::run(client, settings).await;
         }
         Command::Simulate { files, output } => simulate(&files, output).await?,
+        Command::Sandbox {
+            listen,
+            allow_non_loopback,
+            kubeconfig_out,
+            files,
+        } => {
+            let options = tenant_placer::sandbox::SandboxOptions {
+                listen,
+                allow_non_loopback,
+                kubeconfig_out,
+                files,
+            };
+            tenant_placer::sandbox::run(options).await?
+        }
         Command::Crd { out_dir } => {
             for (file, yaml) in tenant_placer::api::crd_yaml()? {
                 match &out_dir {
