@@ -5,6 +5,7 @@
 //!   controller  reconcile Tenants and Nodes      compute a plan (placement crate), then write it
 //!     └ writer  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
+//!   leader      leader election on a Lease, guarded by resourceVersion
 //!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
 //!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
 //!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
@@ -13,6 +14,7 @@ pub mod api;
 pub mod controller;
 pub mod error;
 pub mod invariants;
+pub mod leader;
 pub mod manifests;
 pub mod report;
 pub mod sandbox;

@@ -20,18 +20,21 @@ pub mod waiting;
 pub mod writer;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{Node, Tenant};
 use crate::error::Error;
+use crate::leader::{self, LeaseConfig};
 pub use waiting::WaitingRoom;
 pub use writer::{NodeWriter, RetryPolicy};
 
@@ -49,6 +52,10 @@ pub struct Settings {
     pub error_backoff: Duration,
     pub error_backoff_max: Duration,
     pub retry: RetryPolicy,
+    /// Reconcile only while holding this Lease; `None` runs unconditionally (one replica).
+    pub leader_election: Option<LeaseConfig>,
+    /// This replica's name in Events (its pod name in a cluster).
+    pub instance: Option<String>,
 }
 
 impl Default for Settings {
@@ -61,6 +68,8 @@ impl Default for Settings {
             error_backoff: Duration::from_millis(500),
             error_backoff_max: Duration::from_secs(300),
             retry: RetryPolicy::default(),
+            leader_election: None,
+            instance: None,
         }
     }
 }
@@ -107,6 +116,8 @@ pub struct Context {
     pub tenants: Store<Tenant>,
     /// Tenants waiting for room, re-queued by node changes.
     pub waiting: WaitingRoom,
+    /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
+    pub events: Option<Recorder>,
     pub settings: Settings,
     pub pending_backoff: Backoff,
     pub error_backoff: Backoff,
@@ -133,9 +144,20 @@ impl Context {
             writer,
             tenants,
             waiting,
+            events: None,
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
             error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
             settings,
+        }
+    }
+}
+
+impl Context {
+    /// Publishes Events through this recorder.
+    pub fn with_events(self, recorder: Recorder) -> Self {
+        Context {
+            events: Some(recorder),
+            ..self
         }
     }
 }
@@ -148,8 +170,71 @@ pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context
     Action::requeue(delay)
 }
 
-/// Runs both controllers until a shutdown signal.
+/// Whether this replica is ready: caches synced and, with leader election, leading.
+#[derive(Debug, Default)]
+pub struct Health {
+    caches_synced: AtomicBool,
+    leading: AtomicBool,
+}
+
+impl Health {
+    pub fn ready(&self) -> bool {
+        self.caches_synced.load(Ordering::SeqCst) && self.leading.load(Ordering::SeqCst)
+    }
+
+    pub fn leading(&self) -> bool {
+        self.leading.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs the controllers until a shutdown signal: at once, or while leading with leader election.
 pub async fn run(client: Client, settings: Settings) {
+    run_with_health(client, settings, Arc::default()).await;
+}
+
+/// [`run`], reporting readiness into `health`.
+pub async fn run_with_health(client: Client, settings: Settings, health: Arc<Health>) {
+    let Some(lease) = settings.leader_election.clone() else {
+        health.leading.store(true, Ordering::SeqCst);
+        return run_controllers(client, settings, health).await;
+    };
+    let mut leading = leader::spawn(client.clone(), lease);
+    loop {
+        // Follow until we lead.
+        while !*leading.borrow_and_update() {
+            if leading.changed().await.is_err() {
+                return;
+            }
+        }
+        health.leading.store(true, Ordering::SeqCst);
+        let mut controllers = tokio::spawn(run_controllers(
+            client.clone(),
+            settings.clone(),
+            health.clone(),
+        ));
+        let finished = loop {
+            tokio::select! {
+                changed = leading.changed() => {
+                    if changed.is_err() || !*leading.borrow_and_update() {
+                        break false;
+                    }
+                }
+                _ = &mut controllers => break true,
+            }
+        };
+        // NB: abort drops every in-flight request with the task: no new write leaves after this.
+        controllers.abort();
+        health.leading.store(false, Ordering::SeqCst);
+        health.caches_synced.store(false, Ordering::SeqCst);
+        if finished {
+            return;
+        }
+        tracing::warn!("lost the lease: stopped reconciling");
+    }
+}
+
+/// Both controllers, sharing one context and one Node writer.
+async fn run_controllers(client: Client, settings: Settings, health: Arc<Health>) {
     let nodes: Api<Node> = Api::all(client.clone());
     let tenants: Api<Tenant> = Api::all(client.clone());
     let watch = || watcher::Config::default().any_semantic();
@@ -159,13 +244,23 @@ pub async fn run(client: Client, settings: Settings) {
     let tenant_controller = Controller::new(tenants, watch());
     let (waiting, wake_ups) = WaitingRoom::new();
     let concurrency = settings.concurrency;
-    let ctx = Arc::new(Context::new(
-        client,
-        writer,
-        tenant_controller.store(),
-        waiting,
-        settings,
-    ));
+    let reporter = Reporter {
+        controller: "tenant-placer".into(),
+        instance: settings.instance.clone(),
+    };
+    let recorder = Recorder::new(client.clone(), reporter);
+    let ctx = Arc::new(
+        Context::new(client, writer, tenant_controller.store(), waiting, settings)
+            .with_events(recorder),
+    );
+    let (node_cache, tenant_cache) = (node_controller.store(), tenant_controller.store());
+    tokio::spawn(async move {
+        if node_cache.wait_until_ready().await.is_ok()
+            && tenant_cache.wait_until_ready().await.is_ok()
+        {
+            health.caches_synced.store(true, Ordering::SeqCst);
+        }
+    });
 
     let tenant_loop = tenant_controller
         .reconcile_on(wake_ups)

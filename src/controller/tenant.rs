@@ -20,11 +20,12 @@
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
-use placement::{Plan, Resources, TenantWants};
+use kube::{Resource, ResourceExt};
+use placement::{EditKind, Plan, Resources, TenantWants};
 use serde_json::json;
 
 use super::Context;
@@ -214,9 +215,16 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     };
     // Enter before deciding: a node change after this point wakes the tenant again.
     ctx.waiting.enter(me.clone(), &uid, footprint);
-    let settled = ctx.writer.settle(&wants).await?;
+    let settled = match ctx.writer.settle(&wants).await {
+        Ok(settled) => settled,
+        Err(error) => {
+            announce_failure(&ctx, &tenant, &error).await;
+            return Err(error);
+        }
+    };
     let verdict = verdict(&settled.outcome, tenant.spec.suspend, footprint);
     write_status(&api, &tenant, &verdict, &key).await?;
+    announce(&ctx, &tenant, &settled.writes, &verdict).await;
 
     Ok(match verdict.phase {
         TenantPhase::PendingCapacity | TenantPhase::Resizing => {
@@ -241,7 +249,12 @@ async fn finalize(
     let Some(index) = tenant.finalizers().iter().position(|f| f == FINALIZER) else {
         return Ok(Action::await_change());
     };
-    if let Err(error) = ctx.writer.release(uid, key).await {
+    let released = ctx.writer.release(uid, key).await;
+    if let Ok(settled) = &released {
+        announce_writes(ctx, tenant, &settled.writes).await;
+    }
+    if let Err(error) = released {
+        announce_failure(ctx, tenant, &error).await;
         // Say plainly why the tenant is stuck terminating; the error requeues it.
         let verdict = Verdict {
             phase: TenantPhase::Terminating,
@@ -314,6 +327,96 @@ async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<
 fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
     // The operations above are literal and well-formed; an empty patch would be a no-op.
     serde_json::from_value(ops).unwrap_or_default()
+}
+
+/// Events for what a settle did: one per node write, and one when the tenant starts waiting.
+async fn announce(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit], verdict: &Verdict) {
+    announce_writes(ctx, tenant, writes).await;
+    let was = tenant.status.as_ref().map(|s| s.phase);
+    if was != Some(verdict.phase) {
+        match verdict.phase {
+            TenantPhase::PendingCapacity => {
+                publish(
+                    ctx,
+                    tenant,
+                    EventType::Normal,
+                    "Pending",
+                    verdict.message.clone(),
+                )
+                .await;
+            }
+            TenantPhase::Resizing => {
+                publish(
+                    ctx,
+                    tenant,
+                    EventType::Warning,
+                    "ResizeBlocked",
+                    verdict.message.clone(),
+                )
+                .await;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One Event per node write.
+async fn announce_writes(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit]) {
+    for edit in writes {
+        let held = edit
+            .entry
+            .as_ref()
+            .map(|e| e.resources.to_string())
+            .unwrap_or_default();
+        let (kind, reason, note) = match edit.kind {
+            EditKind::Reserve => (
+                EventType::Normal,
+                "Placed",
+                format!("reserved {held} on {}", edit.node),
+            ),
+            EditKind::Resize => (
+                EventType::Normal,
+                "Resized",
+                format!("now holds {held} on {}", edit.node),
+            ),
+            EditKind::DropDuplicate => (
+                EventType::Warning,
+                "DuplicateReleased",
+                format!("released a duplicate reservation on {}", edit.node),
+            ),
+            EditKind::Release => (
+                EventType::Normal,
+                "Released",
+                format!("released its reservation on {}", edit.node),
+            ),
+        };
+        publish(ctx, tenant, kind, reason, note).await;
+    }
+}
+
+/// A Warning event for failures a person should see (the error is also logged and requeued).
+async fn announce_failure(ctx: &Context, tenant: &Tenant, error: &Error) {
+    let reason = match error {
+        Error::ConflictRetriesExhausted { .. } => "ConflictRetriesExhausted",
+        Error::UnreadableNode { .. } => "UnreadableNode",
+        _ => return,
+    };
+    publish(ctx, tenant, EventType::Warning, reason, error.to_string()).await;
+}
+
+/// Publishes one Event on the tenant; a failure to publish is logged, never fatal.
+async fn publish(ctx: &Context, tenant: &Tenant, type_: EventType, reason: &str, note: String) {
+    let Some(recorder) = &ctx.events else { return };
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(error) = recorder.publish(&event, &tenant.object_ref(&())).await {
+        tracing::warn!(%error, reason, "could not publish an event");
+    }
 }
 
 /// Writes the status when it differs from the current one (merge patch of the status subresource).
