@@ -160,10 +160,11 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
     }
 }
 
-/// Runs the election until the receiver is dropped, publishing whether we lead.
-pub fn spawn(client: Client, config: LeaseConfig) -> watch::Receiver<bool> {
+/// Runs the election, publishing whether we lead, until the receiver or the returned guard is
+/// dropped (dropping the guard aborts the election task).
+pub fn spawn(client: Client, config: LeaseConfig) -> (watch::Receiver<bool>, AbortOnDrop) {
     let (leading, receiver) = watch::channel(false);
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         let mut last_renewal: Option<tokio::time::Instant> = None;
         loop {
@@ -182,7 +183,18 @@ pub fn spawn(client: Client, config: LeaseConfig) -> watch::Receiver<bool> {
             tokio::time::sleep(config.retry_period).await;
         }
     });
-    receiver
+    (receiver, AbortOnDrop(task))
+}
+
+/// A spawned task that ends when this guard is dropped: a task aborted from outside takes its
+/// helpers down with it, as a dying process would.
+#[derive(Debug)]
+pub struct AbortOnDrop(pub tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 #[cfg(test)]

@@ -5,10 +5,11 @@
 //! Rules enforced here:
 //! - manifests go through the API as a client's requests would (POST, or a merge patch of `spec`
 //!   when the object exists), so the server validates them as a real one does;
-//! - "quiet" means: no write for the idle window, every Tenant's status describes its current
+//! - "quiet" means: no write of a Tenant or Node for the idle window, every Tenant's status describes its current
 //!   generation, no Tenant is terminating, and every Node has a status.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use inmem_apiserver::ApiServer;
@@ -43,6 +44,8 @@ pub struct Fleet {
     pub api: ApiServer,
     pub client: Client,
     controller: Mutex<Option<JoinHandle<()>>>,
+    /// Committed writes of Tenants and Nodes (not Leases or Events, which move on their own).
+    placement_writes: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -77,11 +80,19 @@ impl Fleet {
                     message: status.message.clone(),
                 })?;
         }
+        let placement_writes = Arc::new(AtomicU64::new(0));
+        let counter = placement_writes.clone();
+        api.on_commit(move |commit| {
+            if commit.group == GROUP {
+                counter.fetch_add(1, Ordering::SeqCst);
+            }
+        });
         let client = Client::new(api.clone(), "default");
         Ok(Fleet {
             api,
             client,
             controller: Mutex::default(),
+            placement_writes,
         })
     }
 
@@ -181,11 +192,12 @@ impl Fleet {
     /// Waits until nothing was written for `idle` and the controller has caught up.
     pub async fn settle(&self, idle: Duration, timeout: Duration) -> Result<(), FleetError> {
         let started = Instant::now();
-        let mut last = self.api.resource_version();
+        let writes = || self.placement_writes.load(Ordering::SeqCst);
+        let mut last = writes();
         let mut unchanged_since = Instant::now();
         loop {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            let now = self.api.resource_version();
+            let now = writes();
             if now != last {
                 last = now;
                 unchanged_since = Instant::now();

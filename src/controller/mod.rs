@@ -34,7 +34,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{Node, Tenant};
 use crate::error::Error;
-use crate::leader::{self, LeaseConfig};
+use crate::leader::{self, AbortOnDrop, LeaseConfig};
 pub use waiting::WaitingRoom;
 pub use writer::{NodeWriter, RetryPolicy};
 
@@ -198,7 +198,7 @@ pub async fn run_with_health(client: Client, settings: Settings, health: Arc<Hea
         health.leading.store(true, Ordering::SeqCst);
         return run_controllers(client, settings, health).await;
     };
-    let mut leading = leader::spawn(client.clone(), lease);
+    let (mut leading, _election) = leader::spawn(client.clone(), lease);
     loop {
         // Follow until we lead.
         while !*leading.borrow_and_update() {
@@ -207,11 +207,11 @@ pub async fn run_with_health(client: Client, settings: Settings, health: Arc<Hea
             }
         }
         health.leading.store(true, Ordering::SeqCst);
-        let mut controllers = tokio::spawn(run_controllers(
+        let mut controllers = AbortOnDrop(tokio::spawn(run_controllers(
             client.clone(),
             settings.clone(),
             health.clone(),
-        ));
+        )));
         let finished = loop {
             tokio::select! {
                 changed = leading.changed() => {
@@ -219,11 +219,11 @@ pub async fn run_with_health(client: Client, settings: Settings, health: Arc<Hea
                         break false;
                     }
                 }
-                _ = &mut controllers => break true,
+                _ = &mut controllers.0 => break true,
             }
         };
-        // NB: abort drops every in-flight request with the task: no new write leaves after this.
-        controllers.abort();
+        // NB: aborting drops every in-flight request with the task: no new write leaves after this.
+        drop(controllers);
         health.leading.store(false, Ordering::SeqCst);
         health.caches_synced.store(false, Ordering::SeqCst);
         if finished {
@@ -254,13 +254,13 @@ async fn run_controllers(client: Client, settings: Settings, health: Arc<Health>
             .with_events(recorder),
     );
     let (node_cache, tenant_cache) = (node_controller.store(), tenant_controller.store());
-    tokio::spawn(async move {
+    let _readiness = AbortOnDrop(tokio::spawn(async move {
         if node_cache.wait_until_ready().await.is_ok()
             && tenant_cache.wait_until_ready().await.is_ok()
         {
             health.caches_synced.store(true, Ordering::SeqCst);
         }
-    });
+    }));
 
     let tenant_loop = tenant_controller
         .reconcile_on(wake_ups)

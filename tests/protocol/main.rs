@@ -8,6 +8,7 @@
 )]
 
 mod crash;
+mod leader;
 mod quiet;
 mod race;
 mod seed;
