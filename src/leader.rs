@@ -199,7 +199,11 @@ impl Drop for AbortOnDrop {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::arithmetic_side_effects)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::arithmetic_side_effects
+    )]
     use super::*;
 
     fn lease(holder: &str, renewed_secs_ago: i64, duration: i32) -> LeaseSpec {

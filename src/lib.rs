@@ -6,6 +6,7 @@
 //!     └ writer  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
 //!   leader      leader election on a Lease, guarded by resourceVersion
+//!   metrics     Prometheus metrics and the /healthz, /readyz, /metrics server
 //!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
 //!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
 //!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
@@ -16,6 +17,7 @@ pub mod error;
 pub mod invariants;
 pub mod leader;
 pub mod manifests;
+pub mod metrics;
 pub mod report;
 pub mod sandbox;
 pub mod sim;

@@ -7,9 +7,10 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::invariants::{self, Quiescence};
-use tenant_placer::manifests;
+use tenant_placer::leader::LeaseConfig;
 use tenant_placer::report::FleetReport;
 use tenant_placer::sim::Fleet;
+use tenant_placer::{manifests, metrics};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -18,6 +19,9 @@ use tenant_placer::sim::Fleet;
     about = "Places tenants on bare-metal nodes by first fit"
 )]
 struct Cli {
+    /// Log lines for people (text) or for log collectors (json). RUST_LOG filters them.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "TENANT_PLACER_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -25,15 +29,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the controller against the cluster of the in-cluster config, or else KUBECONFIG.
-    Run {
-        /// Tenant reconciles running at once.
-        #[arg(long, default_value_t = 8, env = "TENANT_PLACER_CONCURRENCY")]
-        concurrency: u16,
-        /// Seconds between fallback re-checks of a tenant waiting for room (doubles while
-        /// nothing changes, up to 15 minutes). Node events re-check sooner.
-        #[arg(long, default_value_t = 60)]
-        pending_recheck_seconds: u64,
-    },
+    Run(RunArgs),
     /// Serve an in-memory Kubernetes API on loopback with the controller running against it, for
     /// the real kubectl: no cluster needed.
     Sandbox {
@@ -69,6 +65,38 @@ enum Command {
     },
 }
 
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Tenant reconciles running at once.
+    #[arg(long, default_value_t = 8, env = "TENANT_PLACER_CONCURRENCY")]
+    concurrency: u16,
+    /// Seconds between fallback re-checks of a tenant waiting for room (doubles while
+    /// nothing changes, up to 15 minutes). Node events re-check sooner.
+    #[arg(long, default_value_t = 60)]
+    pending_recheck_seconds: u64,
+    /// Where to serve /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: std::net::SocketAddr,
+    /// Reconcile only while holding the leader Lease (for more than one replica).
+    #[arg(long)]
+    leader_election: bool,
+    /// The leader Lease's name.
+    #[arg(long, default_value = "tenant-placer")]
+    lease_name: String,
+    /// The leader Lease's namespace (in a Pod: its own, from the downward API).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease and in Events (in a Pod: its name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 enum Output {
     Text,
@@ -88,26 +116,16 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .init();
-    match Cli::parse().command {
-        Command::Run {
-            concurrency,
-            pending_recheck_seconds,
-        } => {
-            let client = kube::Client::try_default().await?;
-            let settings = Settings {
-                concurrency,
-                pending_recheck: Duration::from_secs(pending_recheck_seconds),
-                ..Settings::default()
-            };
-            tracing::info!(?settings, "starting tenant-placer");
-            controller::run(client, settings).await;
-        }
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    match cli.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+    match cli.command {
+        Command::Run(args) => run(args).await?,
         Command::Simulate { files, output } => simulate(&files, output).await?,
         Command::Sandbox {
             listen,
@@ -133,6 +151,34 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let client = kube::Client::try_default().await?;
+    let identity = args
+        .identity
+        .unwrap_or_else(|| format!("tenant-placer-{:08x}", fastrand::u32(..)));
+    let leader_election = args
+        .leader_election
+        .then(|| LeaseConfig::new(args.lease_name, args.lease_namespace, identity.clone()));
+    let settings = Settings {
+        concurrency: args.concurrency,
+        pending_recheck: Duration::from_secs(args.pending_recheck_seconds),
+        leader_election,
+        instance: Some(identity),
+        ..Settings::default()
+    };
+    tracing::info!(?settings, "starting tenant-placer");
+    let telemetry = controller::Telemetry::default();
+    let server = metrics::serve(
+        args.metrics_addr,
+        telemetry.metrics.clone(),
+        telemetry.health.clone(),
+    );
+    tokio::select! {
+        () = controller::run_with(client, settings, telemetry.clone()) => Ok(()),
+        served = server => Err(format!("the metrics server on {} stopped: {served:?}", args.metrics_addr).into()),
+    }
 }
 
 async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::error::Error>> {

@@ -75,7 +75,7 @@ pub struct Sandbox {
     pub url: String,
     /// Where the kubeconfig was written (absolute when it could be made so).
     pub kubeconfig: PathBuf,
-    /// How many objects were applied from the manifests.
+    /// The objects applied from the manifests (with the last-applied annotation).
     pub applied: Vec<Value>,
     /// The in-memory API and the controller.
     pub fleet: Fleet,
@@ -97,6 +97,11 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     }
     let objects = manifests::read_paths(&options.files)?;
     let fleet = Fleet::new()?;
+    // A cluster has the `default` namespace from the start.
+    let default_namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    if let Err(status) = fleet.api.create(default_namespace) {
+        tracing::warn!(%status, "could not create the default namespace");
+    }
     fleet.start(Settings::default());
     let listener =
         TcpListener::bind(options.listen)
@@ -117,14 +122,10 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     let (nodes, others): (Vec<_>, Vec<_>) =
         objects.iter().cloned().partition(|o| o["kind"] == "Node");
     fleet.apply(&nodes).await?;
-    if !nodes.is_empty()
-        && let Err(error) = fleet
-            .settle(Duration::from_millis(100), Duration::from_secs(10))
-            .await
-    {
-        tracing::warn!(%error, "the nodes' first status writes are taking long; going on");
-    }
+    settle(&fleet, !nodes.is_empty()).await;
     fleet.apply(&others).await?;
+    // Let the controller place them first, so that its log comes before the instructions.
+    settle(&fleet, !others.is_empty()).await;
     let url = format!("http://{}", client_addr(addr));
     let kubeconfig = absolute(&options.kubeconfig_out);
     std::fs::write(&kubeconfig, kubeconfig_yaml(&url)).map_err(|source| {
@@ -143,14 +144,43 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     })
 }
 
-/// Runs the sandbox until Ctrl-C.
+/// Waits (a little) for the controller to catch up with what was just applied.
+async fn settle(fleet: &Fleet, anything_applied: bool) {
+    if !anything_applied {
+        return;
+    }
+    if let Err(error) = fleet
+        .settle(Duration::from_millis(100), Duration::from_secs(10))
+        .await
+    {
+        tracing::warn!(%error, "the controller is taking long to catch up; going on");
+    }
+}
+
+/// Runs the sandbox until Ctrl-C (or SIGTERM).
 pub async fn run(options: SandboxOptions) -> Result<(), Box<dyn std::error::Error>> {
     let sandbox = start(&options).await?;
     print!("{}", banner(&sandbox, &options));
-    tokio::signal::ctrl_c().await?;
+    stop_signal().await?;
     println!("\nstopped; the sandbox's objects are gone (they lived in memory only)");
     drop(sandbox);
     Ok(())
+}
+
+async fn stop_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            interrupted = tokio::signal::ctrl_c() => interrupted,
+            _ = terminate.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
 }
 
 /// What the user is told once the sandbox is up.
@@ -194,7 +224,7 @@ pub fn banner(sandbox: &Sandbox, options: &SandboxOptions) -> String {
          \n\
          \x20 export KUBECONFIG={kubeconfig}\n\
          \x20 kubectl get tn -A\n\
-         \x20 kubectl get pnodes\n\
+         \x20 kubectl get pnode\n\
          \n\
          Ctrl-C stops it; everything lives in memory and is gone then.\n",
         url = sandbox.url,

@@ -21,7 +21,7 @@ use tenant_placer::api::{
     TenantPhase, TenantSpec,
 };
 use tenant_placer::controller::tenant::{FINALIZER, reconcile};
-use tenant_placer::controller::{Context, NodeWriter, RetryPolicy, Settings};
+use tenant_placer::controller::{Context, NodeWriter, RetryPolicy, Settings, Synced};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
@@ -101,7 +101,7 @@ fn context(nodes: Vec<Node>) -> (Arc<Context>, Handle, Writer<Node>) {
         jitter: Duration::from_millis(1),
         ..RetryPolicy::default()
     };
-    let node_writer = NodeWriter::new(Api::all(client.clone()), cache, retry);
+    let node_writer = NodeWriter::new(Api::all(client.clone()), cache, Synced::already(), retry);
     let (tenants, mut tenant_cache) = reflector::store::<Tenant>();
     // An empty, synced tenant cache: every entry's tenant must be confirmed by a direct read.
     tenant_cache.apply_watcher_event(&watcher::Event::InitDone);
@@ -109,6 +109,7 @@ fn context(nodes: Vec<Node>) -> (Arc<Context>, Handle, Writer<Node>) {
         client,
         node_writer,
         tenants,
+        Synced::already(),
         tenant_placer::controller::WaitingRoom::new().0,
         Settings {
             retry,

@@ -20,21 +20,26 @@ pub mod waiting;
 pub mod writer;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use tokio::sync::watch;
+use tracing::Instrument;
+
+use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{Node, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
+use crate::metrics::Metrics;
 pub use waiting::WaitingRoom;
 pub use writer::{NodeWriter, RetryPolicy};
 
@@ -108,16 +113,89 @@ impl Backoff {
     }
 }
 
+/// Whether a watch cache has synced, awaitable by any number of tasks at once. The reflector
+/// raises it when its first list is complete.
+// NB: never await `Store::wait_until_ready` on a controller's store: it wakes only the task that
+// polled it last (a oneshot inside), and the Controller itself awaits it before reconciling, so a
+// second waiter can leave the Controller asleep for good.
+#[derive(Clone, Debug)]
+pub struct Synced {
+    ready: watch::Receiver<bool>,
+}
+
+impl Synced {
+    /// A flag and its view; send `true` once the cache holds its first full list.
+    pub fn flag() -> (watch::Sender<bool>, Synced) {
+        let (raise, ready) = watch::channel(false);
+        (raise, Synced { ready })
+    }
+
+    /// A cache that is synced from the start (tests that fill a store by hand).
+    pub fn already() -> Synced {
+        let (raise, synced) = Synced::flag();
+        let _ = raise.send(true);
+        synced
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Waits until the cache has synced; fails if it never can (its reflector is gone).
+    pub async fn wait(&self) -> Result<(), Error> {
+        if self.is_synced() {
+            return Ok(());
+        }
+        let mut ready = self.ready.clone();
+        ready
+            .wait_for(|synced| *synced)
+            .await
+            .map(|_| ())
+            .map_err(|_| Error::CacheClosed)
+    }
+}
+
+/// A reflector feeding `cache` from a watch, without managedFields, raising `synced` whenever a
+/// full list has been applied. The stream it returns triggers the controller.
+fn reflected<K>(
+    api: Api<K>,
+    feed: reflector::store::Writer<K>,
+    synced: watch::Sender<bool>,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    watcher::watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|object| object.managed_fields_mut().clear())
+        .reflect(feed)
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                let _ = synced.send(true);
+            }
+        })
+        .applied_objects()
+}
+
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
     pub writer: NodeWriter,
     /// The tenant watch cache, to find orphaned entries without a read per entry.
     pub tenants: Store<Tenant>,
+    /// Raised once the tenant cache holds its first full list.
+    pub tenants_synced: Synced,
     /// Tenants waiting for room, re-queued by node changes.
     pub waiting: WaitingRoom,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
     pub events: Option<Recorder>,
+    pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub pending_backoff: Backoff,
     pub error_backoff: Backoff,
@@ -136,6 +214,7 @@ impl Context {
         client: Client,
         writer: NodeWriter,
         tenants: Store<Tenant>,
+        tenants_synced: Synced,
         waiting: WaitingRoom,
         settings: Settings,
     ) -> Self {
@@ -143,8 +222,10 @@ impl Context {
             client,
             writer,
             tenants,
+            tenants_synced,
             waiting,
             events: None,
+            metrics: Arc::default(),
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
             error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
             settings,
@@ -160,6 +241,11 @@ impl Context {
             ..self
         }
     }
+
+    /// Counts into these metrics.
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
+        Context { metrics, ..self }
+    }
 }
 
 /// Logs the error and re-queues the object with backoff.
@@ -170,47 +256,79 @@ pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context
     Action::requeue(delay)
 }
 
-/// Whether this replica is ready: caches synced and, with leader election, leading.
+/// What `/readyz` reports: the leader (or the only replica) with synced caches, or a standby.
 #[derive(Debug, Default)]
 pub struct Health {
     caches_synced: AtomicBool,
     leading: AtomicBool,
+    /// Leader election is running and another replica leads.
+    standby: AtomicBool,
+}
+
+/// This replica's part, as `/readyz` and the `tenant_placer_leader` metric show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Reconciling, caches synced.
+    Leading,
+    /// Leader election runs and another replica leads; ready to take over.
+    Standby,
+    /// Starting: caches syncing, or the first election round has not answered yet.
+    Starting,
 }
 
 impl Health {
-    pub fn ready(&self) -> bool {
-        self.caches_synced.load(Ordering::SeqCst) && self.leading.load(Ordering::SeqCst)
+    pub fn role(&self) -> Role {
+        if self.leading.load(Ordering::SeqCst) && self.caches_synced.load(Ordering::SeqCst) {
+            Role::Leading
+        } else if self.standby.load(Ordering::SeqCst) {
+            Role::Standby
+        } else {
+            Role::Starting
+        }
     }
 
-    pub fn leading(&self) -> bool {
-        self.leading.load(Ordering::SeqCst)
+    /// Ready when leading with synced caches, or as a standby.
+    // NB: a standby reports ready so that rollouts of several replicas can finish; whether it
+    // leads is in the /readyz body and the tenant_placer_leader metric.
+    pub fn ready(&self) -> bool {
+        self.role() != Role::Starting
     }
+}
+
+/// What the HTTP server shows of a running controller.
+#[derive(Clone, Debug, Default)]
+pub struct Telemetry {
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Runs the controllers until a shutdown signal: at once, or while leading with leader election.
 pub async fn run(client: Client, settings: Settings) {
-    run_with_health(client, settings, Arc::default()).await;
+    run_with(client, settings, Telemetry::default()).await;
 }
 
-/// [`run`], reporting readiness into `health`.
-pub async fn run_with_health(client: Client, settings: Settings, health: Arc<Health>) {
+/// [`run`], reporting readiness and metrics into `telemetry`.
+pub async fn run_with(client: Client, settings: Settings, telemetry: Telemetry) {
+    let health = telemetry.health.clone();
     let Some(lease) = settings.leader_election.clone() else {
         health.leading.store(true, Ordering::SeqCst);
-        return run_controllers(client, settings, health).await;
+        return run_controllers(client, settings, telemetry).await;
     };
     let (mut leading, _election) = leader::spawn(client.clone(), lease);
     loop {
-        // Follow until we lead.
+        // Follow until we lead; the first answer of the election makes us a standby.
         while !*leading.borrow_and_update() {
             if leading.changed().await.is_err() {
                 return;
             }
+            health.standby.store(!*leading.borrow(), Ordering::SeqCst);
         }
+        health.standby.store(false, Ordering::SeqCst);
         health.leading.store(true, Ordering::SeqCst);
         let mut controllers = AbortOnDrop(tokio::spawn(run_controllers(
             client.clone(),
             settings.clone(),
-            health.clone(),
+            telemetry.clone(),
         )));
         let finished = loop {
             tokio::select! {
@@ -226,6 +344,7 @@ pub async fn run_with_health(client: Client, settings: Settings, health: Arc<Hea
         drop(controllers);
         health.leading.store(false, Ordering::SeqCst);
         health.caches_synced.store(false, Ordering::SeqCst);
+        health.standby.store(true, Ordering::SeqCst);
         if finished {
             return;
         }
@@ -234,14 +353,28 @@ pub async fn run_with_health(client: Client, settings: Settings, health: Arc<Hea
 }
 
 /// Both controllers, sharing one context and one Node writer.
-async fn run_controllers(client: Client, settings: Settings, health: Arc<Health>) {
+async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetry) {
+    let Telemetry { health, metrics } = telemetry;
     let nodes: Api<Node> = Api::all(client.clone());
-    let tenants: Api<Tenant> = Api::all(client.clone());
-    let watch = || watcher::Config::default().any_semantic();
-
-    let node_controller = Controller::new(nodes.clone(), watch());
-    let writer = NodeWriter::new(nodes.clone(), node_controller.store(), settings.retry);
-    let tenant_controller = Controller::new(tenants, watch());
+    let (node_cache, node_feed) = reflector::store::<Node>();
+    let (tenant_cache, tenant_feed) = reflector::store::<Tenant>();
+    let (raise_nodes, node_synced) = Synced::flag();
+    let (raise_tenants, tenants_synced) = Synced::flag();
+    let node_controller = Controller::for_stream(
+        reflected(nodes.clone(), node_feed, raise_nodes),
+        node_cache.clone(),
+    );
+    let tenant_controller = Controller::for_stream(
+        reflected(
+            Api::<Tenant>::all(client.clone()),
+            tenant_feed,
+            raise_tenants,
+        ),
+        tenant_cache.clone(),
+    );
+    metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
+    let writer = NodeWriter::new(nodes, node_cache, node_synced.clone(), settings.retry)
+        .with_metrics(metrics.clone());
     let (waiting, wake_ups) = WaitingRoom::new();
     let concurrency = settings.concurrency;
     let reporter = Reporter {
@@ -249,15 +382,17 @@ async fn run_controllers(client: Client, settings: Settings, health: Arc<Health>
         instance: settings.instance.clone(),
     };
     let recorder = Recorder::new(client.clone(), reporter);
-    let ctx = Arc::new(
-        Context::new(client, writer, tenant_controller.store(), waiting, settings)
-            .with_events(recorder),
+    let context = Context::new(
+        client,
+        writer,
+        tenant_cache,
+        tenants_synced.clone(),
+        waiting,
+        settings,
     );
-    let (node_cache, tenant_cache) = (node_controller.store(), tenant_controller.store());
+    let ctx = Arc::new(context.with_events(recorder).with_metrics(metrics));
     let _readiness = AbortOnDrop(tokio::spawn(async move {
-        if node_cache.wait_until_ready().await.is_ok()
-            && tenant_cache.wait_until_ready().await.is_ok()
-        {
+        if node_synced.wait().await.is_ok() && tenants_synced.wait().await.is_ok() {
             health.caches_synced.store(true, Ordering::SeqCst);
         }
     }));
@@ -266,13 +401,49 @@ async fn run_controllers(client: Client, settings: Settings, health: Arc<Health>
         .reconcile_on(wake_ups)
         .with_config(controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
-        .run(tenant::reconcile, error_policy, ctx.clone())
+        .run(
+            |tenant, ctx| observed("tenant", tenant, ctx, tenant::reconcile),
+            error_policy,
+            ctx.clone(),
+        )
         .for_each(|result| async move { log_result("tenant", result) });
     let node_loop = node_controller
         .shutdown_on_signal()
-        .run(node::reconcile, error_policy, ctx)
+        .run(
+            |node, ctx| observed("node", node, ctx, node::reconcile),
+            error_policy,
+            ctx,
+        )
         .for_each(|result| async move { log_result("node", result) });
     futures::join!(tenant_loop, node_loop);
+}
+
+/// Runs one reconcile in a span naming the object, and counts and times it.
+async fn observed<K, Reconcile, Fut>(
+    kind: &'static str,
+    object: Arc<K>,
+    ctx: Arc<Context>,
+    reconcile: Reconcile,
+) -> Result<Action, Error>
+where
+    K: Resource,
+    Reconcile: FnOnce(Arc<K>, Arc<Context>) -> Fut,
+    Fut: Future<Output = Result<Action, Error>>,
+{
+    let span = tracing::info_span!(
+        "reconcile",
+        kind,
+        namespace = object.namespace().unwrap_or_default(),
+        name = %object.name_any()
+    );
+    let started = Instant::now();
+    let result = reconcile(object, ctx.clone()).instrument(span).await;
+    let label = result.as_ref().map_or_else(Error::label, |_| "ok");
+    ctx.metrics.reconciled(kind, label, started.elapsed());
+    if matches!(result, Err(Error::ConflictRetriesExhausted { .. })) {
+        ctx.metrics.retries_exhausted();
+    }
+    result
 }
 
 fn log_result<K: Resource, E: std::fmt::Display>(

@@ -41,10 +41,7 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
     let Some(status) = &node.status else {
         return Ok(());
     };
-    ctx.tenants
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheClosed)?;
+    ctx.tenants_synced.wait().await?;
     let cached: HashMap<String, Arc<Tenant>> = ctx
         .tenants
         .state()

@@ -30,8 +30,10 @@ use kube::api::{Api, PostParams};
 use kube::runtime::reflector::Store;
 use placement::{Entry, NodeLedger, Plan, TenantWants, plan_release, plan_tenant};
 
+use super::Synced;
 use crate::api::{AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION};
 use crate::error::{Error, is_conflict, is_not_found};
+use crate::metrics::Metrics;
 
 /// How hard the writer tries before handing a conflict back to the reconcile loop.
 #[derive(Clone, Copy, Debug)]
@@ -269,6 +271,8 @@ pub struct NodeWriter {
     /// One decision and write at a time in this process.
     lock: tokio::sync::Mutex<()>,
     policy: RetryPolicy,
+    metrics: Arc<Metrics>,
+    synced: Synced,
 }
 
 impl std::fmt::Debug for NodeWriter {
@@ -280,14 +284,27 @@ impl std::fmt::Debug for NodeWriter {
 }
 
 impl NodeWriter {
-    pub fn new(api: Api<Node>, cache: Store<Node>, policy: RetryPolicy) -> Self {
+    /// `synced` says when `cache` holds its first full list; no decision is made before.
+    pub fn new(api: Api<Node>, cache: Store<Node>, synced: Synced, policy: RetryPolicy) -> Self {
         NodeWriter {
             api,
             cache,
             recent: Mutex::default(),
             lock: tokio::sync::Mutex::new(()),
             policy,
+            metrics: Arc::default(),
+            synced,
         }
+    }
+
+    /// Counts conflicts into these metrics.
+    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
+        NodeWriter { metrics, ..self }
+    }
+
+    /// Whether the node cache has synced.
+    pub fn synced(&self) -> &Synced {
+        &self.synced
     }
 
     /// The watch cache, for read-only uses (the node-to-tenant trigger, holdings).
@@ -365,10 +382,7 @@ impl NodeWriter {
         subject: &str,
         mut decide: impl FnMut(&View) -> Result<Step<T>, Error>,
     ) -> Result<Settled<T>, Error> {
-        self.cache
-            .wait_until_ready()
-            .await
-            .map_err(|_| Error::CacheClosed)?;
+        self.synced.wait().await?;
         let _single_writer = self.lock.lock().await;
         let mut conflicts = 0u32;
         let mut writes = Vec::new();
@@ -408,6 +422,7 @@ impl NodeWriter {
                 }
                 Err(error) if is_conflict(&error) => {
                     conflicts = conflicts.saturating_add(1);
+                    self.metrics.conflict();
                     tracing::debug!(node = %node, tenant = subject, conflicts, "conflict writing node status");
                     if conflicts > self.policy.max_conflicts {
                         return Err(Error::ConflictRetriesExhausted {

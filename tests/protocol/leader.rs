@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use inmem_apiserver::ApiServer;
 use kube::Client;
-use tenant_placer::controller;
+use tenant_placer::controller::{self, Role, Telemetry};
 use tenant_placer::leader::LeaseConfig;
+use tenant_placer::metrics;
 
 use crate::*;
 
@@ -40,7 +41,10 @@ where
     }
 }
 
-fn replica(fleet: &Fleet, identity: &str) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>) {
+fn replica(
+    fleet: &Fleet,
+    identity: &str,
+) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>, Telemetry) {
     let writes = Arc::new(AtomicU64::new(0));
     let client = Client::new(
         Counted {
@@ -59,7 +63,12 @@ fn replica(fleet: &Fleet, identity: &str) -> (tokio::task::JoinHandle<()>, Arc<A
         leader_election: Some(lease),
         ..settings()
     };
-    (tokio::spawn(controller::run(client, settings)), writes)
+    let telemetry = Telemetry::default();
+    (
+        tokio::spawn(controller::run_with(client, settings, telemetry.clone())),
+        writes,
+        telemetry,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,8 +80,8 @@ async fn only_the_leader_writes_and_when_it_dies_the_other_replica_takes_over_an
     {
         fleet.api.apply(object).unwrap();
     }
-    let (a, writes_a) = replica(&fleet, "replica-a");
-    let (b, writes_b) = replica(&fleet, "replica-b");
+    let (a, writes_a, telemetry_a) = replica(&fleet, "replica-a");
+    let (b, writes_b, telemetry_b) = replica(&fleet, "replica-b");
     fleet
         .settle(Duration::from_millis(300), Duration::from_secs(20))
         .await
@@ -85,6 +94,21 @@ async fn only_the_leader_writes_and_when_it_dies_the_other_replica_takes_over_an
         (a_wrote > 0) ^ (b_wrote > 0),
         "exactly one replica writes: a {a_wrote}, b {b_wrote}"
     );
+    // Both are Ready (a standby must not block rollouts); only one says it leads.
+    let roles: Vec<_> = [&telemetry_a, &telemetry_b]
+        .iter()
+        .map(|t| t.health.role())
+        .collect();
+    assert!(
+        roles.contains(&Role::Leading) && roles.contains(&Role::Standby),
+        "{roles:?}"
+    );
+    for telemetry in [&telemetry_a, &telemetry_b] {
+        assert_eq!(
+            metrics::respond("/readyz", &telemetry.metrics, &telemetry.health).status(),
+            200
+        );
+    }
     let (leader, follower_writes) = if a_wrote > 0 {
         (a, writes_b.clone())
     } else {

@@ -11,8 +11,10 @@ mod crash;
 mod leader;
 mod quiet;
 mod race;
+mod rbac;
 mod seed;
 mod soak;
+mod telemetry;
 mod watch;
 
 use std::collections::{BTreeMap, HashSet};

@@ -1,0 +1,136 @@
+//! The chart's RBAC rules against the API calls the controller really makes: every call is
+//! allowed, every granted verb is used, and nothing is a wildcard.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use inmem_apiserver::{ApiServer, Fault, Verb};
+use serde::Deserialize;
+use serde_json::json;
+use tenant_placer::leader::LeaseConfig;
+
+use crate::*;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Rule {
+    api_groups: Vec<String>,
+    resources: Vec<String>,
+    verbs: Vec<String>,
+}
+
+/// The `rules:` of a chart template (they are plain YAML; only metadata is templated).
+fn rules_of(template: &str) -> Vec<Rule> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/charts/tenant-placer/templates/"
+    )
+    .to_owned()
+        + template;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let rules = text
+        .split("\nrules:\n")
+        .nth(1)
+        .unwrap()
+        .split("{{-")
+        .next()
+        .unwrap();
+    serde_saphyr::from_str(rules).unwrap()
+}
+
+/// (apiGroup, resource[/subresource], verb) for each request the API saw.
+fn calls(api: &ApiServer) -> BTreeSet<(String, String, String)> {
+    api.stats()
+        .requests
+        .keys()
+        .map(|key| {
+            let group = match key.resource.as_str() {
+                "tenants" | "nodes" => "placement.tenant-placer.dev",
+                "events" => "events.k8s.io",
+                "leases" => "coordination.k8s.io",
+                other => panic!("the controller called an unexpected resource: {other}"),
+            };
+            let resource = match &key.subresource {
+                Some(sub) => format!("{}/{sub}", key.resource),
+                None => key.resource.clone(),
+            };
+            let verb = match key.verb {
+                Verb::Get => "get",
+                Verb::List => "list",
+                Verb::Watch => "watch",
+                Verb::Create => "create",
+                Verb::Update => "update",
+                Verb::Patch => "patch",
+                Verb::Delete => "delete",
+                Verb::DeleteCollection => "deletecollection",
+            };
+            (group.to_owned(), resource, verb.to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wildcards() {
+    let lease = LeaseConfig {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_secs(1),
+        retry_period: Duration::from_millis(100),
+        ..LeaseConfig::new("tenant-placer", "default", "rbac-test")
+    };
+    let settings = Settings {
+        leader_election: Some(lease),
+        ..settings()
+    };
+    let h = Harness::start_on(ApiServer::new(), &seed_nodes(), settings).await;
+    // Every path: a conflict (re-read), the seed scenario (finalizers, status, events), a
+    // repeated event (patched as a series), and an orphan (a direct read of its tenant).
+    h.fleet
+        .api
+        .inject(Fault::on(Verb::Update).resource("nodes").conflict());
+    crate::seed::seed_scenario(&h).await;
+    for suspend in [true, false, true, false] {
+        h.apply(&[tenant("waits", 1000, 1, 1)]);
+        h.apply(&[tenant_spec("waits", json!({"suspend": suspend}))]);
+        h.settle().await;
+    }
+    let ghost = json!({"tenant": "default/ghost", "uid": "uid-ghost", "resources": {"threads": 1, "memoryGb": 1, "storageGb": 1}});
+    h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-2"}, "status": {"allocations": [ghost]}})]);
+    h.settle().await;
+
+    let rules: Vec<Rule> = rules_of("clusterrole.yaml")
+        .into_iter()
+        .chain(rules_of("role.yaml"))
+        .collect();
+    let mut granted = BTreeSet::new();
+    for rule in &rules {
+        for field in [&rule.api_groups, &rule.resources, &rule.verbs] {
+            assert!(
+                !field.iter().any(|v| v.contains('*')),
+                "wildcard in {rule:?}"
+            );
+        }
+        assert!(
+            !rule.resources.iter().any(|r| r.starts_with("secrets")),
+            "{rule:?}"
+        );
+        for group in &rule.api_groups {
+            for resource in &rule.resources {
+                for verb in &rule.verbs {
+                    granted.insert((group.clone(), resource.clone(), verb.clone()));
+                }
+            }
+        }
+    }
+    let made = calls(&h.fleet.api);
+    let missing: Vec<_> = made.difference(&granted).collect();
+    assert!(
+        missing.is_empty(),
+        "calls the chart does not allow: {missing:?}"
+    );
+    let unused: Vec<_> = granted.difference(&made).collect();
+    assert!(
+        unused.is_empty(),
+        "verbs the chart grants but the controller never used: {unused:?}"
+    );
+    h.assert_invariants();
+}

@@ -1,0 +1,73 @@
+//! What /metrics and /readyz show of a running controller.
+
+use std::time::Duration;
+
+use tenant_placer::controller::{self, Telemetry};
+use tenant_placer::metrics;
+
+use crate::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_show_reconciles_tenants_by_phase_and_node_allocation_and_readyz_turns_ready() {
+    let fleet = Fleet::new().unwrap();
+    for object in seed_nodes()
+        .into_iter()
+        .chain([tenant("acme", 2, 4, 20), tenant("big", 256, 1024, 100_000)])
+    {
+        fleet.api.apply(object).unwrap();
+    }
+    let telemetry = Telemetry::default();
+    let (health, registry) = (telemetry.health.clone(), telemetry.metrics.clone());
+    assert_eq!(
+        metrics::respond("/readyz", &registry, &health).status(),
+        503,
+        "not ready before the caches sync"
+    );
+    let running = tokio::spawn(controller::run_with(
+        fleet.client.clone(),
+        settings(),
+        telemetry,
+    ));
+    fleet
+        .settle(Duration::from_millis(100), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        metrics::respond("/readyz", &registry, &health).status(),
+        200
+    );
+
+    let text = registry.render();
+    for line in [
+        "tenant_placer_tenants{phase=\"Active\"} 1\n",
+        "tenant_placer_tenants{phase=\"PendingCapacity\"} 1\n",
+        "tenant_placer_pending_tenants 1\n",
+        "tenant_placer_node_allocated{node=\"node-eu-1\",dimension=\"threads\"} 2\n",
+        "tenant_placer_node_capacity{node=\"node-eu-1\",dimension=\"threads\"} 64\n",
+        "tenant_placer_placement_conflicts_total 0\n",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    assert!(
+        text.contains("tenant_placer_reconciles_total{kind=\"tenant\",result=\"ok\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tenant_placer_reconcile_duration_seconds_count{kind=\"node\"}"),
+        "{text}"
+    );
+
+    // Events were published for the placement and for the wait.
+    let events = fleet.api.list("events.k8s.io", "events");
+    let reasons: Vec<_> = events.iter().filter_map(|e| e["reason"].as_str()).collect();
+    assert!(
+        reasons.contains(&"Placed") && reasons.contains(&"Pending"),
+        "{reasons:?}"
+    );
+    let pending = events.iter().find(|e| e["reason"] == "Pending").unwrap();
+    assert!(
+        pending["note"].as_str().unwrap().contains("short by"),
+        "{pending}"
+    );
+    running.abort();
+}

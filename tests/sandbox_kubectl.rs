@@ -1,0 +1,600 @@
+//! `tenant-placer sandbox` driven by the real kubectl: the binary serves the in-memory API on a
+//! free loopback port with the controller running, writes a kubeconfig, and kubectl (unchanged,
+//! default flags) applies, gets, explains, describes, patches, edits, re-applies and deletes.
+//!
+//! kubectl must be on PATH (CI installs it): without it these tests fail, saying so. Every wait
+//! is bounded, and every kubectl call is killed after a deadline, so nothing hangs.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::arithmetic_side_effects
+)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long any one wait (for the sandbox, for the controller) may take.
+const WAIT: Duration = Duration::from_secs(20);
+/// How long any one kubectl call may take.
+const KUBECTL_DEADLINE: Duration = Duration::from_secs(30);
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+fn require_kubectl() {
+    match Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+    {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => panic!(
+            "`kubectl version --client` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => panic!(
+            "kubectl is not on PATH ({e}): these tests drive the real kubectl (1.32) against \
+             `tenant-placer sandbox`; install kubectl to run them"
+        ),
+    }
+}
+
+/// What a finished command printed.
+struct Output {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Output {
+    fn ok(self, what: &str) -> String {
+        assert!(
+            self.status.success(),
+            "{what} failed ({}):\nstdout: {}\nstderr: {}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self.stdout
+    }
+
+    fn failed(self, what: &str) -> String {
+        assert!(
+            !self.status.success(),
+            "{what} should have failed:\nstdout: {}",
+            self.stdout
+        );
+        self.stderr
+    }
+}
+
+/// Runs a command to its end, killing it after `deadline`.
+fn run(mut command: Command, deadline: Duration) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} did not finish within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
+}
+
+/// Lines a background process printed so far, read by a thread.
+fn collect_lines(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+/// Waits until `probe` answers Some, or fails the test after [`WAIT`].
+fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out after {WAIT:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A running `tenant-placer sandbox` process, killed when dropped.
+struct Sandbox {
+    child: Child,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    stdout: Arc<Mutex<Vec<String>>>,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sandbox {
+    /// Starts the binary on a free loopback port and waits for its kubectl instructions.
+    fn start(files: &[&Path]) -> Sandbox {
+        require_kubectl();
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tenant-placer"));
+        command
+            .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+            .arg(&kubeconfig);
+        for file in files {
+            command.arg("-f").arg(file);
+        }
+        let mut child = command
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tenant-placer sandbox");
+        let stdout = collect_lines(child.stdout.take().unwrap());
+        let stderr = collect_lines(child.stderr.take().unwrap());
+        let mut sandbox = Sandbox {
+            child,
+            dir,
+            kubeconfig,
+            stdout,
+        };
+        let export = format!("export KUBECONFIG={}", sandbox.kubeconfig.display());
+        wait_for("the sandbox to print its kubectl instructions", || {
+            if let Some(status) = sandbox.child.try_wait().unwrap() {
+                panic!(
+                    "the sandbox exited ({status}):\nstdout: {:?}\nstderr: {:?}",
+                    sandbox.stdout.lock().unwrap(),
+                    stderr.lock().unwrap()
+                );
+            }
+            let lines = sandbox.stdout.lock().unwrap();
+            lines.iter().any(|l| l.trim() == export).then_some(())
+        });
+        sandbox
+    }
+
+    fn printed(&self) -> String {
+        self.stdout.lock().unwrap().join("\n")
+    }
+
+    fn kubectl_command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command
+            .args(args)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env_remove("KUBECTL_EXTERNAL_DIFF")
+            .env("HOME", self.dir.path());
+        command
+    }
+
+    fn kubectl(&self, args: &[&str]) -> Output {
+        run(self.kubectl_command(args), KUBECTL_DEADLINE)
+    }
+
+    /// `kubectl get ... -o jsonpath=...`, or None when it fails.
+    fn jsonpath(&self, resource: &[&str], path: &str) -> Option<String> {
+        let mut args = vec!["get"];
+        args.extend_from_slice(resource);
+        let format = format!("jsonpath={path}");
+        args.extend(["-o", format.as_str()]);
+        let out = self.kubectl(&args);
+        out.status.success().then_some(out.stdout)
+    }
+
+    fn wait_jsonpath(&self, resource: &[&str], path: &str, want: &str) {
+        let mut last = None;
+        wait_for(
+            &format!(
+                "`kubectl get {} -o jsonpath={path}` to be {want}",
+                resource.join(" ")
+            ),
+            || {
+                last = self.jsonpath(resource, path);
+                (last.as_deref() == Some(want)).then_some(())
+            },
+        );
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+/// The whitespace-separated cells of the line of `kubectl get` output naming `name`.
+fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.contains(&name))
+        .unwrap_or_else(|| panic!("no row for {name} in:\n{table}"))
+}
+
+fn header(table: &str) -> Vec<&str> {
+    table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect()
+}
+
+fn malformed(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: placement.tenant-placer.dev/v1alpha1\nkind: Tenant\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{spec}"
+    )
+}
+
+#[test]
+fn kubectl_drives_the_seed_scenario_through_the_sandbox() {
+    let sandbox = Sandbox::start(&[]);
+    let examples = examples();
+    let examples = examples.to_str().unwrap();
+
+    // 1. kubectl apply -f examples/: client-side apply creates all four.
+    let applied = sandbox
+        .kubectl(&["apply", "-f", examples])
+        .ok("kubectl apply");
+    for object in [
+        "node.placement.tenant-placer.dev/node-eu-1 created",
+        "node.placement.tenant-placer.dev/node-eu-2 created",
+        "tenant.placement.tenant-placer.dev/acme created",
+        "tenant.placement.tenant-placer.dev/big created",
+    ] {
+        assert!(applied.contains(object), "{object} missing in:\n{applied}");
+    }
+
+    // 2. acme is placed on node-eu-1; big waits for capacity. The server-side Table shows the
+    //    CRD's printer columns, and kubectl adds NAMESPACE for -A.
+    sandbox.wait_jsonpath(&["tn", "acme"], "{.status.phase}", "Active");
+    sandbox.wait_jsonpath(&["tn", "big"], "{.status.phase}", "PendingCapacity");
+    let tenants = sandbox
+        .kubectl(&["get", "tn", "-A"])
+        .ok("kubectl get tn -A");
+    assert_eq!(
+        header(&tenants),
+        [
+            "NAMESPACE",
+            "NAME",
+            "PHASE",
+            "NODE",
+            "THREADS",
+            "MEMORY-GB",
+            "STORAGE-GB",
+            "AGE"
+        ],
+        "{tenants}"
+    );
+    let acme = row(&tenants, "acme");
+    assert_eq!(
+        &acme[..7],
+        ["default", "acme", "Active", "node-eu-1", "2", "4", "20"],
+        "{tenants}"
+    );
+    assert!(
+        acme[7].ends_with('s') || acme[7].ends_with('m'),
+        "age: {tenants}"
+    );
+    let big = row(&tenants, "big");
+    // big holds nothing: its NODE cell is empty.
+    assert_eq!(
+        &big[..6],
+        ["default", "big", "PendingCapacity", "0", "0", "0"],
+        "{tenants}"
+    );
+
+    let nodes = sandbox.kubectl(&["get", "pnode"]).ok("kubectl get pnode");
+    assert_eq!(
+        header(&nodes),
+        [
+            "NAME",
+            "STATE",
+            "FREE-THREADS",
+            "FREE-MEMORY-GB",
+            "FREE-STORAGE-GB",
+            "TENANTS",
+            "AGE"
+        ],
+        "{nodes}"
+    );
+    assert_eq!(
+        &row(&nodes, "node-eu-1")[..6],
+        ["node-eu-1", "Online", "62", "252", "7980", "1"]
+    );
+    let wide = sandbox
+        .kubectl(&["get", "pnode", "-o", "wide"])
+        .ok("kubectl get pnode -o wide");
+    assert!(header(&wide).contains(&"ALLOCATED-THREADS"), "{wide}");
+
+    // The category, through discovery.
+    let placement = sandbox
+        .kubectl(&["get", "placement"])
+        .ok("kubectl get placement");
+    for object in [
+        "node.placement.tenant-placer.dev/node-eu-1",
+        "tenant.placement.tenant-placer.dev/acme",
+        "tenant.placement.tenant-placer.dev/big",
+    ] {
+        assert!(
+            placement.contains(object),
+            "{object} missing in:\n{placement}"
+        );
+    }
+
+    // explain reads the OpenAPI v3 document built from the CRD schema.
+    let explained = sandbox
+        .kubectl(&["explain", "tenant.spec"])
+        .ok("kubectl explain tenant.spec");
+    assert!(explained.contains("KIND:       Tenant"), "{explained}");
+    assert!(
+        explained.contains("resources\t<Object> -required-"),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("Resources of one replica. The footprint reserved on the node is"),
+        "{explained}"
+    );
+    assert!(
+        explained.contains("enum: Standalone, Cluster"),
+        "{explained}"
+    );
+
+    // describe reads the object and lists its events.
+    let described = sandbox
+        .kubectl(&["describe", "tn", "big"])
+        .ok("kubectl describe tn big");
+    assert!(described.contains("PendingCapacity"), "{described}");
+    assert!(
+        described.contains("waiting for capacity for 256 threads"),
+        "{described}"
+    );
+    assert!(described.contains("Events:"), "{described}");
+
+    // 3. The seed's mode switch: Standalone -> Cluster doubles the reservation.
+    let patched = sandbox
+        .kubectl(&[
+            "patch",
+            "tn",
+            "acme",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"mode":"Cluster"}}"#,
+        ])
+        .ok("kubectl patch");
+    assert!(
+        patched.contains("tenant.placement.tenant-placer.dev/acme patched"),
+        "{patched}"
+    );
+    sandbox.wait_jsonpath(&["pnode", "node-eu-1"], "{.status.allocated.threads}", "4");
+
+    // kubectl's default strategic merge patch is refused for a custom resource, as a real
+    // server does (415), and kubectl says which patch types work.
+    let refused = sandbox
+        .kubectl(&["patch", "tn", "acme", "-p", r#"{"spec":{"suspend":false}}"#])
+        .failed("a strategic merge patch of a custom resource");
+    assert!(
+        refused.contains("application/merge-patch+json"),
+        "{refused}"
+    );
+
+    // kubectl edit (with an editor that changes the storage per replica), watched by
+    // kubectl get -w: the watch prints the new reservation as a Table row.
+    let mut watch = sandbox.kubectl_command(&["get", "tn", "acme", "-w", "--request-timeout=25s"]);
+    let mut watcher = watch
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let watched = collect_lines(watcher.stdout.take().unwrap());
+    wait_for("kubectl get -w to list acme", || {
+        (watched.lock().unwrap().len() >= 2).then_some(())
+    });
+    let editor = sandbox.write(
+        "editor.sh",
+        "#!/bin/sh\nsed -i 's/^    storageGb: 20$/    storageGb: 30/' \"$1\"\n",
+    );
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut edit = sandbox.kubectl_command(&["edit", "tn", "acme"]);
+    edit.env("KUBE_EDITOR", &editor);
+    let edited = run(edit, KUBECTL_DEADLINE).ok("kubectl edit");
+    assert!(
+        edited.contains("tenant.placement.tenant-placer.dev/acme edited"),
+        "{edited}"
+    );
+    sandbox.wait_jsonpath(
+        &["pnode", "node-eu-1"],
+        "{.status.allocated.storageGb}",
+        "60",
+    );
+    wait_for("kubectl get -w to show the new reservation", || {
+        let lines = watched.lock().unwrap();
+        lines
+            .iter()
+            .any(|l| {
+                let cells: Vec<&str> = l.split_whitespace().collect();
+                cells.len() == 7 && cells[..6] == ["acme", "Active", "node-eu-1", "4", "8", "60"]
+            })
+            .then_some(())
+    });
+    let _ = watcher.kill();
+    let _ = watcher.wait();
+
+    // A second apply after the patch and the edit: the three-way merge with the
+    // last-applied configuration puts mode and storage back as the files say.
+    let reapplied = sandbox
+        .kubectl(&["apply", "-f", examples])
+        .ok("second kubectl apply");
+    assert!(
+        reapplied.contains("tenant.placement.tenant-placer.dev/acme configured"),
+        "{reapplied}"
+    );
+    assert!(
+        reapplied.contains("tenant.placement.tenant-placer.dev/big unchanged"),
+        "{reapplied}"
+    );
+    assert!(
+        reapplied.contains("node.placement.tenant-placer.dev/node-eu-1 unchanged"),
+        "{reapplied}"
+    );
+    sandbox.wait_jsonpath(
+        &["tn", "acme"],
+        "{.spec.mode} {.spec.resources.storageGb}",
+        "Standalone 20",
+    );
+    sandbox.wait_jsonpath(&["pnode", "node-eu-1"], "{.status.allocated.threads}", "2");
+    sandbox.wait_jsonpath(
+        &["pnode", "node-eu-1"],
+        "{.status.allocated.storageGb}",
+        "20",
+    );
+
+    // 4. Delete: the reservation goes, then the tenant.
+    let deleted = sandbox
+        .kubectl(&["delete", "tn", "acme", "--timeout=20s"])
+        .ok("kubectl delete");
+    assert!(
+        deleted.contains("tenant.placement.tenant-placer.dev \"acme\" deleted"),
+        "{deleted}"
+    );
+    sandbox.wait_jsonpath(&["pnode", "node-eu-1"], "{.status.allocated.threads}", "0");
+    let gone = sandbox
+        .kubectl(&["get", "tn", "acme"])
+        .failed("get of a deleted tenant");
+    assert!(
+        gone.contains(r#"tenants.placement.tenant-placer.dev "acme" not found"#),
+        "{gone}"
+    );
+
+    // 5. Malformed tenants are refused with the apiserver's messages, and nothing is created.
+    let cases = [
+        (
+            "negative",
+            "  resources: {threads: -1, memoryGb: 4, storageGb: 20}\n",
+            r#"The Tenant "negative" is invalid: spec.resources.threads: Invalid value: -1: spec.resources.threads in body should be greater than or equal to 0"#,
+        ),
+        (
+            "missing",
+            "  resources: {threads: 1, memoryGb: 4}\n",
+            "spec.resources.storageGb: Required value",
+        ),
+        (
+            "wrongtype",
+            "  resources: {threads: two, memoryGb: 4, storageGb: 20}\n",
+            r#"spec.resources.threads: Invalid value: "string": spec.resources.threads in body must be of type integer: "string""#,
+        ),
+        (
+            "badmode",
+            "  resources: {threads: 1, memoryGb: 4, storageGb: 20}\n  mode: Solo\n",
+            r#"spec.mode: Unsupported value: "Solo": supported values: "Standalone", "Cluster""#,
+        ),
+        (
+            "typo",
+            "  resources: {threads: 1, memoryGb: 4, storageGb: 20}\n  replica: 2\n",
+            r#"Tenant in version "v1alpha1" cannot be handled as a Tenant: strict decoding error: unknown field "spec.replica""#,
+        ),
+    ];
+    for (name, spec, message) in cases {
+        let file = sandbox.write(&format!("{name}.yaml"), &malformed(name, spec));
+        let stderr = sandbox
+            .kubectl(&["apply", "-f", file.to_str().unwrap()])
+            .failed(&format!("applying the malformed tenant {name}"));
+        assert!(
+            stderr.contains(message),
+            "{name}: expected {message:?} in:\n{stderr}"
+        );
+        assert!(
+            sandbox
+                .jsonpath(&["tn", name], "{.metadata.name}")
+                .is_none()
+        );
+    }
+}
+
+#[test]
+fn the_sandbox_applies_its_manifests_as_kubectl_apply_would() {
+    let sandbox = Sandbox::start(&[&examples()]);
+    let printed = sandbox.printed();
+    assert!(
+        printed.contains("applied     2 Nodes, 2 Tenants from"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("API         http://127.0.0.1:"),
+        "{printed}"
+    );
+    assert!(printed.contains("  kubectl get tn -A"), "{printed}");
+    sandbox.wait_jsonpath(&["tn", "acme"], "{.status.phase}", "Active");
+    // The objects carry the last-applied configuration kubectl apply writes, so applying the
+    // same files changes nothing.
+    let applied = sandbox
+        .kubectl(&["apply", "-f", examples().to_str().unwrap()])
+        .ok("kubectl apply");
+    assert_eq!(applied.matches(" unchanged").count(), 4, "{applied}");
+    let namespaces = sandbox.kubectl(&["get", "ns"]).ok("kubectl get ns");
+    assert_eq!(&row(&namespaces, "default")[..2], ["default", "Active"]);
+}
+
+#[test]
+fn the_sandbox_refuses_a_non_loopback_address() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tenant-placer"));
+    command.args([
+        "sandbox",
+        "--listen",
+        "0.0.0.0:0",
+        "--kubeconfig-out",
+        "/nonexistent/kc",
+    ]);
+    let stderr = run(command, KUBECTL_DEADLINE).failed("a sandbox on 0.0.0.0");
+    assert!(
+        stderr.contains("refusing to serve on 0.0.0.0:0"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--allow-non-loopback"), "{stderr}");
+}
