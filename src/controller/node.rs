@@ -11,7 +11,6 @@
 //! - every node change is shown to the waiting room (see `waiting`), which re-queues the waiting
 //!   tenants the node could take now.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
@@ -42,26 +41,22 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
         return Ok(());
     };
     ctx.tenants_synced.wait().await?;
-    let cached: HashMap<String, Arc<Tenant>> = ctx
-        .tenants
-        .state()
-        .into_iter()
-        .filter_map(|t| t.uid().map(|uid| (uid, t)))
-        .collect();
     let node_name = node.name_any();
     for entry in &status.allocations {
-        if let Some(tenant) = cached.get(&entry.uid) {
+        let Some((namespace, name)) = entry.tenant.split_once('/') else {
+            tracing::error!(node = %node_name, tenant = %entry.tenant, uid = %entry.uid,
+                "allocation entry does not name its tenant as namespace/name; left as is");
+            continue;
+        };
+        // One cache lookup per entry: this runs on every node change.
+        let cached = ctx.tenants.get(&ObjectRef::new(name).within(namespace));
+        if let Some(tenant) = cached.filter(|t| t.uid().as_deref() == Some(entry.uid.as_str())) {
             let named = tenant.status.as_ref().map(|s| s.node_name.as_str());
             if named.is_some_and(|n| !n.is_empty() && n != node_name) {
                 ctx.waiting.wake(ObjectRef::from_obj(tenant.as_ref()));
             }
             continue;
         }
-        let Some((namespace, name)) = entry.tenant.split_once('/') else {
-            tracing::error!(node = %node.name_any(), tenant = %entry.tenant, uid = %entry.uid,
-                "allocation entry does not name its tenant as namespace/name; left as is");
-            continue;
-        };
         let api: Api<Tenant> = Api::namespaced(ctx.client.clone(), namespace);
         let alive = match api.get_opt(name).await {
             Ok(found) => found.is_some_and(|t| t.uid().as_deref() == Some(entry.uid.as_str())),
