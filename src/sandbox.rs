@@ -224,7 +224,7 @@ pub fn banner(sandbox: &Sandbox, options: &SandboxOptions) -> String {
          \n\
          \x20 export KUBECONFIG={kubeconfig}\n\
          \x20 kubectl get tn -A\n\
-         \x20 kubectl get pnode\n\
+         \x20 kubectl get pnodes\n\
          \n\
          Ctrl-C stops it; everything lives in memory and is gone then.\n",
         url = sandbox.url,

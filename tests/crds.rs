@@ -94,7 +94,10 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
 
     let node = Node::crd();
     assert_eq!(node.spec.scope, "Cluster");
-    assert_eq!(node.spec.names.short_names, Some(vec!["pnode".into()]));
+    assert_eq!(
+        node.spec.names.short_names,
+        Some(vec!["pnode".into(), "pnodes".into()])
+    );
     assert_eq!(node.spec.names.categories, Some(vec!["placement".into()]));
     let schema = serde_json::to_value(&node.spec.versions[0].schema).unwrap();
     let state = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["state"];

@@ -328,7 +328,7 @@ fn kubectl_drives_the_seed_scenario_through_the_sandbox() {
         "{tenants}"
     );
 
-    let nodes = sandbox.kubectl(&["get", "pnode"]).ok("kubectl get pnode");
+    let nodes = sandbox.kubectl(&["get", "pnodes"]).ok("kubectl get pnodes");
     assert_eq!(
         header(&nodes),
         [

@@ -2,20 +2,24 @@
 //! request accounting, and the JSON (or streaming) responses.
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WARNING};
 use http::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
 use crate::body::{ResponseBody, WatchStream};
+use crate::discovery;
 use crate::faults::{self, FaultAction, RequestKey, Verb};
+use crate::openapi;
 use crate::patch::{self, PatchType};
-use crate::status::{FieldError, Status};
+use crate::status::{FieldError, Status, go_quote};
 use crate::store::{Query, State, Target, UpdateMode, WatchStart, event_line};
+use crate::table::{self, Render};
 use crate::{ApiServer, DroppedConnection};
 
-/// What a path names: a document (version, discovery) or resources.
+/// What a path names: a document (version, discovery, OpenAPI) with its
+/// content type, or resources.
 enum Route {
-    Document(Value),
+    Document(Value, &'static str),
     Resource {
         target: Target,
         verb: Verb,
@@ -27,24 +31,44 @@ fn not_found() -> Status {
     Status::generic(404)
 }
 
-fn route(state: &State, method: &Method, path: &str, q: &Query) -> Result<Route, Status> {
+const JSON: &str = "application/json";
+
+fn route(
+    state: &State,
+    method: &Method,
+    path: &str,
+    q: &Query,
+    accept: Option<&str>,
+) -> Result<Route, Status> {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let document = |doc: Option<Value>| doc.map(|d| Route::Document(d, JSON)).ok_or_else(not_found);
     let (group, version, rest) = match segments.as_slice() {
-        ["version"] => return Ok(Route::Document(version_info())),
-        ["api"] => {
-            return Ok(Route::Document(
-                json!({"kind": "APIVersions", "versions": ["v1"]}),
-            ));
+        ["version"] => return document(Some(version_info())),
+        ["api" | "apis"] if method != Method::GET => return Err(Status::generic(405)),
+        [root @ ("api" | "apis")] => {
+            let core = *root == "api";
+            return Ok(match discovery::aggregated_version(accept) {
+                Some(v) => Route::Document(
+                    discovery::aggregated(state, core, v),
+                    discovery::aggregated_content_type(v),
+                ),
+                None if core => Route::Document(discovery::api_versions(), JSON),
+                None => Route::Document(discovery::group_list(state), JSON),
+            });
         }
-        ["apis"] => return Ok(Route::Document(group_list(state))),
+        ["openapi", "v3"] => return document(Some(openapi::index(state))),
+        ["openapi", "v3", "api", version] => {
+            return document(openapi::document(state, "", version));
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return document(openapi::document(state, group, version));
+        }
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group, version, rest @ ..] => (*group, *version, rest),
         _ => return Err(not_found()),
     };
     if rest.is_empty() {
-        return resource_list(state, group, version)
-            .map(Route::Document)
-            .ok_or_else(not_found);
+        return document(discovery::resource_list(state, group, version));
     }
     // `/namespaces/{ns}/status` is the namespace's subresource, not a resource.
     let (namespace, resource, tail) = match rest {
@@ -106,78 +130,22 @@ fn version_info() -> Value {
     })
 }
 
-fn group_list(state: &State) -> Value {
-    let mut groups: Vec<Value> = Vec::new();
-    for kind in state.kinds.values().filter(|k| !k.group.is_empty()) {
-        let versions: Vec<Value> = kind
-            .versions
-            .iter()
-            .map(|v| json!({"groupVersion": kind.api_version(&v.name), "version": v.name}))
-            .collect();
-        match groups.iter_mut().find(|g| g["name"] == kind.group.as_str()) {
-            Some(g) => {
-                for v in versions {
-                    if let Some(list) = g["versions"].as_array_mut().filter(|l| !l.contains(&v)) {
-                        list.push(v);
-                    }
-                }
-            }
-            None => {
-                let preferred = json!({
-                    "groupVersion": kind.api_version(&kind.storage_version),
-                    "version": kind.storage_version,
-                });
-                groups.push(json!({"name": kind.group, "versions": versions, "preferredVersion": preferred}));
-            }
-        }
-    }
-    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-}
-
-fn resource_list(state: &State, group: &str, version: &str) -> Option<Value> {
-    let mut resources = Vec::new();
-    for kind in state.kinds.values().filter(|k| k.group == group) {
-        let Some(v) = kind.version(version) else {
-            continue;
-        };
-        let verbs = [
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ];
-        resources.push(json!({
-            "name": kind.plural, "singularName": kind.singular, "namespaced": kind.namespaced,
-            "kind": kind.kind, "verbs": verbs, "shortNames": kind.short_names,
-        }));
-        if v.status {
-            resources.push(json!({
-                "name": format!("{}/status", kind.plural), "singularName": "", "namespaced": kind.namespaced,
-                "kind": kind.kind, "verbs": ["get", "patch", "update"],
-            }));
-        }
-    }
-    let group_version = if group.is_empty() {
-        version.to_owned()
-    } else {
-        format!("{group}/{version}")
-    };
-    (!resources.is_empty())
-        .then(|| json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
-}
-
 fn json_response(code: StatusCode, value: &Value) -> Response<ResponseBody> {
+    json_response_as(code, value, JSON)
+}
+
+fn json_response_as(
+    code: StatusCode,
+    value: &Value,
+    content_type: &'static str,
+) -> Response<ResponseBody> {
     let mut response = Response::new(ResponseBody::full(
         serde_json::to_vec(value).unwrap_or_default(),
     ));
     *response.status_mut() = code;
     response
         .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 
@@ -235,10 +203,32 @@ impl ApiServer {
     pub async fn handle(&self, req: Request<Bytes>) -> Response<ResponseBody> {
         let (parts, body) = req.into_parts();
         let query = Query::parse(parts.uri.query());
-        let routed = route(&self.shared.lock(), &parts.method, parts.uri.path(), &query);
+        let accept = parts.headers.get(ACCEPT).and_then(|v| v.to_str().ok());
+        let routed = route(
+            &self.shared.lock(),
+            &parts.method,
+            parts.uri.path(),
+            &query,
+            accept,
+        );
         let (target, verb, name) = match routed {
-            Ok(Route::Document(doc)) => return json_response(StatusCode::OK, &doc),
+            Ok(Route::Document(doc, content_type)) => {
+                return json_response_as(StatusCode::OK, &doc, content_type);
+            }
             Ok(Route::Resource { target, verb, name }) => (target, verb, name),
+            Err(status) => return status_response(&status),
+        };
+        // What a read answers: the object, a Table or metadata only.
+        let render = match verb {
+            Verb::Get | Verb::List | Verb::Watch => Render::negotiate(
+                accept,
+                &table::default_columns(&target.kind, &target.version),
+                query.get("includeObject"),
+            ),
+            _ => Ok(Render::Object),
+        };
+        let render = match render {
+            Ok(render) => render,
             Err(status) => return status_response(&status),
         };
         let key = RequestKey {
@@ -288,7 +278,10 @@ impl ApiServer {
             &target,
             verb,
             name.as_deref().unwrap_or_default(),
-            content_type,
+            &Options {
+                content_type,
+                render: &render,
+            },
             &query,
             &body,
         );
@@ -311,10 +304,47 @@ impl ApiServer {
         t: &Target,
         verb: Verb,
         name: &str,
-        content_type: &str,
+        options: &Options<'_>,
         q: &Query,
         body: &Bytes,
     ) -> Response<ResponseBody> {
+        let Options {
+            content_type,
+            render,
+        } = *options;
+        let validation = match FieldValidation::from_query(q.get("fieldValidation")) {
+            Ok(v) => v,
+            Err(status) => return status_response(&status),
+        };
+        let mut warnings: Vec<String> = Vec::new();
+        // Unknown fields of a written object: refused (Strict), or a warning.
+        let mut check = |obj: &Value, in_patch: bool| -> Result<(), Status> {
+            let unknown = match validation {
+                FieldValidation::Ignore => return Ok(()),
+                _ => t.unknown_fields(obj),
+            };
+            if unknown.is_empty() {
+                return Ok(());
+            }
+            let errors: Vec<String> = unknown
+                .iter()
+                .map(|f| format!("unknown field {}", go_quote(f)))
+                .collect();
+            if validation == FieldValidation::Strict {
+                let strict = format!("strict decoding error: {}", errors.join(", "));
+                return Err(Status::bad_request(if in_patch {
+                    strict
+                } else {
+                    format!(
+                        "{kind} in version {version} cannot be handled as a {kind}: {strict}",
+                        kind = t.kind.kind,
+                        version = go_quote(&t.version),
+                    )
+                }));
+            }
+            warnings.extend(errors);
+            Ok(())
+        };
         let mut state = self.shared.lock();
         // The kind may have gone (its CRD deleted) since the request was routed.
         if !state
@@ -335,10 +365,24 @@ impl ApiServer {
             )
         };
         let result = match verb {
-            Verb::Get => state.get(t, name).map(|o| (StatusCode::OK, o)),
-            Verb::List => state.list(t, q).map(|o| (StatusCode::OK, o)),
+            Verb::Get => {
+                return match state.get(t, name) {
+                    Ok(obj) => {
+                        json_response_as(StatusCode::OK, &render.one(obj), render.content_type())
+                    }
+                    Err(status) => status_response(&status),
+                };
+            }
+            Verb::List => {
+                return match state.list(t, q) {
+                    Ok(list) => {
+                        json_response_as(StatusCode::OK, &render.list(list), render.content_type())
+                    }
+                    Err(status) => status_response(&status),
+                };
+            }
             Verb::Watch => {
-                return match state.watch(t, q) {
+                return match state.watch(t, q, render.clone()) {
                     Ok(WatchStart::Gone(status)) => watch_error(&status),
                     Ok(WatchStart::Stream {
                         id,
@@ -357,10 +401,13 @@ impl ApiServer {
                     Err(status) => status_response(&status),
                 };
             }
+            Verb::Create | Verb::Update if !is_json(content_type) => Err(unsupported_body()),
             Verb::Create => parse_json(body)
+                .and_then(|v| check(&v, false).map(|()| v))
                 .and_then(|v| state.create(t, v, None, dry_run))
                 .map(|o| (StatusCode::CREATED, o)),
             Verb::Update => parse_json(body).and_then(|v| {
+                check(&v, false)?;
                 let mode = UpdateMode {
                     put: true,
                     create_if_missing: t.kind.create_on_update && t.subresource.is_none(),
@@ -376,7 +423,11 @@ impl ApiServer {
                     dry_run,
                 };
                 state
-                    .update(t, name, mode, |current| patch::apply(kind, current, body))
+                    .update(t, name, mode, |current| {
+                        let patched = patch::apply(kind, current, body)?;
+                        check(&patched, true)?;
+                        Ok(patched)
+                    })
                     .map(created_or_ok)
             }),
             Verb::Delete => delete_options(body)
@@ -386,9 +437,47 @@ impl ApiServer {
                 .and_then(|o| state.delete_collection(t, q, &o))
                 .map(|o| (StatusCode::OK, o)),
         };
-        match result {
+        let mut response = match result {
             Ok((code, obj)) => json_response(code, &obj),
             Err(status) => status_response(&status),
+        };
+        for warning in warnings {
+            // `299 - "text"`, as the apiserver's warning recorder writes it.
+            if let Ok(value) = HeaderValue::from_str(&format!("299 - {}", go_quote(&warning))) {
+                response.headers_mut().append(WARNING, value);
+            }
+        }
+        response
+    }
+}
+
+/// How a request wants to be answered.
+struct Options<'a> {
+    /// The request body's content type (the patch type of a PATCH).
+    content_type: &'a str,
+    /// How reads render objects.
+    render: &'a Render,
+}
+
+/// `fieldValidation`: what to do about fields the schema does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldValidation {
+    Ignore,
+    /// A `Warning` header per unknown field (the default).
+    Warn,
+    Strict,
+}
+
+impl FieldValidation {
+    fn from_query(value: Option<&str>) -> Result<Self, Status> {
+        match value {
+            None | Some("Warn") => Ok(Self::Warn),
+            Some("Ignore") => Ok(Self::Ignore),
+            Some("Strict") => Ok(Self::Strict),
+            Some(other) => Err(Status::bad_request(format!(
+                "fieldValidation: Unsupported value: {}: supported values: \"Ignore\", \"Strict\", \"Warn\"",
+                go_quote(other)
+            ))),
         }
     }
 }
@@ -413,6 +502,19 @@ fn patch_type(t: &Target, content_type: &str, q: &Query) -> Result<PatchType, St
         ));
     }
     Ok(kind)
+}
+
+/// Whether a request body's content type is JSON (or unset).
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    essence.is_empty() || essence == JSON || essence == "*/*"
+}
+
+/// The 415 for a body that is not JSON (protobuf, CBOR, YAML are not decoded).
+fn unsupported_body() -> Status {
+    Status::unsupported_media_type(
+        "the body of the request was in an unknown format - accepted media types include: application/json".into(),
+    )
 }
 
 fn delete_options(body: &Bytes) -> Result<Value, Status> {

@@ -30,6 +30,13 @@ pub(crate) struct Kind {
     /// `ReturnDeletedObject`: an immediate delete answers the object, not a Status.
     pub returns_deleted_object: bool,
     pub short_names: Vec<String>,
+    /// The categories (`kubectl get all`, `kubectl get placement`).
+    pub categories: Vec<String>,
+    /// The field labels field selectors may use besides `metadata.name` and
+    /// `metadata.namespace`, with the JSON path each reads.
+    pub field_labels: Vec<(&'static str, &'static str)>,
+    /// The documentation of the kind, where the CRD schema gives none.
+    pub description: String,
 }
 
 /// One served version of a kind.
@@ -40,7 +47,79 @@ pub(crate) struct KindVersion {
     pub schema: Option<Value>,
     /// The `/status` subresource is enabled.
     pub status: bool,
+    /// The columns of `kubectl get` (a CRD's `additionalPrinterColumns`).
+    pub columns: Vec<PrinterColumn>,
 }
+
+/// One column of the server-side Table (`additionalPrinterColumns`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PrinterColumn {
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: String,
+    pub format: String,
+    pub description: String,
+    pub priority: i64,
+    /// A simple JSONPath such as `.status.phase`.
+    pub json_path: String,
+    /// A `date` cell as the timestamp itself (the default table's `Created
+    /// At`) rather than the age the CRD convertor and the built-in printers
+    /// show.
+    pub timestamp: bool,
+}
+
+impl PrinterColumn {
+    pub fn new(name: &str, type_: &str, json_path: &str, description: &str) -> Self {
+        Self {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: description.into(),
+            priority: 0,
+            json_path: json_path.into(),
+            timestamp: false,
+        }
+    }
+
+    /// The `Created At` column of the apiserver's default table convertor.
+    pub fn created_at() -> Self {
+        Self {
+            timestamp: true,
+            ..Self::new(
+                "Created At",
+                "date",
+                ".metadata.creationTimestamp",
+                CREATION_TIMESTAMP_DOC,
+            )
+        }
+    }
+
+    /// The Age column CRD defaulting adds when a version declares none.
+    pub fn age() -> Self {
+        Self::new(
+            "Age",
+            "date",
+            ".metadata.creationTimestamp",
+            CREATION_TIMESTAMP_DOC,
+        )
+    }
+
+    fn from_crd(column: &Value) -> Self {
+        let text = |key: &str| column[key].as_str().unwrap_or_default().to_owned();
+        Self {
+            name: text("name"),
+            type_: text("type"),
+            format: text("format"),
+            description: text("description"),
+            priority: column["priority"].as_i64().unwrap_or(0),
+            json_path: text("jsonPath"),
+            timestamp: false,
+        }
+    }
+}
+
+/// ObjectMeta's documentation of `creationTimestamp`, as the Age column describes it.
+pub(crate) const CREATION_TIMESTAMP_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.";
 
 pub(crate) const CRD_GROUP: &str = "apiextensions.k8s.io";
 pub(crate) const CRD_PLURAL: &str = "customresourcedefinitions";
@@ -60,6 +139,7 @@ impl Kind {
                 name: version.into(),
                 schema: None,
                 status: false,
+                columns: Vec::new(),
             }],
             storage_version: version.into(),
             custom: false,
@@ -68,28 +148,99 @@ impl Kind {
             create_on_update: false,
             returns_deleted_object: false,
             short_names: Vec::new(),
+            categories: Vec::new(),
+            field_labels: Vec::new(),
+            description: String::new(),
         }
+    }
+
+    /// The same kind with these Table columns (after Name) at every version.
+    fn with_columns(mut self, columns: &[PrinterColumn]) -> Self {
+        for v in &mut self.versions {
+            v.columns = columns.to_vec();
+        }
+        self
     }
 
     /// The built-in kinds, with the policies of their registry strategies.
     pub fn builtins() -> Vec<Self> {
-        let events = |group: &str| Self {
-            create_on_update: true,
-            ..Self::builtin(group, "v1", "events", "Event", true)
-        };
+        let age = PrinterColumn::age();
         vec![
             Self {
                 returns_deleted_object: true,
+                short_names: vec!["ns".into()],
+                field_labels: vec![("status.phase", "/status/phase")],
+                description: "Namespace provides a scope for Names. Use of multiple namespaces is optional.".into(),
                 ..Self::builtin("", "v1", "namespaces", "Namespace", false)
-            },
-            Self::builtin("", "v1", "configmaps", "ConfigMap", true),
-            events(""),
-            events("events.k8s.io"),
+            }
+            .with_columns(&[
+                PrinterColumn::new("Status", "string", ".status.phase", "The phase of the namespace"),
+                age.clone(),
+            ]),
+            Self {
+                short_names: vec!["cm".into()],
+                description: "ConfigMap holds configuration data for pods to consume.".into(),
+                ..Self::builtin("", "v1", "configmaps", "ConfigMap", true)
+            }
+            .with_columns(std::slice::from_ref(&age)),
+            Self {
+                create_on_update: true,
+                short_names: vec!["ev".into()],
+                field_labels: vec![
+                    ("involvedObject.kind", "/involvedObject/kind"),
+                    ("involvedObject.namespace", "/involvedObject/namespace"),
+                    ("involvedObject.name", "/involvedObject/name"),
+                    ("involvedObject.uid", "/involvedObject/uid"),
+                    ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+                    ("involvedObject.resourceVersion", "/involvedObject/resourceVersion"),
+                    ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
+                    ("reason", "/reason"),
+                    ("reportingComponent", "/reportingComponent"),
+                    ("source", "/source/component"),
+                    ("type", "/type"),
+                ],
+                description: "Event is a report of an event somewhere in the cluster.".into(),
+                ..Self::builtin("", "v1", "events", "Event", true)
+            }
+            .with_columns(&[
+                PrinterColumn::new("Type", "string", ".type", "Type of this event"),
+                PrinterColumn::new("Reason", "string", ".reason", "Why the action was taken"),
+                PrinterColumn::new("Message", "string", ".message", "A human-readable description"),
+                age.clone(),
+            ]),
+            Self {
+                create_on_update: true,
+                field_labels: vec![
+                    ("regarding.kind", "/regarding/kind"),
+                    ("regarding.namespace", "/regarding/namespace"),
+                    ("regarding.name", "/regarding/name"),
+                    ("regarding.uid", "/regarding/uid"),
+                    ("regarding.apiVersion", "/regarding/apiVersion"),
+                    ("regarding.resourceVersion", "/regarding/resourceVersion"),
+                    ("regarding.fieldPath", "/regarding/fieldPath"),
+                    ("reason", "/reason"),
+                    ("reportingController", "/reportingController"),
+                    ("type", "/type"),
+                ],
+                description: "Event is a report of an event somewhere in the cluster.".into(),
+                ..Self::builtin("events.k8s.io", "v1", "events", "Event", true)
+            }
+            .with_columns(&[
+                PrinterColumn::new("Type", "string", ".type", "Type of this event"),
+                PrinterColumn::new("Reason", "string", ".reason", "Why the action was taken"),
+                PrinterColumn::new("Note", "string", ".note", "A human-readable description"),
+                age.clone(),
+            ]),
             Self {
                 unconditional_update: false,
                 create_on_update: true,
+                description: "Lease defines a lease concept.".into(),
                 ..Self::builtin("coordination.k8s.io", "v1", "leases", "Lease", true)
-            },
+            }
+            .with_columns(&[
+                PrinterColumn::new("Holder", "string", ".spec.holderIdentity", "The identity of the holder of the lease"),
+                age.clone(),
+            ]),
             Self {
                 tracks_generation: true,
                 unconditional_update: false,
@@ -97,8 +248,10 @@ impl Kind {
                     name: "v1".into(),
                     schema: None,
                     status: true,
+                    columns: vec![PrinterColumn::created_at()],
                 }],
                 short_names: vec!["crd".into(), "crds".into()],
+                description: "CustomResourceDefinition represents a resource that should be exposed on the API server.  Its name MUST be in the format <.spec.name>.<.spec.group>.".into(),
                 ..Self::builtin(
                     CRD_GROUP,
                     "v1",
@@ -196,10 +349,20 @@ impl Kind {
         let versions = all_versions
             .iter()
             .filter(|v| v["served"] == json!(true))
-            .map(|v| KindVersion {
-                name: v["name"].as_str().unwrap_or_default().to_owned(),
-                schema: v.pointer("/schema/openAPIV3Schema").cloned(),
-                status: v.pointer("/subresources/status").is_some(),
+            .map(|v| {
+                let mut columns: Vec<PrinterColumn> = v["additionalPrinterColumns"]
+                    .as_array()
+                    .map(|cs| cs.iter().map(PrinterColumn::from_crd).collect())
+                    .unwrap_or_default();
+                if columns.is_empty() {
+                    columns.push(PrinterColumn::age());
+                }
+                KindVersion {
+                    name: v["name"].as_str().unwrap_or_default().to_owned(),
+                    schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+                    status: v.pointer("/subresources/status").is_some(),
+                    columns,
+                }
             })
             .collect();
         let singular = Some(text("/spec/names/singular"))
@@ -208,16 +371,19 @@ impl Kind {
         let list_kind = Some(text("/spec/names/listKind"))
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| format!("{kind}List"));
-        let short_names = crd
-            .pointer("/spec/names/shortNames")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let strings = |path: &str| -> Vec<String> {
+            crd.pointer(path)
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let short_names = strings("/spec/names/shortNames");
+        let categories = strings("/spec/names/categories");
         Ok(Self {
             storage_version: storage
                 .first()
@@ -237,6 +403,9 @@ impl Kind {
             create_on_update: false,
             returns_deleted_object: false,
             short_names,
+            categories,
+            field_labels: Vec::new(),
+            description: String::new(),
         })
     }
 }

@@ -2,8 +2,9 @@
 //!
 //! [`ApiServer`] is a `tower::Service<http::Request<B>>`, so
 //! `kube::Client::new(api.clone(), "default")` talks to it in-process; its
-//! [`ApiServer::handle`] serves one `http::Request<Bytes>` and can be put
-//! behind a real HTTP server. The crate does not depend on kube: it learns
+//! [`ApiServer::handle`] serves one `http::Request<Bytes>`, and [`serve`]
+//! serves it over plain HTTP/1.1 on a TCP listener, for real clients such as
+//! `kubectl` (what `tenant-placer sandbox` does). The crate does not depend on kube: it learns
 //! custom kinds from `apiextensions.k8s.io/v1` CustomResourceDefinitions
 //! (POSTed, or given to [`ApiServer::install_crd`]), and stores a few
 //! built-in kinds generically: core `namespaces`, `configmaps`, `events`,
@@ -16,7 +17,17 @@
 //!   `/namespaces/{ns}/{resource}[/{name}[/status]]`, cluster-scoped
 //!   `/{resource}[/{name}[/status]]`, and lists/watches across namespaces.
 //!   Unknown paths, kinds, versions and subresources are `404` with a Status;
-//!   discovery (`/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, `/version`) is served.
+//!   discovery (`/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, `/version`) is
+//!   served, aggregated (`apidiscovery.k8s.io/v2`) when `Accept` asks for it,
+//!   with short names and categories; so are OpenAPI v3 documents built from
+//!   the CRD schemas (`/openapi/v3`, `/openapi/v3/apis/{g}/{v}`), for
+//!   `kubectl explain`.
+//! - **Reads** answer the object, or what `Accept` asks for: a `meta.k8s.io`
+//!   `Table` of the printer columns (`kubectl get`, including watches) or
+//!   `PartialObjectMetadata(List)`; `406` when nothing it names is served.
+//! - **Writes**: JSON bodies only (`415` otherwise, e.g. protobuf);
+//!   `fieldValidation` `Strict` refuses unknown fields (`400`), `Warn` (the
+//!   default) answers a `Warning` header per field, `Ignore` drops them.
 //! - **resourceVersion**: one counter for the whole store, moved by every
 //!   write. `metadata.uid`, `creationTimestamp` and (for custom kinds and
 //!   CRDs) `generation: 1` are set on create; `generation` then moves only
@@ -47,7 +58,8 @@
 //!   `Status` Success is answered (the object, for namespaces).
 //!   `preconditions` (uid, resourceVersion) are checked (`409`).
 //! - **List**: `labelSelector` (`=`, `==`, `!=`, exists, `!`, `in`, `notin`),
-//!   `fieldSelector` (`metadata.name`, `metadata.namespace`), `limit` and
+//!   `fieldSelector` (`metadata.name`, `metadata.namespace`, and the field
+//!   labels of events such as `involvedObject.name`), `limit` and
 //!   `continue`, `resourceVersion`/`resourceVersionMatch`.
 //! - **Watch**: newline-delimited events. From resourceVersion `0` or none,
 //!   `ADDED` for the current objects first; from another, a replay of the
@@ -67,7 +79,8 @@
 //!
 //! CEL (`x-kubernetes-validations`), `pattern` and `format` validation,
 //! conversion webhooks (versions differ only in `apiVersion`), managedFields
-//! and field ownership (apply is a merge), YAML bodies, protobuf, garbage
+//! and field ownership (apply is a merge), YAML and protobuf bodies, OpenAPI
+//! v2, the shared storage of core and `events.k8s.io` events, garbage
 //! collection (`ownerReferences`, `propagationPolicy` are stored but not acted
 //! on), the namespace lifecycle (deleting a namespace removes only it),
 //! consistent snapshots for paginated or `Exact` lists (later pages show the
@@ -83,15 +96,19 @@
 //! [`ApiServer::break_watches`], [`ApiServer::compact_history`]).
 
 mod body;
+mod discovery;
 mod faults;
 mod handler;
 mod kinds;
 mod meta;
+mod openapi;
 mod patch;
 mod schema;
 mod selector;
+mod server;
 mod status;
 mod store;
+mod table;
 
 use std::fmt;
 use std::future::Future;
@@ -106,6 +123,7 @@ use serde_json::Value;
 
 pub use body::ResponseBody;
 pub use faults::{Fault, FaultAction, RequestKey, Stall, Stats, Verb};
+pub use server::serve;
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};
 

@@ -114,6 +114,20 @@ pub(crate) fn sanitize(obj: &mut Value) {
     });
 }
 
+/// The keys of `metadata` that ObjectMeta does not have (`managedFields`,
+/// which is not tracked here, is known).
+pub(crate) fn unknown_keys(obj: &Value) -> Vec<String> {
+    obj["metadata"]
+        .as_object()
+        .map(|m| {
+            m.keys()
+                .filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str()) && *k != "managedFields")
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Everything but `metadata`: what moves `metadata.generation`.
 pub(crate) fn without_metadata(obj: &Value) -> Map<String, Value> {
     obj.as_object()

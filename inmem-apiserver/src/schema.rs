@@ -33,6 +33,54 @@ pub(crate) fn normalize(schema: &Value, obj: &mut Value) {
     default(schema, obj);
 }
 
+/// The paths of the fields pruning would drop (`spec.foo`,
+/// `spec.items[0].bar`), sorted: what `fieldValidation` reports.
+pub(crate) fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    collect_unknown(schema, obj, true, "", &mut found);
+    found.sort();
+    found
+}
+
+fn collect_unknown(
+    schema: &Value,
+    value: &Value,
+    embedded: bool,
+    path: &str,
+    found: &mut Vec<String>,
+) {
+    match value {
+        Value::Object(map) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let keep_unknown = flag(schema, "x-kubernetes-preserve-unknown-fields")
+                || additional == Some(&Value::Bool(true));
+            let embedded = embedded || flag(schema, "x-kubernetes-embedded-resource");
+            for (key, child) in map {
+                if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                match properties
+                    .and_then(|p| p.get(key))
+                    .or(additional.filter(|a| a.is_object()))
+                {
+                    Some(s) => collect_unknown(s, child, false, &child_path(path, key), found),
+                    None if keep_unknown => {}
+                    None => found.push(child_path(path, key)),
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    collect_unknown(s, item, false, &format!("{path}[{i}]"), found);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Drops the fields the schema does not know. `apiVersion`, `kind` and
 /// `metadata` survive at the root and in embedded resources.
 fn prune(schema: &Value, value: &mut Value, embedded: bool) {
@@ -382,6 +430,18 @@ mod tests {
                 }
             }
         })
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_their_paths_as_pruning_would_drop_them() {
+        let obj = json!({
+            "apiVersion": "g/v1", "kind": "K", "metadata": {"name": "a"}, "junk": 1,
+            "spec": {"replicas": 1, "extra": true, "tags": [{"k": "x"}, {"k": "y", "y": 2}], "free": {"any": {"thing": 1}}}
+        });
+        assert_eq!(
+            unknown_fields(&schema(), &obj),
+            ["junk", "spec.extra", "spec.tags[1].y"]
+        );
     }
 
     #[test]

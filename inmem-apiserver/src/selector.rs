@@ -1,7 +1,9 @@
 //! Label and field selectors of list and watch requests.
 //!
 //! Labels: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`.
-//! Fields: `metadata.name` and `metadata.namespace` with `=`, `==`, `!=`.
+//! Fields: `metadata.name`, `metadata.namespace` and the field labels of the
+//! kind (e.g. `involvedObject.name` for events) with `=`, `==`, `!=`; a field
+//! the object lacks has the value `""`, as in the apiserver's field sets.
 
 use serde_json::Value;
 
@@ -32,6 +34,7 @@ impl Requirement {
 }
 
 /// A parsed `labelSelector` and `fieldSelector`; the empty one matches all.
+/// Field requirements are kept keyed by the JSON pointer their label reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Selector {
     labels: Vec<Requirement>,
@@ -39,12 +42,24 @@ pub(crate) struct Selector {
 }
 
 impl Selector {
+    /// A selector on any kind: field labels `metadata.name` and `metadata.namespace`.
+    #[cfg(test)]
     pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, Status> {
+        Self::parse_for(labels, fields, &[])
+    }
+
+    /// A selector on a kind whose field selectors may also use `field_labels`
+    /// (label, JSON pointer of the field it reads).
+    pub fn parse_for(
+        labels: Option<&str>,
+        fields: Option<&str>,
+        field_labels: &[(&str, &str)],
+    ) -> Result<Self, Status> {
         let labels = split_top_level(labels.unwrap_or_default())
             .map(parse_label)
             .collect::<Result<_, _>>()?;
         let fields = split_top_level(fields.unwrap_or_default())
-            .map(parse_field)
+            .map(|req| parse_field(req, field_labels))
             .collect::<Result<_, _>>()?;
         Ok(Self { labels, fields })
     }
@@ -52,10 +67,12 @@ impl Selector {
     pub fn matches(&self, obj: &Value) -> bool {
         let meta = &obj["metadata"];
         let label = |k: &str| meta["labels"][k].as_str().map(str::to_owned);
-        let field = |k: &str| match k {
-            "metadata.name" => Some(meta["name"].as_str().unwrap_or_default().to_owned()),
-            "metadata.namespace" => Some(meta["namespace"].as_str().unwrap_or_default().to_owned()),
-            _ => None,
+        let field = |pointer: &str| {
+            Some(match obj.pointer(pointer) {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+            })
         };
         self.labels.iter().all(|r| r.holds(label)) && self.fields.iter().all(|r| r.holds(field))
     }
@@ -123,21 +140,26 @@ fn parse_comparison(req: &str) -> Option<Requirement> {
         .map(|(k, v)| Requirement::Equals(k, v))
 }
 
-fn parse_field(req: &str) -> Result<Requirement, Status> {
+fn parse_field(req: &str, field_labels: &[(&str, &str)]) -> Result<Requirement, Status> {
     let parsed = parse_comparison(req).ok_or_else(|| {
         Status::bad_request(format!(
             "invalid selector: '{req}'; can't understand '{req}'"
         ))
     })?;
-    let (Requirement::Equals(key, _) | Requirement::NotEquals(key, _)) = &parsed else {
-        return Err(unparsable(req));
+    let pointer_of = |key: &str| match key {
+        "metadata.name" => Ok("/metadata/name".to_owned()),
+        "metadata.namespace" => Ok("/metadata/namespace".to_owned()),
+        _ => field_labels
+            .iter()
+            .find(|(label, _)| *label == key)
+            .map(|(_, pointer)| (*pointer).to_owned())
+            .ok_or_else(|| Status::bad_request(format!("field label not supported: {key}"))),
     };
-    if key != "metadata.name" && key != "metadata.namespace" {
-        return Err(Status::bad_request(format!(
-            "field label not supported: {key}"
-        )));
+    match parsed {
+        Requirement::Equals(key, value) => Ok(Requirement::Equals(pointer_of(&key)?, value)),
+        Requirement::NotEquals(key, value) => Ok(Requirement::NotEquals(pointer_of(&key)?, value)),
+        _ => Err(unparsable(req)),
     }
-    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -164,6 +186,22 @@ mod tests {
         assert!(!matches("app!=web", ""));
         assert!(!matches("tier notin (front)", ""));
         assert!(matches("missing notin (x)", ""));
+    }
+
+    #[test]
+    fn field_selectors_know_the_field_labels_of_the_kind() {
+        let event = json!({"metadata": {"name": "e"}, "involvedObject": {"name": "acme", "kind": "Tenant"}});
+        let labels = [
+            ("involvedObject.name", "/involvedObject/name"),
+            ("involvedObject.kind", "/involvedObject/kind"),
+            ("involvedObject.uid", "/involvedObject/uid"),
+        ];
+        let select = |fields: &str| Selector::parse_for(None, Some(fields), &labels).unwrap();
+        assert!(select("involvedObject.name=acme,involvedObject.kind=Tenant").matches(&event));
+        assert!(!select("involvedObject.name=other").matches(&event));
+        // A field the object lacks is the empty string.
+        assert!(select("involvedObject.uid=").matches(&event));
+        assert!(!select("involvedObject.uid=x").matches(&event));
     }
 
     #[test]

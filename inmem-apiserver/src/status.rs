@@ -246,6 +246,16 @@ impl Status {
         )
     }
 
+    /// `NewNotAcceptableError`: no media type of `Accept` is served.
+    pub(crate) fn not_acceptable() -> Self {
+        Self::failure(
+            406,
+            "NotAcceptable",
+            "only the following media types are accepted: application/json, application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io".into(),
+            Some(StatusDetails::default()),
+        )
+    }
+
     pub(crate) fn unsupported_media_type(message: String) -> Self {
         Self::failure(
             415,

@@ -17,6 +17,7 @@ use crate::meta;
 use crate::schema;
 use crate::selector::Selector;
 use crate::status::{BadValue, FieldError, FieldErrorKind, Status};
+use crate::table::Render;
 
 /// (group, resource): one kind's objects, history and watches.
 pub(crate) type ResKey = (String, String);
@@ -139,6 +140,7 @@ struct Watcher {
     selector: Selector,
     api_version: String,
     kind: String,
+    render: Render,
     tx: mpsc::UnboundedSender<Bytes>,
 }
 
@@ -172,7 +174,7 @@ impl Watcher {
         };
         Some(event_line(
             ty.wire(),
-            &with_api_version(obj, &self.api_version),
+            &self.render.one(with_api_version(obj, &self.api_version)),
         ))
     }
 
@@ -242,6 +244,19 @@ impl Target {
 
     fn is_crd(&self) -> bool {
         self.kind.group == CRD_GROUP && self.kind.plural == CRD_PLURAL
+    }
+
+    /// The fields of a written object that decoding would drop: unknown
+    /// `metadata` keys, and (custom kinds) what the schema does not know.
+    pub fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        let mut unknown: Vec<String> = meta::unknown_keys(obj)
+            .into_iter()
+            .map(|k| format!("metadata.{k}"))
+            .collect();
+        if let Some(schema) = self.schema() {
+            unknown.extend(schema::unknown_fields(schema, obj));
+        }
+        unknown
     }
 
     fn invalid(&self, name: &str, errors: &[FieldError]) -> Status {
@@ -419,7 +434,11 @@ impl State {
     }
 
     pub fn list(&self, t: &Target, q: &Query) -> Result<Value, Status> {
-        let selector = Selector::parse(q.get("labelSelector"), q.get("fieldSelector"))?;
+        let selector = Selector::parse_for(
+            q.get("labelSelector"),
+            q.get("fieldSelector"),
+            &t.kind.field_labels,
+        )?;
         let (rv, after) = match q.get("continue") {
             Some(token) => {
                 let (rv, key) = decode_continue(token)
@@ -481,8 +500,12 @@ impl State {
         Ok(self.rv)
     }
 
-    pub fn watch(&mut self, t: &Target, q: &Query) -> Result<WatchStart, Status> {
-        let selector = Selector::parse(q.get("labelSelector"), q.get("fieldSelector"))?;
+    pub fn watch(&mut self, t: &Target, q: &Query, render: Render) -> Result<WatchStart, Status> {
+        let selector = Selector::parse_for(
+            q.get("labelSelector"),
+            q.get("fieldSelector"),
+            &t.kind.field_labels,
+        )?;
         let send_initial = q.get("sendInitialEvents").map(|v| v == "true");
         if send_initial.is_some() && q.get("resourceVersionMatch") != Some("NotOlderThan") {
             return Err(bad_list_options(
@@ -506,6 +529,7 @@ impl State {
             selector: selector.clone(),
             api_version: t.kind.api_version(&t.version),
             kind: t.kind.kind.clone(),
+            render,
             tx,
         };
         // Everything below happens under the lock, so no write slips between
@@ -513,7 +537,8 @@ impl State {
         if from == 0 || send_initial == Some(true) {
             if send_initial != Some(false) {
                 for (_, obj) in self.visible(t, &selector, None) {
-                    let _ = watcher.tx.send(event_line("ADDED", &t.served(obj)));
+                    let line = event_line("ADDED", &watcher.render.one(t.served(obj)));
+                    let _ = watcher.tx.send(line);
                 }
             }
             if send_initial == Some(true) && bookmarks {
@@ -896,7 +921,11 @@ impl State {
         q: &Query,
         options: &Value,
     ) -> Result<Value, Status> {
-        let selector = Selector::parse(q.get("labelSelector"), q.get("fieldSelector"))?;
+        let selector = Selector::parse_for(
+            q.get("labelSelector"),
+            q.get("fieldSelector"),
+            &t.kind.field_labels,
+        )?;
         let listed: Vec<(ObjKey, Value)> = self
             .visible(t, &selector, None)
             .map(|(k, o)| (k.clone(), t.served(o)))

@@ -15,6 +15,7 @@ pub const OVER_CAPACITY_CONDITION: &str = "OverCapacity";
     version = "v1alpha1",
     kind = "Node",
     shortname = "pnode",
+    shortname = "pnodes",
     category = "placement",
     status = "NodeStatus",
     doc = "A bare-metal node with a capacity in threads, memory and storage. tenant-placer records \

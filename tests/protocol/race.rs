@@ -64,8 +64,9 @@ async fn two_hundred_tenants_at_once_never_over_commit_a_node_at_any_write() {
     h.settle().await;
     h.assert_invariants();
     let (placed, waiting) = assert_everyone_holds_one_reservation_or_waits(&h);
+    // The fleet holds roughly 20 of the 200 (144 threads for an average ask of 6.5).
     assert!(
-        placed > 20 && waiting > 20,
+        placed >= 10 && waiting >= 100,
         "the crowd overflows the fleet: {placed} placed, {waiting} waiting"
     );
 }

@@ -5,9 +5,14 @@
 mod builtins;
 mod crud;
 mod deletes;
+mod discovery;
 mod faults;
+mod field_validation;
 mod observation;
+mod openapi;
 mod patches;
+mod serving;
+mod tables;
 mod validation;
 mod watches;
 
@@ -129,6 +134,45 @@ pub async fn call(
         )
     });
     (code, value)
+}
+
+/// What kubectl sends as `Accept` for `kubectl get`.
+pub const KUBECTL_TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+
+/// One raw request with headers; the status code, the response headers and
+/// the JSON (or, for a watch, the events as an array) answer.
+pub async fn request(
+    api: &ApiServer,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (u16, http::HeaderMap, Value) {
+    let mut req = http::Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let body = if body.is_null() {
+        Bytes::new()
+    } else {
+        Bytes::from(serde_json::to_vec(&body).unwrap())
+    };
+    let resp = api.handle(req.body(body).unwrap()).await;
+    let code = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8(bytes.to_vec()).unwrap();
+    let value = serde_json::from_str(&text).unwrap_or_else(|_| {
+        Value::Array(
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+        )
+    });
+    (code, headers, value)
 }
 
 pub async fn get(api: &ApiServer, uri: &str) -> (u16, Value) {

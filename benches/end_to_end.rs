@@ -1,0 +1,276 @@
+//! End to end: the real controller binary, in its own process, against the in-memory API served
+//! over loopback HTTP. Prints placements per second, apply-to-Placed latency, API writes and
+//! conflicts per placement, the controller's peak RSS, and writes while pending tenants idle.
+//!
+//! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]`
+//! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::arithmetic_side_effects
+)]
+#![allow(clippy::cast_precision_loss)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use inmem_apiserver::Verb;
+use serde_json::{Value, json};
+use tenant_placer::api::{GROUP, Node, Tenant};
+use tenant_placer::invariants::{self, Quiescence};
+use tenant_placer::sim::Fleet;
+
+const VERSION: &str = "placement.tenant-placer.dev/v1alpha1";
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Apply and decision times per tenant, filled by the commit hook.
+#[derive(Default)]
+struct Clock {
+    applied: HashMap<String, Instant>,
+    decided: HashMap<String, (Instant, String)>,
+    node_commits: u64,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index]
+}
+
+/// Peak resident set of a process, from /proc (Linux).
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    let (nodes, tenants, pending, quiet) = (
+        arg("--nodes", 1000),
+        arg("--tenants", 10_000),
+        arg("--pending", 1000),
+        arg("--quiet-seconds", 60),
+    );
+    let fleet = Fleet::new().unwrap();
+    let api = fleet.api.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(inmem_apiserver::serve(api.clone(), listener));
+    let kubeconfig =
+        std::env::temp_dir().join(format!("tp-bench-{}.kubeconfig", std::process::id()));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters: [{{name: bench, cluster: {{server: 'http://{addr}'}}}}]\n\
+             users: [{{name: bench, user: {{}}}}]\ncontexts: [{{name: bench, context: {{cluster: bench, user: bench}}}}]\n\
+             current-context: bench\n"
+        ),
+    )
+    .unwrap();
+
+    let clock = Arc::new(Mutex::new(Clock::default()));
+    let hook_clock = clock.clone();
+    api.on_commit(move |commit| {
+        if commit.group != GROUP {
+            return;
+        }
+        let mut clock = hook_clock.lock().unwrap();
+        if commit.resource == "nodes" && commit.old.is_some() {
+            clock.node_commits += 1;
+        }
+        if commit.resource == "tenants" {
+            let phase = commit.object["status"]["phase"]
+                .as_str()
+                .unwrap_or_default();
+            if matches!(phase, "Active" | "PendingCapacity")
+                && !clock.decided.contains_key(commit.name)
+            {
+                clock
+                    .decided
+                    .insert(commit.name.to_owned(), (Instant::now(), phase.to_owned()));
+            }
+        }
+    });
+
+    let mut rng = fastrand::Rng::with_seed(42);
+    for i in 0..nodes {
+        let node = json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": format!("node-{i:05}")},
+            "spec": {"capacity": {"threads": 64, "memoryGb": 256, "storageGb": 8000}, "state": "Online"}});
+        api.create(node).unwrap();
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
+        .args(["run", "--metrics-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap();
+    // The controller is up once every node has a status.
+    let started = Instant::now();
+    while api
+        .list(GROUP, "nodes")
+        .iter()
+        .any(|n| n.get("status").is_none())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the controller never wrote node status"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Apply the tenants: small ones that all fit, then `pending` that fit nowhere.
+    api.reset_stats();
+    let node_commits_before = clock.lock().unwrap().node_commits;
+    let begin = Instant::now();
+    let total = tenants + pending;
+    for i in 0..total {
+        let name = format!("t{i:06}");
+        let (threads, memory, storage) = if i < tenants {
+            (rng.i64(1..=4), rng.i64(1..=16), rng.i64(1..=400))
+        } else {
+            (1000, 1, 1)
+        };
+        let tenant: Value = json!({"apiVersion": VERSION, "kind": "Tenant",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"resources": {"threads": threads, "memoryGb": memory, "storageGb": storage}, "mode": "Standalone"}});
+        clock.lock().unwrap().applied.insert(name, Instant::now());
+        api.create(tenant).unwrap();
+    }
+    let applied_in = begin.elapsed();
+    loop {
+        let decided = clock.lock().unwrap().decided.len() as u64;
+        if decided >= total {
+            break;
+        }
+        assert!(
+            begin.elapsed() < Duration::from_secs(1800),
+            "only {decided} of {total} decided"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Let trailing writes (node reconciles) finish before counting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (latencies, placed, last_decision) = {
+        let clock = clock.lock().unwrap();
+        let mut latencies: Vec<Duration> = clock
+            .decided
+            .iter()
+            .filter(|(_, (_, phase))| phase == "Active")
+            .map(|(name, (at, _))| at.duration_since(clock.applied[name]))
+            .collect();
+        latencies.sort();
+        let last = clock.decided.values().map(|(at, _)| *at).max().unwrap();
+        let placed = latencies.len() as u64;
+        (latencies, placed, last)
+    };
+    let elapsed = last_decision.duration_since(begin);
+    let stats = api.stats();
+    let node_puts = stats.count(Verb::Update, "nodes");
+    let node_commits = clock.lock().unwrap().node_commits - node_commits_before;
+    let by_resource = |resource: &str| -> u64 {
+        stats
+            .requests
+            .iter()
+            .filter(|(k, _)| k.verb.is_write() && k.resource == resource)
+            .map(|(_, n)| *n)
+            .sum()
+    };
+    let writes = stats.write_requests();
+    let rss = peak_rss_kib(child.id()).unwrap_or(0);
+
+    let nodes_now: Vec<Node> = api
+        .list(GROUP, "nodes")
+        .into_iter()
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect();
+    let tenants_now: Vec<Tenant> = api
+        .list(GROUP, "tenants")
+        .into_iter()
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect();
+    let checked = invariants::check(
+        &nodes_now,
+        &tenants_now,
+        &HashSet::new(),
+        Quiescence::Settled,
+    );
+
+    api.reset_stats();
+    tokio::time::sleep(Duration::from_secs(quiet)).await;
+    let idle_writes = api.stats().write_requests();
+    let rss_after_idle = peak_rss_kib(child.id()).unwrap_or(0);
+    child.kill().ok();
+    child.wait().ok();
+    let _ = std::fs::remove_file(&kubeconfig);
+
+    println!(
+        "end to end: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, controller in its own process"
+    );
+    println!("| measure | value |\n|---|---|");
+    println!(
+        "| tenants applied (direct to the store) in | {:.2} s |",
+        applied_in.as_secs_f64()
+    );
+    println!(
+        "| all {total} decided after | {:.2} s |",
+        elapsed.as_secs_f64()
+    );
+    println!("| placed | {placed} |");
+    println!(
+        "| placed per second | {:.0} |",
+        placed as f64 / elapsed.as_secs_f64()
+    );
+    println!(
+        "| apply to Placed, p50 | {:.1} ms |",
+        percentile(&latencies, 0.5).as_secs_f64() * 1e3
+    );
+    println!(
+        "| apply to Placed, p99 | {:.1} ms |",
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3
+    );
+    println!(
+        "| API write requests per placement | {:.2} |",
+        writes as f64 / placed.max(1) as f64
+    );
+    println!(
+        "| of which: tenants {} / nodes {} / events {} |",
+        by_resource("tenants"),
+        by_resource("nodes"),
+        by_resource("events")
+    );
+    println!(
+        "| node status conflicts (409) per placement | {:.3} |",
+        (node_puts - node_commits.min(node_puts)) as f64 / placed.max(1) as f64
+    );
+    println!("| controller peak RSS | {:.1} MB |", rss as f64 / 1024.0);
+    println!(
+        "| write requests during {quiet} s with {pending} pending and nothing changing | {idle_writes} |"
+    );
+    println!(
+        "| controller peak RSS after the idle period | {:.1} MB |",
+        rss_after_idle as f64 / 1024.0
+    );
+    match checked {
+        Ok(()) => println!("| invariants at the end | ok |"),
+        Err(violations) => println!("| invariants at the end | VIOLATED: {violations:?} |"),
+    }
+}
