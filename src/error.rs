@@ -15,7 +15,10 @@ pub enum Error {
     ReadTenant { tenant: String, source: kube::Error },
 
     #[error("writing the status of node {node}: {source}")]
-    WriteNodeStatus { node: String, source: kube::Error },
+    WriteNodeStatus {
+        node: String,
+        source: std::sync::Arc<kube::Error>,
+    },
 
     #[error("node {node} kept changing under us: {attempts} conflicting writes in a row")]
     ConflictRetriesExhausted { node: String, attempts: u32 },

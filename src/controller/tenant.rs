@@ -215,7 +215,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     };
     // Enter before deciding: a node change after this point wakes the tenant again.
     ctx.waiting.enter(me.clone(), &uid, footprint);
-    let settled = match ctx.writer.settle(&wants).await {
+    let created = tenant.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let settled = match ctx.writer.settle_created(&wants, created).await {
         Ok(settled) => settled,
         Err(error) => {
             announce_failure(&ctx, &tenant, &error).await;

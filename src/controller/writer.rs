@@ -1,28 +1,38 @@
-//! The single Node-status writer: the only code that writes `Node.status`.
+//! The single Node-status writer: one engine task per process that owns every placement
+//! decision and every write of `Node.status`.
 //!
 //! ```text
-//!   reconcile ──settle(wants)──▶ NodeWriter ──decide (placement crate)──▶ Edit on one node
-//!                 release(uid)      │  ▲                                      │
-//!                 refresh(node)     │  └── 409: GET that node, decide again ◀─┘ PUT /status (rv)
-//!                                   └── view = watch cache, overlaid with what we wrote or re-read
+//!   reconciles ──settle / release / refresh──▶ queue ──▶ engine: drain, order (releases first,
+//!        ▲                                                then tenants oldest first), decide the
+//!        └──────────── answer (resting plan) ◀──────────  batch against ONE view (placement crate)
+//!                                                          │
+//!   per touched node, concurrently: PUT /status carrying the resourceVersion read ──┤
+//!        409 ─▶ GET that node; decide again the jobs that node was meant to take ◀──┘
+//!   view = watch cache, overlaid with what we wrote or re-read (never ahead of the server)
 //! ```
 //!
 //! Rules enforced here (DESIGN.md, allocation protocol points 1, 2, 3 and 9):
 //! - every write is a PUT of the status subresource carrying the resourceVersion of the object
-//!   the decision was made from; there is no write without that precondition;
+//!   the batch was decided from; there is no write without that precondition. A node's new
+//!   entries from the whole batch go in ONE write;
 //! - totals (`allocated`, `free`, `tenants`) and the OverCapacity condition are recomputed from
 //!   `allocations` on every write;
-//! - a 409 Conflict means: read that node again, decide again from scratch (it may be full now),
-//!   retry after a jittered pause, at most `max_conflicts` times in a row, then fail so the
-//!   reconcile is requeued with backoff;
-//! - decisions and writes are serialised by one lock per process: the single writer. A stale view
-//!   can only cost a 409, never an over-commit, because each write is guarded;
+//! - a 409 Conflict means: read that node again and decide again, from scratch, the jobs whose
+//!   edits it carried, after a jittered pause; at most `max_conflicts` conflicts per job, then the
+//!   job fails so its reconcile is requeued with backoff. Jobs without edits decided after a failed
+//!   node was first touched are decided again too: they may have counted room that write did not
+//!   take. The view for every round is rebuilt from objects the server confirmed;
+//! - a job is answered only once its writes are committed; a stale view can only cost a 409,
+//!   never an over-commit, because each write is guarded;
 //! - a node whose allocations cannot be read is never written, and a tenant whose UID appears on
 //!   it is not placed elsewhere (that could reserve it twice): the error names the node.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::{mpsc, oneshot};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -33,6 +43,7 @@ use placement::{Entry, NodeLedger, Plan, TenantWants, plan_release, plan_tenant}
 use super::Synced;
 use crate::api::{AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION};
 use crate::error::{Error, is_conflict, is_not_found};
+use crate::leader::AbortOnDrop;
 use crate::metrics::Metrics;
 
 /// How hard the writer tries before handing a conflict back to the reconcile loop.
@@ -62,36 +73,6 @@ pub struct Settled<T> {
     pub outcome: T,
     /// The edits written, in order (for logs and events).
     pub writes: Vec<placement::Edit>,
-}
-
-/// One decision step: write a node's entries, or stop with a result.
-enum Step<T> {
-    Write(NodeWrite),
-    Done(T),
-}
-
-/// The entries one node should hold after a write, and the edit that asked for it (none for a
-/// refresh of the totals alone).
-struct NodeWrite {
-    node: String,
-    entries: Vec<Entry>,
-    edit: Option<placement::Edit>,
-}
-
-impl NodeWrite {
-    fn from_edit(view: &View, edit: placement::Edit) -> Result<NodeWrite, Error> {
-        let ledger = view
-            .ledger(&edit.node)
-            .ok_or_else(|| Error::UnreadableNode {
-                node: edit.node.clone(),
-                reason: "not in the node cache".into(),
-            })?;
-        Ok(NodeWrite {
-            node: edit.node.clone(),
-            entries: ledger.edited_entries(&edit),
-            edit: Some(edit),
-        })
-    }
 }
 
 /// The nodes as the writer sees them right now, converted for the placement crate.
@@ -262,111 +243,210 @@ fn newer(candidate: &Node, than: &Node) -> bool {
     rv(candidate) > rv(than)
 }
 
-/// The single Node-status writer. Cheap to share behind an `Arc`.
-pub struct NodeWriter {
+/// What the engine is asked to do.
+enum Job {
+    Settle {
+        wants: OwnedWants,
+        reply: oneshot::Sender<Result<Settled<Plan>, Error>>,
+    },
+    Release {
+        uid: String,
+        tenant: String,
+        reply: oneshot::Sender<Result<Settled<()>, Error>>,
+    },
+    Refresh {
+        node: String,
+        reply: oneshot::Sender<Result<Settled<()>, Error>>,
+    },
+}
+
+/// A tenant's wants, owned so that they can wait in the queue.
+struct OwnedWants {
+    uid: String,
+    tenant: String,
+    footprint: placement::Resources,
+    suspend: bool,
+    status_node: Option<String>,
+    /// The tenant's creationTimestamp: older tenants are decided first.
+    created: Option<Timestamp>,
+}
+
+impl OwnedWants {
+    fn borrowed(&self) -> TenantWants<'_> {
+        TenantWants {
+            uid: &self.uid,
+            tenant: &self.tenant,
+            footprint: self.footprint,
+            suspend: self.suspend,
+            status_node: self.status_node.as_deref(),
+        }
+    }
+}
+
+impl Job {
+    /// Releases and refreshes first (they free room or fix totals), then tenants oldest first.
+    fn order_key(&self) -> (u8, Option<Timestamp>, &str) {
+        match self {
+            Job::Release { tenant, .. } => (0, None, tenant),
+            Job::Refresh { node, .. } => (1, None, node),
+            Job::Settle { wants, .. } => (2, wants.created, &wants.tenant),
+        }
+    }
+
+    fn fail(self, error: Error) {
+        // A receiver that gave up (its reconcile was dropped) needs no answer.
+        let _ = match self {
+            Job::Settle { reply, .. } => reply.send(Err(error)).map_err(drop),
+            Job::Release { reply, .. } | Job::Refresh { reply, .. } => {
+                reply.send(Err(error)).map_err(drop)
+            }
+        };
+    }
+}
+
+/// A job and the conflicts it met so far.
+struct Queued {
+    job: Job,
+    conflicts: u32,
+}
+
+/// What one job decided in a batch, before the writes are known.
+enum Decided {
+    Plan(Plan),
+    Done,
+    Failed(Error),
+}
+
+/// What the handle and the engine task share.
+struct Shared {
     api: Api<Node>,
     cache: Store<Node>,
     /// Copies newer than the watch cache: what we wrote, or re-read after a conflict.
     recent: Mutex<HashMap<String, Arc<Node>>>,
-    /// One decision and write at a time in this process.
-    lock: tokio::sync::Mutex<()>,
     policy: RetryPolicy,
-    metrics: Arc<Metrics>,
+    metrics: Mutex<Arc<Metrics>>,
     synced: Synced,
+}
+
+/// The single Node-status writer: a handle to the one engine task of this process.
+pub struct NodeWriter {
+    shared: Arc<Shared>,
+    jobs: mpsc::UnboundedSender<Job>,
+    _engine: AbortOnDrop,
 }
 
 impl std::fmt::Debug for NodeWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeWriter")
-            .field("policy", &self.policy)
+            .field("policy", &self.shared.policy)
             .finish_non_exhaustive()
     }
 }
 
+/// The most jobs decided together: a batch answers each of them after one round of writes.
+const MAX_BATCH: usize = 1024;
+
 impl NodeWriter {
-    /// `synced` says when `cache` holds its first full list; no decision is made before.
+    /// Starts the engine task (needs a Tokio runtime). `synced` says when `cache` holds its first
+    /// full list; no decision is made before.
     pub fn new(api: Api<Node>, cache: Store<Node>, synced: Synced, policy: RetryPolicy) -> Self {
-        NodeWriter {
+        let shared = Arc::new(Shared {
             api,
             cache,
             recent: Mutex::default(),
-            lock: tokio::sync::Mutex::new(()),
             policy,
-            metrics: Arc::default(),
+            metrics: Mutex::default(),
             synced,
+        });
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let engine = AbortOnDrop(tokio::spawn(run_engine(shared.clone(), queue)));
+        NodeWriter {
+            shared,
+            jobs,
+            _engine: engine,
         }
     }
 
     /// Counts conflicts into these metrics.
     pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
-        NodeWriter { metrics, ..self }
+        *self
+            .shared
+            .metrics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = metrics;
+        self
     }
 
     /// Whether the node cache has synced.
     pub fn synced(&self) -> &Synced {
-        &self.synced
+        &self.shared.synced
     }
 
-    /// The watch cache, for read-only uses (the node-to-tenant trigger, holdings).
+    /// The watch cache, for read-only uses.
     pub fn cache(&self) -> &Store<Node> {
-        &self.cache
+        &self.shared.cache
     }
 
-    /// Moves a tenant to rest: reserve, resize or drop duplicates, one guarded write at a time,
-    /// until the plan needs no write. Returns the resting plan.
+    /// Moves a tenant to rest (reserve, resize or drop duplicates) and returns the resting plan.
     pub async fn settle(&self, wants: &TenantWants<'_>) -> Result<Settled<Plan>, Error> {
-        self.drive(wants.tenant, |view| {
-            view.check_readable(wants.uid)?;
-            Ok(match plan_tenant(wants, &view.ledgers) {
-                Plan::Edit(edit) => Step::Write(NodeWrite::from_edit(view, edit)?),
-                resting => Step::Done(resting),
-            })
-        })
-        .await
+        self.settle_created(wants, None).await
+    }
+
+    /// [`settle`](Self::settle) for a tenant created at `created` (older tenants go first).
+    pub async fn settle_created(
+        &self,
+        wants: &TenantWants<'_>,
+        created: Option<Timestamp>,
+    ) -> Result<Settled<Plan>, Error> {
+        let wants = OwnedWants {
+            uid: wants.uid.to_owned(),
+            tenant: wants.tenant.to_owned(),
+            footprint: wants.footprint,
+            suspend: wants.suspend,
+            status_node: wants.status_node.map(str::to_owned),
+            created,
+        };
+        let (reply, answer) = oneshot::channel();
+        self.submit(Job::Settle { wants, reply }, answer).await
     }
 
     /// Removes every entry of this UID. Releasing what is not held writes nothing.
     pub async fn release(&self, uid: &str, tenant: &str) -> Result<Settled<()>, Error> {
-        self.drive(tenant, |view| {
-            view.check_readable(uid)?;
-            Ok(match plan_release(uid, &view.ledgers) {
-                Some(edit) => Step::Write(NodeWrite::from_edit(view, edit)?),
-                None => Step::Done(()),
-            })
-        })
-        .await
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Release {
+            uid: uid.to_owned(),
+            tenant: tenant.to_owned(),
+            reply,
+        };
+        self.submit(job, answer).await
     }
 
     /// Rewrites a node's derived status (totals, condition) when it differs from its allocations,
     /// e.g. after its capacity changed. Entries are left exactly as they are.
     pub async fn refresh(&self, node: &str) -> Result<Settled<()>, Error> {
-        self.drive(node, |view| {
-            let (Some(object), Some(ledger)) = (view.nodes.get(node), view.ledger(node)) else {
-                return match view.unreadable.iter().find(|(name, _, _)| name == node) {
-                    Some((_, reason, _)) => Err(Error::UnreadableNode {
-                        node: node.to_owned(),
-                        reason: reason.clone(),
-                    }),
-                    None => Ok(Step::Done(())),
-                };
-            };
-            let wanted = node_status(object, ledger.entries(), ledger.view().capacity, &now());
-            Ok(if object.status.as_ref() == Some(&wanted) {
-                Step::Done(())
-            } else {
-                Step::Write(NodeWrite {
-                    node: node.to_owned(),
-                    entries: ledger.entries().to_vec(),
-                    edit: None,
-                })
-            })
-        })
+        let (reply, answer) = oneshot::channel();
+        self.submit(
+            Job::Refresh {
+                node: node.to_owned(),
+                reply,
+            },
+            answer,
+        )
         .await
+    }
+
+    async fn submit<T>(
+        &self,
+        job: Job,
+        answer: oneshot::Receiver<Result<T, Error>>,
+    ) -> Result<T, Error> {
+        self.jobs.send(job).map_err(|_| Error::CacheClosed)?;
+        answer.await.map_err(|_| Error::CacheClosed)?
     }
 
     /// The node holding this UID, and what it holds (first by name), from the current view.
     pub fn holding(&self, uid: &str) -> Option<(String, placement::Resources)> {
-        let view = View::build(self.snapshot());
+        let view = View::build(self.shared.snapshot());
         let mut holders: Vec<_> = view
             .ledgers
             .iter()
@@ -375,67 +455,254 @@ impl NodeWriter {
         holders.sort_by(|a, b| a.0.cmp(&b.0));
         holders.into_iter().next()
     }
+}
 
-    /// The decide-write loop shared by every operation.
-    async fn drive<T>(
-        &self,
-        subject: &str,
-        mut decide: impl FnMut(&View) -> Result<Step<T>, Error>,
-    ) -> Result<Settled<T>, Error> {
-        self.synced.wait().await?;
-        let _single_writer = self.lock.lock().await;
-        let mut conflicts = 0u32;
-        let mut writes = Vec::new();
-        loop {
-            let view = View::build(self.snapshot());
-            let write = match decide(&view)? {
-                Step::Done(outcome) => return Ok(Settled { outcome, writes }),
-                Step::Write(write) => write,
-            };
-            if count(&writes) >= self.policy.max_writes {
-                return Err(Error::TooManyWrites {
-                    tenant: subject.to_owned(),
-                    writes: self.policy.max_writes,
-                });
-            }
-            let Some(object) = view.nodes.get(&write.node) else {
-                return Err(Error::UnreadableNode {
-                    node: write.node,
-                    reason: "not in the node cache".into(),
-                });
-            };
-            let capacity = object.spec.capacity.to_resources().unwrap_or_default();
-            let mut updated = Node::clone(object);
-            updated.status = Some(node_status(object, &write.entries, capacity, &now()));
-            updated.metadata.managed_fields = None;
-            let NodeWrite { node, edit, .. } = write;
-            match self
-                .api
-                .replace_status(&node, &PostParams::default(), &updated)
-                .await
-            {
-                Ok(written) => {
-                    tracing::info!(node = %node, subject, kind = ?edit.as_ref().map(|e| e.kind), "node status written");
-                    self.remember(written);
-                    writes.extend(edit);
-                    conflicts = 0;
-                }
-                Err(error) if is_conflict(&error) => {
-                    conflicts = conflicts.saturating_add(1);
-                    self.metrics.conflict();
-                    tracing::debug!(node = %node, tenant = subject, conflicts, "conflict writing node status");
-                    if conflicts > self.policy.max_conflicts {
-                        return Err(Error::ConflictRetriesExhausted {
-                            node,
-                            attempts: conflicts,
-                        });
-                    }
-                    tokio::time::sleep(self.jitter(conflicts)).await;
-                    self.reread(&node).await?;
-                }
-                Err(source) => return Err(Error::WriteNodeStatus { node, source }),
+/// The engine: drain what is queued, decide it as one batch, commit each touched node in one
+/// guarded write (nodes concurrently), answer, and carry over what met a conflict.
+async fn run_engine(shared: Arc<Shared>, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    let mut carried: Vec<Queued> = Vec::new();
+    loop {
+        if carried.is_empty() {
+            match jobs.recv().await {
+                Some(job) => carried.push(Queued { job, conflicts: 0 }),
+                None => return,
             }
         }
+        while carried.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => carried.push(Queued { job, conflicts: 0 }),
+                Err(_) => break,
+            }
+        }
+        if let Err(error) = shared.synced.wait().await {
+            for queued in carried.drain(..) {
+                queued.job.fail(Error::CacheClosed);
+            }
+            tracing::error!(%error, "node cache closed: the writer stops");
+            return;
+        }
+        let batch = std::mem::take(&mut carried);
+        carried = shared.run_batch(batch).await;
+        if let Some(most) = carried.iter().map(|q| q.conflicts).max() {
+            tokio::time::sleep(shared.jitter(most)).await;
+        }
+    }
+}
+
+impl Shared {
+    fn metrics(&self) -> Arc<Metrics> {
+        self.metrics
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// One round: decide every job against one view, write the touched nodes, answer.
+    /// Returns the jobs to decide again (they met a conflict, or may have been swayed by one).
+    async fn run_batch(&self, mut batch: Vec<Queued>) -> Vec<Queued> {
+        batch.sort_by(|a, b| a.job.order_key().cmp(&b.job.order_key()));
+        let mut view = View::build(self.snapshot());
+        // Per node: the jobs whose edits it carries, in decision order.
+        let mut touched: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut decided = Vec::with_capacity(batch.len());
+        let mut edits: Vec<Vec<placement::Edit>> = Vec::with_capacity(batch.len());
+        for (index, queued) in batch.iter().enumerate() {
+            let mut made = Vec::new();
+            let outcome = match self.decide(&queued.job, &mut view, &mut made) {
+                Ok(outcome) => outcome,
+                Err(error) => Decided::Failed(error),
+            };
+            for edit in &made {
+                touched.entry(edit.node.clone()).or_default().push(index);
+            }
+            decided.push(outcome);
+            edits.push(made);
+        }
+        let failures = self.write_touched(&view, touched.keys()).await;
+        // The first job decided after a failed node was first touched may have been swayed by
+        // room that write did not take: it and every later job without an edit are decided again.
+        let swayed_from = failures
+            .keys()
+            .filter_map(|node| touched.get(node).and_then(|jobs| jobs.first().copied()))
+            .min();
+        let mut retry = Vec::new();
+        let mut reread = HashSet::new();
+        for (index, ((queued, outcome), made)) in
+            batch.into_iter().zip(decided).zip(edits).enumerate()
+        {
+            let failed_here: Vec<&NodeFailure> =
+                made.iter().filter_map(|e| failures.get(&e.node)).collect();
+            if let Decided::Failed(error) = outcome {
+                queued.job.fail(error);
+            } else if let Some(NodeFailure::Error { node, source }) = failed_here
+                .iter()
+                .find(|f| matches!(f, NodeFailure::Error { .. }))
+            {
+                queued.job.fail(Error::WriteNodeStatus {
+                    node: node.clone(),
+                    source: source.clone(),
+                });
+            } else if let Some(NodeFailure::Conflict { node }) = failed_here.first() {
+                let conflicts = queued.conflicts.saturating_add(1);
+                if conflicts > self.policy.max_conflicts {
+                    queued.job.fail(Error::ConflictRetriesExhausted {
+                        node: node.clone(),
+                        attempts: conflicts,
+                    });
+                } else {
+                    reread.insert(node.clone());
+                    retry.push(Queued {
+                        job: queued.job,
+                        conflicts,
+                    });
+                }
+            } else if made.is_empty() && swayed_from.is_some_and(|from| index > from) {
+                retry.push(queued);
+            } else {
+                answer(queued.job, outcome, made);
+            }
+        }
+        for node in reread {
+            if let Err(error) = self.reread(&node).await {
+                tracing::warn!(%error, node, "re-reading a node after a conflict failed");
+            }
+        }
+        retry
+    }
+
+    /// Decides one job against the view, applying its edits to the view as it goes.
+    fn decide(
+        &self,
+        job: &Job,
+        view: &mut View,
+        made: &mut Vec<placement::Edit>,
+    ) -> Result<Decided, Error> {
+        match job {
+            Job::Settle { wants, .. } => loop {
+                view.check_readable(&wants.uid)?;
+                match plan_tenant(&wants.borrowed(), &view.ledgers) {
+                    Plan::Edit(edit) => self.apply(view, edit, made, &wants.tenant)?,
+                    resting => return Ok(Decided::Plan(resting)),
+                }
+            },
+            Job::Release { uid, tenant, .. } => loop {
+                view.check_readable(uid)?;
+                match plan_release(uid, &view.ledgers) {
+                    Some(edit) => self.apply(view, edit, made, tenant)?,
+                    None => return Ok(Decided::Done),
+                }
+            },
+            Job::Refresh { node, .. } => {
+                if let Some((_, reason, _)) =
+                    view.unreadable.iter().find(|(name, _, _)| name == node)
+                {
+                    return Err(Error::UnreadableNode {
+                        node: node.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+                let (Some(object), Some(ledger)) = (view.nodes.get(node), view.ledger(node)) else {
+                    return Ok(Decided::Done);
+                };
+                let wanted = node_status(object, ledger.entries(), ledger.view().capacity, &now());
+                if object.status.as_ref() != Some(&wanted) {
+                    // An edit that changes no entry: the write recomputes the totals.
+                    made.push(placement::Edit {
+                        kind: placement::EditKind::Resize,
+                        node: node.clone(),
+                        uid: String::new(),
+                        entry: None,
+                    });
+                }
+                Ok(Decided::Done)
+            }
+        }
+    }
+
+    /// Applies one edit to the view (the write happens later, for the whole node at once).
+    fn apply(
+        &self,
+        view: &mut View,
+        edit: placement::Edit,
+        made: &mut Vec<placement::Edit>,
+        subject: &str,
+    ) -> Result<(), Error> {
+        if u32::try_from(made.len()).unwrap_or(u32::MAX) >= self.policy.max_writes {
+            return Err(Error::TooManyWrites {
+                tenant: subject.to_owned(),
+                writes: self.policy.max_writes,
+            });
+        }
+        let position = view
+            .ledgers
+            .iter()
+            .position(|l| l.name() == edit.node)
+            .ok_or_else(|| Error::UnreadableNode {
+                node: edit.node.clone(),
+                reason: "not in the node cache".into(),
+            })?;
+        let ledger = &view.ledgers[position];
+        let entries = ledger.edited_entries(&edit);
+        let node = ledger.view();
+        let edited = NodeLedger::new(edit.node.clone(), node.state, node.capacity, entries)
+            .map_err(|e| Error::UnreadableNode {
+                node: edit.node.clone(),
+                reason: e.to_string(),
+            })?;
+        view.ledgers[position] = edited;
+        made.push(edit);
+        Ok(())
+    }
+
+    /// Writes each touched node's entries as the view now holds them, concurrently, each guarded
+    /// by the resourceVersion it was read at. Returns the nodes that failed.
+    async fn write_touched<'a>(
+        &self,
+        view: &View,
+        nodes: impl Iterator<Item = &'a String>,
+    ) -> HashMap<String, NodeFailure> {
+        let writes = nodes.filter_map(|name| {
+            let (object, ledger) = (view.nodes.get(name)?, view.ledger(name)?);
+            let mut updated = Node::clone(object);
+            updated.status = Some(node_status(
+                object,
+                ledger.entries(),
+                ledger.view().capacity,
+                &now(),
+            ));
+            updated.metadata.managed_fields = None;
+            Some(async move {
+                let result = self
+                    .api
+                    .replace_status(name, &PostParams::default(), &updated)
+                    .await;
+                (name.clone(), result)
+            })
+        });
+        let mut failures = HashMap::new();
+        for (node, result) in futures::future::join_all(writes).await {
+            match result {
+                Ok(written) => {
+                    tracing::debug!(node = %node, "node status written");
+                    self.remember(written);
+                }
+                Err(error) if is_conflict(&error) => {
+                    self.metrics().conflict();
+                    tracing::debug!(node = %node, "conflict writing node status");
+                    failures.insert(node.clone(), NodeFailure::Conflict { node });
+                }
+                Err(source) => {
+                    failures.insert(
+                        node.clone(),
+                        NodeFailure::Error {
+                            node,
+                            source: Arc::new(source),
+                        },
+                    );
+                }
+            }
+        }
+        failures
     }
 
     /// A pause of up to jitter x 2^(attempt-1), so racing writers spread out.
@@ -490,20 +757,49 @@ impl NodeWriter {
         }
         // A node that left the cache was deleted; forget what we knew of it.
         if recent.len() > nodes.len() {
-            let names: std::collections::HashSet<String> =
-                nodes.iter().map(|n| n.name_any()).collect();
+            let names: HashSet<String> = nodes.iter().map(|n| n.name_any()).collect();
             recent.retain(|name, _| names.contains(name));
         }
         nodes
     }
 }
 
-fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
+/// How a node's write failed.
+enum NodeFailure {
+    Conflict {
+        node: String,
+    },
+    Error {
+        node: String,
+        source: Arc<kube::Error>,
+    },
 }
 
-fn count<T>(items: &[T]) -> u32 {
-    u32::try_from(items.len()).unwrap_or(u32::MAX)
+/// Sends a job its answer: its resting plan and the edits that were written.
+fn answer(job: Job, outcome: Decided, writes: Vec<placement::Edit>) {
+    // Refresh edits change no entry; they are not reported as writes of a tenant.
+    let writes: Vec<_> = writes.into_iter().filter(|e| !e.uid.is_empty()).collect();
+    let _ = match (job, outcome) {
+        (Job::Settle { reply, .. }, Decided::Plan(plan)) => reply
+            .send(Ok(Settled {
+                outcome: plan,
+                writes,
+            }))
+            .map_err(drop),
+        (Job::Release { reply, .. } | Job::Refresh { reply, .. }, _) => reply
+            .send(Ok(Settled {
+                outcome: (),
+                writes,
+            }))
+            .map_err(drop),
+        (job, _) => {
+            job.fail(Error::CacheClosed);
+            Ok(())
+        }
+    };
+}
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
 }
 
 #[cfg(test)]
