@@ -2,7 +2,7 @@
 //! over loopback HTTP. Prints placements per second, apply-to-Placed latency, API writes and
 //! conflicts per placement, the controller's peak RSS, and writes while pending tenants idle.
 //!
-//! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]`
+//! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S] [--concurrency N]`
 //! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s).
 #![allow(
     clippy::unwrap_used,
@@ -70,6 +70,7 @@ async fn bench() {
         arg("--pending", 1000),
         arg("--quiet-seconds", 60),
     );
+    let concurrency = arg("--concurrency", 64);
     let fleet = Fleet::new().unwrap();
     let api = fleet.api.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -118,7 +119,13 @@ async fn bench() {
         api.create(node).unwrap();
     }
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
-        .args(["run", "--metrics-addr", "127.0.0.1:0"])
+        .args([
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--concurrency",
+            &concurrency.to_string(),
+        ])
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "error")
         .spawn()
@@ -186,14 +193,6 @@ async fn bench() {
     let stats = api.stats();
     let node_puts = stats.count(Verb::Update, "nodes");
     let node_commits = clock.lock().unwrap().node_commits - node_commits_before;
-    let by_resource = |resource: &str| -> u64 {
-        stats
-            .requests
-            .iter()
-            .filter(|(k, _)| k.verb.is_write() && k.resource == resource)
-            .map(|(_, n)| *n)
-            .sum()
-    };
     let writes = stats.write_requests();
     let rss = peak_rss_kib(child.id()).unwrap_or(0);
 
@@ -223,7 +222,7 @@ async fn bench() {
     let _ = std::fs::remove_file(&kubeconfig);
 
     println!(
-        "end to end: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, controller in its own process"
+        "end to end: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, controller in its own process (--concurrency {concurrency})"
     );
     println!("| measure | value |\n|---|---|");
     println!(
@@ -251,12 +250,16 @@ async fn bench() {
         "| API write requests per placement | {:.2} |",
         writes as f64 / placed.max(1) as f64
     );
-    println!(
-        "| of which: tenants {} / nodes {} / events {} |",
-        by_resource("tenants"),
-        by_resource("nodes"),
-        by_resource("events")
-    );
+    for key in stats.requests.keys().filter(|k| k.verb.is_write()) {
+        let path = match &key.subresource {
+            Some(sub) => format!("{}/{sub}", key.resource),
+            None => key.resource.clone(),
+        };
+        println!(
+            "| of which {:?} {path} | {} |",
+            key.verb, stats.requests[key]
+        );
+    }
     println!(
         "| node status conflicts (409) per placement | {:.3} |",
         (node_puts - node_commits.min(node_puts)) as f64 / placed.max(1) as f64
