@@ -1,7 +1,7 @@
 //! The allocation ledger of each node, and the plan that moves a tenant toward what it asks for.
 //!
 //! ```text
-//!   TenantWants (uid, footprint, suspend) ──plan_tenant──▶ Plan
+//!   TenantWants (uid, footprint, suspend) ──plan_tenant(_with policy)──▶ Plan
 //!                                                          ├─ Edit(node, uid → entry | none)  one guarded write
 //!                                                          ├─ Holding / ResizeBlocked          nothing to write
 //!                                                          └─ Pending(NoFit) / SuspendedUnplaced
@@ -20,9 +20,14 @@
 //!   entry stays (`ResizeBlocked`). Growing on an Offline node is blocked;
 //! - a suspended tenant keeps what it holds and is not placed when it holds nothing;
 //! - planning never over-commits a node: every `Reserve` and growing `Resize` it returns fits.
+//!   "Fits" is measured against the node's effective capacity (capacity × its overcommit ratio,
+//!   1.0 unless [`NodeLedger::with_overcommit`] says otherwise), for placing and resizing alike;
+//! - a new tenant is placed by the policy given to [`plan_tenant_with`]; [`plan_tenant`] is
+//!   first fit.
 
-use crate::Resources;
-use crate::fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit};
+use crate::fit::{Decision, NoFit, NodeState, NodeView, Shortfall};
+use crate::policy::{Policy, place_ledgers};
+use crate::{Overcommit, Resources};
 
 /// One reservation on a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,7 +44,11 @@ pub struct Entry {
 pub struct NodeLedger {
     name: String,
     state: NodeState,
+    /// The physical capacity, as the Node's spec gives it.
     capacity: Resources,
+    overcommit: Overcommit,
+    /// `capacity` × `overcommit`: what placement may fill.
+    effective: Resources,
     entries: Vec<Entry>,
     allocated: Resources,
 }
@@ -79,9 +88,39 @@ impl NodeLedger {
             name,
             state,
             capacity,
+            overcommit: Overcommit::NONE,
+            effective: capacity,
             entries,
             allocated,
         })
+    }
+
+    /// The same ledger under an overcommit profile: its view's capacity, its free room, its
+    /// eligibility and its resize room all use `capacity × ratio` from then on.
+    #[must_use]
+    pub fn with_overcommit(mut self, overcommit: Overcommit) -> Self {
+        self.overcommit = overcommit;
+        self.effective = overcommit.effective(self.capacity);
+        self
+    }
+
+    /// The overcommit profile (1.0 everywhere unless set by [`NodeLedger::with_overcommit`]).
+    pub fn overcommit(&self) -> Overcommit {
+        self.overcommit
+    }
+
+    /// The physical capacity, as given to [`NodeLedger::new`].
+    pub fn capacity(&self) -> Resources {
+        self.capacity
+    }
+
+    /// What placement may fill: the capacity × the overcommit ratio, rounded down.
+    pub fn effective_capacity(&self) -> Resources {
+        self.effective
+    }
+
+    pub fn state(&self) -> NodeState {
+        self.state
     }
 
     pub fn name(&self) -> &str {
@@ -97,11 +136,12 @@ impl NodeLedger {
         self.allocated
     }
 
+    /// What placement sees: the capacity in the view is the effective capacity.
     pub fn view(&self) -> NodeView<'_> {
         NodeView {
             name: &self.name,
             state: self.state,
-            capacity: self.capacity,
+            capacity: self.effective,
             allocated: self.allocated,
         }
     }
@@ -183,8 +223,21 @@ pub enum Plan {
     SuspendedUnplaced,
 }
 
-/// The next step that moves a tenant toward its wanted footprint. Pure: same inputs, same plan.
+/// The next step that moves a tenant toward its wanted footprint, placing by first fit. Pure:
+/// same inputs, same plan.
 pub fn plan_tenant(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Plan {
+    plan_tenant_with(Policy::FirstFit, wants, nodes, 0)
+}
+
+/// [`plan_tenant`], placing a tenant that holds nothing by `policy` (`turn` is RoundRobin's;
+/// see [`crate::policy::place`]). Everything else (duplicates, resize, suspend) is the same for
+/// every policy. Pure: same inputs, same plan.
+pub fn plan_tenant_with(
+    policy: Policy,
+    wants: &TenantWants<'_>,
+    nodes: &[NodeLedger],
+    turn: u64,
+) -> Plan {
     let mut holders: Vec<&NodeLedger> = nodes
         .iter()
         .filter(|n| n.entry_of(wants.uid).is_some())
@@ -205,18 +258,15 @@ pub fn plan_tenant(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Plan {
     match holders.first() {
         Some(node) => plan_held(wants, node),
         None if wants.suspend => Plan::SuspendedUnplaced,
-        None => {
-            let views: Vec<NodeView<'_>> = nodes.iter().map(NodeLedger::view).collect();
-            match first_fit(&views, &wants.footprint) {
-                Decision::Place(node) => Plan::Edit(Edit {
-                    kind: EditKind::Reserve,
-                    node: node.to_owned(),
-                    uid: wants.uid.to_owned(),
-                    entry: Some(entry_for(wants)),
-                }),
-                Decision::NoFit(no_fit) => Plan::Pending(no_fit),
-            }
-        }
+        None => match place_ledgers(policy, nodes, &wants.footprint, turn) {
+            Decision::Place(node) => Plan::Edit(Edit {
+                kind: EditKind::Reserve,
+                node: node.to_owned(),
+                uid: wants.uid.to_owned(),
+                entry: Some(entry_for(wants)),
+            }),
+            Decision::NoFit(no_fit) => Plan::Pending(no_fit),
+        },
     }
 }
 
@@ -256,7 +306,7 @@ fn plan_held(wants: &TenantWants<'_>, node: &NodeLedger) -> Plan {
         return resize();
     }
     let others = node.allocated.saturating_sub(held.resources);
-    let room = node.capacity.saturating_sub(others);
+    let room = node.effective.saturating_sub(others);
     let offline = node.state == NodeState::Offline;
     if !offline && wants.footprint.fits_within(&room) {
         return resize();
@@ -451,6 +501,75 @@ mod tests {
                 assert!(matches!(plan, Plan::ResizeBlocked { .. }), "{}", case.name);
             }
         }
+    }
+
+    #[test]
+    fn overcommit_table() {
+        let o = |t: f64| Overcommit::from_ratios(t, 1.0, 1.0).unwrap();
+        let r = Resources::new;
+        struct Case {
+            name: &'static str,
+            node: NodeLedger,
+            wants: Resources,
+            reserved_or_resized: bool,
+        }
+        let cases = [
+            Case {
+                // 8 threads × 1.5 = 12 effective; x holds 8: free 12 − 8 = 4 ≥ 4.
+                name: "overcommit makes room for a new tenant",
+                node: ledger("n", r(8, 64, 64), &[("x", r(8, 0, 0))]).with_overcommit(o(1.5)),
+                wants: r(4, 1, 1),
+                reserved_or_resized: true,
+            },
+            Case {
+                // Without it: free 8 − 8 = 0 < 4.
+                name: "the same node without overcommit is full",
+                node: ledger("n", r(8, 64, 64), &[("x", r(8, 0, 0))]),
+                wants: r(4, 1, 1),
+                reserved_or_resized: false,
+            },
+            Case {
+                // 8 × 1.5 = 12; others hold 8; room for acme = 12 − 8 = 4 ≥ 4: resized in place.
+                name: "resize room uses the effective capacity",
+                node: ledger(
+                    "n",
+                    r(8, 64, 64),
+                    &[("acme", r(2, 1, 1)), ("x", r(8, 0, 0))],
+                )
+                .with_overcommit(o(1.5)),
+                wants: r(4, 1, 1),
+                reserved_or_resized: true,
+            },
+            Case {
+                // 10 × 0.9 = 9 effective, holding 9: full for threads, 0 free.
+                name: "a ratio below 1 keeps headroom back",
+                node: ledger("n", r(10, 64, 64), &[("x", r(9, 0, 0))]).with_overcommit(o(0.9)),
+                wants: r(1, 1, 1),
+                reserved_or_resized: false,
+            },
+        ];
+        for case in cases {
+            for policy in Policy::ALL {
+                let plan = plan_tenant_with(
+                    policy,
+                    &wants("acme", case.wants),
+                    std::slice::from_ref(&case.node),
+                    0,
+                );
+                let edited = matches!(&plan, Plan::Edit(e)
+                    if matches!(e.kind, EditKind::Reserve | EditKind::Resize));
+                assert_eq!(
+                    edited, case.reserved_or_resized,
+                    "{} ({policy}): {plan:?}",
+                    case.name
+                );
+            }
+        }
+        // The view shows the effective capacity; the ledger keeps the physical one.
+        let node = ledger("n", r(8, 64, 64), &[]).with_overcommit(o(1.5));
+        assert_eq!(node.view().capacity, r(12, 64, 64));
+        assert_eq!(node.capacity(), r(8, 64, 64));
+        assert_eq!(node.effective_capacity(), r(12, 64, 64));
     }
 
     #[test]

@@ -3,18 +3,30 @@
 //! ```text
 //!   resources  Resources, Dimension           checked int64-bounded arithmetic
 //!   fit        NodeView ─first_fit─▶ Decision  Place(node) | NoFit(shortfall per dimension)
-//!   ledger     NodeLedger + TenantWants ─plan_tenant─▶ Plan (at most one node edit at a time)
+//!   policy     Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Decision
+//!   overcommit Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
+//!   index      FirstFitIndex: first fit in O(log n) per decision and per update
+//!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //! ```
 //!
 //! Cargo keeps this crate pure: it depends on nothing but std. The controller turns API objects
 //! into these types, asks for a plan, and performs the one write a plan names.
 
 pub mod fit;
+pub mod index;
 pub mod ledger;
+pub mod overcommit;
+pub mod policy;
 pub mod resources;
 
-pub use fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit};
+pub use fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
+pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
     Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, plan_release, plan_tenant,
+    plan_tenant_with,
+};
+pub use overcommit::{Overcommit, OvercommitError};
+pub use policy::{
+    Policy, Slack, UnknownPolicy, effective_view, place, place_ledgers, place_with, weighted_slack,
 };
 pub use resources::{Dimension, Resources};

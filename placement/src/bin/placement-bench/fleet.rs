@@ -1,0 +1,122 @@
+//! Deterministic fleets for latency measurements, shared by `placement-bench` and the criterion
+//! benches (`benches/placement.rs` includes this file). Std only.
+
+use placement::{NodeState, NodeView, Resources};
+
+/// SplitMix64: a tiny seeded generator, the same sequence on every machine.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ z.wrapping_shr(30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ z.wrapping_shr(27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ z.wrapping_shr(31)
+    }
+
+    /// Uniform in `0..bound` (0 when `bound` is 0); the modulo bias is irrelevant here.
+    pub fn below(&mut self, bound: u64) -> u64 {
+        self.next_u64().checked_rem(bound).unwrap_or(0)
+    }
+}
+
+/// A node the fleet owns; [`Fleet::views`] lends it to placement.
+#[derive(Clone, Debug)]
+pub struct OwnedNode {
+    pub name: String,
+    pub state: NodeState,
+    pub capacity: Resources,
+    pub allocated: Resources,
+}
+
+#[derive(Clone, Debug)]
+pub struct Fleet {
+    pub nodes: Vec<OwnedNode>,
+}
+
+/// The request the latency cases place: a mid-sized tenant.
+pub const REQUEST: Resources = Resources::new(4, 16, 200);
+
+/// Node shapes of a mixed fleet: threads, GB memory, GB storage.
+const SHAPES: [Resources; 4] = [
+    Resources::new(32, 128, 4000),
+    Resources::new(64, 256, 8000),
+    Resources::new(96, 384, 16_000),
+    Resources::new(128, 512, 16_000),
+];
+
+/// Zero-padded so that name order is creation order: `node-000042`.
+pub fn node_name(i: usize) -> String {
+    format!("node-{i:06}")
+}
+
+impl Fleet {
+    /// `n` nodes of mixed shapes, each loaded to a random level (per dimension 0–100% around a
+    /// node-wide level), 5% Cordoned and 2% Offline, listed in a shuffled order (placement must
+    /// not depend on it).
+    pub fn mixed(n: usize, seed: u64) -> Fleet {
+        let mut rng = Rng::new(seed);
+        let mut nodes: Vec<OwnedNode> = (0..n)
+            .map(|i| {
+                let shape_index = usize::try_from(rng.below(4)).unwrap_or(0);
+                let capacity = SHAPES.get(shape_index).copied().unwrap_or(SHAPES[0]);
+                let level = rng.below(101);
+                let allocated = Resources::from_fn(|d| {
+                    let jitter = rng.below(21);
+                    let percent = level.saturating_add(jitter).saturating_sub(10).min(100);
+                    capacity.get(d).saturating_mul(percent) / 100
+                });
+                let state = match rng.below(100) {
+                    0..=4 => NodeState::Cordoned,
+                    5..=6 => NodeState::Offline,
+                    _ => NodeState::Online,
+                };
+                OwnedNode {
+                    name: node_name(i),
+                    state,
+                    capacity,
+                    allocated,
+                }
+            })
+            .collect();
+        for i in (1..nodes.len()).rev() {
+            let j = usize::try_from(rng.below(u64::try_from(i).unwrap_or(0).saturating_add(1)))
+                .unwrap_or(0);
+            nodes.swap(i, j);
+        }
+        Fleet { nodes }
+    }
+
+    /// `n` identical Online nodes (64 threads, 256 GB, 8000 GB) where the first `full` by name
+    /// are full: the shape of the index's target case (10,000 nodes, 9,000 full).
+    pub fn first_full(n: usize, full: usize) -> Fleet {
+        let capacity = SHAPES[1];
+        let nodes = (0..n)
+            .map(|i| OwnedNode {
+                name: node_name(i),
+                state: NodeState::Online,
+                capacity,
+                allocated: if i < full { capacity } else { Resources::ZERO },
+            })
+            .collect();
+        Fleet { nodes }
+    }
+
+    pub fn views(&self) -> Vec<NodeView<'_>> {
+        self.nodes
+            .iter()
+            .map(|node| NodeView {
+                name: &node.name,
+                state: node.state,
+                capacity: node.capacity,
+                allocated: node.allocated,
+            })
+            .collect()
+    }
+}

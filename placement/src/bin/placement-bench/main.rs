@@ -1,0 +1,182 @@
+//! `placement-bench`: decision latency per policy and the fragmentation study, as tables.
+//!
+//! ```text
+//! cargo run --release -p placement --bin placement-bench                 # latency (default)
+//! cargo run --release -p placement --bin placement-bench -- latency --budget-ms 300
+//! cargo run --release -p placement --bin placement-bench -- fragmentation --svg frag.svg
+//! ```
+//!
+//! Std only, like the library. Run it in `--release`: debug timings mean nothing.
+
+mod fleet;
+mod fragmentation;
+mod latency;
+mod svg;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use placement::Policy;
+
+const USAGE: &str = "\
+usage: placement-bench [latency] [--budget-ms MS] [--sizes N,N,...]
+       placement-bench fragmentation [--svg PATH] [--seed N] [--arrivals N]
+
+latency        median and p99 ns per decision for every policy at 100, 1k, 10k and 100k nodes,
+               the first-fit index against the scan, and the target case (10,000 nodes, the
+               first 9,000 by name full). --budget-ms is the time spent per case (default 400).
+fragmentation  one seeded trace (the seed's four-host example, then a random mix of arrivals
+               and departures) replayed under each policy; prints Markdown tables and, with
+               --svg, writes a picture.";
+
+struct Args {
+    command: String,
+    budget_ms: u64,
+    sizes: Vec<usize>,
+    svg: Option<String>,
+    seed: u64,
+    arrivals: usize,
+}
+
+fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut parsed = Args {
+        command: "latency".to_owned(),
+        budget_ms: 400,
+        sizes: vec![100, 1_000, 10_000, 100_000],
+        svg: None,
+        seed: 0x00C0_FFEE,
+        arrivals: 3000,
+    };
+    let mut first = true;
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "latency" | "fragmentation" if first => parsed.command = arg,
+            "--budget-ms" => parsed.budget_ms = number(&value("--budget-ms")?)?,
+            "--sizes" => {
+                parsed.sizes = value("--sizes")?
+                    .split(',')
+                    .map(number)
+                    .collect::<Result<_, _>>()?
+            }
+            "--svg" => parsed.svg = Some(value("--svg")?),
+            "--seed" => parsed.seed = number(&value("--seed")?)?,
+            "--arrivals" => parsed.arrivals = number(&value("--arrivals")?)?,
+            "-h" | "--help" => parsed.command = "help".to_owned(),
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+        first = false;
+    }
+    Ok(parsed)
+}
+
+fn number<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    let digits = text.replace('_', "");
+    let parsed = match digits.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16)
+            .ok()
+            .and_then(|n| n.to_string().parse().ok()),
+        None => digits.parse().ok(),
+    };
+    parsed.ok_or_else(|| format!("{text:?} is not a number"))
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(message) => {
+            eprintln!("placement-bench: {message}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match args.command.as_str() {
+        "help" => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        "fragmentation" => fragmentation_study(&args),
+        _ => latency_table(&args),
+    }
+}
+
+fn latency_table(args: &Args) -> ExitCode {
+    if cfg!(debug_assertions) {
+        eprintln!("placement-bench: a debug build; run with --release for meaningful figures");
+    }
+    let budget = Duration::from_millis(args.budget_ms);
+    let rows = latency::policy_rows(&args.sizes, budget);
+    let target = latency::target(budget);
+    print!("{}", latency::render(&rows, &target));
+    ExitCode::SUCCESS
+}
+
+fn fragmentation_study(args: &Args) -> ExitCode {
+    let trace = fragmentation::trace(args.seed, args.arrivals);
+    let outcomes: Vec<_> = Policy::ALL
+        .into_iter()
+        .map(|policy| fragmentation::replay(policy, &trace))
+        .collect();
+    print!("{}", fragmentation::render(&trace, &outcomes));
+    if let Some(path) = &args.svg {
+        let picture = svg::render(&outcomes, trace.seed);
+        if let Err(error) = std::fs::write(path, picture) {
+            eprintln!("placement-bench: cannot write {path}: {error}");
+            return ExitCode::FAILURE;
+        }
+        println!("\nwrote {path}");
+    }
+    ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn args(line: &str) -> Result<Args, String> {
+        parse(line.split_whitespace().map(str::to_owned))
+    }
+
+    #[test]
+    fn arguments() {
+        let a = args("fragmentation --svg out.svg --seed 0x10 --arrivals 1_000").unwrap();
+        assert_eq!(
+            (a.command.as_str(), a.svg.as_deref(), a.seed, a.arrivals),
+            ("fragmentation", Some("out.svg"), 16, 1000)
+        );
+        let a = args("--sizes 10,20 --budget-ms 5").unwrap();
+        assert_eq!(
+            (a.command.as_str(), a.sizes, a.budget_ms),
+            ("latency", vec![10, 20], 5)
+        );
+        assert!(args("--svg").is_err());
+        assert!(args("latency latency").is_err());
+    }
+
+    #[test]
+    fn the_study_renders_a_table_and_a_picture() {
+        let trace = fragmentation::trace(3, 200);
+        let outcomes: Vec<_> = Policy::ALL
+            .into_iter()
+            .map(|p| fragmentation::replay(p, &trace))
+            .collect();
+        let table = fragmentation::render(&trace, &outcomes);
+        assert!(
+            table.contains("| LeastLoaded | 2 | 2 | 3 | 1 | no fit |"),
+            "{table}"
+        );
+        let picture = svg::render(&outcomes, trace.seed);
+        assert!(picture.starts_with("<svg") && picture.trim_end().ends_with("</svg>"));
+        assert_eq!(
+            picture.matches("<text").count(),
+            picture.matches("</text>").count()
+        );
+    }
+
+    #[test]
+    fn latency_rows_measure_something() {
+        let rows = latency::policy_rows(&[50], Duration::from_millis(2));
+        assert_eq!(rows.len(), 5);
+        assert!(rows.iter().all(|r| r.median_ns > 0.0 && r.samples >= 31));
+    }
+}
