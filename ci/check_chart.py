@@ -13,12 +13,15 @@ What it checks:
   4. `helm template` of each value set renders, and the rendered objects say what the chart
      promises: least-privilege RBAC (exactly the expected rules, no wildcard, no secrets), the
      controller's arguments (--leader-election exactly when it is on: forced, or automatic when
-     replicaCount > 1), downward-API env, probes, security contexts, and the optional parts
-     (Service, ServiceMonitor, Role for the Lease) exactly when switched on;
+     replicaCount > 1; --no-page exactly when page.enabled is false), downward-API env, probes,
+     security contexts, the optional parts (Service, ServiceMonitor, Role for the Lease) exactly
+     when switched on, and nothing that exposes the page or metrics outside the cluster (no
+     Ingress, ClusterIP Services only);
   5. kubernetes-validate --strict accepts every rendered built-in object and the CRDs, for
      Kubernetes 1.32 and the newest version it knows (ServiceMonitor is not built in: skipped);
-  6. NOTES.txt tells how to apply the examples, watch tenants and reach the metrics, and the
-     Dockerfile agrees with the chart (user, port, entrypoint) and with the workspace members.
+  6. NOTES.txt tells how to apply the examples, watch tenants, reach the metrics and open the
+     "Nodes & Capacity" page (or says it is off), and the Dockerfile agrees with the chart
+     (user, port, entrypoint) and with the workspace members.
 
 Exits 1 with one line per failure, else prints a summary and exits 0.
 """
@@ -75,6 +78,7 @@ class Case:
     service_account_created: bool = True
     service: bool = True
     service_monitor: bool = False
+    page: bool = True
 
 
 @dataclass
@@ -122,16 +126,20 @@ def cases() -> tuple[list[Case], list[BadCase]]:
               "serviceAccount": {"create": False, "name": "existing-sa"},
               "metrics": {"service": {"enabled": False}}},
              release="prod", rbac=False, service_account_created=False, service=False),
+        Case("page.enabled=false", {"page": {"enabled": False}}, page=False),
     ]
     bad = [
         BadCase("controller.logFormat=xml", {"controller": {"logFormat": "xml"}}, "logFormat"),
         BadCase("replicaCount=0", {"replicaCount": 0}, "replicaCount"),
         BadCase("controller.concurrency=0", {"controller": {"concurrency": 0}}, "concurrency"),
+        BadCase("controller.policy=Random", {"controller": {"policy": "Random"}}, "policy"),
         BadCase("metrics.port=70000", {"metrics": {"port": 70000}}, "port"),
         BadCase("leaderElection.enabled='yes'", {"leaderElection": {"enabled": "yes"}},
                 "enabled"),
         BadCase("image.pullPolicy=Sometimes", {"image": {"pullPolicy": "Sometimes"}},
                 "pullPolicy"),
+        BadCase("page.enabled='yes'", {"page": {"enabled": "yes"}}, "enabled"),
+        BadCase("misspelt page key 'enable'", {"page": {"enable": False}}, "enable"),
         BadCase("misspelt top-level key 'replicas'", {"replicas": 2}, "replicas"),
         BadCase("serviceMonitor without the metrics Service",
                 {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
@@ -385,13 +393,18 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     args = container.get("args", [])
     want_args = ["run", f"--metrics-addr=0.0.0.0:{port}",
                  f"--log-format={controller.get('logFormat', 'json')}",
-                 f"--concurrency={controller.get('concurrency', 8)}"]
+                 f"--concurrency={controller.get('concurrency', 64)}",
+                 f"--policy={controller.get('policy', 'FirstFit')}"]
     want_args += ["--leader-election"] if case.leader_election else []
+    want_args += [] if case.page else ["--no-page"]
     want_args += [f"--lease-name={lease}"] + list(controller.get("extraArgs", []))
     report.check(args == want_args, f"{label}: args {args}, want {want_args}")
     report.check(args.count("--leader-election") == (1 if case.leader_election else 0),
                  f"{label}: --leader-election appears {args.count('--leader-election')} times, "
                  f"want {'once' if case.leader_election else 'never'}")
+    report.check(args.count("--no-page") == (0 if case.page else 1),
+                 f"{label}: --no-page appears {args.count('--no-page')} times, "
+                 f"want {'never' if case.page else 'once'} (page.enabled={case.page})")
     report.check(container.get("command") is None,
                  f"{label}: command overrides the image's ENTRYPOINT")
 
@@ -432,6 +445,14 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
         want = values.get(key) or None
         report.check(got == want, f"{label}: {key} rendered as {got!r}, want {want!r}")
 
+    # The page is cluster-internal: nothing exposes it outside the cluster.
+    report.check("Ingress" not in by_kind,
+                 f"{label}: an Ingress was rendered; the page and metrics stay cluster-internal")
+    for svc in by_kind.get("Service", []):
+        svc_type = svc.get("spec", {}).get("type", "ClusterIP")
+        report.check(svc_type == "ClusterIP",
+                     f"{label}: {where(svc)} is of type {svc_type}, not ClusterIP")
+
     # Metrics Service and ServiceMonitor.
     services = expect_count("Service", 1 if case.service else 0)
     for svc in services:
@@ -463,6 +484,14 @@ def check_notes(report: Report, case: Case, chart: helm.Chart) -> None:
     for line in ("kubectl apply -f examples/", "kubectl get tn -A -w", "kubectl get pnodes",
                  "port-forward deploy/", "/metrics"):
         report.check(line in notes, f"{case.name}: NOTES.txt does not say {line!r}")
+    port = case.values.get("metrics", {}).get("port", 8080)
+    page_url = f"http://localhost:{port}/"
+    if case.page:
+        report.check(page_url in notes and "Nodes & Capacity" in notes,
+                     f"{case.name}: NOTES.txt does not give the page's URL {page_url}")
+    else:
+        report.check(page_url not in notes and "page is off" in notes,
+                     f"{case.name}: NOTES.txt offers the page although page.enabled=false")
 
 
 def check_dockerfile(report: Report, chart: helm.Chart) -> None:

@@ -3,7 +3,7 @@
 //!
 //! Rules checked:
 //! - per node: `allocated` is the sum of its entries, `free` is capacity - allocated (never below
-//!   0), `tenants` is the number of entries;
+//!   0), `tenants` is the number of entries; capacity means capacity x overcommit throughout;
 //! - per node: allocated is within capacity, unless the caller says the node's capacity was
 //!   lowered (then it keeps what it holds);
 //! - per write ([`check_node_write`]): a write that adds or grows an entry leaves the node within
@@ -56,6 +56,19 @@ fn entries_of(node: &Node, violations: &mut Vec<String>) -> Vec<(String, String,
         .collect()
 }
 
+/// Capacity x overcommit, as placement counts it.
+fn effective_capacity(node: &Node, violations: &mut Vec<String>) -> Resources {
+    let name = node.name_any();
+    let physical = amounts(&name, "capacity", &node.spec.capacity, violations);
+    match node.spec.overcommit() {
+        Ok(overcommit) => overcommit.effective(physical),
+        Err(e) => {
+            violations.push(format!("node {name}: {e}"));
+            physical
+        }
+    }
+}
+
 /// Checks one node's status in isolation.
 fn check_node(node: &Node, lowered: &HashSet<String>, violations: &mut Vec<String>) {
     let name = node.name_any();
@@ -65,7 +78,7 @@ fn check_node(node: &Node, lowered: &HashSet<String>, violations: &mut Vec<Strin
         violations.push(format!("node {name}: entries overflow"));
         return;
     };
-    let capacity = amounts(&name, "capacity", &node.spec.capacity, violations);
+    let capacity = effective_capacity(node, violations);
     let allocated = amounts(&name, "allocated", &status.allocated, violations);
     let free = amounts(&name, "free", &status.free, violations);
     if allocated != sum {
@@ -115,7 +128,7 @@ pub fn check_node_write(before: Option<&Node>, after: &Node) -> Result<(), Vec<S
         .iter()
         .any(|(uid, _, r)| previous.get(uid).is_none_or(|old| !r.fits_within(old)));
     let name = after.name_any();
-    let capacity = amounts(&name, "capacity", &after.spec.capacity, &mut violations);
+    let capacity = effective_capacity(after, &mut violations);
     match Resources::checked_sum(entries.iter().map(|(_, _, r)| r)) {
         Some(sum) if grew && !sum.fits_within(&capacity) => violations.push(format!(
             "node {name}: a write grew its entries to {sum}, past capacity {capacity}"

@@ -18,6 +18,7 @@ pub mod invariants;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
+pub mod page;
 pub mod report;
 pub mod sandbox;
 pub mod sim;

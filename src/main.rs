@@ -68,12 +68,15 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct RunArgs {
     /// Tenant reconciles running at once.
-    #[arg(long, default_value_t = 8, env = "TENANT_PLACER_CONCURRENCY")]
+    #[arg(long, default_value_t = 64, env = "TENANT_PLACER_CONCURRENCY")]
     concurrency: u16,
     /// Seconds between fallback re-checks of a tenant waiting for room (doubles while
     /// nothing changes, up to 15 minutes). Node events re-check sooner.
     #[arg(long, default_value_t = 60)]
     pending_recheck_seconds: u64,
+    /// How new tenants are placed: FirstFit, BestFit, LeastLoaded or RoundRobin.
+    #[arg(long, default_value_t = placement::Policy::FirstFit, env = "TENANT_PLACER_POLICY")]
+    policy: placement::Policy,
     /// Where to serve /healthz, /readyz and /metrics.
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_addr: std::net::SocketAddr,
@@ -89,6 +92,9 @@ struct RunArgs {
     /// This replica's identity in the Lease and in Events (in a Pod: its name).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Do not serve the read-only fleet page (/, /api/fleet) on the metrics address.
+    #[arg(long)]
+    no_page: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,17 +170,18 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let settings = Settings {
         concurrency: args.concurrency,
         pending_recheck: Duration::from_secs(args.pending_recheck_seconds),
+        policy: args.policy,
         leader_election,
         instance: Some(identity),
         ..Settings::default()
     };
     tracing::info!(?settings, "starting tenant-placer");
-    let telemetry = controller::Telemetry::default();
-    let server = metrics::serve(
-        args.metrics_addr,
-        telemetry.metrics.clone(),
-        telemetry.health.clone(),
-    );
+    let telemetry = controller::Telemetry {
+        page: !args.no_page,
+        policy: args.policy.to_string(),
+        ..controller::Telemetry::default()
+    };
+    let server = metrics::serve(args.metrics_addr, telemetry.clone());
     tokio::select! {
         () = controller::run_with(client, settings, telemetry.clone()) => Ok(()),
         served = server => Err(format!("the metrics server on {} stopped: {served:?}", args.metrics_addr).into()),

@@ -1,5 +1,6 @@
 //! Metrics in the Prometheus text format, and the small HTTP server for `/healthz`, `/readyz`
-//! and `/metrics`.
+//! and `/metrics`, which also serves the read-only fleet page (`/`, `/api/fleet`; see
+//! [`crate::page`]) unless it is switched off.
 //!
 //! Rules enforced here:
 //! - counters only go up; gauges of tenants and nodes are read from the watch caches at scrape
@@ -16,14 +17,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 
 use crate::api::{Node, Tenant, TenantPhase};
-use crate::controller::{Health, Role};
+use crate::controller::{Health, Role, Telemetry};
+use crate::page;
 
 /// Upper bounds of the reconcile duration histogram, in seconds.
 const DURATION_BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -93,6 +95,14 @@ impl Metrics {
     /// The caches the gauges are read from (replaced at each leadership term).
     pub fn watch_caches(&self, nodes: Store<Node>, tenants: Store<Tenant>) {
         *self.caches.lock().unwrap_or_else(PoisonError::into_inner) = Some((nodes, tenants));
+    }
+
+    /// The watch caches the gauges (and the fleet page) read, once the controller has set them.
+    pub fn caches(&self) -> Option<(Store<Node>, Store<Tenant>)> {
+        self.caches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The Prometheus text exposition of every metric.
@@ -295,20 +305,36 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// Serves `/healthz`, `/readyz` and `/metrics` on `addr` until the task is dropped.
-pub async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-) -> std::io::Result<()> {
+/// Serves `/healthz`, `/readyz`, `/metrics` and (unless `telemetry.page` is off) the fleet page
+/// on `addr` until the task is dropped.
+pub async fn serve(addr: SocketAddr, telemetry: Telemetry) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+    serve_on(listener, telemetry).await
+}
+
+/// [`serve`] on a bound listener. Dropping the task ends every connection it serves.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    telemetry: Telemetry,
+) -> std::io::Result<()> {
+    let addr = listener.local_addr()?;
+    if telemetry.page {
+        tracing::info!(%addr, "serving /healthz, /readyz, /metrics and the fleet page at /");
+    } else {
+        tracing::info!(%addr, "serving /healthz, /readyz and /metrics (fleet page off)");
+    }
+    // NB: the fleet page's event streams last as long as their browser tab: the connections are
+    // held here so that dropping the server ends them too.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (stream, _) = listener.accept().await?;
-        let (metrics, health) = (metrics.clone(), health.clone());
-        tokio::spawn(async move {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            Some(_) = connections.join_next() => continue,
+        };
+        let telemetry = telemetry.clone();
+        connections.spawn(async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let response = respond(request.uri().path(), &metrics, &health);
+                let response = respond_to(request.method(), request.uri().path(), &telemetry);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
@@ -320,6 +346,25 @@ pub async fn serve(
             }
         });
     }
+}
+
+/// The answer for one request: the fleet page's paths when it is on, then [`respond`]'s.
+pub fn respond_to(
+    method: &http::Method,
+    path: &str,
+    telemetry: &Telemetry,
+) -> Response<page::Body> {
+    if telemetry.page
+        && let Some(response) = page::respond(method, path, telemetry)
+    {
+        return response;
+    }
+    respond(path, &telemetry.metrics, &telemetry.health).map(BodyExt::boxed_unsync)
+}
+
+/// [`respond_to`] for a GET of `path`.
+pub fn respond_with(path: &str, telemetry: &Telemetry) -> Response<page::Body> {
+    respond_to(&http::Method::GET, path, telemetry)
 }
 
 /// The answer for one path.

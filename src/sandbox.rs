@@ -8,7 +8,9 @@
 //! - each applied object carries the `kubectl.kubernetes.io/last-applied-configuration`
 //!   annotation that `kubectl apply` would have written, so a later `kubectl apply` of the same
 //!   files makes a proper three-way merge;
-//! - the kubeconfig names one cluster, user (no credentials) and context, and is current.
+//! - the kubeconfig names one cluster, user (no credentials) and context, and is current;
+//! - the controller's HTTP server (health, metrics and the read-only "Nodes & Capacity" page)
+//!   runs on a port of its own, always on loopback, whatever address the API is served on.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,8 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::controller::Settings;
+use crate::controller::{self, Settings, Telemetry};
+use crate::leader::AbortOnDrop;
 use crate::manifests::{self, ManifestError};
 use crate::sim::{Fleet, FleetError};
 
@@ -77,9 +80,18 @@ pub struct Sandbox {
     pub kubeconfig: PathBuf,
     /// The objects applied from the manifests (with the last-applied annotation).
     pub applied: Vec<Value>,
-    /// The in-memory API and the controller.
+    /// Where the controller's HTTP server listens (loopback): the fleet page, /metrics.
+    pub page_addr: SocketAddr,
+    /// The fleet page's URL (`http://ADDR/`).
+    pub page_url: String,
+    /// What the controller reports (readiness, metrics, the fleet page's data).
+    pub telemetry: Telemetry,
+    /// The in-memory API.
     pub fleet: Fleet,
     server: JoinHandle<()>,
+    // Both stop when the sandbox is dropped (or when `start` fails half-way).
+    _controller: AbortOnDrop,
+    _page_server: AbortOnDrop,
 }
 
 impl Drop for Sandbox {
@@ -102,7 +114,33 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     if let Err(status) = fleet.api.create(default_namespace) {
         tracing::warn!(%status, "could not create the default namespace");
     }
-    fleet.start(Settings::default());
+    // The controller runs as in `run`, reporting into the telemetry its HTTP server shows.
+    let telemetry = Telemetry::default();
+    let controller = AbortOnDrop(tokio::spawn(controller::run_with(
+        fleet.client.clone(),
+        Settings::default(),
+        telemetry.clone(),
+    )));
+    let page_listen = SocketAddr::new(loopback_like(options.listen.ip()), 0);
+    let page_listener =
+        TcpListener::bind(page_listen)
+            .await
+            .map_err(|source| SandboxError::Listen {
+                addr: page_listen,
+                source,
+            })?;
+    let page_addr = page_listener
+        .local_addr()
+        .map_err(|source| SandboxError::Listen {
+            addr: page_listen,
+            source,
+        })?;
+    let page_telemetry = telemetry.clone();
+    let page_server = AbortOnDrop(tokio::spawn(async move {
+        if let Err(error) = crate::metrics::serve_on(page_listener, page_telemetry).await {
+            tracing::error!(%error, "the page server stopped");
+        }
+    }));
     let listener =
         TcpListener::bind(options.listen)
             .await
@@ -139,8 +177,13 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         url,
         kubeconfig,
         applied: objects,
+        page_addr,
+        page_url: format!("http://{page_addr}/"),
+        telemetry,
         fleet,
         server,
+        _controller: controller,
+        _page_server: page_server,
     })
 }
 
@@ -219,6 +262,7 @@ pub fn banner(sandbox: &Sandbox, options: &SandboxOptions) -> String {
          API         {url} ({exposure})\n\
          applied     {applied}\n\
          kubeconfig  {kubeconfig}\n\
+         page        {page} (Nodes & Capacity: live, read-only; /metrics beside it)\n\
          \n\
          In another terminal:\n\
          \n\
@@ -228,7 +272,16 @@ pub fn banner(sandbox: &Sandbox, options: &SandboxOptions) -> String {
          \n\
          Ctrl-C stops it; everything lives in memory and is gone then.\n",
         url = sandbox.url,
+        page = sandbox.page_url,
     )
+}
+
+/// The loopback address of the same family as `ip`.
+fn loopback_like(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+    }
 }
 
 /// The address a local client dials: the loopback one when serving on every address.

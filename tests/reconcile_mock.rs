@@ -38,6 +38,7 @@ fn node(name: &str, capacity: ResourceAmounts, rv: u64, allocations: Vec<Allocat
         NodeSpec {
             capacity,
             state: NodeState::Online,
+            overcommit: None,
         },
     );
     node.metadata.resource_version = Some(rv.to_string());

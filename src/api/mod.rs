@@ -13,6 +13,7 @@ mod tenant;
 
 pub use node::{
     AllocationEntry, Node, NodeCondition, NodeSpec, NodeState, NodeStatus, OVER_CAPACITY_CONDITION,
+    OvercommitRatios,
 };
 pub use tenant::{
     PLACED_CONDITION, Tenant, TenantCondition, TenantMode, TenantPhase, TenantSpec, TenantStatus,

@@ -77,6 +77,43 @@ pub struct NodeSpec {
     /// Online takes tenants; Cordoned keeps its tenants and takes no new ones; Offline likewise.
     #[serde(default)]
     pub state: NodeState,
+    /// How far each dimension may be overcommitted: placement counts capacity x ratio, rounded
+    /// down. Unset means 1.0 (no overcommit) in every dimension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overcommit: Option<OvercommitRatios>,
+}
+
+fn no_overcommit() -> f64 {
+    1.0
+}
+
+/// Overcommit ratios: more than 0 and at most 16 (kept to thousandths). CPU time is commonly
+/// shared 2-4x; memory is kept near 1.0-1.2; thin-provisioned disk can go further.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OvercommitRatios {
+    /// Ratio for threads.
+    #[serde(default = "no_overcommit")]
+    #[schemars(range(min = 0, max = 16), extend("exclusiveMinimum" = true))]
+    pub threads: f64,
+    /// Ratio for memory.
+    #[serde(default = "no_overcommit")]
+    #[schemars(range(min = 0, max = 16), extend("exclusiveMinimum" = true))]
+    pub memory_gb: f64,
+    /// Ratio for storage.
+    #[serde(default = "no_overcommit")]
+    #[schemars(range(min = 0, max = 16), extend("exclusiveMinimum" = true))]
+    pub storage_gb: f64,
+}
+
+impl NodeSpec {
+    /// The overcommit to place with, checked (a ratio an old schema let in is an error).
+    pub fn overcommit(&self) -> Result<placement::Overcommit, placement::OvercommitError> {
+        match self.overcommit {
+            None => Ok(placement::Overcommit::NONE),
+            Some(r) => placement::Overcommit::from_ratios(r.threads, r.memory_gb, r.storage_gb),
+        }
+    }
 }
 
 /// Whether a node takes tenants.

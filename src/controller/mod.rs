@@ -57,6 +57,8 @@ pub struct Settings {
     pub error_backoff: Duration,
     pub error_backoff_max: Duration,
     pub retry: RetryPolicy,
+    /// How new tenants are placed.
+    pub policy: placement::Policy,
     /// Reconcile only while holding this Lease; `None` runs unconditionally (one replica).
     pub leader_election: Option<LeaseConfig>,
     /// This replica's name in Events (its pod name in a cluster).
@@ -66,13 +68,14 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            concurrency: 8,
+            concurrency: 64,
             resync: Duration::from_secs(3600),
             pending_recheck: Duration::from_secs(60),
             pending_recheck_max: Duration::from_secs(900),
             error_backoff: Duration::from_millis(500),
             error_backoff_max: Duration::from_secs(300),
             retry: RetryPolicy::default(),
+            policy: placement::Policy::FirstFit,
             leader_election: None,
             instance: None,
         }
@@ -296,10 +299,30 @@ impl Health {
 }
 
 /// What the HTTP server shows of a running controller.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Telemetry {
     pub health: Arc<Health>,
     pub metrics: Arc<Metrics>,
+    /// The placement policy in force, by name (`FirstFit`, `BestFit`, `LeastLoaded`,
+    /// `RoundRobin`): the fleet page states its rule. Default `FirstFit`.
+    pub policy: String,
+    /// Serve the read-only fleet page (`/`, `/api/fleet`, `/api/fleet/events`) beside the
+    /// metrics; `run --no-page` turns it off (those paths then answer 404). Default on.
+    pub page: bool,
+    /// The fleet page's change counter, shared by every request and live view.
+    pub fleet: Arc<crate::page::FleetFeed>,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry {
+            health: Arc::default(),
+            metrics: Arc::default(),
+            policy: "FirstFit".to_owned(),
+            page: true,
+            fleet: Arc::default(),
+        }
+    }
 }
 
 /// Runs the controllers until a shutdown signal: at once, or while leading with leader election.
@@ -354,7 +377,9 @@ pub async fn run_with(client: Client, settings: Settings, telemetry: Telemetry) 
 
 /// Both controllers, sharing one context and one Node writer.
 async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetry) {
-    let Telemetry { health, metrics } = telemetry;
+    let Telemetry {
+        health, metrics, ..
+    } = telemetry;
     let nodes: Api<Node> = Api::all(client.clone());
     let (node_cache, node_feed) = reflector::store::<Node>();
     let (tenant_cache, tenant_feed) = reflector::store::<Tenant>();
@@ -374,7 +399,8 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     );
     metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
     let writer = NodeWriter::new(nodes, node_cache, node_synced.clone(), settings.retry)
-        .with_metrics(metrics.clone());
+        .with_metrics(metrics.clone())
+        .with_policy(settings.policy);
     let (waiting, wake_ups) = WaitingRoom::new();
     let concurrency = settings.concurrency;
     let reporter = Reporter {

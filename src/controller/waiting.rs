@@ -117,7 +117,14 @@ mod tests {
     use crate::api::{AllocationEntry, NodeSpec, NodeState, NodeStatus, ResourceAmounts};
 
     fn node(state: NodeState, capacity: ResourceAmounts, held: &[(&str, ResourceAmounts)]) -> Node {
-        let mut node = Node::new("n", NodeSpec { capacity, state });
+        let mut node = Node::new(
+            "n",
+            NodeSpec {
+                capacity,
+                state,
+                overcommit: None,
+            },
+        );
         let allocations = held
             .iter()
             .map(|(uid, r)| AllocationEntry {

@@ -38,7 +38,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::Store;
-use placement::{Entry, NodeLedger, Plan, TenantWants, plan_release, plan_tenant};
+use placement::{Entry, NodeLedger, Plan, TenantWants, plan_release, plan_tenant_with};
 
 use super::Synced;
 use crate::api::{AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION};
@@ -153,7 +153,12 @@ pub fn ledger_of(node: &Node) -> Result<NodeLedger, String> {
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
+    let overcommit = node
+        .spec
+        .overcommit()
+        .map_err(|e| format!("spec.overcommit: {e}"))?;
     NodeLedger::new(node.name_any(), node.spec.state.into(), capacity, entries)
+        .map(|ledger| ledger.with_overcommit(overcommit))
         .map_err(|e| e.to_string())
 }
 
@@ -326,6 +331,9 @@ struct Shared {
     policy: RetryPolicy,
     metrics: Mutex<Arc<Metrics>>,
     synced: Synced,
+    /// The placement policy, and how many placements it decided (RoundRobin's turn).
+    placement: Mutex<placement::Policy>,
+    turn: std::sync::atomic::AtomicU64,
 }
 
 /// The single Node-status writer: a handle to the one engine task of this process.
@@ -357,6 +365,8 @@ impl NodeWriter {
             policy,
             metrics: Mutex::default(),
             synced,
+            placement: Mutex::default(),
+            turn: std::sync::atomic::AtomicU64::new(0),
         });
         let (jobs, queue) = mpsc::unbounded_channel();
         let engine = AbortOnDrop(tokio::spawn(run_engine(shared.clone(), queue)));
@@ -365,6 +375,16 @@ impl NodeWriter {
             jobs,
             _engine: engine,
         }
+    }
+
+    /// Places new tenants by this policy (FirstFit unless set).
+    pub fn with_policy(self, policy: placement::Policy) -> Self {
+        *self
+            .shared
+            .placement
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = policy;
+        self
     }
 
     /// Counts conflicts into these metrics.
@@ -580,7 +600,12 @@ impl Shared {
         match job {
             Job::Settle { wants, .. } => loop {
                 view.check_readable(&wants.uid)?;
-                match plan_tenant(&wants.borrowed(), &view.ledgers) {
+                let policy = *self
+                    .placement
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let turn = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                match plan_tenant_with(policy, &wants.borrowed(), &view.ledgers, turn) {
                     Plan::Edit(edit) => self.apply(view, edit, made, &wants.tenant)?,
                     resting => return Ok(Decided::Plan(resting)),
                 }
@@ -643,12 +668,17 @@ impl Shared {
             })?;
         let ledger = &view.ledgers[position];
         let entries = ledger.edited_entries(&edit);
-        let node = ledger.view();
-        let edited = NodeLedger::new(edit.node.clone(), node.state, node.capacity, entries)
-            .map_err(|e| Error::UnreadableNode {
-                node: edit.node.clone(),
-                reason: e.to_string(),
-            })?;
+        let edited = NodeLedger::new(
+            edit.node.clone(),
+            ledger.state(),
+            ledger.capacity(),
+            entries,
+        )
+        .map(|edited| edited.with_overcommit(ledger.overcommit()))
+        .map_err(|e| Error::UnreadableNode {
+            node: edit.node.clone(),
+            reason: e.to_string(),
+        })?;
         view.ledgers[position] = edited;
         made.push(edit);
         Ok(())
@@ -823,6 +853,7 @@ mod tests {
             NodeSpec {
                 capacity: ResourceAmounts::new(64, 256, 8000),
                 state: NodeState::Online,
+                overcommit: None,
             },
         );
         let capacity = node.spec.capacity.to_resources().unwrap();
@@ -841,6 +872,7 @@ mod tests {
             NodeSpec {
                 capacity: ResourceAmounts::new(4, 256, 8000),
                 state: NodeState::Online,
+                overcommit: None,
             },
         );
         let capacity = node.spec.capacity.to_resources().unwrap();
@@ -865,6 +897,7 @@ mod tests {
             NodeSpec {
                 capacity: ResourceAmounts::new(8, 8, 8),
                 state: NodeState::Online,
+                overcommit: None,
             },
         );
         let capacity = node.spec.capacity.to_resources().unwrap();

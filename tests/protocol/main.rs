@@ -9,6 +9,7 @@
 
 mod crash;
 mod leader;
+mod policy;
 mod quiet;
 mod race;
 mod rbac;

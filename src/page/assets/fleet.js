@@ -1,0 +1,362 @@
+// Nodes & Capacity: renders /api/fleet and follows /api/fleet/events (Server-Sent Events).
+//
+// Rules kept here:
+// - data is written with textContent and attributes, never parsed as HTML;
+// - a number is shown as current only while the stream is alive: on a stream error, or when no
+//   event or heartbeat arrived for STALE_AFTER_MS, the page says so and greys the numbers out;
+// - when the controller says its numbers are not live (a standby, or starting), none are shown;
+// - the tenants lists a reader opened stay open across updates.
+'use strict';
+
+(function () {
+  const STALE_AFTER_MS = 6000;
+  const RECONNECT_MS = 3000;
+  const POLL_MS = 2000;
+  const DIMENSIONS = [
+    { key: 'threads', title: 'Threads', unit: 'threads', long: 'threads' },
+    { key: 'memoryGb', title: 'Memory', unit: 'GB', long: 'GB memory' },
+    { key: 'storageGb', title: 'Storage', unit: 'GB', long: 'GB storage' },
+  ];
+  const STATES = ['Online', 'Cordoned', 'Offline'];
+  const PHASES = ['Active', 'Pending', 'PendingCapacity', 'Resizing', 'Suspended', 'Terminating'];
+  const number = new Intl.NumberFormat('en-US');
+  const $ = (id) => document.getElementById(id);
+
+  let lastSeen = 0; // client clock (ms) of the last event, heartbeat or poll answer
+  let lastView = null; // the last FleetView shown
+  let stale = false;
+  let source = null;
+  const openNodes = new Set();
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (name === 'class') node.className = value;
+      else if (name === 'text') node.textContent = value;
+      else node.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children) {
+      if (child === undefined || child === null || child === false) continue;
+      node.append(typeof child === 'string' ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  const fmt = (n) => number.format(n);
+  const slug = (s) => String(s).toLowerCase().replace(/[^a-z0-9]+/g, '-');
+
+  function clock(iso) {
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return '?';
+    return date.toLocaleTimeString('en-GB', { hour12: false });
+  }
+
+  function dateTime(iso) {
+    const date = new Date(iso);
+    if (Number.isNaN(date.getTime())) return '?';
+    return date.toLocaleString('en-GB', { hour12: false, dateStyle: 'medium', timeStyle: 'medium' });
+  }
+
+  function duration(ms) {
+    const s = Math.max(0, Math.round(ms / 1000));
+    if (s < 60) return `${s} s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m} min`;
+    const h = Math.floor(m / 60);
+    if (h < 48) return `${h} h ${m % 60} min`;
+    return `${Math.floor(h / 24)} days`;
+  }
+
+  // A bar of allocated against capacity, its label, and the free amount.
+  function meter(owner, dimension, allocated, capacity, free) {
+    const over = allocated > capacity;
+    const share = capacity > 0 ? allocated / capacity : (allocated > 0 ? 1 : 0);
+    const percent = Math.round(share * 100);
+    const used = `${fmt(allocated)} of ${fmt(capacity)} ${dimension.unit}`;
+    const label = `${owner} ${dimension.title.toLowerCase()}: ${fmt(allocated)} of ${fmt(capacity)} ` +
+      `${dimension.long} allocated (${percent}%), ${fmt(free)} free` + (over ? ', over capacity' : '');
+    const fill = el('span', { class: 'fill' });
+    // CSSOM, not a style attribute: the Content-Security-Policy allows no inline style.
+    fill.style.width = `${allocated > 0 ? Math.max(Math.min(share, 1) * 100, 1.5) : 0}%`;
+    const level = over ? 'over' : share >= 0.85 ? 'high' : 'ok';
+    return el('div', { class: 'meter', 'data-dim': dimension.key },
+      el('div', {
+        class: `bar ${level}`, role: 'meter', 'aria-valuemin': 0, 'aria-valuemax': capacity,
+        'aria-valuenow': allocated, 'aria-valuetext': used, 'aria-label': label, title: label,
+      }, fill),
+      el('p', { class: 'amount' },
+        el('span', { class: 'used num', text: used }),
+        el('span', { class: 'free num', text: over ? `over by ${fmt(allocated - capacity)}` : `${fmt(free)} free` })));
+  }
+
+  function badge(text, kind) {
+    return el('span', { class: `badge ${kind}`, text });
+  }
+
+  function renderPolicy(view) {
+    $('policy-name').textContent = view.policy.name;
+    $('policy-rule').textContent = view.policy.rule;
+  }
+
+  function renderTotals(totals) {
+    $('nodes-total').textContent = fmt(totals.nodes);
+    const states = $('nodes-by-state');
+    const byState = STATES.concat(Object.keys(totals.nodesByState).filter((s) => !STATES.includes(s)))
+      .map((state) => [state, totals.nodesByState[state] || 0])
+      .filter(([state, n]) => n > 0 || state === 'Online');
+    states.replaceChildren(...byState.map(([state, n]) =>
+      el('li', { class: `chip state-${slug(state)}${n === 0 ? ' zero' : ''}` }, el('span', { class: 'num', text: fmt(n) }), ` ${state}`)));
+    if (totals.overCapacityNodes > 0) {
+      states.append(el('li', { class: 'chip over' }, el('span', { class: 'num', text: fmt(totals.overCapacityNodes) }), ' over capacity'));
+    }
+    if (totals.unreadableNodes > 0) {
+      states.append(el('li', { class: 'chip over' }, el('span', { class: 'num', text: fmt(totals.unreadableNodes) }), ' unreadable'));
+    }
+    for (const dimension of DIMENSIONS) {
+      const card = $(`card-${dimension.key}`);
+      const allocated = totals.allocated[dimension.key];
+      const capacity = totals.capacity[dimension.key];
+      const free = totals.free[dimension.key];
+      const placeable = totals.placeable[dimension.key];
+      card.replaceChildren(
+        el('h3', { text: dimension.title }),
+        meter('Fleet', dimension, allocated, capacity, free),
+        el('p', {
+          class: 'placeable',
+          title: 'Free on Online nodes that are not over capacity: the only room placement can use',
+        }, el('span', { class: 'num', text: `${fmt(placeable)} ${dimension.unit}` }), ' placeable'));
+    }
+    $('tenants-total').textContent = fmt(totals.tenants);
+    const phases = PHASES.concat(Object.keys(totals.tenantsByPhase).filter((p) => !PHASES.includes(p)))
+      .map((phase) => [phase, totals.tenantsByPhase[phase] || 0])
+      .filter(([, n]) => n > 0);
+    $('tenants-by-phase').replaceChildren(...phases.map(([phase, n]) =>
+      el('li', { class: `chip phase-${slug(phase)}` }, el('span', { class: 'num', text: fmt(n) }), ` ${phase}`)));
+  }
+
+  function renderOverCapacity(nodes) {
+    const over = nodes.filter((n) => n.overCapacity);
+    const box = $('over-capacity');
+    box.hidden = over.length === 0;
+    box.replaceChildren(...over.map((n) => el('p', { class: 'over-item', 'data-over': n.name },
+      el('strong', { text: `${n.name} is over capacity: ` }),
+      n.overCapacityMessage || 'it holds more than its capacity; it keeps its tenants and takes no new ones.')));
+  }
+
+  function tenantList(node) {
+    if (node.tenants.length === 0) return el('span', { class: 'none', text: 'none' });
+    const details = el('details', { 'data-node': node.name },
+      el('summary', { text: `${node.tenants.length} tenant${node.tenants.length === 1 ? '' : 's'}` }),
+      el('ul', { class: 'tenants' }, ...node.tenants.map((t) => el('li', {},
+        el('span', { class: 'tn', text: t.tenant }), ' ',
+        t.phase ? badge(t.phase, `phase-${slug(t.phase)}`) : badge('tenant gone: being released', 'muted'),
+        el('span', { class: 'res num', text: `${fmt(t.resources.threads)} threads · ${fmt(t.resources.memoryGb)} GB · ${fmt(t.resources.storageGb)} GB` })))));
+    details.open = openNodes.has(node.name);
+    details.addEventListener('toggle', () => {
+      if (details.open) openNodes.add(node.name); else openNodes.delete(node.name);
+    });
+    return details;
+  }
+
+  function nodeRow(node) {
+    const classes = [`state-${slug(node.state)}`];
+    if (node.overCapacity) classes.push('over');
+    const name = el('th', { scope: 'row', 'data-label': 'Node' },
+      el('span', { class: 'node-name', text: node.name }), ' ',
+      badge(node.state, `state-${slug(node.state)}`));
+    if (node.overCapacity) name.append(' ', badge('over capacity', 'over'));
+    if (!node.takesNewTenants && !node.error) name.append(el('span', { class: 'takes-none', text: 'takes no new tenants' }));
+    if (node.error) {
+      return el('tr', { class: classes.join(' '), 'data-node': node.name }, name,
+        el('td', { colspan: 4, class: 'error', text: `Cannot show this node: ${node.error}` }));
+    }
+    const cells = DIMENSIONS.map((d) => el('td', { 'data-label': d.title },
+      meter(node.name, d, node.allocated[d.key], node.capacity[d.key], node.free[d.key])));
+    return el('tr', { class: classes.join(' '), 'data-node': node.name }, name, ...cells,
+      el('td', { 'data-label': 'Tenants', class: 'tenants-cell' }, tenantList(node)));
+  }
+
+  function waitingItem(w, generatedAt) {
+    const since = w.createdAt
+      ? `waiting since ${dateTime(w.createdAt)} (${duration(Date.parse(generatedAt) - Date.parse(w.createdAt))})`
+      : 'waiting';
+    const head = el('div', { class: 'w-head' },
+      el('span', { class: 'tn', text: w.tenant }), ' ', badge(w.phase, `phase-${slug(w.phase)}`),
+      w.node ? el('span', { class: 'on-node', text: ` on ${w.node}` }) : null,
+      el('span', { class: 'since', text: since }));
+    const info = el('div', { class: 'w-info' }, head);
+    const item = el('li', { class: 'waiting-item', 'data-pending': w.tenant }, info);
+    if (w.requested) {
+      const asks = `${fmt(w.requested.threads)} threads · ${fmt(w.requested.memoryGb)} GB memory · ${fmt(w.requested.storageGb)} GB storage`;
+      info.append(el('p', { class: 'asks' }, w.phase === 'Resizing' ? 'Wants ' : 'Asks for ', el('span', { class: 'num', text: asks })));
+    }
+    if (w.message) info.append(el('p', { class: 'message' }, el('span', { class: 'label', text: 'Last status message: ' }), w.message));
+    const s = w.shortfall;
+    if (s) {
+      const against = s.against === 'ownNode'
+        ? `Room on ${w.node}, counting its own reservation`
+        : s.eligibleNodes === 0
+          ? 'No node takes new tenants: none is Online and within its capacity'
+          : `Most free on any node that takes new tenants (${s.eligibleNodes} node${s.eligibleNodes === 1 ? '' : 's'})`;
+      const rows = DIMENSIONS.map((d) => {
+        const short = s.shortBy[d.key];
+        return el('tr', { class: short > 0 ? 'short' : 'fits', 'data-dim': d.key },
+          el('th', { scope: 'row', text: d.title }),
+          el('td', { class: 'num', text: fmt(s.requested[d.key]) }),
+          el('td', { class: 'num', text: fmt(s.available[d.key]) }),
+          el('td', { class: 'num', text: short > 0 ? `short by ${fmt(short)}` : 'fits' }));
+      });
+      item.append(el('table', { class: 'shortfall' },
+        el('caption', { text: against }),
+        el('thead', {}, el('tr', {},
+          el('th', { scope: 'col', text: 'Dimension' }), el('th', { scope: 'col', text: 'Needs' }),
+          el('th', { scope: 'col', text: 'Free' }), el('th', { scope: 'col', text: 'Shortfall' }))),
+        el('tbody', {}, ...rows)));
+    }
+    return item;
+  }
+
+  function render(view) {
+    const main = $('main');
+    const focused = document.activeElement && document.activeElement.closest
+      ? document.activeElement.closest('details[data-node]') : null;
+    const focusedNode = focused ? focused.getAttribute('data-node') : null;
+    lastView = view;
+    main.classList.remove('waiting-for-data');
+    main.removeAttribute('aria-busy');
+    renderPolicy(view);
+    const notLive = $('not-live');
+    main.classList.toggle('not-live', !view.live);
+    notLive.hidden = view.live;
+    notLive.textContent = view.live ? '' : `No live numbers from this replica (${view.role}). ${view.message}`;
+    if (view.live && view.totals) {
+      renderTotals(view.totals);
+      renderOverCapacity(view.nodes);
+      $('nodes-count').textContent = `(${fmt(view.nodes.length)})`;
+      $('node-rows').replaceChildren(...view.nodes.map(nodeRow));
+      $('no-nodes').hidden = view.nodes.length > 0;
+      $('waiting-count').textContent = `(${fmt(view.waiting.length)})`;
+      $('waiting').replaceChildren(...view.waiting.map((w) => waitingItem(w, view.generatedAt)));
+      $('no-waiting').hidden = view.waiting.length > 0;
+    } else {
+      $('over-capacity').hidden = true;
+      $('node-rows').replaceChildren();
+      $('waiting').replaceChildren();
+    }
+    if (focusedNode) {
+      const again = document.querySelector(`details[data-node="${CSS.escape(focusedNode)}"] summary`);
+      if (again) again.focus();
+    }
+  }
+
+  function showFreshness() {
+    const fresh = $('freshness');
+    if (!lastView) {
+      fresh.textContent = 'No data yet.';
+      return;
+    }
+    fresh.textContent = `Generation ${lastView.generation}, made ${clock(lastView.generatedAt)} by the controller` +
+      (stale ? ' — NOT CURRENT' : '') + '.';
+  }
+
+  function setConnection(kind, text) {
+    const pill = $('connection');
+    pill.className = `connection ${kind}`;
+    pill.textContent = text;
+  }
+
+  function markFresh() {
+    lastSeen = Date.now();
+    stale = false;
+    $('main').classList.remove('stale');
+    $('stale').hidden = true;
+    document.title = 'Nodes & Capacity · tenant-placer';
+    if (lastView && lastView.live) setConnection('live', `Live · updated ${clock(lastView.generatedAt)}`);
+    else if (lastView) setConnection('not-live', `Connected · not live (${lastView.role})`);
+    showFreshness();
+  }
+
+  function markStale(reason) {
+    const first = !stale;
+    stale = true;
+    $('main').classList.add('stale');
+    const box = $('stale');
+    box.hidden = false;
+    const since = lastView ? ` The numbers below are from ${clock(lastView.generatedAt)} and may be out of date: they are greyed out until the controller answers again.` : '';
+    box.textContent = `${reason}${since}`;
+    document.title = 'Not current · Nodes & Capacity';
+    setConnection('lost', 'Not current: no connection');
+    if (first) showFreshness();
+  }
+
+  function onFleet(event) {
+    let view;
+    try {
+      view = JSON.parse(event.data);
+    } catch (error) {
+      return;
+    }
+    render(view);
+    markFresh();
+  }
+
+  function onHeartbeat(event) {
+    let beat = {};
+    try {
+      beat = JSON.parse(event.data);
+    } catch (error) {
+      // a heartbeat is a heartbeat whatever it carries
+    }
+    if (!lastView) return;
+    // A heartbeat may not confirm numbers older than its generation: the next event brings them.
+    if (typeof beat.generation === 'number' && beat.generation !== lastView.generation) {
+      lastSeen = Date.now();
+      return;
+    }
+    markFresh();
+  }
+
+  function connect() {
+    if (!window.EventSource) {
+      poll();
+      return;
+    }
+    setConnection('connecting', stale ? 'Reconnecting…' : 'Connecting…');
+    source = new EventSource('api/fleet/events');
+    source.addEventListener('fleet', onFleet);
+    source.addEventListener('heartbeat', onHeartbeat);
+    source.addEventListener('error', () => {
+      if (source.readyState === EventSource.CLOSED) {
+        markStale('The controller refused or dropped the live connection; retrying.');
+        source = null;
+        setTimeout(connect, RECONNECT_MS);
+      } else {
+        markStale('Lost the connection to the controller; reconnecting.');
+      }
+    });
+  }
+
+  // Without EventSource: ask for the whole fleet every POLL_MS.
+  function poll() {
+    fetch('api/fleet', { cache: 'no-store' })
+      .then((response) => {
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        return response.json();
+      })
+      .then((view) => { render(view); markFresh(); })
+      .catch(() => markStale('Cannot reach the controller.'))
+      .finally(() => setTimeout(poll, POLL_MS));
+  }
+
+  // The watchdog: silence is as bad as an error.
+  setInterval(() => {
+    if (lastSeen && Date.now() - lastSeen > STALE_AFTER_MS) {
+      markStale(`No word from the controller for ${duration(Date.now() - lastSeen)}.`);
+    } else if (!lastSeen && !stale && performance.now() > STALE_AFTER_MS) {
+      markStale('No answer from the controller yet.');
+    }
+  }, 1000);
+
+  connect();
+})();

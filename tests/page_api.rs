@@ -1,0 +1,398 @@
+//! The "Nodes & Capacity" page's data: `/api/fleet` and `/api/fleet/events`, from the real
+//! controller running against the in-memory API with the examples applied.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::arithmetic_side_effects
+)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+use tenant_placer::api::Tenant;
+use tenant_placer::controller::{self, Settings, Telemetry};
+use tenant_placer::leader::AbortOnDrop;
+use tenant_placer::sim::Fleet;
+use tenant_placer::{manifests, metrics};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// How long any one wait may take.
+const WAIT: Duration = Duration::from_secs(20);
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+/// The examples applied (Nodes first) to an in-memory API with the controller running and
+/// reporting into `telemetry`; returns when the controller is quiet.
+async fn fleet_with_examples(telemetry: &Telemetry) -> (Fleet, AbortOnDrop) {
+    let fleet = Fleet::new().unwrap();
+    let running = AbortOnDrop(tokio::spawn(controller::run_with(
+        fleet.client.clone(),
+        Settings::default(),
+        telemetry.clone(),
+    )));
+    let objects = manifests::read_paths(&[examples()]).unwrap();
+    let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
+    fleet.apply(&nodes).await.unwrap();
+    fleet
+        .settle(Duration::from_millis(100), WAIT)
+        .await
+        .unwrap();
+    fleet.apply(&others).await.unwrap();
+    fleet
+        .settle(Duration::from_millis(100), WAIT)
+        .await
+        .unwrap();
+    (fleet, running)
+}
+
+async fn get_json(path: &str, telemetry: &Telemetry) -> Value {
+    let response = metrics::respond_with(path, telemetry);
+    assert_eq!(response.status(), 200, "GET {path}");
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/json",
+        "GET {path}"
+    );
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&body).unwrap()
+}
+
+fn node<'a>(fleet: &'a Value, name: &str) -> &'a Value {
+    fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("no node {name} in {fleet:#}"))
+}
+
+async fn patch_acme_to_cluster(fleet: &Fleet) {
+    let tenants: Api<Tenant> = Api::namespaced(fleet.client.clone(), "default");
+    tenants
+        .patch(
+            "acme",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"mode": "Cluster"}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_shortfall_and_first_fit()
+{
+    let telemetry = Telemetry::default();
+    let (fleet, _running) = fleet_with_examples(&telemetry).await;
+    let view = get_json("/api/fleet", &telemetry).await;
+
+    assert_eq!(view["live"], true, "{view:#}");
+    assert_eq!(view["role"], "leading");
+    assert!(view["generation"].as_u64().unwrap() >= 1);
+    assert!(
+        view["generatedAt"].as_str().unwrap().ends_with('Z'),
+        "{}",
+        view["generatedAt"]
+    );
+    assert_eq!(view["policy"]["name"], "FirstFit");
+    let rule = view["policy"]["rule"].as_str().unwrap();
+    assert!(
+        rule.starts_with("Each tenant goes to the first Online node, by name")
+            && rule.contains("no rebalancing or migration"),
+        "{rule}"
+    );
+
+    // Nodes in name order; node-eu-1 holds acme: 2 of 64 threads, 4 of 256 GB, 20 of 8000 GB.
+    let names: Vec<_> = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["node-eu-1", "node-eu-2"]);
+    let eu1 = node(&view, "node-eu-1");
+    assert_eq!(eu1["state"], "Online");
+    assert_eq!(
+        eu1["capacity"],
+        json!({"threads": 64, "memoryGb": 256, "storageGb": 8000})
+    );
+    assert_eq!(
+        eu1["allocated"],
+        json!({"threads": 2, "memoryGb": 4, "storageGb": 20})
+    );
+    // 64 - 2 = 62, 256 - 4 = 252, 8000 - 20 = 7980.
+    assert_eq!(
+        eu1["free"],
+        json!({"threads": 62, "memoryGb": 252, "storageGb": 7980})
+    );
+    assert_eq!(eu1["overCapacity"], false);
+    assert_eq!(eu1["tenants"][0]["tenant"], "default/acme");
+    assert_eq!(eu1["tenants"][0]["phase"], "Active");
+    assert_eq!(node(&view, "node-eu-2")["tenants"], json!([]));
+
+    // Totals: 64 + 32 = 96 threads; 62 + 32 = 94 free, all placeable.
+    let totals = &view["totals"];
+    assert_eq!(totals["nodes"], 2);
+    assert_eq!(totals["nodesByState"]["Online"], 2);
+    assert_eq!(
+        totals["capacity"],
+        json!({"threads": 96, "memoryGb": 384, "storageGb": 12000})
+    );
+    assert_eq!(
+        totals["allocated"],
+        json!({"threads": 2, "memoryGb": 4, "storageGb": 20})
+    );
+    assert_eq!(
+        totals["free"],
+        json!({"threads": 94, "memoryGb": 380, "storageGb": 11980})
+    );
+    assert_eq!(totals["placeable"], totals["free"]);
+    assert_eq!(totals["tenantsByPhase"]["PendingCapacity"], 1);
+    assert_eq!(totals["waiting"], 1);
+
+    // big waits; against the most free on an eligible node (node-eu-1: 62 threads, 252 GB,
+    // 7980 GB) it is short by 256 - 62 = 194 threads, 1024 - 252 = 772 GB, 100000 - 7980 = 92020 GB.
+    let waiting = view["waiting"].as_array().unwrap();
+    assert_eq!(waiting.len(), 1, "{view:#}");
+    let big = &waiting[0];
+    assert_eq!(big["tenant"], "default/big");
+    assert_eq!(big["phase"], "PendingCapacity");
+    assert_eq!(
+        big["requested"],
+        json!({"threads": 256, "memoryGb": 1024, "storageGb": 100000})
+    );
+    assert!(big["createdAt"].is_string());
+    let shortfall = &big["shortfall"];
+    assert_eq!(shortfall["against"], "eligibleNodes");
+    assert_eq!(shortfall["eligibleNodes"], 2);
+    assert_eq!(
+        shortfall["available"],
+        json!({"threads": 62, "memoryGb": 252, "storageGb": 7980})
+    );
+    assert_eq!(
+        shortfall["shortBy"],
+        json!({"threads": 194, "memoryGb": 772, "storageGb": 92020})
+    );
+    // The status message, written by the controller, names the same shortfall.
+    let message = big["message"].as_str().unwrap();
+    assert!(message.contains("short by 194"), "{message}");
+    assert!(
+        shortfall["summary"]
+            .as_str()
+            .unwrap()
+            .contains("threads: needs 256, at most 62 free (short by 194)"),
+        "{shortfall}"
+    );
+
+    // The same data again is the same generation; a change makes a new one.
+    let generation = view["generation"].as_u64().unwrap();
+    assert_eq!(
+        get_json("/api/fleet", &telemetry).await["generation"],
+        generation
+    );
+    patch_acme_to_cluster(&fleet).await;
+    fleet
+        .settle(Duration::from_millis(100), WAIT)
+        .await
+        .unwrap();
+    let after = get_json("/api/fleet", &telemetry).await;
+    assert!(after["generation"].as_u64().unwrap() > generation);
+    assert_eq!(node(&after, "node-eu-1")["allocated"]["threads"], 4);
+}
+
+#[tokio::test]
+async fn the_page_is_html_with_its_own_assets_and_answers_only_get() {
+    let telemetry = Telemetry::default();
+    let page = metrics::respond_with("/", &telemetry);
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("default-src 'none'") && csp.contains("connect-src 'self'"));
+    let html = page.into_body().collect().await.unwrap().to_bytes();
+    let html = String::from_utf8(html.to_vec()).unwrap();
+    for part in [
+        "<h1>Nodes &amp; Capacity</h1>",
+        "<main",
+        "<table class=\"nodes\">",
+    ] {
+        assert!(html.contains(part), "the page lacks {part}");
+    }
+    for (path, content_type) in [
+        ("/fleet.css", "text/css; charset=utf-8"),
+        ("/fleet.js", "text/javascript; charset=utf-8"),
+    ] {
+        let response = metrics::respond_with(path, &telemetry);
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(response.headers()["content-type"], content_type);
+    }
+    let post = metrics::respond_to(&http::Method::POST, "/api/fleet", &telemetry);
+    assert_eq!(post.status(), 405);
+    assert_eq!(post.headers()["allow"], "GET, HEAD");
+}
+
+#[tokio::test]
+async fn with_the_page_off_its_paths_are_404_and_metrics_stay() {
+    let telemetry = Telemetry {
+        page: false,
+        ..Telemetry::default()
+    };
+    for path in [
+        "/",
+        "/api/fleet",
+        "/api/fleet/events",
+        "/fleet.js",
+        "/fleet.css",
+    ] {
+        assert_eq!(
+            metrics::respond_with(path, &telemetry).status(),
+            404,
+            "{path}"
+        );
+    }
+    assert_eq!(metrics::respond_with("/metrics", &telemetry).status(), 200);
+    assert_eq!(metrics::respond_with("/healthz", &telemetry).status(), 200);
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_lead_says_so_and_shows_no_numbers() {
+    let telemetry = Telemetry::default();
+    let view = get_json("/api/fleet", &telemetry).await;
+    assert_eq!(view["live"], false);
+    assert_eq!(view["role"], "starting");
+    assert!(view["totals"].is_null());
+    assert_eq!(view["nodes"], json!([]));
+    assert!(!view["message"].as_str().unwrap().is_empty());
+}
+
+/// A minimal reader of one HTTP/1.1 response with a chunked body: the head, then the chunks.
+struct EventStream {
+    stream: tokio::net::TcpStream,
+    buffer: Vec<u8>,
+    head: String,
+}
+
+impl EventStream {
+    async fn open(addr: std::net::SocketAddr, path: &str) -> EventStream {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut events = EventStream {
+            stream,
+            buffer: Vec::new(),
+            head: String::new(),
+        };
+        let end = events.fill_until(b"\r\n\r\n").await;
+        events.head = String::from_utf8(events.buffer.drain(..end + 4).collect()).unwrap();
+        events
+    }
+
+    /// Reads until `needle` is in the buffer; returns where it starts.
+    async fn fill_until(&mut self, needle: &[u8]) -> usize {
+        loop {
+            if let Some(at) = self.buffer.windows(needle.len()).position(|w| w == needle) {
+                return at;
+            }
+            let mut chunk = [0u8; 8192];
+            let n = tokio::time::timeout(WAIT, self.stream.read(&mut chunk))
+                .await
+                .expect("the event stream went silent")
+                .unwrap();
+            assert!(n > 0, "the event stream ended");
+            self.buffer.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// The next chunk of the body: one event (the server writes one event per chunk).
+    async fn next_event(&mut self) -> String {
+        let line_end = self.fill_until(b"\r\n").await;
+        let size_line = String::from_utf8(self.buffer[..line_end].to_vec()).unwrap();
+        let size = usize::from_str_radix(size_line.trim(), 16).unwrap();
+        self.buffer.drain(..line_end + 2);
+        while self.buffer.len() < size + 2 {
+            let mut chunk = [0u8; 8192];
+            let n = tokio::time::timeout(WAIT, self.stream.read(&mut chunk))
+                .await
+                .expect("the event stream went silent")
+                .unwrap();
+            assert!(n > 0, "the event stream ended");
+            self.buffer.extend_from_slice(&chunk[..n]);
+        }
+        let event = String::from_utf8(self.buffer[..size].to_vec()).unwrap();
+        self.buffer.drain(..size + 2);
+        event
+    }
+}
+
+/// The event's name and its data, parsed.
+fn parse_event(text: &str) -> (String, Value) {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::to_owned)
+    };
+    let name = field("event: ").unwrap_or_else(|| panic!("no event name in {text:?}"));
+    let data = field("data: ").unwrap_or_else(|| panic!("no data in {text:?}"));
+    (name, serde_json::from_str(&data).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_pushes_a_change_within_seconds_and_heartbeats_while_quiet() {
+    let telemetry = Telemetry::default();
+    let (fleet, _running) = fleet_with_examples(&telemetry).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _server = AbortOnDrop(tokio::spawn(async move {
+        metrics::serve_on(listener, telemetry).await.unwrap();
+    }));
+
+    let mut events = EventStream::open(addr, "/api/fleet/events").await;
+    assert!(events.head.starts_with("HTTP/1.1 200"), "{}", events.head);
+    assert!(
+        events
+            .head
+            .to_ascii_lowercase()
+            .contains("content-type: text/event-stream"),
+        "{}",
+        events.head
+    );
+    let first = events.next_event().await;
+    assert!(first.starts_with("retry: 2000\n\n"), "{first:?}");
+    let (name, view) = parse_event(first.trim_start_matches("retry: 2000\n\n"));
+    assert_eq!(name, "fleet");
+    assert_eq!(node(&view, "node-eu-1")["allocated"]["threads"], 2);
+    let generation = view["generation"].as_u64().unwrap();
+
+    // Quiet: a heartbeat comes within two seconds (and a bit), carrying the same generation.
+    let started = std::time::Instant::now();
+    let (name, beat) = parse_event(&events.next_event().await);
+    assert_eq!(name, "heartbeat");
+    assert_eq!(beat["generation"], generation);
+    assert!(started.elapsed() < Duration::from_secs(4));
+
+    // A change: the next fleet event shows acme's second replica, without asking again.
+    patch_acme_to_cluster(&fleet).await;
+    let started = std::time::Instant::now();
+    loop {
+        let (name, data) = parse_event(&events.next_event().await);
+        if name == "fleet" && node(&data, "node-eu-1")["allocated"]["threads"] == 4 {
+            assert!(data["generation"].as_u64().unwrap() > generation);
+            break;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "no fleet event with 4 threads on node-eu-1"
+        );
+    }
+    // Pushed within the 1 s pacing plus the controller's work, not at some slow poll.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,574 @@
+//! The "Nodes & Capacity" page in a real browser: `tenant-placer sandbox -f examples/` runs as a
+//! child process, headless Chromium (Debian's `chromium`) loads the page it prints, and the test
+//! drives Chromium over the Chrome DevTools Protocol (a WebSocket, no chromedriver):
+//!
+//! 1. node-eu-1's threads bar reads "2 of 64 threads" and big is listed as waiting, short by 194
+//!    threads;
+//! 2. `kubectl patch tn acme --type merge -p '{"spec":{"mode":"Cluster"}}'` through the sandbox
+//!    API moves the bar to "4 of 64 threads" without a reload;
+//! 3. screenshots at 1280x900 and at phone width (no sideways scrolling there);
+//! 4. the sandbox is stopped and the page says its numbers are not current, greyed out.
+//!
+//! Chromium must be installed (`bash ci/browser-setup.sh`; `TP_CHROMIUM` names another binary):
+//! without it this test fails, saying so. kubectl must be on PATH, as for the sandbox tests.
+//! Every wait is bounded; Chromium runs in a process group of its own, killed when the test ends
+//! however it ends. The screenshots go to the target directory; `TP_PAGE_SCREENSHOT=PATH` also
+//! writes the 1280x900 one to PATH (how docs/nodes-and-capacity.png is made).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::arithmetic_side_effects
+)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tungstenite::{Message, WebSocket};
+
+/// How long any one wait (the sandbox, Chromium, the page) may take.
+const WAIT: Duration = Duration::from_secs(30);
+/// How long one DevTools command may take.
+const COMMAND_DEADLINE: Duration = Duration::from_secs(20);
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+}
+
+/// The Chromium binary: `TP_CHROMIUM`, else `chromium` on PATH. Fails the test when missing.
+fn chromium() -> PathBuf {
+    if let Some(path) = std::env::var_os("TP_CHROMIUM") {
+        return PathBuf::from(path);
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("chromium"))
+            .find(|candidate| candidate.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "Chromium is not installed (no `chromium` on PATH and TP_CHROMIUM is not set): this \
+             test loads the fleet page in headless Chromium. Install it with \
+             `bash ci/browser-setup.sh` (Debian's chromium package)."
+        )
+    })
+}
+
+/// Lines a background process printed so far, read by a thread.
+fn collect_lines(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&lines);
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+/// Waits until `probe` answers Some, or fails the test after [`WAIT`].
+fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out after {WAIT:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A running `tenant-placer sandbox`, killed when dropped.
+struct Sandbox {
+    child: Child,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    page_url: String,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sandbox {
+    fn start() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
+            .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+            .arg(&kubeconfig)
+            .arg("-f")
+            .arg(examples())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tenant-placer sandbox");
+        let stdout = collect_lines(child.stdout.take().unwrap());
+        let stderr = collect_lines(child.stderr.take().unwrap());
+        let export = format!("export KUBECONFIG={}", kubeconfig.display());
+        let page_url = wait_for("the sandbox to print its page URL and instructions", || {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "the sandbox exited ({status}):\nstdout: {:?}\nstderr: {:?}",
+                    stdout.lock().unwrap(),
+                    stderr.lock().unwrap()
+                );
+            }
+            let lines = stdout.lock().unwrap();
+            if !lines.iter().any(|l| l.trim() == export) {
+                return None;
+            }
+            lines.iter().find_map(|l| {
+                let rest = l.strip_prefix("page")?.trim_start();
+                rest.split_whitespace()
+                    .next()
+                    .filter(|url| url.starts_with("http://127.0.0.1:"))
+                    .map(str::to_owned)
+            })
+        });
+        Sandbox {
+            child,
+            dir,
+            kubeconfig,
+            page_url,
+        }
+    }
+
+    fn kubectl(&self, args: &[&str]) {
+        let mut child = Command::new("kubectl")
+            .args(args)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("kubectl is not on PATH ({e}); install kubectl"));
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if started.elapsed() > WAIT {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("kubectl {args:?} did not finish within {WAIT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
+        assert!(status.success(), "kubectl {args:?} failed: {stderr}");
+    }
+}
+
+/// Headless Chromium with one page, driven over the DevTools Protocol. Closed (and its whole
+/// process group killed) when dropped.
+struct Browser {
+    child: Child,
+    _profile: tempfile::TempDir,
+    socket: WebSocket<TcpStream>,
+    session: String,
+    next_id: u64,
+    stderr: Arc<Mutex<Vec<String>>>,
+    /// Uncaught JavaScript exceptions and console errors the page reported.
+    page_errors: Vec<String>,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let id = self.next_id;
+        let close = json!({"id": id, "method": "Browser.close"});
+        let _ = self.socket.send(Message::text(close.to_string()));
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(5) {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Renderers and helpers share the browser's process group (made at spawn): end them all.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Browser {
+    fn launch(width: u32, height: u32) -> Browser {
+        let binary = chromium();
+        let profile = tempfile::tempdir().unwrap();
+        let mut child = Command::new(&binary)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-extensions",
+                "--disable-dev-shm-usage",
+                "--hide-scrollbars",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--window-size={width},{height}"))
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("about:blank")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+        let stderr = collect_lines(child.stderr.take().unwrap());
+        // Chromium writes its DevTools port and browser path here once it listens.
+        let active_port = profile.path().join("DevToolsActivePort");
+        let (port, path) = wait_for("Chromium to open its DevTools port", || {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "Chromium exited ({status}) before opening its DevTools port:\n{}",
+                    stderr.lock().unwrap().join("\n")
+                );
+            }
+            let text = std::fs::read_to_string(&active_port).ok()?;
+            let mut lines = text.lines();
+            let port: u16 = lines.next()?.trim().parse().ok()?;
+            let path = lines.next()?.trim().to_owned();
+            Some((port, path))
+        });
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(COMMAND_DEADLINE)).unwrap();
+        stream.set_write_timeout(Some(COMMAND_DEADLINE)).unwrap();
+        let (socket, _) = tungstenite::client(format!("ws://127.0.0.1:{port}{path}"), stream)
+            .unwrap_or_else(|e| panic!("DevTools WebSocket handshake failed: {e}"));
+        // From here on, reads wake up often so that every wait can check its deadline.
+        socket
+            .get_ref()
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut browser = Browser {
+            child,
+            _profile: profile,
+            socket,
+            session: String::new(),
+            next_id: 1,
+            stderr,
+            page_errors: Vec::new(),
+        };
+        let target = browser.call("Target.createTarget", json!({"url": "about:blank"}));
+        let target_id = target["targetId"].as_str().unwrap().to_owned();
+        let attached = browser.call(
+            "Target.attachToTarget",
+            json!({"targetId": target_id, "flatten": true}),
+        );
+        browser.session = attached["sessionId"].as_str().unwrap().to_owned();
+        browser.call("Runtime.enable", json!({}));
+        browser.call("Page.enable", json!({}));
+        browser.viewport(width, height, false);
+        browser
+    }
+
+    /// Sends one command (to the page's session once attached) and waits for its answer.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut command = json!({"id": id, "method": method, "params": params});
+        if !self.session.is_empty() {
+            command["sessionId"] = json!(self.session);
+        }
+        self.socket
+            .send(Message::text(command.to_string()))
+            .unwrap_or_else(|e| panic!("sending {method}: {e}"));
+        let started = Instant::now();
+        loop {
+            assert!(
+                started.elapsed() < COMMAND_DEADLINE,
+                "no answer to {method} within {COMMAND_DEADLINE:?}; Chromium said:\n{}",
+                self.stderr.lock().unwrap().join("\n")
+            );
+            let message = match self.socket.read() {
+                Ok(Message::Text(text)) => text,
+                Ok(_) => continue,
+                Err(tungstenite::Error::Io(e))
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => panic!("the DevTools connection failed during {method}: {e}"),
+            };
+            let message: Value = serde_json::from_str(message.as_str()).unwrap();
+            if message["id"] == id {
+                if let Some(error) = message.get("error") {
+                    panic!("{method} failed: {error}");
+                }
+                return message["result"].clone();
+            }
+            self.note_event(&message);
+        }
+    }
+
+    fn note_event(&mut self, message: &Value) {
+        match message["method"].as_str() {
+            Some("Runtime.exceptionThrown") => {
+                let details = &message["params"]["exceptionDetails"];
+                let text = details["exception"]["description"]
+                    .as_str()
+                    .or(details["text"].as_str())
+                    .unwrap_or("?");
+                self.page_errors.push(format!("uncaught: {text}"));
+            }
+            Some("Runtime.consoleAPICalled") if message["params"]["type"] == "error" => {
+                self.page_errors
+                    .push(format!("console.error: {}", message["params"]["args"]));
+            }
+            _ => {}
+        }
+    }
+
+    fn viewport(&mut self, width: u32, height: u32, mobile: bool) {
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}),
+        );
+    }
+
+    fn navigate(&mut self, url: &str) {
+        let answer = self.call("Page.navigate", json!({"url": url}));
+        assert!(
+            answer.get("errorText").is_none(),
+            "navigating to {url}: {answer}"
+        );
+    }
+
+    /// The value of a JavaScript expression in the page.
+    fn eval(&mut self, expression: &str) -> Value {
+        let answer = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true}),
+        );
+        if let Some(exception) = answer.get("exceptionDetails") {
+            panic!("evaluating {expression}: {exception}");
+        }
+        answer["result"]["value"].clone()
+    }
+
+    /// Waits until `expression` is true in the page; on a timeout, shows what the page says.
+    fn wait_until(&mut self, what: &str, expression: &str) {
+        let started = Instant::now();
+        loop {
+            if self.eval(expression) == json!(true) {
+                return;
+            }
+            if started.elapsed() > WAIT {
+                let text = self.eval("document.body ? document.body.innerText : ''");
+                panic!(
+                    "timed out after {WAIT:?} waiting for {what} ({expression}); the page reads:\n{}",
+                    text.as_str().unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn text(&mut self, selector: &str) -> String {
+        let expression = format!(
+            "(() => {{ const e = document.querySelector({}); return e ? e.textContent.replace(/\\s+/g, ' ').trim() : null; }})()",
+            json!(selector)
+        );
+        match self.eval(&expression) {
+            Value::String(text) => text,
+            other => panic!("no element {selector} ({other})"),
+        }
+    }
+
+    /// A PNG of the viewport, or of the whole page when `full_page`.
+    fn screenshot(&mut self, path: &Path, full_page: bool) {
+        let mut params = json!({"format": "png"});
+        if full_page {
+            let size = self.call("Page.getLayoutMetrics", json!({}));
+            let content = &size["cssContentSize"];
+            params["captureBeyondViewport"] = json!(true);
+            params["clip"] = json!({"x": 0, "y": 0, "width": content["width"], "height": content["height"], "scale": 1});
+        }
+        let shot = self.call("Page.captureScreenshot", params);
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "not a PNG");
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(path, png).unwrap();
+    }
+}
+
+/// `selector`'s text equals `want`, as a JavaScript condition.
+fn text_is(selector: &str, want: &str) -> String {
+    format!(
+        "(() => {{ const e = document.querySelector({}); return !!e && e.textContent.trim() === {}; }})()",
+        json!(selector),
+        json!(want)
+    )
+}
+
+const EU1_THREADS: &str = "tr[data-node=\"node-eu-1\"] .meter[data-dim=\"threads\"] .used";
+const EU1_THREADS_BAR: &str = "tr[data-node=\"node-eu-1\"] .meter[data-dim=\"threads\"] .bar";
+const BIG: &str = "li[data-pending=\"default/big\"]";
+
+#[test]
+fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_not_current() {
+    let started = Instant::now();
+    chromium(); // fails here, before anything starts, when Chromium is missing
+    let mut sandbox = Sandbox::start();
+    let mut browser = Browser::launch(1280, 900);
+    browser.navigate(&sandbox.page_url);
+
+    // 1. node-eu-1's threads bar: 2 of 64; big waits, short by 194 threads.
+    browser.wait_until(
+        "node-eu-1's threads bar to read 2 of 64",
+        &text_is(EU1_THREADS, "2 of 64 threads"),
+    );
+    let label = browser.eval(&format!(
+        "document.querySelector({}).getAttribute('aria-label')",
+        json!(EU1_THREADS_BAR)
+    ));
+    assert!(
+        label
+            .as_str()
+            .unwrap()
+            .contains("2 of 64 threads allocated (3%), 62 free"),
+        "{label}"
+    );
+    browser.wait_until(
+        "big to be listed as waiting",
+        &format!("!!document.querySelector({})", json!(BIG)),
+    );
+    let big = browser.text(BIG);
+    for part in [
+        "default/big",
+        "PendingCapacity",
+        "256 threads",
+        "short by 194",
+        "short by 772",
+        "short by 92,020",
+        "no node has room",
+    ] {
+        assert!(big.contains(part), "big's entry lacks {part:?}: {big}");
+    }
+    let policy = browser.text("section.policy");
+    assert!(
+        policy.contains("FirstFit")
+            && policy.contains("first Online node, by name")
+            && policy.contains("no rebalancing or migration"),
+        "{policy}"
+    );
+    assert!(
+        browser.text("#connection").starts_with("Live"),
+        "{}",
+        browser.text("#connection")
+    );
+
+    // 2. acme switches to Cluster (2 replicas): the bar moves to 4 without a reload.
+    browser.eval("window.__loadedOnce = 'still the same document'");
+    sandbox.kubectl(&[
+        "patch",
+        "tn",
+        "acme",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"mode":"Cluster"}}"#,
+    ]);
+    browser.wait_until(
+        "node-eu-1's threads bar to read 4 of 64 after the patch",
+        &text_is(EU1_THREADS, "4 of 64 threads"),
+    );
+    assert_eq!(
+        browser.eval("window.__loadedOnce"),
+        json!("still the same document"),
+        "the page reloaded instead of updating in place"
+    );
+    assert_eq!(
+        browser.eval(&format!(
+            "document.querySelector({}).getAttribute('aria-valuenow')",
+            json!(EU1_THREADS_BAR)
+        )),
+        json!("4")
+    );
+
+    // 3. Screenshots: 1280x900, and a phone, where nothing scrolls sideways.
+    browser.eval("document.querySelectorAll('details[data-node]').forEach(d => d.open = true)");
+    std::thread::sleep(Duration::from_millis(600)); // the bars' width transition
+    let shots = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    browser.screenshot(&shots.join("nodes-and-capacity.png"), false);
+    if let Some(path) = std::env::var_os("TP_PAGE_SCREENSHOT") {
+        browser.screenshot(Path::new(&path), false);
+    }
+    browser.viewport(390, 844, true);
+    browser.wait_until(
+        "the phone layout to fit the screen's width",
+        "document.documentElement.scrollWidth <= window.innerWidth",
+    );
+    browser.screenshot(&shots.join("nodes-and-capacity-phone.png"), true);
+    browser.viewport(1280, 900, false);
+
+    // 4. The data source goes away: the page says so and greys the numbers out.
+    let _ = sandbox.child.kill();
+    let _ = sandbox.child.wait();
+    browser.wait_until(
+        "the page to say its numbers are not current",
+        "!document.getElementById('stale').hidden && document.getElementById('main').classList.contains('stale')",
+    );
+    let notice = browser.text("#stale");
+    assert!(notice.contains("may be out of date"), "{notice}");
+    assert!(
+        browser.text("#connection").contains("Not current"),
+        "{}",
+        browser.text("#connection")
+    );
+    let opacity =
+        browser.eval("getComputedStyle(document.querySelector('main section.data')).opacity");
+    assert_eq!(opacity, json!("0.35"), "the numbers are not greyed out");
+    browser.screenshot(&shots.join("nodes-and-capacity-stale.png"), false);
+
+    // Failed requests for the live stream after the sandbox stopped are expected; nothing else.
+    let errors: Vec<_> = browser
+        .page_errors
+        .iter()
+        .filter(|e| !e.contains("api/fleet/events"))
+        .collect();
+    assert!(errors.is_empty(), "the page reported errors: {errors:?}");
+    eprintln!(
+        "browser test: {:.1} s; screenshots in {}",
+        started.elapsed().as_secs_f64(),
+        shots.display()
+    );
+}
