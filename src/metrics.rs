@@ -199,17 +199,9 @@ impl Metrics {
 }
 
 fn render_tenants(out: &mut String, tenants: &[Arc<Tenant>]) {
-    const PHASES: [TenantPhase; 6] = [
-        TenantPhase::Pending,
-        TenantPhase::Active,
-        TenantPhase::PendingCapacity,
-        TenantPhase::Resizing,
-        TenantPhase::Suspended,
-        TenantPhase::Terminating,
-    ];
     let phase_of = |t: &Tenant| t.status.as_ref().map(|s| s.phase).unwrap_or_default();
     family(out, "tenant_placer_tenants", "gauge", "Tenants by phase.");
-    for phase in PHASES {
+    for phase in TenantPhase::ALL {
         let n = tenants.iter().filter(|t| phase_of(t) == phase).count();
         sample(
             out,

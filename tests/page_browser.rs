@@ -20,7 +20,10 @@
     clippy::arithmetic_side_effects
 )]
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+use common::{collect_lines, examples};
+
+use std::io::Read;
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -36,10 +39,6 @@ use tungstenite::{Message, WebSocket};
 const WAIT: Duration = Duration::from_secs(30);
 /// How long one DevTools command may take.
 const COMMAND_DEADLINE: Duration = Duration::from_secs(20);
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
-}
 
 /// The Chromium binary: `TP_CHROMIUM`, else `chromium` on PATH. Fails the test when missing.
 fn chromium() -> PathBuf {
@@ -60,32 +59,9 @@ fn chromium() -> PathBuf {
     })
 }
 
-/// Lines a background process printed so far, read by a thread.
-fn collect_lines(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&lines);
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
 /// Waits until `probe` answers Some, or fails the test after [`WAIT`].
-fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(found) = probe() {
-            return found;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "timed out after {WAIT:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+fn wait_for<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    common::wait_for(what, WAIT, Duration::from_millis(100), probe)
 }
 
 /// A running `tenant-placer sandbox`, killed when dropped.

@@ -10,7 +10,10 @@
     clippy::arithmetic_side_effects
 )]
 
-use std::io::{BufRead, BufReader, Read};
+mod common;
+use common::{collect_lines, examples};
+
+use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -21,10 +24,6 @@ use std::time::{Duration, Instant};
 const WAIT: Duration = Duration::from_secs(20);
 /// How long any one kubectl call may take.
 const KUBECTL_DEADLINE: Duration = Duration::from_secs(30);
-
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
-}
 
 fn require_kubectl() {
     match Command::new("kubectl")
@@ -109,32 +108,9 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
     })
 }
 
-/// Lines a background process printed so far, read by a thread.
-fn collect_lines(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&lines);
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
 /// Waits until `probe` answers Some, or fails the test after [`WAIT`].
-fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let started = Instant::now();
-    loop {
-        if let Some(found) = probe() {
-            return found;
-        }
-        assert!(
-            started.elapsed() < WAIT,
-            "timed out after {WAIT:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+fn wait_for<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    common::wait_for(what, WAIT, Duration::from_millis(200), probe)
 }
 
 /// A running `tenant-placer sandbox` process, killed when dropped.

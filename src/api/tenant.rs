@@ -127,6 +127,18 @@ pub enum TenantPhase {
     Terminating,
 }
 
+impl TenantPhase {
+    /// Every phase, in lifecycle order.
+    pub const ALL: [TenantPhase; 6] = [
+        TenantPhase::Pending,
+        TenantPhase::Active,
+        TenantPhase::PendingCapacity,
+        TenantPhase::Resizing,
+        TenantPhase::Suspended,
+        TenantPhase::Terminating,
+    ];
+}
+
 impl fmt::Display for TenantPhase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // pad, so that table columns line up

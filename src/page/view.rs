@@ -411,16 +411,10 @@ fn totals(rows: &[NodeRow], tenants: &[Arc<Tenant>], waiting: usize) -> Totals {
         }
     }
     let amounts = |[t, m, s]: [i64; 3]| ResourceAmounts::new(t, m, s);
-    const PHASES: [TenantPhase; 6] = [
-        TenantPhase::Pending,
-        TenantPhase::Active,
-        TenantPhase::PendingCapacity,
-        TenantPhase::Resizing,
-        TenantPhase::Suspended,
-        TenantPhase::Terminating,
-    ];
-    let mut tenants_by_phase: BTreeMap<String, usize> =
-        PHASES.iter().map(|p| (format!("{p:?}"), 0)).collect();
+    let mut tenants_by_phase: BTreeMap<String, usize> = TenantPhase::ALL
+        .iter()
+        .map(|p| (format!("{p:?}"), 0))
+        .collect();
     for tenant in tenants {
         let n = tenants_by_phase
             .entry(format!("{:?}", phase_of(tenant)))
