@@ -14,6 +14,7 @@
 //! - the Node writer decides only from a synced node cache;
 //! - an entry is released as an orphan only after a direct read confirms its tenant is gone.
 
+pub mod newest;
 pub mod node;
 pub mod tenant;
 pub mod waiting;
@@ -194,6 +195,8 @@ pub struct Context {
     pub tenants: Store<Tenant>,
     /// Raised once the tenant cache holds its first full list.
     pub tenants_synced: Synced,
+    /// Tenants as our own writes left them, until the cache catches up.
+    pub tenant_copies: newest::Newest<Tenant>,
     /// Tenants waiting for room, re-queued by node changes.
     pub waiting: WaitingRoom,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
@@ -226,6 +229,7 @@ impl Context {
             writer,
             tenants,
             tenants_synced,
+            tenant_copies: newest::Newest::default(),
             waiting,
             events: None,
             metrics: Arc::default(),

@@ -167,6 +167,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     let api: Api<Tenant> =
         Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
 
+    // Our own last write may not be in the cache yet: deciding from it avoids sending it again.
+    let tenant = ctx.tenant_copies.freshest(tenant);
     let me = ObjectRef::from_obj(tenant.as_ref());
     if tenant.metadata.deletion_timestamp.is_some() {
         ctx.waiting.leave(&me);
@@ -175,7 +177,9 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     let tenant = if tenant.finalizers().iter().any(|f| f == FINALIZER) {
         tenant
     } else {
-        Arc::new(add_finalizer(&api, &tenant, &key).await?)
+        let patched = add_finalizer(&api, &tenant, &key).await?;
+        ctx.tenant_copies.remember(patched.clone());
+        Arc::new(patched)
     };
 
     let footprint = match tenant.spec.footprint() {
@@ -197,7 +201,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
                 placed: false,
                 reason: "InvalidSpec",
             };
-            write_status(&api, &tenant, &verdict, &key).await?;
+            write_status(&api, &tenant, &verdict, &key, &ctx).await?;
             return Ok(Action::await_change());
         }
     };
@@ -224,7 +228,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         }
     };
     let verdict = verdict(&settled.outcome, tenant.spec.suspend, footprint);
-    write_status(&api, &tenant, &verdict, &key).await?;
+    write_status(&api, &tenant, &verdict, &key, &ctx).await?;
     announce(&ctx, &tenant, &settled.writes, &verdict).await;
 
     Ok(match verdict.phase {
@@ -273,7 +277,7 @@ async fn finalize(
             placed: false,
             reason: "ReleaseFailed",
         };
-        write_status(api, tenant, &verdict, key).await?;
+        write_status(api, tenant, &verdict, key, ctx).await?;
         return Err(error);
     }
     ctx.pending_backoff.reset(uid);
@@ -291,9 +295,17 @@ async fn finalize(
         )
         .await
     {
-        Ok(_) => Ok(Action::await_change()),
+        Ok(_) => {
+            ctx.tenant_copies
+                .forget(tenant.namespace().as_deref(), &tenant.name_any());
+            Ok(Action::await_change())
+        }
         // Already gone: another run finished the job.
-        Err(error) if crate::error::is_not_found(&error) => Ok(Action::await_change()),
+        Err(error) if crate::error::is_not_found(&error) => {
+            ctx.tenant_copies
+                .forget(tenant.namespace().as_deref(), &tenant.name_any());
+            Ok(Action::await_change())
+        }
         Err(source) => Err(Error::RemoveFinalizer {
             tenant: key.to_owned(),
             source,
@@ -426,6 +438,7 @@ async fn write_status(
     tenant: &Tenant,
     verdict: &Verdict,
     key: &str,
+    ctx: &Context,
 ) -> Result<(), Error> {
     let status = status_for(tenant, verdict, &Time(k8s_openapi::jiff::Timestamp::now()));
     if tenant.status.as_ref() == Some(&status) {
@@ -438,7 +451,7 @@ async fn write_status(
         &Patch::Merge(&patch),
     )
     .await
-    .map(|_| ())
+    .map(|patched| ctx.tenant_copies.remember(patched))
     .map_err(|source| Error::WriteTenantStatus {
         tenant: key.to_owned(),
         source,

@@ -41,6 +41,7 @@ use kube::runtime::reflector::Store;
 use placement::{Entry, NodeLedger, Plan, TenantWants, plan_release, plan_tenant_with};
 
 use super::Synced;
+use super::newest::Newest;
 use crate::api::{AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION};
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
@@ -236,18 +237,6 @@ pub fn node_status(
     }
 }
 
-/// Which of two copies of an object is newer. resourceVersions are opaque to clients in general;
-// NB: the writer only compares two copies of one object it read from the same apiserver, where
-// they are etcd revisions; an unparseable one is treated as oldest so the watch cache wins.
-fn newer(candidate: &Node, than: &Node) -> bool {
-    let rv = |n: &Node| {
-        n.resource_version()
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    rv(candidate) > rv(than)
-}
-
 /// What the engine is asked to do.
 enum Job {
     Settle {
@@ -327,7 +316,7 @@ struct Shared {
     api: Api<Node>,
     cache: Store<Node>,
     /// Copies newer than the watch cache: what we wrote, or re-read after a conflict.
-    recent: Mutex<HashMap<String, Arc<Node>>>,
+    recent: Newest<Node>,
     policy: RetryPolicy,
     metrics: Mutex<Arc<Metrics>>,
     synced: Synced,
@@ -361,7 +350,7 @@ impl NodeWriter {
         let shared = Arc::new(Shared {
             api,
             cache,
-            recent: Mutex::default(),
+            recent: Newest::default(),
             policy,
             metrics: Mutex::default(),
             synced,
@@ -749,12 +738,7 @@ impl Shared {
     async fn reread(&self, name: &str) -> Result<(), Error> {
         match self.api.get(name).await {
             Ok(fresh) => self.remember(fresh),
-            Err(error) if is_not_found(&error) => {
-                self.recent
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(name);
-            }
+            Err(error) if is_not_found(&error) => self.recent.forget(None, name),
             Err(source) => {
                 return Err(Error::ReadNode {
                     node: name.to_owned(),
@@ -766,31 +750,17 @@ impl Shared {
     }
 
     fn remember(&self, node: Node) {
-        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        recent.insert(node.name_any(), Arc::new(node));
+        self.recent.remember(node);
     }
 
-    /// The newest known copy of every node in the watch cache. Overlay copies the cache has
-    /// caught up with are dropped.
+    /// The newest known copy of every node in the watch cache.
     fn snapshot(&self) -> Vec<Arc<Node>> {
-        let mut recent = self.recent.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut nodes = self.cache.state();
-        for node in &mut nodes {
-            let name = node.name_any();
-            if let Some(copy) = recent.get(&name) {
-                if newer(copy, node) {
-                    *node = copy.clone();
-                } else {
-                    recent.remove(&name);
-                }
-            }
-        }
-        // A node that left the cache was deleted; forget what we knew of it.
-        if recent.len() > nodes.len() {
-            let names: HashSet<String> = nodes.iter().map(|n| n.name_any()).collect();
-            recent.retain(|name, _| names.contains(name));
-        }
-        nodes
+        let cached = self.cache.state();
+        self.recent.retain_present(&cached);
+        cached
+            .into_iter()
+            .map(|node| self.recent.freshest(node))
+            .collect()
     }
 }
 

@@ -1,0 +1,133 @@
+//! The newest known copy of each object: the watch cache, overlaid with what we wrote ourselves
+//! (or re-read) until the cache catches up.
+//!
+//! Rules enforced here:
+//! - a copy is used only while its resourceVersion is newer than the cached one; once the cache
+//!   has caught up the copy is dropped, so the overlay holds only writes still in flight;
+//! - resourceVersions are compared as numbers. NB: clients should treat them as opaque, but both
+//!   copies come from the same API server, where they are etcd revisions; an unparseable one
+//!   counts as oldest, so the cache wins.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kube::{Resource, ResourceExt};
+
+/// Copies newer than the cache, by namespace/name.
+#[derive(Debug)]
+pub struct Newest<K> {
+    copies: Mutex<HashMap<String, Arc<K>>>,
+}
+
+impl<K> Default for Newest<K> {
+    fn default() -> Self {
+        Newest {
+            copies: Mutex::default(),
+        }
+    }
+}
+
+fn key<K: Resource>(object: &K) -> String {
+    format!(
+        "{}/{}",
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
+fn version<K: Resource>(object: &K) -> u64 {
+    object
+        .resource_version()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+impl<K: Resource> Newest<K> {
+    fn copies(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<K>>> {
+        self.copies.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps what a write (or a fresh read) returned.
+    pub fn remember(&self, object: K) {
+        self.copies().insert(key(&object), Arc::new(object));
+    }
+
+    /// Forgets an object (it is gone).
+    pub fn forget(&self, namespace: Option<&str>, name: &str) {
+        self.copies()
+            .remove(&format!("{}/{name}", namespace.unwrap_or_default()));
+    }
+
+    /// The newer of the cached object and our copy.
+    pub fn freshest(&self, cached: Arc<K>) -> Arc<K> {
+        let mut copies = self.copies();
+        let key = key(cached.as_ref());
+        match copies.get(&key) {
+            Some(copy) if version(copy.as_ref()) > version(cached.as_ref()) => copy.clone(),
+            Some(_) => {
+                copies.remove(&key);
+                cached
+            }
+            None => cached,
+        }
+    }
+
+    /// Drops copies of objects the cache no longer holds (deleted).
+    pub fn retain_present(&self, present: &[Arc<K>]) {
+        let mut copies = self.copies();
+        if copies.is_empty() {
+            return;
+        }
+        let keys: HashSet<String> = present.iter().map(|o| key(o.as_ref())).collect();
+        copies.retain(|k, _| keys.contains(k));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::api::{Node, NodeSpec, ResourceAmounts};
+
+    fn node(rv: &str, threads: i64) -> Node {
+        let spec = NodeSpec {
+            capacity: ResourceAmounts::new(threads, 1, 1),
+            state: Default::default(),
+            overcommit: None,
+        };
+        let mut node = Node::new("n", spec);
+        node.metadata.resource_version = Some(rv.into());
+        node
+    }
+
+    #[test]
+    fn a_copy_wins_while_newer_and_goes_once_the_cache_catches_up() {
+        let newest = Newest::default();
+        newest.remember(node("12", 2));
+        assert_eq!(
+            newest
+                .freshest(Arc::new(node("10", 1)))
+                .spec
+                .capacity
+                .threads,
+            2
+        );
+        // The cache caught up (rv 12): the cached object wins and the copy is dropped.
+        assert_eq!(
+            newest
+                .freshest(Arc::new(node("12", 3)))
+                .spec
+                .capacity
+                .threads,
+            3
+        );
+        assert_eq!(
+            newest
+                .freshest(Arc::new(node("10", 1)))
+                .spec
+                .capacity
+                .threads,
+            1
+        );
+    }
+}
