@@ -33,7 +33,8 @@ pub(crate) struct Kind {
     /// The categories (`kubectl get all`, `kubectl get placement`).
     pub categories: Vec<String>,
     /// The field labels field selectors may use besides `metadata.name` and
-    /// `metadata.namespace`, with the JSON path each reads.
+    /// `metadata.namespace`, with the JSON path each reads in the stored
+    /// object (the core form, for `events.k8s.io` events).
     pub field_labels: Vec<(&'static str, &'static str)>,
     /// The documentation of the kind, where the CRD schema gives none.
     pub description: String,
@@ -211,15 +212,15 @@ impl Kind {
             Self {
                 create_on_update: true,
                 field_labels: vec![
-                    ("regarding.kind", "/regarding/kind"),
-                    ("regarding.namespace", "/regarding/namespace"),
-                    ("regarding.name", "/regarding/name"),
-                    ("regarding.uid", "/regarding/uid"),
-                    ("regarding.apiVersion", "/regarding/apiVersion"),
-                    ("regarding.resourceVersion", "/regarding/resourceVersion"),
-                    ("regarding.fieldPath", "/regarding/fieldPath"),
+                    ("regarding.kind", "/involvedObject/kind"),
+                    ("regarding.namespace", "/involvedObject/namespace"),
+                    ("regarding.name", "/involvedObject/name"),
+                    ("regarding.uid", "/involvedObject/uid"),
+                    ("regarding.apiVersion", "/involvedObject/apiVersion"),
+                    ("regarding.resourceVersion", "/involvedObject/resourceVersion"),
+                    ("regarding.fieldPath", "/involvedObject/fieldPath"),
                     ("reason", "/reason"),
-                    ("reportingController", "/reportingController"),
+                    ("reportingController", "/reportingComponent"),
                     ("type", "/type"),
                 ],
                 description: "Event is a report of an event somewhere in the cluster.".into(),

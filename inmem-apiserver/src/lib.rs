@@ -70,6 +70,14 @@
 //!   `DELETED`. `allowWatchBookmarks` gets periodic `BOOKMARK`s;
 //!   `sendInitialEvents=true` ends the initial events with a bookmark
 //!   annotated `k8s.io/initial-events-end`; `timeoutSeconds` ends the stream.
+//! - **Events**: core `v1` and `events.k8s.io/v1` Events are one resource
+//!   (one object, one resourceVersion, one watch history), stored in the
+//!   core form: what either API writes, both list, get and watch, converted
+//!   field by field as the apiserver's conversion does (`regarding` ↔
+//!   `involvedObject`, `note` ↔ `message`, `reportingController` ↔
+//!   `reportingComponent`, `deprecatedSource` ↔ `source`, ...), so core
+//!   field selectors such as `involvedObject.name` (`kubectl describe`) see
+//!   events published through `events.k8s.io`.
 //! - **Custom resources** are pruned of unknown fields, defaulted and
 //!   validated against the version's `openAPIV3Schema` (see the `schema`
 //!   module for what is checked), answering `422 Invalid` with the
@@ -80,8 +88,7 @@
 //! CEL (`x-kubernetes-validations`), `pattern` and `format` validation,
 //! conversion webhooks (versions differ only in `apiVersion`), managedFields
 //! and field ownership (apply is a merge), YAML and protobuf bodies, OpenAPI
-//! v2, the shared storage of core and `events.k8s.io` events, garbage
-//! collection (`ownerReferences`, `propagationPolicy` are stored but not acted
+//! v2, garbage collection (`ownerReferences`, `propagationPolicy` are stored but not acted
 //! on), the namespace lifecycle (deleting a namespace removes only it),
 //! consistent snapshots for paginated or `Exact` lists (later pages show the
 //! current state), authentication and authorization, admission, and
@@ -97,6 +104,7 @@
 
 mod body;
 mod discovery;
+mod events;
 mod faults;
 mod handler;
 mod kinds;
@@ -266,7 +274,8 @@ impl ApiServer {
         })
     }
 
-    /// One object as stored (at its kind's storage version).
+    /// One object as stored (at its kind's storage version; `events.k8s.io`
+    /// events converted from the core Events they are stored as).
     pub fn get(
         &self,
         group: &str,
@@ -276,11 +285,21 @@ impl ApiServer {
     ) -> Option<Value> {
         let state = self.shared.lock();
         let key = (namespace.unwrap_or_default().to_owned(), name.to_owned());
-        state
+        let obj = state
             .objects
-            .get(&(group.to_owned(), resource.to_owned()))?
+            .get(&events::storage_key(group, resource))?
             .get(&key)
-            .cloned()
+            .cloned()?;
+        Some(Self::as_stored(group, resource, obj))
+    }
+
+    /// A stored object as (group, resource) stores it.
+    fn as_stored(group: &str, resource: &str, obj: Value) -> Value {
+        if events::is_events_v1(group, resource) {
+            events::to_events_v1(obj)
+        } else {
+            obj
+        }
     }
 
     /// All objects of a resource, in (namespace, name) order.
@@ -288,8 +307,12 @@ impl ApiServer {
         let state = self.shared.lock();
         state
             .objects
-            .get(&(group.to_owned(), resource.to_owned()))
-            .map(|m| m.values().cloned().collect())
+            .get(&events::storage_key(group, resource))
+            .map(|m| {
+                m.values()
+                    .map(|o| Self::as_stored(group, resource, o.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

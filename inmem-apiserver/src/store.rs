@@ -11,6 +11,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::events;
 use crate::faults::{Fault, Stats};
 use crate::kinds::{CRD_GROUP, CRD_PLURAL, Kind, established_crd_status};
 use crate::meta;
@@ -24,6 +25,7 @@ pub(crate) type ResKey = (String, String);
 /// (namespace, name), namespace empty for cluster-scoped kinds.
 pub(crate) type ObjKey = (String, String);
 /// All objects, as stored (at their kind's storage version), in key order.
+/// `events.k8s.io` `events` are stored with the core ones (see [`events`]).
 pub(crate) type Objects = BTreeMap<ResKey, BTreeMap<ObjKey, Value>>;
 
 /// A function called for every committed write; see [`crate::ApiServer::on_commit`].
@@ -73,7 +75,7 @@ impl EventType {
 /// One committed write, handed to the commit hooks while the store is locked
 /// (so hooks must not call back into the server). `object` is the state after
 /// the write (for a delete, the last state); everything is at the storage
-/// version.
+/// version (writes of `events.k8s.io` events are core `events` writes).
 #[derive(Debug)]
 pub struct CommitEvent<'a> {
     /// What happened.
@@ -136,6 +138,8 @@ struct History {
 struct Watcher {
     id: u64,
     res: ResKey,
+    /// The (group, resource) watched, which the objects are served as.
+    asked: ResKey,
     namespace: Option<String>,
     selector: Selector,
     api_version: String,
@@ -174,7 +178,9 @@ impl Watcher {
         };
         Some(event_line(
             ty.wire(),
-            &self.render.one(with_api_version(obj, &self.api_version)),
+            &self
+                .render
+                .one(serve_as(&self.asked, obj, &self.api_version)),
         ))
     }
 
@@ -196,6 +202,15 @@ pub(crate) fn event_line(ty: &str, object: &Value) -> Bytes {
     line.into()
 }
 
+/// A stored object as (group, resource) serves it at `api_version`.
+pub(crate) fn serve_as(asked: &ResKey, obj: Value, api_version: &str) -> Value {
+    if events::is_events_v1(&asked.0, &asked.1) {
+        events::to_events_v1(obj)
+    } else {
+        with_api_version(obj, api_version)
+    }
+}
+
 fn with_api_version(mut obj: Value, api_version: &str) -> Value {
     if let Some(map) = obj.as_object_mut() {
         map.insert("apiVersion".into(), api_version.into());
@@ -215,8 +230,13 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// The key its objects, history and watches are stored under.
     fn res(&self) -> ResKey {
-        (self.kind.group.clone(), self.kind.plural.clone())
+        events::storage_key(&self.kind.group, &self.kind.plural)
+    }
+
+    fn is_events_v1(&self) -> bool {
+        events::is_events_v1(&self.kind.group, &self.kind.plural)
     }
 
     fn key(&self, name: &str) -> ObjKey {
@@ -225,7 +245,11 @@ impl Target {
 
     /// A stored object as served at the requested version.
     pub fn served(&self, obj: &Value) -> Value {
-        with_api_version(obj.clone(), &self.kind.api_version(&self.version))
+        serve_as(
+            &(self.kind.group.clone(), self.kind.plural.clone()),
+            obj.clone(),
+            &self.kind.api_version(&self.version),
+        )
     }
 
     fn schema(&self) -> Option<&Value> {
@@ -255,6 +279,9 @@ impl Target {
             .collect();
         if let Some(schema) = self.schema() {
             unknown.extend(schema::unknown_fields(schema, obj));
+        }
+        if self.res() == events::storage_key(events::GROUP, "events") {
+            unknown.extend(events::foreign_fields(obj, self.is_events_v1()));
         }
         unknown
     }
@@ -525,6 +552,7 @@ impl State {
         let watcher = Watcher {
             id,
             res: t.res(),
+            asked: (t.kind.group.clone(), t.kind.plural.clone()),
             namespace: t.namespace.clone(),
             selector: selector.clone(),
             api_version: t.kind.api_version(&t.version),
@@ -666,6 +694,9 @@ impl State {
                 t.kind.api_version(&t.kind.storage_version).into(),
             );
             map.insert("kind".into(), t.kind.kind.clone().into());
+        }
+        if t.is_events_v1() {
+            obj = events::to_core(obj);
         }
         Ok(obj)
     }
@@ -978,7 +1009,7 @@ impl State {
         self.rv = self.rv.saturating_add(1);
         let rv = self.rv;
         meta::set(&mut obj, "resourceVersion", rv.to_string());
-        let res: ResKey = (kind.group.clone(), kind.plural.clone());
+        let res: ResKey = events::storage_key(&kind.group, &kind.plural);
         let key: ObjKey = (
             meta::namespace(&obj).to_owned(),
             meta::name(&obj).to_owned(),

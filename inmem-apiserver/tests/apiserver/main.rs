@@ -6,6 +6,7 @@ mod builtins;
 mod crud;
 mod deletes;
 mod discovery;
+mod events;
 mod faults;
 mod field_validation;
 mod observation;
