@@ -103,6 +103,7 @@
 //! [`ApiServer::break_watches`], [`ApiServer::compact_history`]).
 
 mod body;
+mod cost;
 mod discovery;
 mod events;
 mod faults;
@@ -130,6 +131,7 @@ use http_body_util::BodyExt;
 use serde_json::Value;
 
 pub use body::ResponseBody;
+pub use cost::CostModel;
 pub use faults::{Fault, FaultAction, RequestKey, Stall, Stats, Verb};
 pub use server::serve;
 pub use status::{Status, StatusCause, StatusDetails};
@@ -422,6 +424,18 @@ impl ApiServer {
     /// The request and write counters.
     pub fn stats(&self) -> Stats {
         self.shared.lock().stats.clone()
+    }
+
+    /// Makes every write cost the server time, capped at a rate (see [`CostModel`]); `None`
+    /// makes writes free again. Applies to requests served by [`ApiServer::handle`] (HTTP and
+    /// the `Service`), not to the direct methods such as [`ApiServer::create`].
+    pub fn set_cost_model(&self, model: Option<CostModel>) {
+        self.shared.schedule.set(model);
+    }
+
+    /// The cost model in force.
+    pub fn cost_model(&self) -> Option<CostModel> {
+        self.shared.schedule.model()
     }
 
     /// Zeroes the request and write counters.

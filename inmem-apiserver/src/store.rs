@@ -400,6 +400,8 @@ pub(crate) struct State {
 /// The state behind a lock shared by the server handles and open watches.
 pub(crate) struct Shared {
     state: Mutex<State>,
+    /// Write slots of the cost model; outside the state lock, so waiting writes hold no lock.
+    pub schedule: crate::cost::WriteSchedule,
 }
 
 impl Shared {
@@ -423,6 +425,7 @@ impl Shared {
                 faults: Vec::new(),
                 config,
             }),
+            schedule: crate::cost::WriteSchedule::default(),
         }
     }
 
