@@ -221,6 +221,9 @@ pub enum Plan {
     Pending(NoFit),
     /// The tenant holds nothing and is suspended, so it is not placed.
     SuspendedUnplaced,
+    /// The tenant holds nothing and waits its turn behind an older tenant that fits nowhere
+    /// (StrictFIFO; only [`crate::FifoQueue`] answers this).
+    Queued { behind: String },
 }
 
 /// The next step that moves a tenant toward its wanted footprint, placing by first fit. Pure:

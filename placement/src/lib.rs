@@ -7,6 +7,7 @@
 //!   overcommit Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
 //!   index      FirstFitIndex: first fit in O(log n) per decision and per update
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
+//!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
 //! ```
 //!
 //! Cargo keeps this crate pure: it depends on nothing but std. The controller turns API objects
@@ -17,6 +18,7 @@ pub mod index;
 pub mod ledger;
 pub mod overcommit;
 pub mod policy;
+pub mod queue;
 pub mod resources;
 
 pub use fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
@@ -29,4 +31,5 @@ pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{
     Policy, Slack, UnknownPolicy, effective_view, place, place_ledgers, place_with, weighted_slack,
 };
+pub use queue::{FifoQueue, HOLD_PREFIX, QueueMode, UnknownQueueMode, is_hold};
 pub use resources::{Dimension, Resources};

@@ -1,0 +1,309 @@
+//! The pending queue: tenants waiting for their first placement are served in creation order.
+//!
+//! Rules enforced here:
+//! - a batch is decided oldest first; before a tenant is decided, room is held for every waiting
+//!   tenant older than it (outside the batch) that fits now, as a hold entry the caller never
+//!   writes, so a younger tenant never takes room an older waiting tenant could use;
+//! - `BestEffortFIFO` (the default): an older tenant that fits nowhere holds nothing and blocks
+//!   no one;
+//! - `StrictFIFO`: the oldest tenant that fits nowhere is the head; while it waits, no younger
+//!   tenant is placed for the first time (resizes, duplicate drops and suspends go on as usual).
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, plan_tenant_with};
+use crate::policy::Policy;
+
+/// How waiting tenants are ordered when room appears.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum QueueMode {
+    /// Oldest first; an older tenant that fits nowhere does not block younger ones that fit.
+    #[default]
+    BestEffortFifo,
+    /// Oldest first; nothing younger is placed while the oldest waiting tenant does not fit.
+    StrictFifo,
+}
+
+impl QueueMode {
+    pub const ALL: [QueueMode; 2] = [QueueMode::BestEffortFifo, QueueMode::StrictFifo];
+
+    /// The name used in configuration: `BestEffortFIFO` or `StrictFIFO`.
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueMode::BestEffortFifo => "BestEffortFIFO",
+            QueueMode::StrictFifo => "StrictFIFO",
+        }
+    }
+}
+
+impl fmt::Display for QueueMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A queue mode name that is not one of [`QueueMode::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownQueueMode(pub String);
+
+impl fmt::Display for UnknownQueueMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown queue mode {:?}: expected BestEffortFIFO or StrictFIFO",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownQueueMode {}
+
+impl FromStr for QueueMode {
+    type Err = UnknownQueueMode;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        QueueMode::ALL
+            .into_iter()
+            .find(|mode| mode.name() == s)
+            .ok_or_else(|| UnknownQueueMode(s.to_owned()))
+    }
+}
+
+/// Hold entries carry this prefix before the waiting tenant's UID; Kubernetes UIDs never start
+/// with it.
+pub const HOLD_PREFIX: &str = "hold:";
+
+/// Whether an entry is room held for an older waiting tenant (never written to a node).
+pub fn is_hold(uid: &str) -> bool {
+    uid.starts_with(HOLD_PREFIX)
+}
+
+/// One batch's view of the queue: the waiting tenants outside the batch, oldest first, and the
+/// StrictFIFO head once one is known. `K` orders tenants (creation time, then name).
+#[derive(Debug)]
+pub struct FifoQueue<'w, K> {
+    mode: QueueMode,
+    waiting: Vec<(K, TenantWants<'w>)>,
+    considered: usize,
+    head: Option<String>,
+}
+
+impl<'w, K: Ord> FifoQueue<'w, K> {
+    /// `waiting` are the tenants waiting for room that are not decided in this batch.
+    pub fn new(mode: QueueMode, mut waiting: Vec<(K, TenantWants<'w>)>) -> Self {
+        waiting.sort_by(|a, b| a.0.cmp(&b.0));
+        FifoQueue {
+            mode,
+            waiting,
+            considered: 0,
+            head: None,
+        }
+    }
+
+    /// The StrictFIFO head: the oldest tenant seen so far that fits nowhere.
+    pub fn head(&self) -> Option<&str> {
+        self.head.as_deref()
+    }
+
+    /// The plan for a batch tenant created at `key` (batch tenants come oldest first). Room
+    /// for older waiting tenants is held in `ledgers` first; a first placement behind a
+    /// StrictFIFO head is [`Plan::Queued`]. Call again after applying an edit, as with
+    /// [`plan_tenant_with`].
+    pub fn plan(
+        &mut self,
+        key: &K,
+        policy: Policy,
+        wants: &TenantWants<'_>,
+        ledgers: &mut [NodeLedger],
+        turn: u64,
+    ) -> Plan {
+        self.hold_older(key, policy, ledgers, turn);
+        let holds_nothing = !ledgers.iter().any(|l| l.entry_of(wants.uid).is_some());
+        if let Some(head) = &self.head
+            && holds_nothing
+            && !wants.suspend
+            && head != wants.tenant
+        {
+            return Plan::Queued {
+                behind: head.clone(),
+            };
+        }
+        let plan = plan_tenant_with(policy, wants, ledgers, turn);
+        if matches!(plan, Plan::Pending(_)) {
+            self.note_unplaceable(wants.tenant);
+        }
+        plan
+    }
+
+    fn note_unplaceable(&mut self, tenant: &str) {
+        if self.mode == QueueMode::StrictFifo && self.head.is_none() {
+            self.head = Some(tenant.to_owned());
+        }
+    }
+
+    /// Holds room for each waiting tenant older than `key` not considered yet.
+    fn hold_older(&mut self, key: &K, policy: Policy, ledgers: &mut [NodeLedger], turn: u64) {
+        while let Some((older, wants)) = self.waiting.get(self.considered) {
+            if older >= key {
+                return;
+            }
+            self.considered = self.considered.saturating_add(1);
+            // Behind a StrictFIFO head nobody younger is placed, so nobody needs room held.
+            if self.head.is_some() {
+                continue;
+            }
+            let wants = *wants;
+            match plan_tenant_with(policy, &wants, ledgers, turn) {
+                Plan::Edit(edit) if edit.kind == EditKind::Reserve => hold(ledgers, edit),
+                Plan::Pending(_) => self.note_unplaceable(wants.tenant),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Adds the reservation `edit` names to its ledger as a hold entry.
+fn hold(ledgers: &mut [NodeLedger], edit: Edit) {
+    let Some(ledger) = ledgers.iter_mut().find(|l| l.name() == edit.node) else {
+        return;
+    };
+    let Some(entry) = edit.entry else { return };
+    let uid = format!("{HOLD_PREFIX}{}", entry.uid);
+    let held = Edit {
+        kind: EditKind::Reserve,
+        node: edit.node,
+        uid: uid.clone(),
+        entry: Some(Entry { uid, ..entry }),
+    };
+    // The plan said it fits, so the sum stays in range; if not, nothing is held.
+    if let Ok(edited) = NodeLedger::new(
+        ledger.name(),
+        ledger.state(),
+        ledger.capacity(),
+        ledger.edited_entries(&held),
+    ) {
+        *ledger = edited.with_overcommit(ledger.overcommit());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{NodeState, Resources};
+
+    fn node(name: &str, threads: u64, held: &[(&str, u64)]) -> NodeLedger {
+        let entries = held
+            .iter()
+            .map(|(uid, t)| Entry {
+                uid: (*uid).into(),
+                tenant: format!("d/{uid}"),
+                resources: Resources::new(*t, 1, 1),
+            })
+            .collect();
+        NodeLedger::new(
+            name,
+            NodeState::Online,
+            Resources::new(threads, 100, 100),
+            entries,
+        )
+        .unwrap()
+    }
+
+    fn wants(uid: &'static str, threads: u64) -> TenantWants<'static> {
+        TenantWants {
+            uid,
+            tenant: uid,
+            footprint: Resources::new(threads, 1, 1),
+            suspend: false,
+            status_node: None,
+        }
+    }
+
+    #[test]
+    fn an_older_waiting_tenant_that_fits_keeps_its_room_from_a_younger_one() {
+        // 8 threads free; big (older, 6) waits outside the batch; small (younger, 4) is decided.
+        let mut ledgers = vec![node("n1", 8, &[])];
+        for mode in QueueMode::ALL {
+            let mut queue = FifoQueue::new(mode, vec![(1, wants("big", 6))]);
+            let plan = queue.plan(
+                &2,
+                Policy::FirstFit,
+                &wants("small", 4),
+                &mut ledgers.clone(),
+                0,
+            );
+            assert!(matches!(plan, Plan::Pending(_)), "{mode}: {plan:?}");
+        }
+        // Without the older waiter, small fits.
+        let mut queue = FifoQueue::new(QueueMode::BestEffortFifo, vec![]);
+        let plan = queue.plan(&2, Policy::FirstFit, &wants("small", 4), &mut ledgers, 0);
+        assert!(
+            matches!(plan, Plan::Edit(ref e) if e.kind == EditKind::Reserve),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn best_effort_lets_a_younger_tenant_pass_an_older_one_that_fits_nowhere_strict_does_not() {
+        // 4 threads free: huge (older, 6) fits nowhere; small (younger, 2) fits.
+        let ledgers = vec![node("n1", 8, &[("filler", 4)])];
+        let mut queue = FifoQueue::new(QueueMode::BestEffortFifo, vec![(1, wants("huge", 6))]);
+        let plan = queue.plan(
+            &2,
+            Policy::FirstFit,
+            &wants("small", 2),
+            &mut ledgers.clone(),
+            0,
+        );
+        assert!(matches!(plan, Plan::Edit(_)), "{plan:?}");
+
+        let mut queue = FifoQueue::new(QueueMode::StrictFifo, vec![(1, wants("huge", 6))]);
+        let plan = queue.plan(
+            &2,
+            Policy::FirstFit,
+            &wants("small", 2),
+            &mut ledgers.clone(),
+            0,
+        );
+        assert_eq!(
+            plan,
+            Plan::Queued {
+                behind: "huge".into()
+            }
+        );
+        assert_eq!(queue.head(), Some("huge"));
+    }
+
+    #[test]
+    fn strict_lets_a_tenant_that_already_holds_room_resize() {
+        let mut ledgers = vec![node("n1", 8, &[("filler", 4), ("acme", 1)])];
+        let mut queue = FifoQueue::new(QueueMode::StrictFifo, vec![(1, wants("huge", 6))]);
+        let plan = queue.plan(&2, Policy::FirstFit, &wants("acme", 2), &mut ledgers, 0);
+        assert!(
+            matches!(plan, Plan::Edit(ref e) if e.kind == EditKind::Resize),
+            "{plan:?}"
+        );
+    }
+
+    #[test]
+    fn hold_entries_are_recognised_and_younger_waiters_hold_nothing() {
+        let mut ledgers = vec![node("n1", 8, &[])];
+        let mut queue = FifoQueue::new(
+            QueueMode::BestEffortFifo,
+            vec![(1, wants("a", 2)), (3, wants("c", 2))],
+        );
+        let plan = queue.plan(&2, Policy::FirstFit, &wants("b", 2), &mut ledgers, 0);
+        assert!(matches!(plan, Plan::Edit(_)));
+        let uids: Vec<&str> = ledgers[0]
+            .entries()
+            .iter()
+            .map(|e| e.uid.as_str())
+            .collect();
+        assert_eq!(uids, ["hold:a"], "only the older waiter holds room");
+        assert!(is_hold(uids[0]) && !is_hold("a"));
+        assert_eq!("StrictFIFO".parse(), Ok(QueueMode::StrictFifo));
+        assert!("strict".parse::<QueueMode>().is_err());
+    }
+}
