@@ -2,8 +2,17 @@
 //! over loopback HTTP. Prints placements per second, apply-to-Placed latency, API writes and
 //! conflicts per placement, the controller's peak RSS, and writes while pending tenants idle.
 //!
-//! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S] [--concurrency N]`
-//! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s).
+//! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]
+//! [--concurrency N] [--backlog] [--cost-ms MS --writes-per-second N] [--controller-args "ARGS"]
+//! [--controller-bin PATH] [--label TEXT]`
+//! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s, concurrency 64).
+//!
+//! - `--backlog`: the tenants are created while no controller runs (after a first run has
+//!   written every node's status), then the controller starts; rates count from its start.
+//! - `--cost-ms` / `--writes-per-second`: the in-memory API's cost model (a real 2-core control
+//!   plane: about 3 ms per write, 550 writes per second).
+//! - `--controller-args`: more `tenant-placer run` arguments, e.g. `"--no-finalizer --events problems"`.
+//! - `--controller-bin`: another build of the controller (e.g. an older commit), same flags.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -23,13 +32,58 @@ use tenant_placer::sim::Fleet;
 
 const VERSION: &str = "placement.tenant-placer.dev/v1alpha1";
 
-fn arg(name: &str, default: u64) -> u64 {
+fn arg_str(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
+    arg_str(name)
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+fn flag(name: &str) -> bool {
+    std::env::args().any(|a| a == name)
+}
+
+/// Starts the controller (in its own process) against the bench's API.
+fn spawn_controller(kubeconfig: &std::path::Path, concurrency: u64) -> std::process::Child {
+    let binary =
+        arg_str("--controller-bin").unwrap_or_else(|| env!("CARGO_BIN_EXE_tenant-placer").into());
+    let extra = arg_str("--controller-args").unwrap_or_default();
+    std::process::Command::new(binary)
+        .args([
+            "run",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--concurrency",
+            &concurrency.to_string(),
+        ])
+        .args(extra.split_whitespace())
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "error")
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until every node has a status (the controller is up and synced).
+async fn until_every_node_has_a_status(api: &inmem_apiserver::ApiServer) {
+    let started = Instant::now();
+    while api
+        .list(GROUP, "nodes")
+        .iter()
+        .any(|n| n.get("status").is_none())
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the controller never wrote node status"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Apply and decision times per tenant, filled by the commit hook.
@@ -71,6 +125,11 @@ async fn bench() {
         arg("--quiet-seconds", 60),
     );
     let concurrency = arg("--concurrency", 64);
+    let backlog = flag("--backlog");
+    let cost = arg_str("--cost-ms").map(|ms| inmem_apiserver::CostModel {
+        per_write: Duration::from_secs_f64(ms.parse::<f64>().unwrap() / 1e3),
+        writes_per_second: arg("--writes-per-second", 0),
+    });
     let fleet = Fleet::new().unwrap();
     let api = fleet.api.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -118,36 +177,19 @@ async fn bench() {
             "spec": {"capacity": {"threads": 64, "memoryGb": 256, "storageGb": 8000}, "state": "Online"}});
         api.create(node).unwrap();
     }
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
-        .args([
-            "run",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--concurrency",
-            &concurrency.to_string(),
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "error")
-        .spawn()
-        .unwrap();
-    // The controller is up once every node has a status.
-    let started = Instant::now();
-    while api
-        .list(GROUP, "nodes")
-        .iter()
-        .any(|n| n.get("status").is_none())
-    {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the controller never wrote node status"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    api.set_cost_model(cost);
+    let mut child = spawn_controller(&kubeconfig, concurrency);
+    until_every_node_has_a_status(&api).await;
+    if backlog {
+        // The backlog is created while no controller runs.
+        child.kill().ok();
+        child.wait().ok();
     }
 
     // Apply the tenants: small ones that all fit, then `pending` that fit nowhere.
     api.reset_stats();
     let node_commits_before = clock.lock().unwrap().node_commits;
-    let begin = Instant::now();
+    let mut begin = Instant::now();
     let total = tenants + pending;
     for i in 0..total {
         let name = format!("t{i:06}");
@@ -163,6 +205,11 @@ async fn bench() {
         api.create(tenant).unwrap();
     }
     let applied_in = begin.elapsed();
+    if backlog {
+        api.reset_stats();
+        begin = Instant::now();
+        child = spawn_controller(&kubeconfig, concurrency);
+    }
     loop {
         let decided = clock.lock().unwrap().decided.len() as u64;
         if decided >= total {
@@ -182,7 +229,8 @@ async fn bench() {
             .decided
             .iter()
             .filter(|(_, (_, phase))| phase == "Active")
-            .map(|(name, (at, _))| at.duration_since(clock.applied[name]))
+            // With a backlog, from the controller's start (every tenant existed before).
+            .map(|(name, (at, _))| at.duration_since(clock.applied[name].max(begin)))
             .collect();
         latencies.sort();
         let last = clock.decided.values().map(|(at, _)| *at).max().unwrap();
@@ -221,8 +269,28 @@ async fn bench() {
     child.wait().ok();
     let _ = std::fs::remove_file(&kubeconfig);
 
+    let label = arg_str("--label").unwrap_or_default();
+    let controller_args = arg_str("--controller-args").unwrap_or_default();
+    let cost_text = match cost {
+        Some(c) => format!(
+            "cost model {:.1} ms per write, at most {} writes/s",
+            c.per_write.as_secs_f64() * 1e3,
+            c.writes_per_second
+        ),
+        None => "no cost model".to_owned(),
+    };
     println!(
-        "end to end: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, controller in its own process (--concurrency {concurrency})"
+        "end to end{}: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, {}, controller in its own process (--concurrency {concurrency} {controller_args}), {cost_text}",
+        if label.is_empty() {
+            String::new()
+        } else {
+            format!(" [{label}]")
+        },
+        if backlog {
+            "created before the controller starts (backlog)"
+        } else {
+            "created while it runs"
+        },
     );
     println!("| measure | value |\n|---|---|");
     println!(
@@ -230,7 +298,12 @@ async fn bench() {
         applied_in.as_secs_f64()
     );
     println!(
-        "| all {total} decided after | {:.2} s |",
+        "| all {total} decided after{} | {:.2} s |",
+        if backlog {
+            " the controller started"
+        } else {
+            " the first apply"
+        },
         elapsed.as_secs_f64()
     );
     println!("| placed | {placed} |");
@@ -272,8 +345,16 @@ async fn bench() {
         "| controller peak RSS after the idle period | {:.1} MB |",
         rss_after_idle as f64 / 1024.0
     );
-    match checked {
-        Ok(()) => println!("| invariants at the end | ok |"),
-        Err(violations) => println!("| invariants at the end | VIOLATED: {violations:?} |"),
-    }
+    let invariants = match &checked {
+        Ok(()) => "ok".to_owned(),
+        Err(violations) => format!("VIOLATED: {violations:?}"),
+    };
+    println!("| invariants at the end | {invariants} |");
+    println!(
+        "summary | {label} | {:.0} placed/s | {:.2} writes/placement | {:.3} conflicts/placement | {:.1} MB | {invariants}",
+        placed as f64 / elapsed.as_secs_f64(),
+        writes as f64 / placed.max(1) as f64,
+        (node_puts - node_commits.min(node_puts)) as f64 / placed.max(1) as f64,
+        rss as f64 / 1024.0,
+    );
 }

@@ -127,12 +127,17 @@ def cases() -> tuple[list[Case], list[BadCase]]:
               "metrics": {"service": {"enabled": False}}},
              release="prod", rbac=False, service_account_created=False, service=False),
         Case("page.enabled=false", {"page": {"enabled": False}}, page=False),
+        Case("lean writes: no finalizer, problem events only, StrictFIFO",
+             {"controller": {"finalizer": False, "events": "problems", "queue": "StrictFIFO"}}),
     ]
     bad = [
         BadCase("controller.logFormat=xml", {"controller": {"logFormat": "xml"}}, "logFormat"),
         BadCase("replicaCount=0", {"replicaCount": 0}, "replicaCount"),
         BadCase("controller.concurrency=0", {"controller": {"concurrency": 0}}, "concurrency"),
         BadCase("controller.policy=Random", {"controller": {"policy": "Random"}}, "policy"),
+        BadCase("controller.queue=LIFO", {"controller": {"queue": "LIFO"}}, "queue"),
+        BadCase("controller.events=some", {"controller": {"events": "some"}}, "events"),
+        BadCase("controller.finalizer='no'", {"controller": {"finalizer": "no"}}, "finalizer"),
         BadCase("metrics.port=70000", {"metrics": {"port": 70000}}, "port"),
         BadCase("leaderElection.enabled='yes'", {"leaderElection": {"enabled": "yes"}},
                 "enabled"),
@@ -394,7 +399,10 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     want_args = ["run", f"--metrics-addr=0.0.0.0:{port}",
                  f"--log-format={controller.get('logFormat', 'json')}",
                  f"--concurrency={controller.get('concurrency', 64)}",
-                 f"--policy={controller.get('policy', 'FirstFit')}"]
+                 f"--policy={controller.get('policy', 'FirstFit')}",
+                 f"--events={controller.get('events', 'all')}",
+                 f"--queue={controller.get('queue', 'BestEffortFIFO')}"]
+    want_args += [] if controller.get("finalizer", True) else ["--no-finalizer"]
     want_args += ["--leader-election"] if case.leader_election else []
     want_args += [] if case.page else ["--no-page"]
     want_args += [f"--lease-name={lease}"] + list(controller.get("extraArgs", []))

@@ -95,6 +95,25 @@ struct RunArgs {
     /// Do not serve the read-only fleet page (/, /api/fleet) on the metrics address.
     #[arg(long)]
     no_page: bool,
+    /// Do not put the reservation finalizer on Tenants: one write less per tenant. A delete is
+    /// then released from its watch event, and a delete the controller missed (it was down) by
+    /// the periodic node sweep instead of blocking the delete.
+    #[arg(long, env = "TENANT_PLACER_NO_FINALIZER")]
+    no_finalizer: bool,
+    /// Events on Tenants: All (every placement, resize and release) or Problems (only Pending,
+    /// ResizeBlocked, DuplicateReleased and failures: one write less per placement).
+    #[arg(long, value_enum, default_value_t = controller::EventLevel::All, env = "TENANT_PLACER_EVENTS")]
+    events: controller::EventLevel,
+    /// Order of waiting tenants: BestEffortFIFO (oldest first; one that fits nowhere does not
+    /// block younger ones) or StrictFIFO (nothing younger passes the oldest waiting tenant).
+    #[arg(long, default_value_t = placement::QueueMode::BestEffortFifo, env = "TENANT_PLACER_QUEUE")]
+    queue: placement::QueueMode,
+    /// Node changes are judged for waiting tenants at most once per this many milliseconds.
+    #[arg(long, default_value_t = 100)]
+    requeue_window_ms: u64,
+    /// Seconds between sweeps of every node for orphaned entries and stale totals.
+    #[arg(long, default_value_t = 300)]
+    orphan_sweep_seconds: u64,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,6 +192,11 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         policy: args.policy,
         leader_election,
         instance: Some(identity),
+        finalizer: !args.no_finalizer,
+        events: args.events,
+        queue: args.queue,
+        requeue_window: Duration::from_millis(args.requeue_window_ms),
+        orphan_sweep: Duration::from_secs(args.orphan_sweep_seconds.max(1)),
         ..Settings::default()
     };
     tracing::info!(?settings, "starting tenant-placer");

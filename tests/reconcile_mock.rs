@@ -111,7 +111,7 @@ fn context(nodes: Vec<Node>) -> (Arc<Context>, Handle, Writer<Node>) {
         node_writer,
         tenants,
         Synced::already(),
-        tenant_placer::controller::WaitingRoom::new().0,
+        std::sync::Arc::new(tenant_placer::controller::WaitingRoom::new().0),
         Settings {
             retry,
             ..Settings::default()

@@ -36,7 +36,9 @@ impl CostModel {
     fn spacing(&self) -> Duration {
         match self.writes_per_second {
             0 => Duration::ZERO,
-            rate => Duration::from_secs(1) / rate,
+            rate => Duration::from_secs(1)
+                .checked_div(rate)
+                .unwrap_or(Duration::ZERO),
         }
     }
 }

@@ -245,10 +245,11 @@ impl ApiServer {
             )
         };
         // The cost model: a write waits for its slot and its service time (a 409 costs too).
-        if verb.is_write() && tokio::runtime::Handle::try_current().is_ok() {
-            if let Some(served) = self.shared.schedule.admit(std::time::Instant::now()) {
-                tokio::time::sleep_until(served.into()).await;
-            }
+        if verb.is_write()
+            && tokio::runtime::Handle::try_current().is_ok()
+            && let Some(served) = self.shared.schedule.admit(std::time::Instant::now())
+        {
+            tokio::time::sleep_until(served.into()).await;
         }
         match fault {
             // Timers need a Tokio runtime; without one the delay is skipped.

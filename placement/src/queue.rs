@@ -14,6 +14,7 @@ use std::str::FromStr;
 
 use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, plan_tenant_with};
 use crate::policy::Policy;
+use crate::resources::Resources;
 
 /// How waiting tenants are ordered when room appears.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -87,6 +88,10 @@ pub struct FifoQueue<'w, K> {
     waiting: Vec<(K, TenantWants<'w>)>,
     considered: usize,
     head: Option<String>,
+    /// The most free per dimension on any node taking new tenants, when first needed: a waiter
+    /// asking more than this in some dimension fits nowhere, without a plan. (Holds only lower
+    /// free room, so this stays an upper bound.)
+    most_free: Option<Resources>,
 }
 
 impl<'w, K: Ord> FifoQueue<'w, K> {
@@ -98,6 +103,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             waiting,
             considered: 0,
             head: None,
+            most_free: None,
         }
     }
 
@@ -154,6 +160,12 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 continue;
             }
             let wants = *wants;
+            let most_free = *self.most_free.get_or_insert_with(|| most_free(ledgers));
+            // A BestEffortFIFO waiter that fits nowhere changes nothing: no plan needed. (In
+            // StrictFIFO the plan tells a new tenant, which becomes the head, from a resize.)
+            if self.mode == QueueMode::BestEffortFifo && !wants.footprint.fits_within(&most_free) {
+                continue;
+            }
             match plan_tenant_with(policy, &wants, ledgers, turn) {
                 Plan::Edit(edit) if edit.kind == EditKind::Reserve => hold(ledgers, edit),
                 Plan::Pending(_) => self.note_unplaceable(wants.tenant),
@@ -161,6 +173,22 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             }
         }
     }
+}
+
+/// The most free room per dimension over the nodes that take new tenants.
+fn most_free(ledgers: &[NodeLedger]) -> Resources {
+    let mut most = Resources::ZERO;
+    for view in ledgers.iter().map(NodeLedger::view) {
+        if view.takes_new_tenants() {
+            let free = view.free();
+            most = Resources::new(
+                most.threads.max(free.threads),
+                most.memory_gb.max(free.memory_gb),
+                most.storage_gb.max(free.storage_gb),
+            );
+        }
+    }
+    most
 }
 
 /// Adds the reservation `edit` names to its ledger as a hold entry.

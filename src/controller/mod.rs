@@ -64,6 +64,30 @@ pub struct Settings {
     pub leader_election: Option<LeaseConfig>,
     /// This replica's name in Events (its pod name in a cluster).
     pub instance: Option<String>,
+    /// Put the reservation finalizer on every Tenant (the default). Without it a delete is
+    /// released from the watch's delete event, and what that misses (a delete while no
+    /// controller ran) by the orphan sweep: one write less per tenant, a late release instead
+    /// of a blocked delete.
+    pub finalizer: bool,
+    /// Which Events to publish on Tenants.
+    pub events: EventLevel,
+    /// How waiting tenants are ordered (BestEffortFIFO unless set).
+    pub queue: placement::QueueMode,
+    /// Node changes are judged for waiting tenants at most once per this window.
+    pub requeue_window: Duration,
+    /// How often every node is looked at again for orphaned entries and stale totals.
+    pub orphan_sweep: Duration,
+}
+
+/// Which Events the controller publishes on Tenants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventLevel {
+    /// Every reservation change (Placed, Resized, Released) and every problem.
+    #[default]
+    All,
+    /// Only what needs a person: Pending, ResizeBlocked, DuplicateReleased and failures. The
+    /// status and its Placed condition still say where a tenant is; one write less per tenant.
+    Problems,
 }
 
 impl Default for Settings {
@@ -79,6 +103,11 @@ impl Default for Settings {
             policy: placement::Policy::FirstFit,
             leader_election: None,
             instance: None,
+            finalizer: true,
+            events: EventLevel::All,
+            queue: placement::QueueMode::BestEffortFifo,
+            requeue_window: Duration::from_millis(100),
+            orphan_sweep: Duration::from_secs(300),
         }
     }
 }
@@ -165,6 +194,7 @@ fn reflected<K>(
     api: Api<K>,
     feed: reflector::store::Writer<K>,
     synced: watch::Sender<bool>,
+    on_delete: impl Fn(&K) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()>
@@ -179,10 +209,12 @@ where
         .default_backoff()
         .modify(|object| object.managed_fields_mut().clear())
         .reflect(feed)
-        .inspect_ok(move |event| {
-            if matches!(event, watcher::Event::InitDone) {
+        .inspect_ok(move |event| match event {
+            watcher::Event::InitDone => {
                 let _ = synced.send(true);
             }
+            watcher::Event::Delete(object) => on_delete(object),
+            _ => {}
         })
         .applied_objects()
 }
@@ -197,8 +229,8 @@ pub struct Context {
     pub tenants_synced: Synced,
     /// Tenants as our own writes left them, until the cache catches up.
     pub tenant_copies: newest::Newest<Tenant>,
-    /// Tenants waiting for room, re-queued by node changes.
-    pub waiting: WaitingRoom,
+    /// Tenants waiting for room, re-queued by node changes (shared with the writer's queue).
+    pub waiting: Arc<WaitingRoom>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
     pub events: Option<Recorder>,
     pub metrics: Arc<Metrics>,
@@ -221,7 +253,7 @@ impl Context {
         writer: NodeWriter,
         tenants: Store<Tenant>,
         tenants_synced: Synced,
-        waiting: WaitingRoom,
+        waiting: Arc<WaitingRoom>,
         settings: Settings,
     ) -> Self {
         Context {
@@ -390,22 +422,30 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     let (raise_nodes, node_synced) = Synced::flag();
     let (raise_tenants, tenants_synced) = Synced::flag();
     let node_controller = Controller::for_stream(
-        reflected(nodes.clone(), node_feed, raise_nodes),
+        reflected(nodes.clone(), node_feed, raise_nodes, |_| {}),
         node_cache.clone(),
     );
+    // Deleted tenants are released from their delete event (what a finalizer-less delete needs;
+    // with the finalizer it finds nothing left to release).
+    let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
     let tenant_controller = Controller::for_stream(
         reflected(
             Api::<Tenant>::all(client.clone()),
             tenant_feed,
             raise_tenants,
+            move |tenant: &Tenant| {
+                let _ = deleted.unbounded_send(tenant.clone());
+            },
         ),
         tenant_cache.clone(),
     );
     metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
+    let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
+    let waiting = Arc::new(waiting);
     let writer = NodeWriter::new(nodes, node_cache, node_synced.clone(), settings.retry)
         .with_metrics(metrics.clone())
-        .with_policy(settings.policy);
-    let (waiting, wake_ups) = WaitingRoom::new();
+        .with_policy(settings.policy)
+        .with_waiting_room(waiting.clone());
     let concurrency = settings.concurrency;
     let reporter = Reporter {
         controller: "tenant-placer".into(),
@@ -421,6 +461,15 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         settings,
     );
     let ctx = Arc::new(context.with_events(recorder).with_metrics(metrics));
+    let _passes = AbortOnDrop(tokio::spawn(waiting::run_passes(ctx.clone())));
+    let released_on_delete = ctx.clone();
+    let _releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(
+        usize::from(concurrency),
+        move |gone| {
+            let ctx = released_on_delete.clone();
+            async move { tenant::deleted(&gone, &ctx).await }
+        },
+    )));
     let _readiness = AbortOnDrop(tokio::spawn(async move {
         if node_synced.wait().await.is_ok() && tenants_synced.wait().await.is_ok() {
             health.caches_synced.store(true, Ordering::SeqCst);

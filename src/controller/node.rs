@@ -8,8 +8,10 @@
 //! - an entry whose tenant is gone (confirmed by a direct read, not only the cache) is released;
 //!   an entry of a live tenant whose status names another node wakes that tenant, whose plan
 //!   drops the duplicate;
-//! - every node change is shown to the waiting room (see `waiting`), which re-queues the waiting
-//!   tenants the node could take now.
+//! - every node change is shown to the waiting room (see `waiting`), whose next pass re-queues
+//!   the waiting tenants the node could take now;
+//! - every node is looked at again every `orphan_sweep` (5 minutes by default), so an entry left
+//!   by a delete the controller did not see (no finalizer, controller down) is released.
 
 use std::sync::Arc;
 
@@ -23,13 +25,11 @@ use crate::error::Error;
 
 /// Reconciles one Node: wake the tenants it could take, then its derived status, then orphans.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let woken = ctx.waiting.node_changed(&node);
-    if woken > 0 {
-        tracing::debug!(node = %node.name_any(), woken, "room for waiting tenants");
-    }
+    ctx.waiting.node_changed(&node.name_any());
     ctx.writer.refresh(&node.name_any()).await?;
     repair_entries(&node, &ctx).await?;
-    Ok(Action::requeue(ctx.settings.resync))
+    // The periodic sweep: what a missed delete left behind is released within this interval.
+    Ok(Action::requeue(ctx.settings.orphan_sweep))
 }
 
 /// Releases the entries whose tenant is gone: not in the tenant cache, and confirmed by a direct

@@ -15,7 +15,9 @@
 //!   transition time is kept while its status stays the same), so a pending tenant that is
 //!   re-evaluated with nothing changed causes no write;
 //! - a spec that cannot be used (overflow, replicas not matching the mode) keeps any reservation
-//!   and says why in the status; it never panics.
+//!   and says why in the status; it never panics;
+//! - without the finalizer (`Settings::finalizer` false) none is added; a tenant's delete event
+//!   releases its entry ([`deleted`]), and the node sweep releases what a missed event left.
 
 use std::sync::Arc;
 
@@ -28,7 +30,8 @@ use kube::{Resource, ResourceExt};
 use placement::{EditKind, Plan, Resources, TenantWants};
 use serde_json::json;
 
-use super::Context;
+use super::waiting::Waiter;
+use super::{Context, EventLevel};
 use crate::api::{PLACED_CONDITION, Tenant, TenantCondition, TenantPhase, TenantStatus};
 use crate::error::Error;
 
@@ -108,6 +111,17 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
             placed: false,
             reason: "Suspended",
         },
+        Plan::Queued { behind } => Verdict {
+            phase: TenantPhase::PendingCapacity,
+            node_name: String::new(),
+            reserved: Resources::ZERO,
+            message: format!(
+                "waiting its turn for {footprint}: StrictFIFO places tenants oldest first, and \
+                 the older {behind} still waits for room"
+            ),
+            placed: false,
+            reason: "QueuedBehindOlder",
+        },
         // settle() never returns an edit; treat one as "not settled yet".
         Plan::Edit(edit) => Verdict {
             phase: TenantPhase::Pending,
@@ -171,10 +185,26 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     let tenant = ctx.tenant_copies.freshest(tenant);
     let me = ObjectRef::from_obj(tenant.as_ref());
     if tenant.metadata.deletion_timestamp.is_some() {
-        ctx.waiting.leave(&me);
+        ctx.waiting.withdraw(&me);
         return finalize(&api, &tenant, &uid, &key, &ctx).await;
     }
-    let tenant = if tenant.finalizers().iter().any(|f| f == FINALIZER) {
+    // Enter the waiting room first (before the finalizer write, before deciding): from now on
+    // the engine holds room for this tenant against younger ones, and no node change is missed.
+    let footprint = tenant.spec.footprint();
+    let created = tenant.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    if let Ok(footprint) = footprint {
+        ctx.waiting.enter(
+            me.clone(),
+            Waiter {
+                uid: uid.clone(),
+                tenant: key.clone(),
+                footprint,
+                suspend: tenant.spec.suspend,
+                created,
+            },
+        );
+    }
+    let tenant = if !ctx.settings.finalizer || tenant.finalizers().iter().any(|f| f == FINALIZER) {
         tenant
     } else {
         let patched = add_finalizer(&api, &tenant, &key).await?;
@@ -182,11 +212,11 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         Arc::new(patched)
     };
 
-    let footprint = match tenant.spec.footprint() {
+    let footprint = match footprint {
         Ok(footprint) => footprint,
         Err(problem) => {
             // Keep whatever is held; say why nothing else happens.
-            ctx.waiting.leave(&me);
+            ctx.waiting.withdraw(&me);
             let held = ctx.writer.holding(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
             let verdict = Verdict {
@@ -217,9 +247,6 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         suspend: tenant.spec.suspend,
         status_node,
     };
-    // Enter before deciding: a node change after this point wakes the tenant again.
-    ctx.waiting.enter(me.clone(), &uid, footprint);
-    let created = tenant.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let settled = match ctx.writer.settle_created(&wants, created).await {
         Ok(settled) => settled,
         Err(error) => {
@@ -234,6 +261,11 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     Ok(match verdict.phase {
         TenantPhase::PendingCapacity | TenantPhase::Resizing => {
             Action::requeue(ctx.pending_backoff.next(&uid))
+        }
+        TenantPhase::Suspended if verdict.reserved == Resources::ZERO => {
+            ctx.waiting.withdraw(&me);
+            ctx.pending_backoff.reset(&uid);
+            Action::requeue(ctx.settings.resync)
         }
         _ => {
             ctx.waiting.leave(&me);
@@ -373,9 +405,34 @@ async fn announce(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit], ve
     }
 }
 
-/// One Event per node write.
+/// A tenant's delete event (it is gone from the API): release its entry. With the finalizer
+/// the entry is already released and this writes nothing; without it, this is the release.
+/// A failure is logged: the node sweep releases the entry later (a direct read confirms the
+/// tenant is gone).
+pub async fn deleted(tenant: &Tenant, ctx: &Context) {
+    let key = tenant_key(tenant);
+    ctx.waiting.withdraw(&ObjectRef::from_obj(tenant));
+    ctx.tenant_copies
+        .forget(tenant.namespace().as_deref(), &tenant.name_any());
+    let Some(uid) = tenant.uid() else { return };
+    ctx.pending_backoff.reset(&uid);
+    match ctx.writer.release(&uid, &key).await {
+        Ok(settled) if !settled.writes.is_empty() => {
+            tracing::info!(tenant = %key, %uid, "released the reservation of a deleted tenant");
+        }
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(tenant = %key, %error, "releasing a deleted tenant failed; the node sweep will");
+        }
+    }
+}
+
+/// One Event per node write (reservation changes only with `EventLevel::All`).
 async fn announce_writes(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit]) {
     for edit in writes {
+        if ctx.settings.events == EventLevel::Problems && edit.kind != EditKind::DropDuplicate {
+            continue;
+        }
         let held = edit
             .entry
             .as_ref()
@@ -445,15 +502,23 @@ async fn write_status(
         return Ok(());
     }
     let patch = json!({"status": status});
-    api.patch_status(
-        &tenant.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map(|patched| ctx.tenant_copies.remember(patched))
-    .map_err(|source| Error::WriteTenantStatus {
-        tenant: key.to_owned(),
-        source,
-    })
+    match api
+        .patch_status(
+            &tenant.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(patched) => {
+            ctx.tenant_copies.remember(patched);
+            Ok(())
+        }
+        // Deleted meanwhile (without a finalizer nothing holds it): nothing left to tell.
+        Err(error) if crate::error::is_not_found(&error) => Ok(()),
+        Err(source) => Err(Error::WriteTenantStatus {
+            tenant: key.to_owned(),
+            source,
+        }),
+    }
 }

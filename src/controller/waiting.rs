@@ -1,69 +1,137 @@
-//! The waiting room: tenants waiting for room (PendingCapacity or Resizing), and the trigger that
-//! re-queues them as soon as a node could take them.
+//! The waiting room: tenants waiting for room (PendingCapacity or Resizing), and the passes
+//! that re-queue them, oldest first, as soon as a node could take them.
 //!
-//! Rules enforced here (DESIGN.md, allocation protocol point 6):
+//! Rules enforced here (DESIGN.md, allocation protocol point 6; the FIFO queue):
 //! - a tenant enters before its decision reads the node view, so a node change is either in the
 //!   view its decision reads, or is seen after it entered and triggers it: no change is missed;
-//! - node changes are judged from the node cache the writer decides from, in the node reconcile,
-//!   so a triggered tenant's next decision sees the room that triggered it;
-//! - a node change triggers a waiting tenant only when that node, as it is now, could take it:
-//!   the same plan the writer would make, run on that node alone, says Reserve or Resize. Judging
-//!   the current state, not the delta, means coalesced events lose nothing;
+//! - node changes are recorded, and one pass per requeue window (at most) judges the changed
+//!   nodes as the writer sees them now, so a burst of capacity events costs one pass, and a
+//!   triggered tenant's next decision sees the room that triggered it;
+//! - a node triggers a waiting tenant only when that node, as it is now, could take it: the same
+//!   plan the writer would make, run on that node alone, says Reserve or Resize. Judging the
+//!   current state, not the delta, means coalesced events lose nothing;
+//! - a pass wakes tenants oldest first (creationTimestamp, then namespace/name); the engine
+//!   holds room for older waiting tenants (see `placement::queue`), so the order of reconciles
+//!   cannot let a younger tenant take it;
+//! - a tenant that leaves without taking room (deleted, suspended, unusable spec), and in
+//!   StrictFIFO any tenant that leaves, may unblock others anywhere: the next pass looks at
+//!   every node;
 //! - triggering sends a reconcile request and nothing else; deciding stays with the writer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 
 use futures::channel::mpsc;
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
-use placement::{EditKind, Plan, Resources, TenantWants, plan_tenant};
+use placement::{EditKind, NodeLedger, Plan, QueueMode, Resources, TenantWants, plan_tenant};
+use tokio::sync::Notify;
 
-use crate::api::{Node, Tenant};
+use crate::api::Tenant;
 
-/// What a waiting tenant needs.
-#[derive(Clone, Debug)]
-struct Waiter {
-    uid: String,
-    footprint: Resources,
+/// What a waiting tenant needs, and its place in the queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    pub uid: String,
+    /// `namespace/name`
+    pub tenant: String,
+    pub footprint: Resources,
+    pub suspend: bool,
+    pub created: Option<Timestamp>,
+}
+
+impl Waiter {
+    /// The queue order: older first, then by `namespace/name`.
+    pub fn queue_key(&self) -> (Option<Timestamp>, &str) {
+        (self.created, &self.tenant)
+    }
+
+    pub fn wants(&self) -> TenantWants<'_> {
+        TenantWants {
+            uid: &self.uid,
+            tenant: &self.tenant,
+            footprint: self.footprint,
+            suspend: self.suspend,
+            status_node: None,
+        }
+    }
+}
+
+/// Nodes changed since the last pass.
+#[derive(Debug, Default)]
+struct Changed {
+    nodes: HashSet<String>,
+    /// Look at every node (a waiter left without taking room).
+    all: bool,
 }
 
 /// Waiting tenants and the channel that re-queues them.
 #[derive(Debug)]
 pub struct WaitingRoom {
     waiting: Mutex<HashMap<ObjectRef<Tenant>, Waiter>>,
+    changed: Mutex<Changed>,
+    pass_due: Notify,
+    mode: QueueMode,
     trigger: mpsc::UnboundedSender<ObjectRef<Tenant>>,
 }
 
 impl WaitingRoom {
     /// The room and the stream of tenants to reconcile (for `Controller::reconcile_on`).
     pub fn new() -> (WaitingRoom, mpsc::UnboundedReceiver<ObjectRef<Tenant>>) {
+        Self::with_mode(QueueMode::default())
+    }
+
+    /// [`new`](Self::new) for this queue mode.
+    pub fn with_mode(mode: QueueMode) -> (WaitingRoom, mpsc::UnboundedReceiver<ObjectRef<Tenant>>) {
         let (trigger, requests) = mpsc::unbounded();
         (
             WaitingRoom {
                 waiting: Mutex::default(),
+                changed: Mutex::default(),
+                pass_due: Notify::new(),
+                mode,
                 trigger,
             },
             requests,
         )
     }
 
+    pub fn mode(&self) -> QueueMode {
+        self.mode
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<Tenant>, Waiter>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a tenant before its decision; it stays until it [`leave`](Self::leave)s.
-    pub fn enter(&self, tenant: ObjectRef<Tenant>, uid: &str, footprint: Resources) {
-        self.lock().insert(
-            tenant,
-            Waiter {
-                uid: uid.to_owned(),
-                footprint,
-            },
-        );
+    fn lock_changed(&self) -> std::sync::MutexGuard<'_, Changed> {
+        self.changed.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Registers a tenant before its decision; it stays until it leaves.
+    pub fn enter(&self, tenant: ObjectRef<Tenant>, waiter: Waiter) {
+        self.lock().insert(tenant, waiter);
+    }
+
+    /// The tenant is at rest with what it wanted (placed, or holding its footprint).
     pub fn leave(&self, tenant: &ObjectRef<Tenant>) {
-        self.lock().remove(tenant);
+        let left = self.lock().remove(tenant).is_some();
+        if left && self.mode == QueueMode::StrictFifo {
+            self.everything_changed();
+        }
+    }
+
+    /// The tenant stops waiting without taking room (deleted, suspended, unusable spec): room
+    /// held for it, or a StrictFIFO queue behind it, may be free for others on any node.
+    pub fn withdraw(&self, tenant: &ObjectRef<Tenant>) {
+        if self.lock().remove(tenant).is_some() {
+            self.everything_changed();
+        }
+    }
+
+    fn everything_changed(&self) {
+        self.lock_changed().all = true;
+        self.pass_due.notify_one();
     }
 
     /// How many tenants wait.
@@ -75,37 +143,79 @@ impl WaitingRoom {
         self.len() == 0
     }
 
+    /// The waiting tenants older than `key` in queue order (for the engine's queue).
+    pub fn waiters_before(&self, key: (Option<Timestamp>, &str)) -> Vec<Waiter> {
+        self.lock()
+            .values()
+            .filter(|w| w.queue_key() < key)
+            .cloned()
+            .collect()
+    }
+
     /// Re-queues one tenant now, waiting or not.
     pub fn wake(&self, tenant: ObjectRef<Tenant>) {
         // A closed channel means the controller is stopping; nothing to wake.
         let _ = self.trigger.unbounded_send(tenant);
     }
 
-    /// Re-queues every waiting tenant this node could take now. Returns how many.
-    pub fn node_changed(&self, node: &Node) -> usize {
-        let Ok(ledger) = super::writer::ledger_of(node) else {
-            return 0;
-        };
-        let ledgers = std::slice::from_ref(&ledger);
+    /// Records that a node changed; the next pass judges it.
+    pub fn node_changed(&self, node: &str) {
+        self.lock_changed().nodes.insert(node.to_owned());
+        self.pass_due.notify_one();
+    }
+
+    /// Waits until a pass is due and takes what changed: the node names, or `None` for all.
+    pub async fn next_changes(&self) -> Option<HashSet<String>> {
+        self.pass_due.notified().await;
+        let mut changed = self.lock_changed();
+        let taken = std::mem::take(&mut *changed);
+        (!taken.all).then_some(taken.nodes)
+    }
+
+    /// Re-queues, oldest first, every waiting tenant one of these nodes could take now.
+    /// Returns how many.
+    pub fn pass(&self, nodes: &[NodeLedger]) -> usize {
+        let mut waiting: Vec<(ObjectRef<Tenant>, Waiter)> = self
+            .lock()
+            .iter()
+            .map(|(r, w)| (r.clone(), w.clone()))
+            .collect();
+        waiting.sort_by(|a, b| a.1.queue_key().cmp(&b.1.queue_key()));
         let mut triggered = 0usize;
-        for (tenant, waiter) in self.lock().iter() {
+        for (tenant, waiter) in waiting {
             let wants = TenantWants {
-                uid: &waiter.uid,
-                tenant: &waiter.uid,
-                footprint: waiter.footprint,
                 suspend: false,
-                status_node: None,
+                ..waiter.wants()
             };
-            let could_take = matches!(
-                plan_tenant(&wants, ledgers),
-                Plan::Edit(edit) if matches!(edit.kind, EditKind::Reserve | EditKind::Resize)
-            );
+            let could_take = nodes.iter().any(|node| {
+                matches!(
+                    plan_tenant(&wants, std::slice::from_ref(node)),
+                    Plan::Edit(edit) if matches!(edit.kind, EditKind::Reserve | EditKind::Resize)
+                )
+            });
             // A closed channel means the controller is stopping; nothing to wake.
-            if could_take && self.trigger.unbounded_send(tenant.clone()).is_ok() {
+            if could_take && self.trigger.unbounded_send(tenant).is_ok() {
                 triggered = triggered.saturating_add(1);
             }
         }
         triggered
+    }
+}
+
+/// Runs the passes: wait for a change, judge the changed nodes as the writer sees them, wake
+/// who they could take, then let at least one requeue window pass before the next.
+pub async fn run_passes(ctx: std::sync::Arc<super::Context>) {
+    loop {
+        let changed = ctx.waiting.next_changes().await;
+        if ctx.writer.synced().wait().await.is_err() {
+            return;
+        }
+        let ledgers = ctx.writer.ledgers(changed.as_ref());
+        let woken = ctx.waiting.pass(&ledgers);
+        if woken > 0 {
+            tracing::debug!(woken, nodes = ledgers.len(), "room for waiting tenants");
+        }
+        tokio::time::sleep(ctx.settings.requeue_window).await;
     }
 }
 
@@ -114,7 +224,8 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::api::{AllocationEntry, NodeSpec, NodeState, NodeStatus, ResourceAmounts};
+    use crate::api::{AllocationEntry, Node, NodeSpec, NodeState, NodeStatus, ResourceAmounts};
+    use crate::controller::writer::ledger_of;
 
     fn node(state: NodeState, capacity: ResourceAmounts, held: &[(&str, ResourceAmounts)]) -> Node {
         let mut node = Node::new(
@@ -144,6 +255,20 @@ mod tests {
         ObjectRef::new(name).within("default")
     }
 
+    fn waiter(uid: &str, footprint: Resources, created_second: i64) -> Waiter {
+        Waiter {
+            uid: uid.into(),
+            tenant: format!("default/{uid}"),
+            footprint,
+            suspend: false,
+            created: Some(Timestamp::from_second(created_second).unwrap()),
+        }
+    }
+
+    fn changed(room: &WaitingRoom, node: &Node) -> usize {
+        room.pass(&[ledger_of(node).unwrap()])
+    }
+
     fn drain(requests: &mut mpsc::UnboundedReceiver<ObjectRef<Tenant>>) -> Vec<String> {
         let mut names = Vec::new();
         while let Ok(r) = requests.try_recv() {
@@ -156,30 +281,35 @@ mod tests {
     #[test]
     fn a_node_wakes_exactly_the_waiting_tenants_it_could_take_now() {
         let (room, mut requests) = WaitingRoom::new();
-        room.enter(tenant("small"), "small", Resources::new(4, 4, 4));
-        room.enter(tenant("big"), "big", Resources::new(100, 4, 4));
+        room.enter(tenant("small"), waiter("small", Resources::new(4, 4, 4), 0));
+        room.enter(tenant("big"), waiter("big", Resources::new(100, 4, 4), 0));
         // free = 8 - 2 = 6 threads: small (4) fits, big (100) does not.
         assert_eq!(
-            room.node_changed(&node(
-                NodeState::Online,
-                ResourceAmounts::new(8, 8, 8),
-                &[("x", ResourceAmounts::new(2, 2, 2))]
-            )),
+            changed(
+                &room,
+                &node(
+                    NodeState::Online,
+                    ResourceAmounts::new(8, 8, 8),
+                    &[("x", ResourceAmounts::new(2, 2, 2))]
+                )
+            ),
             1
         );
         assert_eq!(drain(&mut requests), ["small"]);
         // Cordoned takes no new tenants.
         assert_eq!(
-            room.node_changed(&node(
-                NodeState::Cordoned,
-                ResourceAmounts::new(8, 8, 8),
-                &[]
-            )),
+            changed(
+                &room,
+                &node(NodeState::Cordoned, ResourceAmounts::new(8, 8, 8), &[])
+            ),
             0
         );
-        room.leave(&tenant("small"));
+        room.withdraw(&tenant("small"));
         assert_eq!(
-            room.node_changed(&node(NodeState::Online, ResourceAmounts::new(8, 8, 8), &[])),
+            changed(
+                &room,
+                &node(NodeState::Online, ResourceAmounts::new(8, 8, 8), &[])
+            ),
             0
         );
         assert_eq!(room.len(), 1);
@@ -188,7 +318,7 @@ mod tests {
     #[test]
     fn a_resizing_tenant_is_woken_when_its_own_node_has_room_counting_its_entry() {
         let (room, mut requests) = WaitingRoom::new();
-        room.enter(tenant("acme"), "acme", Resources::new(4, 8, 40));
+        room.enter(tenant("acme"), waiter("acme", Resources::new(4, 8, 40), 0));
         // others hold 61 threads, acme 2: room = 64 - 61 = 3 < 4.
         let tight = node(
             NodeState::Online,
@@ -198,7 +328,7 @@ mod tests {
                 ("o", ResourceAmounts::new(61, 1, 1)),
             ],
         );
-        assert_eq!(room.node_changed(&tight), 0);
+        assert_eq!(changed(&room, &tight), 0);
         // others hold 60: room = 4, enough.
         let roomy = node(
             NodeState::Online,
@@ -208,7 +338,45 @@ mod tests {
                 ("o", ResourceAmounts::new(60, 1, 1)),
             ],
         );
-        assert_eq!(room.node_changed(&roomy), 1);
+        assert_eq!(changed(&room, &roomy), 1);
         assert_eq!(drain(&mut requests), ["acme"]);
+    }
+
+    #[test]
+    fn a_pass_wakes_the_oldest_first_whatever_their_names() {
+        let (room, mut requests) = WaitingRoom::new();
+        room.enter(
+            tenant("a-young"),
+            waiter("a-young", Resources::new(1, 1, 1), 300),
+        );
+        room.enter(
+            tenant("z-old"),
+            waiter("z-old", Resources::new(1, 1, 1), 100),
+        );
+        room.enter(
+            tenant("m-mid"),
+            waiter("m-mid", Resources::new(1, 1, 1), 200),
+        );
+        let empty = node(NodeState::Online, ResourceAmounts::new(8, 8, 8), &[]);
+        assert_eq!(changed(&room, &empty), 3);
+        let mut order = Vec::new();
+        while let Ok(r) = requests.try_recv() {
+            order.push(r.name);
+        }
+        assert_eq!(order, ["z-old", "m-mid", "a-young"]);
+    }
+
+    #[tokio::test]
+    async fn changes_between_passes_are_coalesced_and_a_withdrawal_asks_for_every_node() {
+        let (room, _requests) = WaitingRoom::new();
+        room.node_changed("n1");
+        room.node_changed("n2");
+        room.node_changed("n1");
+        let names = room.next_changes().await.unwrap();
+        assert_eq!(names.len(), 2);
+        room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
+        room.node_changed("n3");
+        room.withdraw(&tenant("t"));
+        assert_eq!(room.next_changes().await, None, "every node");
     }
 }

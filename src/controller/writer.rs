@@ -25,7 +25,10 @@
 //! - a job is answered only once its writes are committed; a stale view can only cost a 409,
 //!   never an over-commit, because each write is guarded;
 //! - a node whose allocations cannot be read is never written, and a tenant whose UID appears on
-//!   it is not placed elsewhere (that could reserve it twice): the error names the node.
+//!   it is not placed elsewhere (that could reserve it twice): the error names the node;
+//! - tenants are decided through the FIFO queue (`placement::queue`): room is held for older
+//!   tenants in the waiting room that are not in the batch; holds live in the view only and are
+//!   never written.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,10 +41,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::Store;
-use placement::{Entry, NodeLedger, Plan, TenantWants, plan_release, plan_tenant_with};
+use placement::{
+    Entry, FifoQueue, NodeLedger, Plan, QueueMode, TenantWants, is_hold, plan_release,
+};
 
 use super::Synced;
 use super::newest::Newest;
+use super::waiting::WaitingRoom;
 use crate::api::{AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION};
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
@@ -124,6 +130,19 @@ impl View {
         self.ledgers.iter().find(|l| l.name() == node)
     }
 }
+
+/// A ledger's entries as they are written: without the room held for waiting tenants.
+fn written_entries(ledger: &NodeLedger) -> Vec<Entry> {
+    ledger
+        .entries()
+        .iter()
+        .filter(|e| !is_hold(&e.uid))
+        .cloned()
+        .collect()
+}
+
+/// Where a tenant stands in the FIFO queue: older first, then by `namespace/name`.
+type QueueKey = (Option<Timestamp>, String);
 
 fn allocations_of(node: &Node) -> &[AllocationEntry] {
     node.status
@@ -323,6 +342,8 @@ struct Shared {
     /// The placement policy, and how many placements it decided (RoundRobin's turn).
     placement: Mutex<placement::Policy>,
     turn: std::sync::atomic::AtomicU64,
+    /// The tenants waiting for room, for the FIFO queue; none until set.
+    waiting: Mutex<Option<Arc<WaitingRoom>>>,
 }
 
 /// The single Node-status writer: a handle to the one engine task of this process.
@@ -356,6 +377,7 @@ impl NodeWriter {
             synced,
             placement: Mutex::default(),
             turn: std::sync::atomic::AtomicU64::new(0),
+            waiting: Mutex::default(),
         });
         let (jobs, queue) = mpsc::unbounded_channel();
         let engine = AbortOnDrop(tokio::spawn(run_engine(shared.clone(), queue)));
@@ -374,6 +396,28 @@ impl NodeWriter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = policy;
         self
+    }
+
+    /// Decides tenants in the FIFO order of this waiting room (its mode), holding room for the
+    /// older tenants waiting in it.
+    pub fn with_waiting_room(self, waiting: Arc<WaitingRoom>) -> Self {
+        *self
+            .shared
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(waiting);
+        self
+    }
+
+    /// The ledgers of these nodes (all when `None`) as the writer sees them now.
+    pub fn ledgers(&self, names: Option<&HashSet<String>>) -> Vec<NodeLedger> {
+        let nodes = self
+            .shared
+            .snapshot()
+            .into_iter()
+            .filter(|n| names.is_none_or(|names| names.contains(&n.name_any())))
+            .collect();
+        View::build(nodes).ledgers
     }
 
     /// Counts conflicts into these metrics.
@@ -511,13 +555,21 @@ impl Shared {
     async fn run_batch(&self, mut batch: Vec<Queued>) -> Vec<Queued> {
         batch.sort_by(|a, b| a.job.order_key().cmp(&b.job.order_key()));
         let mut view = View::build(self.snapshot());
+        let (mode, waiters) = self.waiters_outside(&batch);
+        let mut queue = FifoQueue::new(
+            mode,
+            waiters
+                .iter()
+                .map(|w| ((w.created, w.tenant.clone()), w.wants()))
+                .collect(),
+        );
         // Per node: the jobs whose edits it carries, in decision order.
         let mut touched: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         let mut decided = Vec::with_capacity(batch.len());
         let mut edits: Vec<Vec<placement::Edit>> = Vec::with_capacity(batch.len());
         for (index, queued) in batch.iter().enumerate() {
             let mut made = Vec::new();
-            let outcome = match self.decide(&queued.job, &mut view, &mut made) {
+            let outcome = match self.decide(&queued.job, &mut view, &mut queue, &mut made) {
                 Ok(outcome) => outcome,
                 Err(error) => Decided::Failed(error),
             };
@@ -579,11 +631,39 @@ impl Shared {
         retry
     }
 
+    /// The queue mode, and the waiting tenants that have no job in this batch.
+    fn waiters_outside(&self, batch: &[Queued]) -> (QueueMode, Vec<super::waiting::Waiter>) {
+        let room = self
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(room) = room else {
+            return (QueueMode::default(), Vec::new());
+        };
+        let settles: Vec<&OwnedWants> = batch
+            .iter()
+            .filter_map(|q| match &q.job {
+                Job::Settle { wants, .. } => Some(wants),
+                _ => None,
+            })
+            .collect();
+        // Only waiters older than the youngest tenant decided here can hold room for it.
+        let Some(youngest) = settles.iter().map(|w| (w.created, w.tenant.as_str())).max() else {
+            return (room.mode(), Vec::new());
+        };
+        let in_batch: HashSet<&str> = settles.iter().map(|w| w.uid.as_str()).collect();
+        let mut waiters = room.waiters_before(youngest);
+        waiters.retain(|w| !in_batch.contains(w.uid.as_str()));
+        (room.mode(), waiters)
+    }
+
     /// Decides one job against the view, applying its edits to the view as it goes.
     fn decide(
         &self,
         job: &Job,
         view: &mut View,
+        queue: &mut FifoQueue<'_, QueueKey>,
         made: &mut Vec<placement::Edit>,
     ) -> Result<Decided, Error> {
         match job {
@@ -594,7 +674,8 @@ impl Shared {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
                 let turn = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                match plan_tenant_with(policy, &wants.borrowed(), &view.ledgers, turn) {
+                let key = (wants.created, wants.tenant.clone());
+                match queue.plan(&key, policy, &wants.borrowed(), &mut view.ledgers, turn) {
                     Plan::Edit(edit) => self.apply(view, edit, made, &wants.tenant)?,
                     resting => return Ok(Decided::Plan(resting)),
                 }
@@ -618,7 +699,12 @@ impl Shared {
                 let (Some(object), Some(ledger)) = (view.nodes.get(node), view.ledger(node)) else {
                     return Ok(Decided::Done);
                 };
-                let wanted = node_status(object, ledger.entries(), ledger.view().capacity, &now());
+                let wanted = node_status(
+                    object,
+                    &written_entries(ledger),
+                    ledger.view().capacity,
+                    &now(),
+                );
                 if object.status.as_ref() != Some(&wanted) {
                     // An edit that changes no entry: the write recomputes the totals.
                     made.push(placement::Edit {
@@ -685,7 +771,7 @@ impl Shared {
             let mut updated = Node::clone(object);
             updated.status = Some(node_status(
                 object,
-                ledger.entries(),
+                &written_entries(ledger),
                 ledger.view().capacity,
                 &now(),
             ));

@@ -8,6 +8,7 @@
 )]
 
 mod crash;
+mod fifo;
 mod leader;
 mod policy;
 mod quiet;
