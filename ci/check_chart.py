@@ -54,7 +54,7 @@ CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "tenants/status"): ["patch"],
     ("placement.tenant-placer.dev", "nodes"): ["get", "list", "watch"],
     ("placement.tenant-placer.dev", "nodes/status"): ["update"],
-    ("events.k8s.io", "events"): ["create", "patch"],
+    ("events.k8s.io", "events"): ["create"],
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
 

@@ -16,6 +16,7 @@
 
 pub mod newest;
 pub mod node;
+pub mod publisher;
 pub mod tenant;
 pub mod waiting;
 pub mod writer;
@@ -32,7 +33,6 @@ use tracing::Instrument;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -188,13 +188,17 @@ impl Synced {
     }
 }
 
-/// A reflector feeding `cache` from a watch, without managedFields, raising `synced` whenever a
-/// full list has been applied. The stream it returns triggers the controller.
+/// The annotation `kubectl apply` keeps its last applied object in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A reflector feeding `cache` from a watch, without managedFields or kubectl's last-applied copy, raising `synced` whenever a
+/// full list has been applied and showing every event to `on_event`. The stream it returns
+/// triggers the controller.
 fn reflected<K>(
     api: Api<K>,
     feed: reflector::store::Writer<K>,
     synced: watch::Sender<bool>,
-    on_delete: impl Fn(&K) + Send + 'static,
+    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()>
@@ -207,16 +211,32 @@ where
 {
     watcher::watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
-        .modify(|object| object.managed_fields_mut().clear())
+        .modify(|object| {
+            // Neither is read here; kubectl's copy of the last applied object would double
+            // every cached object's size.
+            object.managed_fields_mut().clear();
+            object.annotations_mut().remove(LAST_APPLIED);
+        })
         .reflect(feed)
-        .inspect_ok(move |event| match event {
-            watcher::Event::InitDone => {
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
                 let _ = synced.send(true);
             }
-            watcher::Event::Delete(object) => on_delete(object),
-            _ => {}
+            on_event(event);
         })
         .applied_objects()
+}
+
+/// What a tenant asks of the controller: its generation (spec) and whether it is being deleted.
+fn asks_changed(tenant: &Tenant) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (
+        tenant.metadata.generation,
+        tenant.metadata.deletion_timestamp.is_some(),
+    )
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// What every reconcile shares.
@@ -228,11 +248,11 @@ pub struct Context {
     /// Raised once the tenant cache holds its first full list.
     pub tenants_synced: Synced,
     /// Tenants as our own writes left them, until the cache catches up.
-    pub tenant_copies: newest::Newest<Tenant>,
+    pub tenant_copies: Arc<newest::Newest<Tenant>>,
     /// Tenants waiting for room, re-queued by node changes (shared with the writer's queue).
     pub waiting: Arc<WaitingRoom>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
-    pub events: Option<Recorder>,
+    pub events: Option<publisher::EventPublisher>,
     pub metrics: Arc<Metrics>,
     pub settings: Settings,
     pub pending_backoff: Backoff,
@@ -261,7 +281,7 @@ impl Context {
             writer,
             tenants,
             tenants_synced,
-            tenant_copies: newest::Newest::default(),
+            tenant_copies: Arc::default(),
             waiting,
             events: None,
             metrics: Arc::default(),
@@ -274,9 +294,9 @@ impl Context {
 
 impl Context {
     /// Publishes Events through this recorder.
-    pub fn with_events(self, recorder: Recorder) -> Self {
+    pub fn with_events(self, publisher: publisher::EventPublisher) -> Self {
         Context {
-            events: Some(recorder),
+            events: Some(publisher),
             ..self
         }
     }
@@ -422,21 +442,39 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     let (raise_nodes, node_synced) = Synced::flag();
     let (raise_tenants, tenants_synced) = Synced::flag();
     let node_controller = Controller::for_stream(
-        reflected(nodes.clone(), node_feed, raise_nodes, |_| {}),
+        reflected(
+            nodes.clone(),
+            node_feed,
+            raise_nodes,
+            |_: &watcher::Event<Node>| {},
+        ),
         node_cache.clone(),
     );
     // Deleted tenants are released from their delete event (what a finalizer-less delete needs;
-    // with the finalizer it finds nothing left to release).
+    // with the finalizer it finds nothing left to release). Our own writes' copies go once the
+    // watch delivers them.
     let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
-    let tenant_controller = Controller::for_stream(
-        reflected(
-            Api::<Tenant>::all(client.clone()),
-            tenant_feed,
-            raise_tenants,
-            move |tenant: &Tenant| {
+    let tenant_copies: Arc<newest::Newest<Tenant>> = Arc::default();
+    let seen = tenant_copies.clone();
+    let tenant_events = reflected(
+        Api::<Tenant>::all(client.clone()),
+        tenant_feed,
+        raise_tenants,
+        move |event: &watcher::Event<Tenant>| match event {
+            watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
+                seen.observed(tenant);
+            }
+            watcher::Event::Delete(tenant) => {
                 let _ = deleted.unbounded_send(tenant.clone());
-            },
-        ),
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        },
+    );
+    // A tenant is reconciled when what it asks changes (spec: generation) or it is being
+    // deleted, not when only its status changes (our own writes): that halves the reconciles.
+    // A status changed by someone else is corrected at the next resync.
+    let tenant_controller = Controller::for_stream(
+        tenant_events.predicate_filter(asks_changed, Default::default()),
         tenant_cache.clone(),
     );
     metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
@@ -447,20 +485,20 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         .with_policy(settings.policy)
         .with_waiting_room(waiting.clone());
     let concurrency = settings.concurrency;
-    let reporter = Reporter {
-        controller: "tenant-placer".into(),
-        instance: settings.instance.clone(),
+    let publisher =
+        publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());
+    let context = Context {
+        tenant_copies,
+        ..Context::new(
+            client,
+            writer,
+            tenant_cache,
+            tenants_synced.clone(),
+            waiting,
+            settings,
+        )
     };
-    let recorder = Recorder::new(client.clone(), reporter);
-    let context = Context::new(
-        client,
-        writer,
-        tenant_cache,
-        tenants_synced.clone(),
-        waiting,
-        settings,
-    );
-    let ctx = Arc::new(context.with_events(recorder).with_metrics(metrics));
+    let ctx = Arc::new(context.with_events(publisher).with_metrics(metrics));
     let _passes = AbortOnDrop(tokio::spawn(waiting::run_passes(ctx.clone())));
     let released_on_delete = ctx.clone();
     let _releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(

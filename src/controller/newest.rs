@@ -72,6 +72,21 @@ impl<K: Resource> Newest<K> {
         }
     }
 
+    /// The watch delivered this object: a copy it has caught up with is dropped.
+    pub fn observed(&self, object: &K) {
+        let mut copies = self.copies();
+        if copies.is_empty() {
+            return;
+        }
+        let key = key(object);
+        if copies
+            .get(&key)
+            .is_some_and(|copy| version(copy.as_ref()) <= version(object))
+        {
+            copies.remove(&key);
+        }
+    }
+
     /// Drops copies of objects the cache no longer holds (deleted).
     pub fn retain_present(&self, present: &[Arc<K>]) {
         let mut copies = self.copies();
@@ -98,6 +113,16 @@ mod tests {
         let mut node = Node::new("n", spec);
         node.metadata.resource_version = Some(rv.into());
         node
+    }
+
+    #[test]
+    fn a_copy_goes_when_the_watch_delivers_its_version_or_a_newer_one() {
+        let newest = Newest::default();
+        newest.remember(node("12", 2));
+        newest.observed(&node("11", 1));
+        assert_eq!(newest.copies().len(), 1, "an older event keeps the copy");
+        newest.observed(&node("12", 2));
+        assert!(newest.copies().is_empty());
     }
 
     #[test]

@@ -24,12 +24,13 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use placement::{EditKind, Plan, Resources, TenantWants};
 use serde_json::json;
 
+use super::publisher::Occurrence;
 use super::waiting::Waiter;
 use super::{Context, EventLevel};
 use crate::api::{PLACED_CONDITION, Tenant, TenantCondition, TenantPhase, TenantStatus};
@@ -476,15 +477,14 @@ async fn announce_failure(ctx: &Context, tenant: &Tenant, error: &Error) {
 
 /// Publishes one Event on the tenant; a failure to publish is logged, never fatal.
 async fn publish(ctx: &Context, tenant: &Tenant, type_: EventType, reason: &str, note: String) {
-    let Some(recorder) = &ctx.events else { return };
-    let event = Event {
+    let Some(publisher) = &ctx.events else { return };
+    let occurrence = Occurrence {
         type_,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
+        reason,
+        action: "Reconcile",
+        note,
     };
-    if let Err(error) = recorder.publish(&event, &tenant.object_ref(&())).await {
+    if let Err(error) = publisher.publish(occurrence, tenant.object_ref(&())).await {
         tracing::warn!(%error, reason, "could not publish an event");
     }
 }

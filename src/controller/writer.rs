@@ -34,6 +34,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::{mpsc, oneshot};
 
@@ -363,6 +364,11 @@ impl std::fmt::Debug for NodeWriter {
 
 /// The most jobs decided together: a batch answers each of them after one round of writes.
 const MAX_BATCH: usize = 1024;
+
+/// Node writes of one batch in flight at once. Each is a connection to the API server (HTTP/1.1)
+/// with its buffers; a thousand at once (a fleet's first statuses) costs memory here and
+/// runs into the server's max-in-flight limit there.
+const CONCURRENT_NODE_WRITES: usize = 32;
 
 impl NodeWriter {
     /// Starts the engine task (needs a Tokio runtime). `synced` says when `cache` holds its first
@@ -766,26 +772,37 @@ impl Shared {
         view: &View,
         nodes: impl Iterator<Item = &'a String>,
     ) -> HashMap<String, NodeFailure> {
-        let writes = nodes.filter_map(|name| {
-            let (object, ledger) = (view.nodes.get(name)?, view.ledger(name)?);
-            let mut updated = Node::clone(object);
-            updated.status = Some(node_status(
-                object,
-                &written_entries(ledger),
-                ledger.view().capacity,
-                &now(),
-            ));
-            updated.metadata.managed_fields = None;
-            Some(async move {
-                let result = self
-                    .api
-                    .replace_status(name, &PostParams::default(), &updated)
-                    .await;
-                (name.clone(), result)
+        // Build every request first, so the writes borrow nothing but the API handle.
+        let requests: Vec<(String, Node)> = nodes
+            .filter_map(|name| {
+                let (object, ledger) = (view.nodes.get(name)?, view.ledger(name)?);
+                let mut updated = Node::clone(object);
+                updated.status = Some(node_status(
+                    object,
+                    &written_entries(ledger),
+                    ledger.view().capacity,
+                    &now(),
+                ));
+                updated.metadata.managed_fields = None;
+                Some((name.clone(), updated))
             })
-        });
+            .collect();
+        let api = self.api.clone();
+        let results: Vec<(String, Result<Node, kube::Error>)> = futures::stream::iter(requests)
+            .map(|(name, updated)| {
+                let api = api.clone();
+                async move {
+                    let result = api
+                        .replace_status(&name, &PostParams::default(), &updated)
+                        .await;
+                    (name, result)
+                }
+            })
+            .buffer_unordered(CONCURRENT_NODE_WRITES)
+            .collect()
+            .await;
         let mut failures = HashMap::new();
-        for (node, result) in futures::future::join_all(writes).await {
+        for (node, result) in results {
             match result {
                 Ok(written) => {
                     tracing::debug!(node = %node, "node status written");
