@@ -42,6 +42,19 @@ fn version<K: Resource>(object: &K) -> u64 {
         .unwrap_or(0)
 }
 
+/// The newer of two copies of one object (same UID); `given` when they are not the same object.
+pub fn newer<K: Resource>(given: Arc<K>, other: Option<Arc<K>>) -> Arc<K> {
+    match other {
+        Some(other)
+            if other.meta().uid == given.meta().uid
+                && version(other.as_ref()) > version(given.as_ref()) =>
+        {
+            other
+        }
+        _ => given,
+    }
+}
+
 impl<K: Resource> Newest<K> {
     fn copies(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<K>>> {
         self.copies.lock().unwrap_or_else(PoisonError::into_inner)

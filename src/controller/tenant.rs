@@ -30,6 +30,7 @@ use kube::{Resource, ResourceExt};
 use placement::{EditKind, Plan, Resources, TenantWants};
 use serde_json::json;
 
+use super::newest;
 use super::publisher::Occurrence;
 use super::waiting::Waiter;
 use super::{Context, EventLevel};
@@ -182,8 +183,11 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     let api: Api<Tenant> =
         Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
 
-    // Our own last write may not be in the cache yet: deciding from it avoids sending it again.
-    let tenant = ctx.tenant_copies.freshest(tenant);
+    // The object handed to us was read from the cache when the reconcile was scheduled; the
+    // cache may have moved on since, and our own last write may not be in it yet: deciding from
+    // the newest of the three avoids sending a write again.
+    let current = ctx.tenants.get(&ObjectRef::from_obj(tenant.as_ref()));
+    let tenant = ctx.tenant_copies.freshest(newest::newer(tenant, current));
     let me = ObjectRef::from_obj(tenant.as_ref());
     if tenant.metadata.deletion_timestamp.is_some() {
         ctx.waiting.withdraw(&me);
