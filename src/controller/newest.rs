@@ -129,6 +129,33 @@ mod tests {
     }
 
     #[test]
+    fn the_newer_copy_of_the_same_object_wins() {
+        let mut recreated = node("20", 3);
+        recreated.metadata.uid = Some("other".into());
+        let mut older = node("10", 1);
+        older.metadata.uid = Some("one".into());
+        let mut newer_copy = node("12", 2);
+        newer_copy.metadata.uid = Some("one".into());
+        let given = Arc::new(older);
+        assert_eq!(
+            newer(given.clone(), Some(Arc::new(newer_copy)))
+                .spec
+                .capacity
+                .threads,
+            2
+        );
+        assert_eq!(newer(given.clone(), None).spec.capacity.threads, 1);
+        assert_eq!(
+            newer(given, Some(Arc::new(recreated)))
+                .spec
+                .capacity
+                .threads,
+            1,
+            "another UID is another object"
+        );
+    }
+
+    #[test]
     fn a_copy_goes_when_the_watch_delivers_its_version_or_a_newer_one() {
         let newest = Newest::default();
         newest.remember(node("12", 2));

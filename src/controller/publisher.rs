@@ -120,35 +120,36 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn an_event_carries_what_the_api_requires_and_a_note_within_its_limit() {
-        let client = kube::Client::new(inmem_apiserver::ApiServer::new(), "default");
+    #[tokio::test]
+    async fn an_event_carries_what_the_api_requires_and_a_note_within_its_limit() {
+        let api = inmem_apiserver::ApiServer::new();
+        let client = kube::Client::new(api.clone(), "default");
         let publisher = EventPublisher::new(client, "tenant-placer", None);
         let regarding = ObjectReference {
             name: Some("acme".into()),
             namespace: Some("team-a".into()),
             ..ObjectReference::default()
         };
+        let occurrence = Occurrence {
+            type_: EventType::Warning,
+            reason: "ResizeBlocked",
+            action: "Reconcile",
+            note: "é".repeat(600),
+        };
         let now = Timestamp::from_second(1_800_000_000).unwrap();
-        let event = publisher.event(
-            Occurrence {
-                type_: EventType::Warning,
-                reason: "ResizeBlocked",
-                action: "Reconcile",
-                note: "é".repeat(600),
-            },
-            regarding,
-            now,
-        );
+        let event = publisher.event(occurrence.clone(), regarding.clone(), now);
         assert_eq!(
             event.metadata.name.as_deref(),
             Some(format!("acme.{:x}", now.as_nanosecond()).as_str())
         );
-        assert_eq!(event.metadata.namespace.as_deref(), Some("team-a"));
         assert_eq!(event.type_.as_deref(), Some("Warning"));
         assert_eq!(event.reporting_instance.as_deref(), Some("tenant-placer"));
         assert!(event.event_time.is_some() && event.series.is_none());
-        let note = event.note.unwrap();
-        assert_eq!(note.len(), 1024, "512 two-byte characters");
+        assert_eq!(event.note.unwrap().len(), 1024, "512 two-byte characters");
+
+        publisher.publish(occurrence, regarding).await.unwrap();
+        let stored = api.list("events.k8s.io", "events");
+        assert_eq!(stored.len(), 1);
+        assert_eq!(stored[0]["metadata"]["namespace"], "team-a");
     }
 }
