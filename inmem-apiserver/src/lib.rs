@@ -99,8 +99,11 @@
 //! Direct access without HTTP ([`ApiServer::get`], [`ApiServer::list`],
 //! [`ApiServer::create`], [`ApiServer::apply`], [`ApiServer::delete`]), a hook
 //! on every committed write ([`ApiServer::on_commit`]), request and write
-//! counters ([`ApiServer::stats`]), and fault injection ([`ApiServer::inject`],
-//! [`ApiServer::break_watches`], [`ApiServer::compact_history`]).
+//! counters ([`ApiServer::stats`]), fault injection ([`ApiServer::inject`],
+//! [`ApiServer::break_watches`], [`ApiServer::compact_history`]), and a cost
+//! model that makes every write cost server time under a cap on writes per
+//! second, as a real control plane's CPU does ([`ApiServer::set_cost_model`],
+//! [`CostModel`]).
 
 mod body;
 mod cost;
