@@ -455,7 +455,10 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     // watch delivers them.
     let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
     let tenant_copies: Arc<newest::Newest<Tenant>> = Arc::default();
+    let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
+    let waiting = Arc::new(waiting);
     let seen = tenant_copies.clone();
+    let (relisted_room, relisted) = (waiting.clone(), tenant_cache.clone());
     let tenant_events = reflected(
         Api::<Tenant>::all(client.clone()),
         tenant_feed,
@@ -467,7 +470,9 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
             watcher::Event::Delete(tenant) => {
                 let _ = deleted.unbounded_send(tenant.clone());
             }
-            watcher::Event::Init | watcher::Event::InitDone => {}
+            // A relist drops what was deleted while the watch was down, without a delete event.
+            watcher::Event::InitDone => relisted_room.retain_present(&relisted),
+            watcher::Event::Init => {}
         },
     );
     // A tenant is reconciled when what it asks changes (spec: generation) or it is being
@@ -478,8 +483,6 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         tenant_cache.clone(),
     );
     metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
-    let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
-    let waiting = Arc::new(waiting);
     let writer = NodeWriter::new(nodes, node_cache, node_synced.clone(), settings.retry)
         .with_metrics(metrics.clone())
         .with_policy(settings.policy)

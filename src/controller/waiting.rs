@@ -13,7 +13,8 @@
 //! - a pass wakes tenants oldest first (creationTimestamp, then namespace/name); the engine
 //!   holds room for older waiting tenants (see `placement::queue`), so the order of reconciles
 //!   cannot let a younger tenant take it;
-//! - a tenant that leaves without taking room (deleted, suspended, unusable spec), and in
+//! - a tenant that leaves without taking room (deleted, suspended, unusable spec) or comes back
+//!   asking something else (room may have been held for what it asked before), and in
 //!   StrictFIFO any tenant that leaves, may unblock others anywhere: the next pass looks at
 //!   every node;
 //! - triggering sends a reconcile request and nothing else; deciding stays with the writer.
@@ -110,7 +111,12 @@ impl WaitingRoom {
 
     /// Registers a tenant before its decision; it stays until it leaves.
     pub fn enter(&self, tenant: ObjectRef<Tenant>, waiter: Waiter) {
-        self.lock().insert(tenant, waiter);
+        let before = self.lock().insert(tenant, waiter.clone());
+        // Room held for what it asked before may now go unused: younger tenants that found
+        // it held must look again.
+        if before.is_some_and(|b| b.footprint != waiter.footprint || b.suspend != waiter.suspend) {
+            self.everything_changed();
+        }
     }
 
     /// The tenant is at rest with what it wanted (placed, or holding its footprint).
@@ -126,6 +132,24 @@ impl WaitingRoom {
     pub fn withdraw(&self, tenant: &ObjectRef<Tenant>) {
         if self.lock().remove(tenant).is_some() {
             self.everything_changed();
+        }
+    }
+
+    /// Drops the waiters whose tenant (by UID) is no longer in the cache: deleted while the
+    /// watch was down. They can hold no room for others any more.
+    pub fn retain_present(&self, tenants: &kube::runtime::reflector::Store<Tenant>) {
+        let gone: Vec<ObjectRef<Tenant>> = self
+            .lock()
+            .iter()
+            .filter(|(tenant, waiter)| {
+                tenants
+                    .get(tenant)
+                    .is_none_or(|t| t.metadata.uid.as_deref() != Some(waiter.uid.as_str()))
+            })
+            .map(|(tenant, _)| tenant.clone())
+            .collect();
+        for tenant in &gone {
+            self.withdraw(tenant);
         }
     }
 
@@ -378,5 +402,36 @@ mod tests {
         room.node_changed("n3");
         room.withdraw(&tenant("t"));
         assert_eq!(room.next_changes().await, None, "every node");
+        room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
+        room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
+        room.node_changed("n3");
+        assert!(
+            room.next_changes().await.is_some(),
+            "the same ask again changes nothing"
+        );
+        room.enter(tenant("t"), waiter("t", Resources::new(9, 1, 1), 0));
+        assert_eq!(room.next_changes().await, None, "a new ask: every node");
+    }
+
+    #[test]
+    fn a_waiter_whose_tenant_is_gone_from_the_cache_is_dropped() {
+        let (store, mut feed) = kube::runtime::reflector::store::<Tenant>();
+        let kept: Tenant = serde_json::from_value(serde_json::json!({
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "Tenant",
+            "metadata": {"name": "kept", "namespace": "default", "uid": "kept"},
+            "spec": {"resources": {"threads": 1, "memoryGb": 1, "storageGb": 1}, "mode": "Standalone"},
+        }))
+        .unwrap();
+        feed.apply_watcher_event(&kube::runtime::watcher::Event::Apply(kept));
+        let (room, _requests) = WaitingRoom::new();
+        room.enter(tenant("kept"), waiter("kept", Resources::new(1, 1, 1), 0));
+        room.enter(tenant("gone"), waiter("gone", Resources::new(1, 1, 1), 0));
+        room.retain_present(&store);
+        let left: Vec<String> = room
+            .waiters_before((Some(Timestamp::MAX), "~"))
+            .into_iter()
+            .map(|w| w.uid)
+            .collect();
+        assert_eq!(left, ["kept"]);
     }
 }

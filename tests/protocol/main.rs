@@ -37,7 +37,9 @@ pub fn settings() -> Settings {
     Settings {
         concurrency: 8,
         error_backoff: Duration::from_millis(20),
-        error_backoff_max: Duration::from_millis(200),
+        // Below the harness's quiet period (80 ms): a failed reconcile retries before the
+        // harness could take the pause for quiescence.
+        error_backoff_max: Duration::from_millis(50),
         retry: RetryPolicy {
             jitter: Duration::from_millis(2),
             ..RetryPolicy::default()
