@@ -46,6 +46,8 @@ enum Command {
         /// Manifest files or directories to apply at start.
         #[arg(short = 'f', long = "filename")]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        placement: PlacementArgs,
     },
     /// Plan a fleet offline: apply manifests to an in-process API, run the controller until it is
     /// quiet, and print where every tenant landed and how full each node is.
@@ -65,8 +67,9 @@ enum Command {
     },
 }
 
+/// How the controller places, orders and records: the same for `run` and `sandbox`.
 #[derive(clap::Args, Debug)]
-struct RunArgs {
+struct PlacementArgs {
     /// Tenant reconciles running at once.
     #[arg(long, default_value_t = 128, env = "TENANT_PLACER_CONCURRENCY")]
     concurrency: u16,
@@ -77,24 +80,6 @@ struct RunArgs {
     /// How new tenants are placed: FirstFit, BestFit, LeastLoaded or RoundRobin.
     #[arg(long, default_value_t = placement::Policy::FirstFit, env = "TENANT_PLACER_POLICY")]
     policy: placement::Policy,
-    /// Where to serve /healthz, /readyz and /metrics.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    metrics_addr: std::net::SocketAddr,
-    /// Reconcile only while holding the leader Lease (for more than one replica).
-    #[arg(long)]
-    leader_election: bool,
-    /// The leader Lease's name.
-    #[arg(long, default_value = "tenant-placer")]
-    lease_name: String,
-    /// The leader Lease's namespace (in a Pod: its own, from the downward API).
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
-    lease_namespace: String,
-    /// This replica's identity in the Lease and in Events (in a Pod: its name).
-    #[arg(long, env = "POD_NAME")]
-    identity: Option<String>,
-    /// Do not serve the read-only fleet page (/, /api/fleet) on the metrics address.
-    #[arg(long)]
-    no_page: bool,
     /// Do not put the reservation finalizer on Tenants: one write less per tenant. A delete is
     /// then released from its watch event, and a delete the controller missed (it was down) by
     /// the periodic node sweep instead of blocking the delete.
@@ -114,6 +99,46 @@ struct RunArgs {
     /// Seconds between sweeps of every node for orphaned entries and stale totals.
     #[arg(long, default_value_t = 300)]
     orphan_sweep_seconds: u64,
+}
+
+impl PlacementArgs {
+    fn settings(&self) -> Settings {
+        Settings {
+            concurrency: self.concurrency,
+            pending_recheck: Duration::from_secs(self.pending_recheck_seconds),
+            policy: self.policy,
+            finalizer: !self.no_finalizer,
+            events: self.events,
+            queue: self.queue,
+            requeue_window: Duration::from_millis(self.requeue_window_ms),
+            orphan_sweep: Duration::from_secs(self.orphan_sweep_seconds.max(1)),
+            ..Settings::default()
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    placement: PlacementArgs,
+    /// Where to serve /healthz, /readyz and /metrics.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_addr: std::net::SocketAddr,
+    /// Reconcile only while holding the leader Lease (for more than one replica).
+    #[arg(long)]
+    leader_election: bool,
+    /// The leader Lease's name.
+    #[arg(long, default_value = "tenant-placer")]
+    lease_name: String,
+    /// The leader Lease's namespace (in a Pod: its own, from the downward API).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease and in Events (in a Pod: its name).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// Do not serve the read-only fleet page (/, /api/fleet) on the metrics address.
+    #[arg(long)]
+    no_page: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,12 +182,14 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
             allow_non_loopback,
             kubeconfig_out,
             files,
+            placement,
         } => {
             let options = tenant_placer::sandbox::SandboxOptions {
                 listen,
                 allow_non_loopback,
                 kubeconfig_out,
                 files,
+                settings: placement.settings(),
             };
             tenant_placer::sandbox::run(options).await?
         }
@@ -187,22 +214,14 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         .leader_election
         .then(|| LeaseConfig::new(args.lease_name, args.lease_namespace, identity.clone()));
     let settings = Settings {
-        concurrency: args.concurrency,
-        pending_recheck: Duration::from_secs(args.pending_recheck_seconds),
-        policy: args.policy,
         leader_election,
         instance: Some(identity),
-        finalizer: !args.no_finalizer,
-        events: args.events,
-        queue: args.queue,
-        requeue_window: Duration::from_millis(args.requeue_window_ms),
-        orphan_sweep: Duration::from_secs(args.orphan_sweep_seconds.max(1)),
-        ..Settings::default()
+        ..args.placement.settings()
     };
     tracing::info!(?settings, "starting tenant-placer");
     let telemetry = controller::Telemetry {
         page: !args.no_page,
-        policy: args.policy.to_string(),
+        policy: args.placement.policy.to_string(),
         ..controller::Telemetry::default()
     };
     let server = metrics::serve(args.metrics_addr, telemetry.clone());

@@ -42,6 +42,8 @@ pub struct SandboxOptions {
     pub kubeconfig_out: PathBuf,
     /// Manifests to apply once the API is up.
     pub files: Vec<PathBuf>,
+    /// How the controller places, orders and records (`run`'s flags).
+    pub settings: Settings,
 }
 
 /// Why the sandbox could not start.
@@ -118,7 +120,7 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     let telemetry = Telemetry::default();
     let controller = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
-        Settings::default(),
+        options.settings.clone(),
         telemetry.clone(),
     )));
     let page_listen = SocketAddr::new(loopback_like(options.listen.ip()), 0);
@@ -384,6 +386,7 @@ mod tests {
             allow_non_loopback: false,
             kubeconfig_out: PathBuf::from("unused"),
             files: Vec::new(),
+            settings: Settings::default(),
         };
         let error = start(&options).await.unwrap_err();
         assert!(
