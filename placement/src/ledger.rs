@@ -241,8 +241,33 @@ pub fn plan_tenant_with(
     nodes: &[NodeLedger],
     turn: u64,
 ) -> Plan {
-    let mut holders: Vec<&NodeLedger> = nodes
+    plan_tenant_held_by(policy, wants, nodes, &holders_of(wants.uid, nodes), turn)
+}
+
+/// The positions in `nodes` of the ledgers holding an entry of this UID (a scan of every entry).
+pub fn holders_of(uid: &str, nodes: &[NodeLedger]) -> Vec<usize> {
+    nodes
         .iter()
+        .enumerate()
+        .filter(|(_, n)| n.entry_of(uid).is_some())
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// [`plan_tenant_with`] for a caller that keeps an index of which ledgers hold which UID, so that
+/// a decision need not scan every entry of the fleet: `holders` are the positions in `nodes` of
+/// the ledgers holding an entry of `wants.uid`, in any order. A position that holds no such
+/// entry is ignored.
+pub fn plan_tenant_held_by(
+    policy: Policy,
+    wants: &TenantWants<'_>,
+    nodes: &[NodeLedger],
+    holders: &[usize],
+    turn: u64,
+) -> Plan {
+    let mut holders: Vec<&NodeLedger> = holders
+        .iter()
+        .filter_map(|&i| nodes.get(i))
         .filter(|n| n.entry_of(wants.uid).is_some())
         .collect();
     holders.sort_by(|a, b| a.name.cmp(&b.name));
@@ -646,5 +671,23 @@ mod tests {
             uids,
             vec![("x".into(), 1), ("acme".into(), 2), ("y".into(), 1)]
         );
+    }
+
+    #[test]
+    fn a_plan_from_an_index_of_holders_is_the_plan_from_a_scan() {
+        let r = |t| Resources::new(t, 1, 1);
+        let nodes = vec![
+            ledger("a", r(8), &[("x", r(1))]),
+            ledger("b", r(8), &[("acme", r(2))]),
+            ledger("c", r(8), &[("acme", r(2)), ("y", r(1))]),
+        ];
+        for footprint in [r(2), r(3), r(20)] {
+            let want = wants("acme", footprint);
+            let scanned = plan_tenant_with(Policy::FirstFit, &want, &nodes, 0);
+            // Any order, and a position that holds nothing, give the same plan.
+            let indexed = plan_tenant_held_by(Policy::FirstFit, &want, &nodes, &[2, 0, 1], 0);
+            assert_eq!(indexed, scanned, "{footprint}");
+            assert_eq!(holders_of("acme", &nodes), [1, 2]);
+        }
     }
 }

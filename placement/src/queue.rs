@@ -12,7 +12,10 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, plan_tenant_with};
+use crate::ledger::{
+    Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, holders_of, plan_tenant_held_by,
+    plan_tenant_with,
+};
 use crate::policy::Policy;
 use crate::resources::Resources;
 
@@ -124,8 +127,26 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
         ledgers: &mut [NodeLedger],
         turn: u64,
     ) -> Plan {
+        let holders = holders_of(wants.uid, ledgers);
+        self.plan_held_by(key, policy, wants, ledgers, &holders, turn)
+    }
+
+    /// [`plan`](Self::plan) for a caller that indexes which ledgers hold which UID (see
+    /// [`plan_tenant_held_by`]). Holds never change `holders`: they carry their own UIDs.
+    pub fn plan_held_by(
+        &mut self,
+        key: &K,
+        policy: Policy,
+        wants: &TenantWants<'_>,
+        ledgers: &mut [NodeLedger],
+        holders: &[usize],
+        turn: u64,
+    ) -> Plan {
         self.hold_older(key, policy, ledgers, turn);
-        let holds_nothing = !ledgers.iter().any(|l| l.entry_of(wants.uid).is_some());
+        let holds_nothing = !holders
+            .iter()
+            .filter_map(|&i| ledgers.get(i))
+            .any(|l| l.entry_of(wants.uid).is_some());
         if let Some(head) = &self.head
             && holds_nothing
             && !wants.suspend
@@ -135,7 +156,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 behind: head.clone(),
             };
         }
-        let plan = plan_tenant_with(policy, wants, ledgers, turn);
+        let plan = plan_tenant_held_by(policy, wants, ledgers, holders, turn);
         if matches!(plan, Plan::Pending(_)) {
             self.note_unplaceable(wants.tenant);
         }

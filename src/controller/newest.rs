@@ -8,15 +8,19 @@
 //!   copies come from the same API server, where they are etcd revisions; an unparseable one
 //!   counts as oldest, so the cache wins.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::{Resource, ResourceExt};
 
-/// Copies newer than the cache, by namespace/name.
+/// Copies by namespace ("" for cluster-scoped objects), then name: looked up without building a
+/// key, since every snapshot of the node cache asks for each node.
+type Copies<K> = HashMap<String, HashMap<String, Arc<K>>>;
+
+/// Copies newer than the cache, by namespace and name.
 #[derive(Debug)]
 pub struct Newest<K> {
-    copies: Mutex<HashMap<String, Arc<K>>>,
+    copies: Mutex<Copies<K>>,
 }
 
 impl<K> Default for Newest<K> {
@@ -25,14 +29,6 @@ impl<K> Default for Newest<K> {
             copies: Mutex::default(),
         }
     }
-}
-
-fn key<K: Resource>(object: &K) -> String {
-    format!(
-        "{}/{}",
-        object.namespace().unwrap_or_default(),
-        object.name_any()
-    )
 }
 
 fn version<K: Resource>(object: &K) -> u64 {
@@ -55,30 +51,53 @@ pub fn newer<K: Resource>(given: Arc<K>, other: Option<Arc<K>>) -> Arc<K> {
     }
 }
 
+fn namespace_of<K: Resource>(object: &K) -> &str {
+    object.meta().namespace.as_deref().unwrap_or_default()
+}
+
+fn name_of<K: Resource>(object: &K) -> &str {
+    object.meta().name.as_deref().unwrap_or_default()
+}
+
 impl<K: Resource> Newest<K> {
-    fn copies(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<K>>> {
+    fn copies(&self) -> std::sync::MutexGuard<'_, Copies<K>> {
         self.copies.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many copies are held.
+    pub fn len(&self) -> usize {
+        self.copies().values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Keeps what a write (or a fresh read) returned.
     pub fn remember(&self, object: K) {
-        self.copies().insert(key(&object), Arc::new(object));
+        let (namespace, name) = (namespace_of(&object).to_owned(), object.name_any());
+        self.copies()
+            .entry(namespace)
+            .or_default()
+            .insert(name, Arc::new(object));
     }
 
     /// Forgets an object (it is gone).
     pub fn forget(&self, namespace: Option<&str>, name: &str) {
-        self.copies()
-            .remove(&format!("{}/{name}", namespace.unwrap_or_default()));
+        remove(&mut self.copies(), namespace.unwrap_or_default(), name);
     }
 
     /// The newer of the cached object and our copy.
     pub fn freshest(&self, cached: Arc<K>) -> Arc<K> {
         let mut copies = self.copies();
-        let key = key(cached.as_ref());
-        match copies.get(&key) {
+        if copies.is_empty() {
+            return cached;
+        }
+        let (namespace, name) = (namespace_of(cached.as_ref()), name_of(cached.as_ref()));
+        match copies.get(namespace).and_then(|named| named.get(name)) {
             Some(copy) if version(copy.as_ref()) > version(cached.as_ref()) => copy.clone(),
             Some(_) => {
-                copies.remove(&key);
+                remove(&mut copies, namespace, name);
                 cached
             }
             None => cached,
@@ -91,23 +110,34 @@ impl<K: Resource> Newest<K> {
         if copies.is_empty() {
             return;
         }
-        let key = key(object);
+        let (namespace, name) = (namespace_of(object), name_of(object));
         if copies
-            .get(&key)
+            .get(namespace)
+            .and_then(|named| named.get(name))
             .is_some_and(|copy| version(copy.as_ref()) <= version(object))
         {
-            copies.remove(&key);
+            remove(&mut copies, namespace, name);
         }
     }
 
-    /// Drops copies of objects the cache no longer holds (deleted).
-    pub fn retain_present(&self, present: &[Arc<K>]) {
+    /// Drops copies of objects the cache no longer holds (deleted): `present(namespace, name)`
+    /// says whether it does.
+    pub fn retain_present(&self, present: impl Fn(&str, &str) -> bool) {
         let mut copies = self.copies();
-        if copies.is_empty() {
-            return;
+        for (namespace, named) in copies.iter_mut() {
+            named.retain(|name, _| present(namespace, name));
         }
-        let keys: HashSet<String> = present.iter().map(|o| key(o.as_ref())).collect();
-        copies.retain(|k, _| keys.contains(k));
+        copies.retain(|_, named| !named.is_empty());
+    }
+}
+
+/// Removes one copy, and its namespace's map once empty (so `is_empty` stays cheap and true).
+fn remove<K>(copies: &mut Copies<K>, namespace: &str, name: &str) {
+    if let Some(named) = copies.get_mut(namespace) {
+        named.remove(name);
+        if named.is_empty() {
+            copies.remove(namespace);
+        }
     }
 }
 
@@ -160,9 +190,9 @@ mod tests {
         let newest = Newest::default();
         newest.remember(node("12", 2));
         newest.observed(&node("11", 1));
-        assert_eq!(newest.copies().len(), 1, "an older event keeps the copy");
+        assert_eq!(newest.len(), 1, "an older event keeps the copy");
         newest.observed(&node("12", 2));
-        assert!(newest.copies().is_empty());
+        assert!(newest.is_empty());
     }
 
     #[test]

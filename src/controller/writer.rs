@@ -41,7 +41,7 @@ use tokio::sync::{mpsc, oneshot};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use placement::{
     Entry, FifoQueue, NodeLedger, Plan, QueueMode, TenantWants, is_hold, plan_release,
 };
@@ -87,6 +87,11 @@ pub struct Settled<T> {
 struct View {
     nodes: HashMap<String, Arc<Node>>,
     ledgers: Vec<NodeLedger>,
+    /// Position in `ledgers` by node name.
+    position: HashMap<String, usize>,
+    /// Positions in `ledgers` holding an entry of each UID (holds excluded): a decision looks
+    /// up its tenant here instead of scanning every entry of the fleet.
+    holders: HashMap<String, Vec<usize>>,
     /// Nodes whose allocations cannot be read, with the reason and the UIDs they name.
     unreadable: Vec<(String, String, Vec<String>)>,
 }
@@ -105,11 +110,28 @@ impl View {
             }
         }
         let nodes = nodes.into_iter().map(|n| (n.name_any(), n)).collect();
+        let position = ledgers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (l.name().to_owned(), i))
+            .collect();
+        let mut holders: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, ledger) in ledgers.iter().enumerate() {
+            for entry in ledger.entries() {
+                holders.entry(entry.uid.clone()).or_default().push(i);
+            }
+        }
         View {
             nodes,
             ledgers,
+            position,
+            holders,
             unreadable,
         }
+    }
+
+    fn holders_of(&self, uid: &str) -> &[usize] {
+        self.holders.get(uid).map(Vec::as_slice).unwrap_or_default()
     }
 
     /// Fails when a node we cannot read holds this UID: acting elsewhere could reserve twice.
@@ -128,7 +150,7 @@ impl View {
     }
 
     fn ledger(&self, node: &str) -> Option<&NodeLedger> {
-        self.ledgers.iter().find(|l| l.name() == node)
+        self.position.get(node).and_then(|&i| self.ledgers.get(i))
     }
 }
 
@@ -681,7 +703,15 @@ impl Shared {
                     .unwrap_or_else(PoisonError::into_inner);
                 let turn = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let key = (wants.created, wants.tenant.clone());
-                match queue.plan(&key, policy, &wants.borrowed(), &mut view.ledgers, turn) {
+                let holders = view.holders_of(&wants.uid).to_vec();
+                match queue.plan_held_by(
+                    &key,
+                    policy,
+                    &wants.borrowed(),
+                    &mut view.ledgers,
+                    &holders,
+                    turn,
+                ) {
                     Plan::Edit(edit) => self.apply(view, edit, made, &wants.tenant)?,
                     resting => return Ok(Decided::Plan(resting)),
                 }
@@ -739,10 +769,9 @@ impl Shared {
                 writes: self.policy.max_writes,
             });
         }
-        let position = view
-            .ledgers
-            .iter()
-            .position(|l| l.name() == edit.node)
+        let position = *view
+            .position
+            .get(&edit.node)
             .ok_or_else(|| Error::UnreadableNode {
                 node: edit.node.clone(),
                 reason: "not in the node cache".into(),
@@ -761,6 +790,11 @@ impl Shared {
             reason: e.to_string(),
         })?;
         view.ledgers[position] = edited;
+        let holders = view.holders.entry(edit.uid.clone()).or_default();
+        holders.retain(|&i| i != position);
+        if edit.entry.is_some() {
+            holders.push(position);
+        }
         made.push(edit);
         Ok(())
     }
@@ -859,7 +893,8 @@ impl Shared {
     /// The newest known copy of every node in the watch cache.
     fn snapshot(&self) -> Vec<Arc<Node>> {
         let cached = self.cache.state();
-        self.recent.retain_present(&cached);
+        self.recent
+            .retain_present(|_, name| self.cache.get(&ObjectRef::new(name)).is_some());
         cached
             .into_iter()
             .map(|node| self.recent.freshest(node))
