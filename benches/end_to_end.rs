@@ -5,7 +5,7 @@
 //! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]
 //! [--concurrency N] [--backlog] [--cost-ms MS --writes-per-second N] [--controller-args "ARGS"]
 //! [--controller-bin PATH] [--label TEXT]`
-//! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s, concurrency 128 as the controller).
+//! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s, concurrency 96 as the controller).
 //!
 //! - `--backlog`: the tenants are created while no controller runs (after a first run has
 //!   written every node's status), then the controller starts; rates count from its start.
@@ -128,7 +128,7 @@ async fn bench() {
         arg("--pending", 1000),
         arg("--quiet-seconds", 60),
     );
-    let concurrency = arg("--concurrency", 128);
+    let concurrency = arg("--concurrency", 96);
     let backlog = flag("--backlog");
     let cost = arg_str("--cost-ms").map(|ms| inmem_apiserver::CostModel {
         per_write: Duration::from_secs_f64(ms.parse::<f64>().unwrap() / 1e3),

@@ -398,7 +398,7 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     args = container.get("args", [])
     want_args = ["run", f"--metrics-addr=0.0.0.0:{port}",
                  f"--log-format={controller.get('logFormat', 'json')}",
-                 f"--concurrency={controller.get('concurrency', 128)}",
+                 f"--concurrency={controller.get('concurrency', 96)}",
                  f"--policy={controller.get('policy', 'FirstFit')}",
                  f"--events={controller.get('events', 'all')}",
                  f"--queue={controller.get('queue', 'BestEffortFIFO')}"]

@@ -71,7 +71,7 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct PlacementArgs {
     /// Tenant reconciles running at once.
-    #[arg(long, default_value_t = 128, env = "TENANT_PLACER_CONCURRENCY")]
+    #[arg(long, default_value_t = 96, env = "TENANT_PLACER_CONCURRENCY")]
     concurrency: u16,
     /// Seconds between fallback re-checks of a tenant waiting for room (doubles while
     /// nothing changes, up to 15 minutes). Node events re-check sooner.

@@ -93,7 +93,7 @@ pub enum EventLevel {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            concurrency: 128,
+            concurrency: 96,
             resync: Duration::from_secs(3600),
             pending_recheck: Duration::from_secs(60),
             pending_recheck_max: Duration::from_secs(900),

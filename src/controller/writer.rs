@@ -85,13 +85,15 @@ pub struct Settled<T> {
 
 /// The nodes as the writer sees them right now, converted for the placement crate.
 struct View {
-    nodes: HashMap<String, Arc<Node>>,
+    /// The node objects, and their positions by name.
+    nodes: Vec<Arc<Node>>,
+    node_position: HashIndex,
     ledgers: Vec<NodeLedger>,
-    /// Position in `ledgers` by node name.
-    position: HashMap<String, usize>,
-    /// Positions in `ledgers` holding an entry of each UID (holds excluded): a decision looks
-    /// up its tenant here instead of scanning every entry of the fleet.
-    holders: HashMap<String, Vec<usize>>,
+    /// Positions in `ledgers` by node name.
+    position: HashIndex,
+    /// Positions in `ledgers` holding an entry of each UID: a decision looks up its tenant here
+    /// instead of scanning every entry of the fleet.
+    holders: HashIndex,
     /// Nodes whose allocations cannot be read, with the reason and the UIDs they name.
     unreadable: Vec<(String, String, Vec<String>)>,
 }
@@ -109,20 +111,26 @@ impl View {
                 }
             }
         }
-        let nodes = nodes.into_iter().map(|n| (n.name_any(), n)).collect();
-        let position = ledgers
-            .iter()
-            .enumerate()
-            .map(|(i, l)| (l.name().to_owned(), i))
-            .collect();
-        let mut holders: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, ledger) in ledgers.iter().enumerate() {
-            for entry in ledger.entries() {
-                holders.entry(entry.uid.clone()).or_default().push(i);
-            }
-        }
+        let node_position = HashIndex::build(
+            nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (HashIndex::hash(name_of(n)), i)),
+        );
+        let position = HashIndex::build(
+            ledgers
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (HashIndex::hash(l.name()), i)),
+        );
+        let holders = HashIndex::build(ledgers.iter().enumerate().flat_map(|(i, l)| {
+            l.entries()
+                .iter()
+                .map(move |e| (HashIndex::hash(&e.uid), i))
+        }));
         View {
             nodes,
+            node_position,
             ledgers,
             position,
             holders,
@@ -130,8 +138,23 @@ impl View {
         }
     }
 
-    fn holders_of(&self, uid: &str) -> &[usize] {
-        self.holders.get(uid).map(Vec::as_slice).unwrap_or_default()
+    /// Positions that may hold this UID (a hash collision adds a position that does not; the
+    /// plan checks each).
+    fn holders_of(&self, uid: &str) -> Vec<usize> {
+        self.holders.positions(HashIndex::hash(uid)).collect()
+    }
+
+    fn node(&self, name: &str) -> Option<&Arc<Node>> {
+        self.node_position
+            .positions(HashIndex::hash(name))
+            .filter_map(|i| self.nodes.get(i))
+            .find(|n| name_of(n) == name)
+    }
+
+    fn position_of(&self, node: &str) -> Option<usize> {
+        self.position
+            .positions(HashIndex::hash(node))
+            .find(|&i| self.ledgers.get(i).is_some_and(|l| l.name() == node))
     }
 
     /// Fails when a node we cannot read holds this UID: acting elsewhere could reserve twice.
@@ -150,8 +173,53 @@ impl View {
     }
 
     fn ledger(&self, node: &str) -> Option<&NodeLedger> {
-        self.position.get(node).and_then(|&i| self.ledgers.get(i))
+        self.position_of(node).and_then(|i| self.ledgers.get(i))
     }
+}
+
+/// Positions by a hash of a key, sorted: one allocation however many keys, since the view is
+/// rebuilt for every batch. Equal hashes of different keys are possible; callers check.
+struct HashIndex(Vec<(u64, usize)>);
+
+impl HashIndex {
+    fn hash(key: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn build(pairs: impl Iterator<Item = (u64, usize)>) -> HashIndex {
+        let mut pairs: Vec<(u64, usize)> = pairs.collect();
+        pairs.sort_unstable();
+        HashIndex(pairs)
+    }
+
+    fn positions(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
+        let start = self.0.partition_point(|&(h, _)| h < hash);
+        self.0
+            .get(start..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(move |&&(h, _)| h == hash)
+            .map(|&(_, i)| i)
+    }
+
+    fn insert(&mut self, hash: u64, position: usize) {
+        if let Err(at) = self.0.binary_search(&(hash, position)) {
+            self.0.insert(at, (hash, position));
+        }
+    }
+
+    fn remove(&mut self, hash: u64, position: usize) {
+        if let Ok(at) = self.0.binary_search(&(hash, position)) {
+            self.0.remove(at);
+        }
+    }
+}
+
+fn name_of(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
 }
 
 /// A ledger's entries as they are written: without the room held for waiting tenants.
@@ -703,7 +771,7 @@ impl Shared {
                     .unwrap_or_else(PoisonError::into_inner);
                 let turn = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let key = (wants.created, wants.tenant.clone());
-                let holders = view.holders_of(&wants.uid).to_vec();
+                let holders = view.holders_of(&wants.uid);
                 match queue.plan_held_by(
                     &key,
                     policy,
@@ -732,7 +800,7 @@ impl Shared {
                         reason: reason.clone(),
                     });
                 }
-                let (Some(object), Some(ledger)) = (view.nodes.get(node), view.ledger(node)) else {
+                let (Some(object), Some(ledger)) = (view.node(node), view.ledger(node)) else {
                     return Ok(Decided::Done);
                 };
                 let wanted = node_status(
@@ -769,9 +837,8 @@ impl Shared {
                 writes: self.policy.max_writes,
             });
         }
-        let position = *view
-            .position
-            .get(&edit.node)
+        let position = view
+            .position_of(&edit.node)
             .ok_or_else(|| Error::UnreadableNode {
                 node: edit.node.clone(),
                 reason: "not in the node cache".into(),
@@ -790,10 +857,10 @@ impl Shared {
             reason: e.to_string(),
         })?;
         view.ledgers[position] = edited;
-        let holders = view.holders.entry(edit.uid.clone()).or_default();
-        holders.retain(|&i| i != position);
+        let uid = HashIndex::hash(&edit.uid);
+        view.holders.remove(uid, position);
         if edit.entry.is_some() {
-            holders.push(position);
+            view.holders.insert(uid, position);
         }
         made.push(edit);
         Ok(())
@@ -809,7 +876,7 @@ impl Shared {
         // Build every request first, so the writes borrow nothing but the API handle.
         let requests: Vec<(String, Node)> = nodes
             .filter_map(|name| {
-                let (object, ledger) = (view.nodes.get(name)?, view.ledger(name)?);
+                let (object, ledger) = (view.node(name)?, view.ledger(name)?);
                 let mut updated = Node::clone(object);
                 updated.status = Some(node_status(
                     object,
@@ -952,6 +1019,19 @@ mod tests {
             tenant: format!("d/{uid}"),
             resources: placement::Resources::new(t, 1, 1),
         }
+    }
+
+    #[test]
+    fn the_hash_index_finds_every_position_of_a_key_and_follows_edits() {
+        let (a, b) = (HashIndex::hash("a"), HashIndex::hash("b"));
+        let mut index = HashIndex::build([(a, 3), (b, 1), (a, 0)].into_iter());
+        assert_eq!(index.positions(a).collect::<Vec<_>>(), [0, 3]);
+        index.remove(a, 0);
+        index.insert(b, 7);
+        index.insert(b, 7);
+        assert_eq!(index.positions(a).collect::<Vec<_>>(), [3]);
+        assert_eq!(index.positions(b).collect::<Vec<_>>(), [1, 7]);
+        assert_eq!(index.positions(HashIndex::hash("c")).count(), 0);
     }
 
     #[test]
