@@ -95,6 +95,8 @@ pub struct FifoQueue<'w, K> {
     /// asking more than this in some dimension fits nowhere, without a plan. (Holds only lower
     /// free room, so this stays an upper bound.)
     most_free: Option<Resources>,
+    /// Holds placed so far.
+    holds: usize,
 }
 
 impl<'w, K: Ord> FifoQueue<'w, K> {
@@ -107,7 +109,13 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             considered: 0,
             head: None,
             most_free: None,
+            holds: 0,
         }
+    }
+
+    /// Whether room has been held for an older waiting tenant so far in this batch.
+    pub fn holds_placed(&self) -> bool {
+        self.holds > 0
     }
 
     /// The StrictFIFO head: the oldest tenant seen so far that fits nowhere.
@@ -188,7 +196,10 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 continue;
             }
             match plan_tenant_with(policy, &wants, ledgers, turn) {
-                Plan::Edit(edit) if edit.kind == EditKind::Reserve => hold(ledgers, edit),
+                Plan::Edit(edit) if edit.kind == EditKind::Reserve => {
+                    hold(ledgers, edit);
+                    self.holds = self.holds.saturating_add(1);
+                }
                 Plan::Pending(_) => self.note_unplaceable(wants.tenant),
                 _ => {}
             }
@@ -351,6 +362,7 @@ mod tests {
             .map(|e| e.uid.as_str())
             .collect();
         assert_eq!(uids, ["hold:a"], "only the older waiter holds room");
+        assert!(queue.holds_placed());
         assert!(is_hold(uids[0]) && !is_hold("a"));
         assert_eq!("StrictFIFO".parse(), Ok(QueueMode::StrictFifo));
         assert!("strict".parse::<QueueMode>().is_err());

@@ -264,6 +264,11 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     announce(&ctx, &tenant, &settled.writes, &verdict).await;
 
     Ok(match verdict.phase {
+        // Kept from room held for an older tenant: look again soon, since that tenant may take
+        // other room (or none) and then no node change here would say so.
+        TenantPhase::PendingCapacity if settled.held_back => {
+            Action::requeue(ctx.settings.requeue_window.saturating_mul(5))
+        }
         TenantPhase::PendingCapacity | TenantPhase::Resizing => {
             Action::requeue(ctx.pending_backoff.next(&uid))
         }

@@ -17,6 +17,9 @@
 //!   asking something else (room may have been held for what it asked before), and in
 //!   StrictFIFO any tenant that leaves, may unblock others anywhere: the next pass looks at
 //!   every node;
+//! - a tenant left waiting by a decision that held room for older tenants looks again after five
+//!   requeue windows: the older tenant may take other room, or none, and then no node change
+//!   would wake the younger one (see `tenant::reconcile`);
 //! - triggering sends a reconcile request and nothing else; deciding stays with the writer.
 
 use std::collections::{HashMap, HashSet};

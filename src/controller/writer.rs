@@ -81,6 +81,10 @@ pub struct Settled<T> {
     pub outcome: T,
     /// The edits written, in order (for logs and events).
     pub writes: Vec<placement::Edit>,
+    /// Room was held for older waiting tenants when this was decided: a tenant left waiting
+    /// may have been kept from room that an older one will not take after all (it may be
+    /// placed elsewhere), so it should look again soon rather than wait for a node change.
+    pub held_back: bool,
 }
 
 /// The nodes as the writer sees them right now, converted for the placement crate.
@@ -416,7 +420,8 @@ struct Queued {
 
 /// What one job decided in a batch, before the writes are known.
 enum Decided {
-    Plan(Plan),
+    /// The resting plan, and whether room was held for older tenants at the time.
+    Plan(Plan, bool),
     Done,
     Failed(Error),
 }
@@ -781,7 +786,7 @@ impl Shared {
                     turn,
                 ) {
                     Plan::Edit(edit) => self.apply(view, edit, made, &wants.tenant)?,
-                    resting => return Ok(Decided::Plan(resting)),
+                    resting => return Ok(Decided::Plan(resting, queue.holds_placed())),
                 }
             },
             Job::Release { uid, tenant, .. } => loop {
@@ -985,16 +990,18 @@ fn answer(job: Job, outcome: Decided, writes: Vec<placement::Edit>) {
     // Refresh edits change no entry; they are not reported as writes of a tenant.
     let writes: Vec<_> = writes.into_iter().filter(|e| !e.uid.is_empty()).collect();
     let _ = match (job, outcome) {
-        (Job::Settle { reply, .. }, Decided::Plan(plan)) => reply
+        (Job::Settle { reply, .. }, Decided::Plan(plan, held_back)) => reply
             .send(Ok(Settled {
                 outcome: plan,
                 writes,
+                held_back,
             }))
             .map_err(drop),
         (Job::Release { reply, .. } | Job::Refresh { reply, .. }, _) => reply
             .send(Ok(Settled {
                 outcome: (),
                 writes,
+                held_back: false,
             }))
             .map_err(drop),
         (job, _) => {
