@@ -272,13 +272,13 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         TenantPhase::PendingCapacity | TenantPhase::Resizing => {
             Action::requeue(ctx.pending_backoff.next(&uid))
         }
-        TenantPhase::Suspended if verdict.reserved == Resources::ZERO => {
-            ctx.waiting.withdraw(&me);
-            ctx.pending_backoff.reset(&uid);
-            Action::requeue(ctx.settings.resync)
-        }
         _ => {
-            ctx.waiting.leave(&me);
+            if settled.outcome == Plan::SuspendedUnplaced {
+                // It stops waiting without taking room: what was held for it is free again.
+                ctx.waiting.withdraw(&me);
+            } else {
+                ctx.waiting.leave(&me);
+            }
             ctx.pending_backoff.reset(&uid);
             Action::requeue(ctx.settings.resync)
         }
