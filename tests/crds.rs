@@ -69,18 +69,23 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
     );
     let schema = serde_json::to_value(&version.schema).unwrap();
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
-    assert_eq!(
-        spec["x-kubernetes-validations"].as_array().unwrap().len(),
-        2
+    let rules = spec["x-kubernetes-validations"].as_array().unwrap();
+    assert_eq!(rules.len(), 2);
+    assert!(
+        rules.iter().all(|r| r["fieldPath"] == ".replicas"),
+        "every CEL rule names its field: {rules:?}"
     );
     assert_eq!(
         spec["properties"]["mode"]["enum"],
         serde_json::json!(["Standalone", "Cluster"])
     );
-    assert_eq!(
-        spec["properties"]["resources"]["properties"]["threads"]["minimum"],
-        0.0
-    );
+    // A tenant asks at least 1 thread and 1 GB; every amount stays exact in a double.
+    let request = &spec["properties"]["resources"]["properties"];
+    assert_eq!(request["threads"]["minimum"], 1.0);
+    assert_eq!(request["memoryGb"]["minimum"], 1.0);
+    assert_eq!(request["storageGb"]["minimum"], 0.0);
+    assert_eq!(request["threads"]["maximum"], 9_007_199_254_740_991.0);
+    assert_eq!(spec["properties"]["replicas"]["maximum"], 1000.0);
     assert!(
         spec["properties"]["resources"]["description"]
             .as_str()
@@ -105,4 +110,10 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
         state["enum"],
         serde_json::json!(["Online", "Cordoned", "Offline"])
     );
+    // The controller's own overcommit bounds (placement::Overcommit), so nothing the API
+    // accepts is refused later.
+    let ratio = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["overcommit"]
+        ["properties"]["threads"];
+    assert_eq!(ratio["minimum"], placement::Overcommit::MIN_RATIO);
+    assert_eq!(ratio["maximum"], placement::Overcommit::MAX_RATIO);
 }

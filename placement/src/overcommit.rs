@@ -8,7 +8,7 @@
 //! - a ratio is an exact integer in thousandths (per mille: 1000 = 1.0), so every computation
 //!   with it is integer arithmetic and the same on every machine;
 //! - a ratio given as a float is rounded to the nearest thousandth and must be finite, greater
-//!   than 0 (at least 0.001 once rounded) and at most [`Overcommit::MAX_RATIO`];
+//!   than 0, at least [`Overcommit::MIN_RATIO`] and at most [`Overcommit::MAX_RATIO`];
 //! - effective capacity = capacity × ratio, rounded down, computed in `u128` and capped at
 //!   [`Resources::LIMIT`]: `8 threads × 1.25 = 10`, `3 GB × 1.5 = 4.5 → 4`;
 //! - placement treats the effective capacity as the node's capacity: free room, eligibility (not
@@ -47,7 +47,7 @@ pub enum OvercommitError {
     NotFinite { dimension: Dimension, ratio: f64 },
     /// Zero or negative.
     NotPositive { dimension: Dimension, ratio: f64 },
-    /// Positive, but below 0.0005, so it rounds to 0 thousandths.
+    /// Positive, but below [`Overcommit::MIN_RATIO`], the resolution ratios are kept in.
     BelowResolution { dimension: Dimension, ratio: f64 },
     /// Above [`Overcommit::MAX_RATIO`].
     TooLarge { dimension: Dimension, ratio: f64 },
@@ -95,6 +95,8 @@ impl std::error::Error for OvercommitError {}
 impl Overcommit {
     /// The largest ratio accepted (see the module doc for why).
     pub const MAX_RATIO: f64 = 16.0;
+    /// The smallest ratio accepted: one thousandth, the resolution ratios are kept in.
+    pub const MIN_RATIO: f64 = 0.001;
     /// [`Overcommit::MAX_RATIO`] in thousandths.
     pub const MAX_PER_MILLE: u32 = 16_000;
     /// A ratio of 1.0 in thousandths.
@@ -206,11 +208,12 @@ fn per_mille_of(dimension: Dimension, ratio: f64) -> Result<u32, OvercommitError
     if ratio > Overcommit::MAX_RATIO {
         return Err(OvercommitError::TooLarge { dimension, ratio });
     }
-    // In (0, 16000]: the cast is exact after rounding.
-    let per_mille = (ratio * 1000.0).round() as u32;
-    if per_mille == 0 {
+    // The same bound the CRD schema states, so a ratio the API accepts is one we accept.
+    if ratio < Overcommit::MIN_RATIO {
         return Err(OvercommitError::BelowResolution { dimension, ratio });
     }
+    // In [1, 16000]: the cast is exact after rounding.
+    let per_mille = (ratio * 1000.0).round() as u32;
     Ok(per_mille.min(Overcommit::MAX_PER_MILLE))
 }
 
@@ -223,10 +226,11 @@ mod tests {
         let o = Overcommit::from_ratios(4.0, 1.2, 1.0).ok();
         // 1.2 × 1000 = 1200.0000000000002 in f64, rounded to 1200.
         assert_eq!(o, Overcommit::from_per_mille(4000, 1200, 1000).ok());
-        // 0.0005 × 1000 = 0.5 rounds away from zero to 1; 1.0004 × 1000 = 1000.4 → 1000;
-        // 1.0006 × 1000 = 1000.6 → 1001.
-        let small = Overcommit::from_ratios(0.0005, 1.0004, 1.0006).ok();
+        // 0.001 × 1000 = 1; 1.0004 × 1000 = 1000.4 → 1000; 1.0006 × 1000 = 1000.6 → 1001.
+        let small = Overcommit::from_ratios(0.001, 1.0004, 1.0006).ok();
         assert_eq!(small, Overcommit::from_per_mille(1, 1000, 1001).ok());
+        // 0.0005 would round to 1 thousandth, but the schema's minimum is 0.001: refused alike.
+        assert!(Overcommit::from_ratios(0.0005, 1.0, 1.0).is_err());
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! Rules enforced here:
 //! - the Rust types are the single source of the CRD schemas (`tenant-placer crd` prints them,
 //!   `crds/` holds them, a test fails when they drift);
-//! - quantities are `int64` in the API with a minimum of 0; conversion into the pure
+//! - quantities are `int64` in the API between 0 and 2^53-1 (a tenant asks at least 1 thread and
+//!   1 GB of memory), replicas at most [`MAX_REPLICAS`], overcommit ratios within placement's
+//!   bounds: the schema refuses what the controller cannot hold; conversion into the pure
 //!   [`placement::Resources`] is checked and a negative or oversized amount is an error that
 //!   names the field, never a panic;
 //! - our `Node` shares its kind name with core `v1/Node`: import the core one under an alias.
@@ -16,7 +18,7 @@ pub use node::{
     OvercommitRatios,
 };
 pub use tenant::{
-    PLACED_CONDITION, Tenant, TenantCondition, TenantMode, TenantPhase, TenantSpec, TenantStatus,
+    MAX_REPLICAS, PLACED_CONDITION, Tenant, TenantCondition, TenantMode, TenantPhase, TenantSpec, TenantStatus,
 };
 
 use kube::CustomResourceExt;
@@ -26,18 +28,22 @@ use serde::{Deserialize, Serialize};
 /// The API group of both kinds.
 pub const GROUP: &str = "placement.tenant-placer.dev";
 
+/// The largest amount the API accepts, 2^53 - 1: JSON clients that read numbers as doubles
+/// (kubectl's JSONPath, JavaScript) keep every amount up to it exact.
+pub const MAX_AMOUNT: i64 = 9_007_199_254_740_991;
+
 /// An amount in each of the three dimensions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceAmounts {
     /// CPU threads.
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = MAX_AMOUNT))]
     pub threads: i64,
     /// Memory, in whole gigabytes.
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = MAX_AMOUNT))]
     pub memory_gb: i64,
     /// Storage, in whole gigabytes.
-    #[schemars(range(min = 0))]
+    #[schemars(range(min = 0, max = MAX_AMOUNT))]
     pub storage_gb: i64,
 }
 

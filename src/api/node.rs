@@ -87,22 +87,26 @@ fn no_overcommit() -> f64 {
     1.0
 }
 
-/// Overcommit ratios: more than 0 and at most 16 (kept to thousandths). CPU time is commonly
+/// The bounds of an overcommit ratio, placement's own ([`placement::Overcommit`]).
+const MIN_OVERCOMMIT: f64 = placement::Overcommit::MIN_RATIO;
+const MAX_OVERCOMMIT: f64 = placement::Overcommit::MAX_RATIO;
+
+/// Overcommit ratios: at least 0.001 and at most 16 (kept to thousandths). CPU time is commonly
 /// shared 2-4x; memory is kept near 1.0-1.2; thin-provisioned disk can go further.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OvercommitRatios {
     /// Ratio for threads.
     #[serde(default = "no_overcommit")]
-    #[schemars(range(min = 0, max = 16), extend("exclusiveMinimum" = true))]
+    #[schemars(range(min = MIN_OVERCOMMIT, max = MAX_OVERCOMMIT))]
     pub threads: f64,
     /// Ratio for memory.
     #[serde(default = "no_overcommit")]
-    #[schemars(range(min = 0, max = 16), extend("exclusiveMinimum" = true))]
+    #[schemars(range(min = MIN_OVERCOMMIT, max = MAX_OVERCOMMIT))]
     pub memory_gb: f64,
     /// Ratio for storage.
     #[serde(default = "no_overcommit")]
-    #[schemars(range(min = 0, max = 16), extend("exclusiveMinimum" = true))]
+    #[schemars(range(min = MIN_OVERCOMMIT, max = MAX_OVERCOMMIT))]
     pub storage_gb: f64,
 }
 

@@ -72,11 +72,13 @@ pub const PLACED_CONDITION: &str = "Placed";
         json_path = ".metadata.creationTimestamp"
     )
 )]
-#[x_kube(validation = Rule::new("self.mode != 'Standalone' || !has(self.replicas) || self.replicas == 1").message("a Standalone tenant has exactly 1 replica"))]
-#[x_kube(validation = Rule::new("self.mode != 'Cluster' || !has(self.replicas) || self.replicas >= 2").message("a Cluster tenant has at least 2 replicas"))]
+#[x_kube(validation = Rule::new("self.mode != 'Standalone' || !has(self.replicas) || self.replicas == 1").message("a Standalone tenant has exactly 1 replica: remove spec.replicas or set it to 1, or set spec.mode to Cluster").field_path(".replicas"))]
+#[x_kube(validation = Rule::new("self.mode != 'Cluster' || !has(self.replicas) || self.replicas >= 2").message("a Cluster tenant has at least 2 replicas: set spec.replicas to 2 or more, or remove it (Cluster means 2)").field_path(".replicas"))]
 #[serde(rename_all = "camelCase")]
 pub struct TenantSpec {
-    /// Resources of one replica. The footprint reserved on the node is this times replicas.
+    /// Resources of one replica (at least 1 thread and 1 GB of memory). The footprint reserved
+    /// on the node is this times replicas.
+    #[schemars(transform = at_least_one_thread_and_gigabyte)]
     pub resources: ResourceAmounts,
     /// Standalone runs 1 replica; Cluster runs 2 or more (2 when replicas is not set).
     #[serde(default)]
@@ -84,11 +86,27 @@ pub struct TenantSpec {
     /// Number of replicas. Optional: Standalone means 1 and Cluster means 2 when unset, so that
     /// switching mode alone is enough.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = MAX_REPLICAS))]
     pub replicas: Option<i32>,
     /// A suspended tenant keeps its reservation; one without a node is not placed until resumed.
     #[serde(default)]
     pub suspend: bool,
+}
+
+/// The most replicas a tenant may ask for; all of them are reserved on one node.
+pub const MAX_REPLICAS: i32 = 1000;
+
+/// A tenant's per-replica request: nothing runs on zero threads or zero memory (storage may be 0).
+fn at_least_one_thread_and_gigabyte(schema: &mut schemars::Schema) {
+    for field in ["threads", "memoryGb"] {
+        if let Some(property) = schema
+            .get_mut("properties")
+            .and_then(|p| p.get_mut(field))
+            .and_then(|p| p.as_object_mut())
+        {
+            property.insert("minimum".into(), 1.into());
+        }
+    }
 }
 
 /// How a tenant runs: one replica, or a cluster of replicas.
