@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Checks the Helm chart charts/tenant-placer without a helm binary or a cluster.
 
-Run through ci/check-chart.sh, which makes the virtualenv with the two pinned packages:
+Run through ci/check-chart.sh, which makes the virtualenv with the pinned packages:
 helm-python-sdk (Helm's own Go library, v4, behind ctypes: the same lint, values coalescing,
-values.schema.json validation and template engine as the helm CLI) and kubernetes-validate
-(the Kubernetes OpenAPI schemas as JSON Schema, strict: unknown fields are errors).
+values.schema.json validation and template engine as the helm CLI), kubernetes-validate
+(the Kubernetes OpenAPI schemas as JSON Schema, strict: unknown fields are errors) and cel-python
+(a CEL parser and evaluator, for the admission policies' expressions).
 
 What it checks:
   1. the chart's crds/ are byte-for-byte the repository's generated crds/, and Helm loads both;
-  2. values.yaml has a comment on every value and values.schema.json describes every value;
+  2. values.yaml has a comment on every value and values.schema.json describes every value
+     (a schema with a type for each, and a description for each that is not a mapping);
   3. `helm lint --strict` passes for each value set below, and fails for each bad one;
   4. `helm template` of each value set renders, and the rendered objects say what the chart
      promises: least-privilege RBAC (exactly the expected rules, no wildcard, no secrets), the
@@ -17,8 +19,19 @@ What it checks:
      security contexts, the optional parts (Service, ServiceMonitor, Role for the Lease) exactly
      when switched on, and nothing that exposes the page or metrics outside the cluster (no
      Ingress, ClusterIP Services only);
+  4b. the admission guards exactly when switched on (the ValidatingAdmissionPolicy on
+     nodes/status and tenants/status, the MutatingAdmissionPolicies adding the Tenant finalizer,
+     only while controller.finalizer is on, and the Node finalizer), each with its binding: the
+     fields the API requires and the values it allows (its OpenAPI schema marks neither, so this
+     is checked here, field by field), the right resources and operations, and their CEL: every
+     expression parses, and is evaluated on sample requests (the controller's ServiceAccount
+     system:serviceaccount:<release namespace>:<ServiceAccount> and statusWriters may write the
+     status and nobody else; the message names the ServiceAccount; the match condition and the
+     JSON Patch add each finalizer once, keeping the others);
   5. kubernetes-validate --strict accepts every rendered built-in object and the CRDs, for
      Kubernetes 1.32 and the newest version it knows (ServiceMonitor is not built in: skipped);
+     the admission policies for each of 1.32, 1.36 and the newest from the version their kind
+     and apiVersion exist in (MutatingAdmissionPolicy v1 from 1.36);
   6. NOTES.txt tells how to apply the examples, watch tenants, reach the metrics and open the
      "Nodes & Capacity" page (or says it is off), and the Dockerfile agrees with the chart
      (user, port, entrypoint) and with the workspace members.
@@ -28,6 +41,9 @@ Exits 1 with one line per failure, else prints a summary and exits 0.
 
 from __future__ import annotations
 
+import copy
+import importlib.metadata
+import json
 import pathlib
 import re
 import sys
@@ -35,6 +51,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+import celpy
+import celpy.celtypes
 import helm_python as helm
 import kubernetes_validate
 import kubernetes_validate.utils as kv_utils
@@ -52,7 +70,7 @@ LINT_KUBE_VERSION = "v1.32.0"
 CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "tenants"): ["get", "list", "watch", "patch"],
     ("placement.tenant-placer.dev", "tenants/status"): ["patch"],
-    ("placement.tenant-placer.dev", "nodes"): ["get", "list", "watch"],
+    ("placement.tenant-placer.dev", "nodes"): ["get", "list", "watch", "patch"],
     ("placement.tenant-placer.dev", "nodes/status"): ["update"],
     ("events.k8s.io", "events"): ["create"],
 }
@@ -63,6 +81,21 @@ REGENERATE = ("regenerate both with: cargo run -- crd --out-dir crds && "
 
 # Kinds that kubernetes-validate cannot know; anything else without a schema is a failure.
 NOT_BUILT_IN = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+# The admission guards (admissionregistration.k8s.io/v1), cluster-scoped, and the first Kubernetes
+# version with each kind at v1: ValidatingAdmissionPolicy went GA in 1.30, MutatingAdmissionPolicy
+# in 1.36. kubernetes-validate 1.37.0 has schemas for the v1 MutatingAdmissionPolicy and its binding
+# from 1.36 on (1.32 to 1.35 have only v1alpha1 and v1beta1), so they are validated for 1.36 and
+# the newest version it knows, and the ValidatingAdmissionPolicy also for 1.32.
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+VAP, VAP_BINDING = "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"
+MAP, MAP_BINDING = "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding"
+ADMISSION_SINCE = {VAP: "1.30", VAP_BINDING: "1.30", MAP: "1.36", MAP_BINDING: "1.36"}
+ADMISSION_KUBE_VERSIONS = ["1.32", "1.36", kv_utils.latest_version()]
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", *ADMISSION_SINCE}
+PLACEMENT_GROUP = "placement.tenant-placer.dev"
+TENANT_FINALIZER = "placement.tenant-placer.dev/reservation"
+NODE_FINALIZER = "placement.tenant-placer.dev/reservations"
 
 
 @dataclass
@@ -79,6 +112,12 @@ class Case:
     service: bool = True
     service_monitor: bool = False
     page: bool = True
+    # Admission guards: the ValidatingAdmissionPolicy, the MutatingAdmissionPolicies, the Tenant
+    # one among them (only while controller.finalizer is on), and admissionGuards.statusWriters.
+    validating: bool = True
+    mutating: bool = True
+    tenant_finalizer_policy: bool = True
+    status_writers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -97,6 +136,8 @@ class BadCase:
 class Report:
     failures: list[str] = field(default_factory=list)
     validated: int = 0
+    cel_parsed: int = 0
+    cel_evaluated: int = 0
 
     def check(self, ok: bool, message: str) -> bool:
         if not ok:
@@ -114,6 +155,7 @@ def cases() -> tuple[list[Case], list[BadCase]]:
             leader_election=True,
             replicas=2,
             service_monitor=True,
+            status_writers=all_on["admissionGuards"]["statusWriters"],
         ),
         Case("replicaCount=2, leaderElection automatic", {"replicaCount": 2},
              leader_election=True, replicas=2),
@@ -128,7 +170,21 @@ def cases() -> tuple[list[Case], list[BadCase]]:
              release="prod", rbac=False, service_account_created=False, service=False),
         Case("page.enabled=false", {"page": {"enabled": False}}, page=False),
         Case("lean writes: no finalizer, problem events only, StrictFIFO",
-             {"controller": {"finalizer": False, "events": "problems", "queue": "StrictFIFO"}}),
+             {"controller": {"finalizer": False, "events": "problems", "queue": "StrictFIFO"}},
+             tenant_finalizer_policy=False),
+        Case("admission guards off (clusters before 1.30)",
+             {"admissionGuards": {"validating": {"enabled": False},
+                                  "mutating": {"enabled": False}}},
+             validating=False, mutating=False, tenant_finalizer_policy=False),
+        Case("mutating guards off (clusters 1.30 to 1.35)",
+             {"admissionGuards": {"mutating": {"enabled": False}}},
+             mutating=False, tenant_finalizer_policy=False),
+        Case("fullnameOverride, release 'edge', extra statusWriters",
+             {"fullnameOverride": "placer",
+              "admissionGuards": {"statusWriters": ["alice@example.com",
+                                                    "system:serviceaccount:ops:break-glass"]}},
+             release="edge",
+             status_writers=["alice@example.com", "system:serviceaccount:ops:break-glass"]),
     ]
     bad = [
         BadCase("controller.logFormat=xml", {"controller": {"logFormat": "xml"}}, "logFormat"),
@@ -146,6 +202,14 @@ def cases() -> tuple[list[Case], list[BadCase]]:
         BadCase("page.enabled='yes'", {"page": {"enabled": "yes"}}, "enabled"),
         BadCase("misspelt page key 'enable'", {"page": {"enable": False}}, "enable"),
         BadCase("misspelt top-level key 'replicas'", {"replicas": 2}, "replicas"),
+        BadCase("admissionGuards.validating.enabled='yes'",
+                {"admissionGuards": {"validating": {"enabled": "yes"}}}, "enabled"),
+        BadCase("misspelt admissionGuards key 'mutating.enable'",
+                {"admissionGuards": {"mutating": {"enable": False}}}, "enable"),
+        BadCase("admissionGuards.statusWriters with an empty name",
+                {"admissionGuards": {"statusWriters": [""]}}, "statusWriters"),
+        BadCase("admissionGuards.statusWriters not a list",
+                {"admissionGuards": {"statusWriters": "kubernetes-admin"}}, "statusWriters"),
         BadCase("serviceMonitor without the metrics Service",
                 {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
                 r"metrics[./]service[./]enabled"),
@@ -232,6 +296,8 @@ def check_values_documented(report: Report, chart: helm.Chart) -> None:
             if not report.check(sub is not None, f"values.schema.json: no schema for {where}"):
                 continue
             report.check("type" in sub, f"values.schema.json: {where} has no type")
+            report.check(isinstance(value, dict) or bool(sub.get("description")),
+                         f"values.schema.json: {where} has no description")
             walk(value, sub, where)
 
     walk(chart.values, schema, "")
@@ -290,6 +356,16 @@ def check_rbac_rules(report: Report, label: str, obj: dict[str, Any],
                  f"{label}: {where(obj)}: rules {seen}, expected exactly {expected}")
 
 
+def release_names(case: Case) -> tuple[str, str]:
+    """The fullname and the controller's ServiceAccount name that the chart should use."""
+    values = case.values
+    fullname = values.get("fullnameOverride") or (
+        case.release if "tenant-placer" in case.release else f"{case.release}-tenant-placer")
+    sa_name = (values.get("serviceAccount", {}).get("name")
+               or (fullname if case.service_account_created else "default"))
+    return fullname, sa_name
+
+
 def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) -> None:
     label = case.name
     values = case.values
@@ -297,10 +373,7 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     for obj in objects:
         by_kind.setdefault(obj.get("kind", "?"), []).append(obj)
 
-    fullname = values.get("fullnameOverride") or (
-        case.release if "tenant-placer" in case.release else f"{case.release}-tenant-placer")
-    sa_name = (values.get("serviceAccount", {}).get("name")
-               or (fullname if case.service_account_created else "default"))
+    fullname, sa_name = release_names(case)
 
     # Labels and namespaces on everything.
     for obj in objects:
@@ -313,7 +386,7 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                           ("helm.sh/chart", "tenant-placer-0.1.0")):
             report.check(labels.get(key) == want,
                          f"{label}: {where(obj)}: label {key}={labels.get(key)!r}, want {want!r}")
-        cluster_scoped = obj.get("kind") in ("ClusterRole", "ClusterRoleBinding")
+        cluster_scoped = obj.get("kind") in CLUSTER_SCOPED
         report.check(
             meta.get("namespace") == (None if cluster_scoped else NAMESPACE),
             f"{label}: {where(obj)}: namespace {meta.get('namespace')!r}",
@@ -486,6 +559,341 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                      f"{label}: ServiceMonitor lacks the labels {extra}")
 
 
+# ---------------------------------------------------------------------------------------------
+# 4b. admission guards
+#
+# The OpenAPI schemas of the admission policies mark no field required and no value as one of
+# a set (kubernetes-validate accepts `patchType: Whatever` and a policy with no mutations), so
+# what the API reference says is required or allowed is checked here, field by field. Their CEL
+# is parsed and evaluated with cel-python: a generic CEL implementation, which checks the syntax
+# and what the expressions compute on sample requests, not the Kubernetes type checking or cost
+# limits that the API server applies when it compiles them.
+
+CEL_ENV = celpy.Environment(annotations={"JSONPatch": celpy.celtypes.MessageType})
+CEL_PROGRAMS: dict[str, Any] = {}  # each distinct expression is parsed once
+CEL_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+OPERATIONS = {"CREATE", "UPDATE", "DELETE", "CONNECT", "*"}
+FAILURE_POLICIES = {"Fail", "Ignore"}
+VALIDATION_REASONS = {"Unauthorized", "Forbidden", "Invalid", "RequestEntityTooLarge"}
+VALIDATION_ACTIONS = {"Deny", "Warn", "Audit"}
+PATCH_TYPES = {"ApplyConfiguration": "applyConfiguration", "JSONPatch": "jsonPatch"}
+REINVOCATION_POLICIES = {"Never", "IfNeeded"}
+
+
+class CelFailed(Exception):
+    """A CEL expression that did not parse or evaluate; the failure is already reported."""
+
+
+def cel_expressions(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, expression) for every CEL expression a policy spec holds."""
+    found = []
+    for key in ("variables", "matchConditions", "validations", "auditAnnotations"):
+        for index, item in enumerate(spec.get(key) or []):
+            for field_name in ("expression", "messageExpression", "valueExpression"):
+                if isinstance(item, dict) and field_name in item:
+                    found.append((f"spec.{key}[{index}].{field_name}", item[field_name]))
+    for index, mutation in enumerate(spec.get("mutations") or []):
+        for member in PATCH_TYPES.values():
+            if isinstance(mutation, dict) and isinstance(mutation.get(member), dict):
+                found.append((f"spec.mutations[{index}].{member}.expression",
+                              mutation[member].get("expression")))
+    return found
+
+
+def cel_compile(report: Report, label: str, expression: Any) -> Any:
+    if not isinstance(expression, str) or not expression.strip():
+        report.failures.append(f"{label}: CEL expression {expression!r} is empty or not a string")
+        raise CelFailed
+    if expression in CEL_PROGRAMS:
+        return CEL_PROGRAMS[expression]
+    try:
+        program = CEL_ENV.program(CEL_ENV.compile(expression))
+    except celpy.CELParseError as error:
+        report.failures.append(f"{label}: CEL does not parse: {expression!r}: "
+                               f"{str(error).splitlines()[0]}")
+        raise CelFailed from error
+    report.cel_parsed += 1
+    CEL_PROGRAMS[expression] = program
+    return program
+
+
+def cel_eval(report: Report, label: str, expression: Any, activation: dict[str, Any]) -> Any:
+    """Evaluates an expression on JSON-like inputs and gives the result as plain Python."""
+    program = cel_compile(report, label, expression)
+    try:
+        result = program.evaluate({k: celpy.json_to_cel(v) for k, v in activation.items()})
+        if isinstance(result, celpy.CELEvalError):
+            raise result
+        plain = json.loads(json.dumps(result, cls=celpy.CELJSONEncoder))
+    except Exception as error:  # celpy raises several kinds; any is a failure here
+        report.failures.append(f"{label}: CEL evaluation of {expression!r} failed: "
+                               f"{str(error).splitlines()[0][:300]}")
+        raise CelFailed from error
+    report.cel_evaluated += 1
+    return plain
+
+
+def eval_variables(report: Report, label: str, spec: dict[str, Any],
+                   activation: dict[str, Any]) -> dict[str, Any]:
+    """spec.variables in order, each seeing the ones before it, as the API server does."""
+    variables: dict[str, Any] = {}
+    for variable in spec.get("variables") or []:
+        variables[variable["name"]] = cel_eval(report, f"{label}: variable {variable['name']}",
+                                               variable["expression"],
+                                               {**activation, "variables": variables})
+    return variables
+
+
+def apply_json_patch(document: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 `add` (the only operation the guards use); anything else is an error."""
+    document = copy.deepcopy(document)
+    for operation in operations:
+        if operation.get("op") != "add" or not str(operation.get("path", "")).startswith("/"):
+            raise ValueError(f"unexpected JSON Patch operation {operation}")
+        parts = [p.replace("~1", "/").replace("~0", "~")
+                 for p in operation["path"].split("/")[1:]]
+        target: Any = document
+        for part in parts[:-1]:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        last = parts[-1]
+        if isinstance(target, list):
+            if last == "-":
+                target.append(operation["value"])
+            else:
+                target.insert(int(last), operation["value"])
+        else:
+            target[last] = operation["value"]
+    return document
+
+
+def check_match_rules(report: Report, label: str, rules: Any, allowed: set[str]) -> None:
+    if not report.check(isinstance(rules, list) and rules,
+                        f"{label}: spec.matchConstraints.resourceRules is missing or empty"):
+        return
+    for index, rule in enumerate(rules):
+        at = f"{label}: spec.matchConstraints.resourceRules[{index}]"
+        for key in ("apiGroups", "apiVersions", "operations", "resources"):
+            items = rule.get(key)
+            if not report.check(isinstance(items, list) and items
+                                and all(isinstance(i, str) for i in items),
+                                f"{at}.{key} is required: a non-empty list of strings"):
+                continue
+            if key != "resources":
+                report.check("*" not in items or len(items) == 1,
+                             f"{at}.{key}: '*' must stand alone: {items}")
+        report.check(set(rule.get("operations") or []) <= allowed,
+                     f"{at}.operations {rule.get('operations')}: allowed are {sorted(allowed)}")
+        report.check(rule.get("scope", "*") in ("Cluster", "Namespaced", "*"),
+                     f"{at}.scope {rule.get('scope')!r}")
+
+
+def check_named(report: Report, label: str, items: Any, key: str, pattern: re.Pattern[str],
+                most: int) -> None:
+    items = items or []
+    names = [item.get("name") for item in items]
+    report.check(len(items) <= most, f"{label}: {len(items)} {key}, at most {most}")
+    report.check(len(set(names)) == len(names), f"{label}: {key} names repeat: {names}")
+    for item in items:
+        report.check(isinstance(item.get("name"), str) and pattern.match(item["name"]) is not None,
+                     f"{label}: {key} name {item.get('name')!r} is not valid")
+        report.check(isinstance(item.get("expression"), str) and item["expression"].strip() != "",
+                     f"{label}: {key} {item.get('name')!r} has no expression")
+
+
+def check_admission_structure(report: Report, label: str, obj: dict[str, Any]) -> None:
+    """What the admissionregistration.k8s.io/v1 API reference requires of each kind."""
+    kind, spec = obj.get("kind"), obj.get("spec")
+    at = f"{label}: {where(obj)}"
+    report.check(obj.get("apiVersion") == ADMISSION_API,
+                 f"{at}: apiVersion {obj.get('apiVersion')!r}, want {ADMISSION_API}")
+    if not report.check(isinstance(spec, dict), f"{at}: no spec"):
+        return
+    for path, expression in cel_expressions(spec):
+        try:
+            cel_compile(report, f"{at}: {path}", expression)
+        except CelFailed:
+            pass
+    if kind in (VAP_BINDING, MAP_BINDING):
+        report.check(isinstance(spec.get("policyName"), str) and spec["policyName"] != "",
+                     f"{at}: spec.policyName is required")
+        if kind == VAP_BINDING:
+            actions = spec.get("validationActions")
+            report.check(isinstance(actions, list) and actions
+                         and set(actions) <= VALIDATION_ACTIONS
+                         and len(set(actions)) == len(actions)
+                         and not {"Deny", "Warn"} <= set(actions),
+                         f"{at}: spec.validationActions {actions}: required, distinct, of "
+                         f"{sorted(VALIDATION_ACTIONS)}, not both Deny and Warn")
+        return
+    report.check(spec.get("failurePolicy", "Fail") in FAILURE_POLICIES,
+                 f"{at}: spec.failurePolicy {spec.get('failurePolicy')!r}")
+    check_match_rules(report, at, (spec.get("matchConstraints") or {}).get("resourceRules"),
+                      OPERATIONS if kind == VAP else OPERATIONS - {"DELETE"})
+    check_named(report, at, spec.get("variables"), "variables", CEL_IDENTIFIER, 10_000)
+    check_named(report, at, spec.get("matchConditions"), "matchConditions", QUALIFIED_NAME, 64)
+    if kind == VAP:
+        validations = spec.get("validations") or []
+        report.check(bool(validations) or bool(spec.get("auditAnnotations")),
+                     f"{at}: spec.validations (or auditAnnotations) is required")
+        for index, validation in enumerate(validations):
+            report.check(isinstance(validation.get("expression"), str),
+                         f"{at}: spec.validations[{index}].expression is required")
+            report.check("\n" not in validation.get("message", ""),
+                         f"{at}: spec.validations[{index}].message has a line break")
+            report.check(validation.get("reason", "Invalid") in VALIDATION_REASONS,
+                         f"{at}: spec.validations[{index}].reason {validation.get('reason')!r}")
+    else:
+        report.check(spec.get("reinvocationPolicy") in REINVOCATION_POLICIES,
+                     f"{at}: spec.reinvocationPolicy {spec.get('reinvocationPolicy')!r} is "
+                     f"required, one of {sorted(REINVOCATION_POLICIES)}")
+        mutations = spec.get("mutations")
+        if report.check(isinstance(mutations, list) and mutations,
+                        f"{at}: spec.mutations is required and may not be empty"):
+            for index, mutation in enumerate(mutations):
+                member = PATCH_TYPES.get(mutation.get("patchType"))
+                present = {m for m in PATCH_TYPES.values() if m in mutation}
+                report.check(member is not None and present == {member}
+                             and bool((mutation.get(member) or {}).get("expression")),
+                             f"{at}: spec.mutations[{index}]: patchType "
+                             f"{mutation.get('patchType')!r} must be one of "
+                             f"{sorted(PATCH_TYPES)} with exactly its member and an expression "
+                             f"(has {sorted(present)})")
+
+
+def check_admission_guards(report: Report, case: Case, objects: list[dict[str, Any]]) -> None:
+    label = case.name
+    fullname, sa_name = release_names(case)
+    username = f"system:serviceaccount:{NAMESPACE}:{sa_name}"
+    guards = [o for o in objects if o.get("kind") in ADMISSION_SINCE]
+    for obj in guards:
+        check_admission_structure(report, label, obj)
+
+    def named(kind: str) -> dict[str, dict[str, Any]]:
+        return {o["metadata"]["name"]: o for o in guards if o.get("kind") == kind}
+
+    want_vap = {f"{fullname}-status-writers"} if case.validating else set()
+    want_map = ({f"{fullname}-node-finalizer"} if case.mutating else set()) | (
+        {f"{fullname}-tenant-finalizer"} if case.tenant_finalizer_policy else set())
+    for kind, binding_kind, want in ((VAP, VAP_BINDING, want_vap), (MAP, MAP_BINDING, want_map)):
+        policies, bindings = named(kind), named(binding_kind)
+        report.check(set(policies) == want,
+                     f"{label}: {kind} objects {sorted(policies)}, want {sorted(want)}")
+        report.check(set(bindings) == want,
+                     f"{label}: {binding_kind} objects {sorted(bindings)}, want {sorted(want)}")
+        for name, binding in bindings.items():
+            report.check(binding.get("spec", {}).get("policyName") in policies,
+                         f"{label}: {binding_kind}/{name} binds "
+                         f"{binding.get('spec', {}).get('policyName')!r}, not a rendered {kind}")
+    try:
+        for policy in named(VAP).values():
+            check_status_writers(report, label, policy, named(VAP_BINDING), username,
+                                 case.status_writers)
+        for name, policy in named(MAP).items():
+            tenant = name.endswith("-tenant-finalizer")
+            resource, finalizer = (("tenants", TENANT_FINALIZER) if tenant
+                                   else ("nodes", NODE_FINALIZER))
+            check_finalizer_policy(report, label, policy, resource, finalizer)
+    except CelFailed:
+        pass
+
+
+def check_status_writers(report: Report, label: str, policy: dict[str, Any],
+                         bindings: dict[str, dict[str, Any]], username: str,
+                         extra: list[str]) -> None:
+    at, spec = f"{label}: {where(policy)}", policy["spec"]
+    report.check(spec.get("failurePolicy") == "Fail", f"{at}: failurePolicy is not Fail")
+    want_rules = [{"apiGroups": [PLACEMENT_GROUP], "apiVersions": ["*"],
+                   "operations": ["UPDATE"], "resources": ["nodes/status", "tenants/status"]}]
+    rules = spec.get("matchConstraints", {}).get("resourceRules")
+    report.check(rules == want_rules, f"{at}: resourceRules {rules}, want {want_rules}")
+    binding = bindings.get(policy["metadata"]["name"], {})
+    report.check(binding.get("spec", {}).get("validationActions") == ["Deny"],
+                 f"{at}: its binding's validationActions are not [Deny]")
+    validations = spec.get("validations") or []
+    if not report.check(len(validations) == 1, f"{at}: {len(validations)} validations, want 1"):
+        return
+    validation = validations[0]
+    report.check(username in validation.get("message", ""),
+                 f"{at}: message does not name {username}: {validation.get('message')!r}")
+    writers = [username] + [w for w in extra if w != username]
+    others = [f"system:serviceaccount:{NAMESPACE}:{username.rsplit(':', 1)[1]}-impostor",
+              f"system:serviceaccount:elsewhere:{username.rsplit(':', 1)[1]}",
+              "kubernetes-admin", "system:admin", ""]
+    for resource in ("nodes", "tenants"):
+        for user in writers + [o for o in others if o not in writers]:
+            request = {"operation": "UPDATE", "subResource": "status", "name": "x",
+                       "resource": {"group": PLACEMENT_GROUP, "version": "v1alpha1",
+                                    "resource": resource},
+                       "userInfo": {"username": user, "groups": ["system:authenticated"]}}
+            activation = {"request": request, "object": {}, "oldObject": {}}
+            variables = eval_variables(report, at, spec, activation)
+            activation["variables"] = variables
+            allowed = cel_eval(report, f"{at}: validations[0].expression", validation["expression"],
+                               activation)
+            report.check(allowed is (user in writers),
+                         f"{at}: {user or '(no user)'} writing {resource}/status: allowed="
+                         f"{allowed}, want {user in writers}")
+            if allowed:
+                continue
+            message = cel_eval(report, f"{at}: validations[0].messageExpression",
+                               validation.get("messageExpression"), activation)
+            advice = ("the Tenant's spec" if resource == "tenants"
+                      else "the Node's spec or its Tenants' specs")
+            want = (f"only the tenant-placer controller ({username}) writes {resource}/status: "
+                    f"the Node's status.allocations is the record of reservations; change "
+                    f"{advice} instead")
+            report.check(message == want, f"{at}: message {message!r}, want {want!r}")
+
+
+def check_finalizer_policy(report: Report, label: str, policy: dict[str, Any], resource: str,
+                           finalizer: str) -> None:
+    at, spec = f"{label}: {where(policy)}", policy["spec"]
+    report.check(spec.get("failurePolicy") == "Ignore", f"{at}: failurePolicy is not Ignore")
+    report.check(spec.get("reinvocationPolicy") == "Never",
+                 f"{at}: reinvocationPolicy is not Never")
+    want_rules = [{"apiGroups": [PLACEMENT_GROUP], "apiVersions": ["*"],
+                   "operations": ["CREATE"], "resources": [resource]}]
+    rules = spec.get("matchConstraints", {}).get("resourceRules")
+    report.check(rules == want_rules, f"{at}: resourceRules {rules}, want {want_rules}")
+    for before in (None, [], ["example.com/other"], [finalizer], ["example.com/other", finalizer]):
+        obj = {"apiVersion": f"{PLACEMENT_GROUP}/v1alpha1", "kind": resource[:-1].title(),
+               "metadata": {"name": "sample"}, "spec": {}}
+        if before is not None:
+            obj["metadata"]["finalizers"] = before
+        request = {"operation": "CREATE", "name": "sample",
+                   "resource": {"group": PLACEMENT_GROUP, "version": "v1alpha1",
+                                "resource": resource},
+                   "userInfo": {"username": "kubernetes-admin"}}
+        activation = {"request": request, "object": obj, "oldObject": None}
+        matched = all(cel_eval(report, f"{at}: matchConditions {c.get('name')}", c["expression"],
+                               activation) is True for c in spec.get("matchConditions") or [])
+        after = obj
+        if matched:
+            activation["variables"] = eval_variables(report, at, spec, activation)
+            for index, mutation in enumerate(spec.get("mutations") or []):
+                if not report.check(mutation.get("patchType") == "JSONPatch",
+                                    f"{at}: mutations[{index}] is not a JSONPatch"):
+                    return
+                patch = cel_eval(report, f"{at}: mutations[{index}].jsonPatch.expression",
+                                 mutation["jsonPatch"]["expression"], activation)
+                try:
+                    after = apply_json_patch(after, patch)
+                except (ValueError, KeyError, IndexError, TypeError) as error:
+                    report.failures.append(f"{at}: JSON Patch {patch} does not apply to "
+                                           f"finalizers {before}: {error!r}")
+                    return
+        want = list(before or [])
+        want += [] if finalizer in want else [finalizer]
+        got = after["metadata"].get("finalizers")
+        report.check(got == want,
+                     f"{at}: creating a {obj['kind']} with finalizers {before} gives {got}, "
+                     f"want {want}")
+        report.check({k: v for k, v in after.items() if k != "metadata"}
+                     == {k: v for k, v in obj.items() if k != "metadata"},
+                     f"{at}: the patch changed more than metadata.finalizers: {after}")
+
+
 def check_notes(report: Report, case: Case, chart: helm.Chart) -> None:
     notes = chart.render(case.values, name=case.release, namespace=NAMESPACE).get(
         "tenant-placer/templates/NOTES.txt", "")
@@ -526,11 +934,24 @@ def check_dockerfile(report: Report, chart: helm.Chart) -> None:
 # 5. kubernetes-validate
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def kube_versions_for(obj: dict[str, Any]) -> list[str]:
+    """KUBE_VERSIONS, or for an admission policy each version from the one its kind came in."""
+    since = ADMISSION_SINCE.get(obj.get("kind", "")) if obj.get("apiVersion") == ADMISSION_API \
+        else None
+    if since is None:
+        return KUBE_VERSIONS
+    return [v for v in ADMISSION_KUBE_VERSIONS if version_key(v) >= version_key(since)]
+
+
 def kube_validate(report: Report, label: str, obj: dict[str, Any]) -> None:
     obj = {k: v for k, v in obj.items() if k != "__source__"}
     if (obj.get("apiVersion"), obj.get("kind")) in NOT_BUILT_IN:
         return
-    for version in KUBE_VERSIONS:
+    for version in kube_versions_for(obj):
         try:
             kubernetes_validate.validate(obj, version, strict=True)
             report.validated += 1
@@ -573,12 +994,18 @@ def main() -> int:
                 report.failures.append(f"{case.name}: helm template failed: {error}")
                 continue
             check_rendered(report, case, objects)
+            check_admission_guards(report, case, objects)
             check_notes(report, case, chart)
             for obj in objects:
                 kube_validate(report, case.name, obj)
             kinds = ", ".join(sorted(f"{o['kind']}" for o in objects))
+            guards = ", ".join(
+                part for part, on in (("validating", case.validating),
+                                      ("mutating: tenant finalizer", case.tenant_finalizer_policy),
+                                      ("mutating: node finalizer", case.mutating)) if on)
             summary.append(f"{case.name}: lint ok; {len(objects)} objects ({kinds}); "
-                           f"leader election {'on' if case.leader_election else 'off'}")
+                           f"leader election {'on' if case.leader_election else 'off'}; "
+                           f"admission guards: {guards or 'off'}")
 
         for case in bad:
             if case.lint:
@@ -601,8 +1028,13 @@ def main() -> int:
     for line in summary:
         print(f"  {line}")
     print(f"  kubernetes-validate --strict: {report.validated} object validations passed "
-          "(ServiceMonitor skipped: not a built-in kind)")
+          "(ServiceMonitor skipped: not a built-in kind; the admission policies for "
+          f"{', '.join(ADMISSION_KUBE_VERSIONS)} from the version their kind came in)")
+    print(f"  admission guards: required fields and allowed values checked; CEL (cel-python "
+          f"{importlib.metadata.version('cel-python')}): {report.cel_parsed} distinct "
+          f"expressions parsed, {report.cel_evaluated} evaluations on sample requests as expected")
     if report.failures:
+        report.failures = list(dict.fromkeys(report.failures))  # the same finding once
         print(f"\ncheck-chart: FAILED, {len(report.failures)} problem(s):", file=sys.stderr)
         for failure in report.failures:
             print(f"  - {failure}", file=sys.stderr)

@@ -38,6 +38,9 @@ pub enum Error {
     #[error("removing the finalizer from tenant {tenant}: {source}")]
     RemoveFinalizer { tenant: String, source: kube::Error },
 
+    #[error("updating the reservations finalizer of node {node}: {source}")]
+    NodeFinalizer { node: String, source: kube::Error },
+
     #[error("the node cache stopped before it was ready")]
     CacheClosed,
 }
@@ -56,6 +59,7 @@ impl Error {
             Error::WriteTenantStatus { .. } => "write_tenant_status",
             Error::AddFinalizer { .. } => "add_finalizer",
             Error::RemoveFinalizer { .. } => "remove_finalizer",
+            Error::NodeFinalizer { .. } => "node_finalizer",
             Error::CacheClosed => "cache_closed",
         }
     }

@@ -11,7 +11,8 @@
 //! - each live tenant UID holds entries on at most one node, and at most one entry there;
 //! - at rest ([`Quiescence::Settled`]): no entry belongs to a tenant that is gone, every
 //!   tenant's status agrees with the entries (node, reserved, phase), and no tenant waits for
-//!   room that is there (PendingCapacity or Resizing while the plan would place or resize it).
+//!   room that is there (PendingCapacity or Resizing while the plan would place or resize it);
+//!   no tenant is Active (or Resizing) without an entry that holds it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -264,6 +265,11 @@ fn check_tenant_status(
                 ));
             }
         }
+        // The reservation this status shows is held nowhere: lost, and not repaired.
+        (TenantPhase::Active | TenantPhase::Resizing, None) => violations.push(format!(
+            "tenant {key}: {} on '{}' without an entry that holds it",
+            status.phase, status.node_name
+        )),
         (TenantPhase::PendingCapacity | TenantPhase::Suspended | TenantPhase::Pending, None) => {
             if !status.node_name.is_empty() {
                 violations.push(format!(

@@ -232,29 +232,38 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::error::Error>> {
-    let objects = if files.is_empty() {
-        let mut objects = Vec::new();
+    let manifests = if files.is_empty() {
+        let mut manifests = Vec::new();
         for (name, text) in manifests::EMBEDDED_EXAMPLES {
-            objects.extend(manifests::parse(Path::new(name), text)?);
+            manifests.extend(manifests::parse_manifests(Path::new(name), text)?);
         }
-        objects
+        manifests
     } else {
-        manifests::read_paths(files)?
+        manifests::read_manifests(files)?
     };
     let fleet = Fleet::new()?;
     fleet.start(Settings::default());
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
-    let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
-    fleet.apply(&nodes).await?;
-    fleet
-        .settle(Duration::from_millis(200), Duration::from_secs(60))
-        .await?;
-    fleet.apply(&others).await?;
-    fleet
-        .settle(Duration::from_millis(300), Duration::from_secs(300))
-        .await?;
+    let (nodes, others): (Vec<_>, Vec<_>) = manifests
+        .into_iter()
+        .partition(|m| m.object["kind"] == "Node");
+    for (batch, idle) in [(nodes, 200), (others, 300)] {
+        for manifest in &batch {
+            fleet
+                .apply(std::slice::from_ref(&manifest.object))
+                .await
+                .map_err(|refused| manifest.error(refused))?;
+        }
+        fleet
+            .settle(Duration::from_millis(idle), Duration::from_secs(300))
+            .await?;
+    }
     fleet.stop();
     let (nodes, tenants) = (fleet.nodes(), fleet.tenants());
+    // What the API holds but the types cannot: it could be neither placed nor reported.
+    if let Some(unreadable) = fleet.undecodable().first() {
+        return Err(format!("the API holds an object simulate cannot read: {unreadable}").into());
+    }
     let checked = invariants::check(&nodes, &tenants, &HashSet::new(), Quiescence::Settled);
     let report = FleetReport::new(&nodes, &tenants);
     match output {

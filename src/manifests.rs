@@ -41,19 +41,47 @@ pub const EMBEDDED_EXAMPLES: [(&str, &str); 2] = [
     ),
 ];
 
+/// One object and where it was read from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    pub path: PathBuf,
+    /// The document's number in its file, from 1.
+    pub index: usize,
+    pub object: Value,
+}
+
+impl Manifest {
+    /// An error about this object, naming its file and document.
+    pub fn error(&self, message: impl std::fmt::Display) -> ManifestError {
+        ManifestError::Invalid {
+            path: self.path.clone(),
+            index: self.index,
+            message: message.to_string(),
+        }
+    }
+}
+
 /// Reads every manifest from these files and directories, in order.
 pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<Value>, ManifestError> {
-    let mut objects = Vec::new();
+    Ok(read_manifests(paths)?
+        .into_iter()
+        .map(|m| m.object)
+        .collect())
+}
+
+/// [`read_paths`], keeping where each object came from.
+pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<Manifest>, ManifestError> {
+    let mut manifests = Vec::new();
     for path in paths {
         for file in files_of(path)? {
             let text = std::fs::read_to_string(&file).map_err(|source| ManifestError::Read {
                 path: file.clone(),
                 source,
             })?;
-            objects.extend(parse(&file, &text)?);
+            manifests.extend(parse_manifests(&file, &text)?);
         }
     }
-    Ok(objects)
+    Ok(manifests)
 }
 
 fn files_of(path: &Path) -> Result<Vec<PathBuf>, ManifestError> {
@@ -79,6 +107,14 @@ fn files_of(path: &Path) -> Result<Vec<PathBuf>, ManifestError> {
 
 /// Parses one file's documents and checks each names what it is.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
+    Ok(parse_manifests(path, text)?
+        .into_iter()
+        .map(|m| m.object)
+        .collect())
+}
+
+/// [`parse`], keeping each object's document number.
+pub fn parse_manifests(path: &Path, text: &str) -> Result<Vec<Manifest>, ManifestError> {
     let documents: Vec<Value> =
         serde_saphyr::from_multiple(text).map_err(|e| ManifestError::Parse {
             path: path.to_owned(),
@@ -113,7 +149,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
                 )));
             }
         }
-        objects.push(document);
+        objects.push(Manifest {
+            path: path.to_owned(),
+            index,
+            object: document,
+        });
     }
     Ok(objects)
 }

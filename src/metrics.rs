@@ -44,6 +44,8 @@ struct Counters {
     durations: BTreeMap<&'static str, Histogram>,
     conflicts: u64,
     retries_exhausted: u64,
+    /// kind -> objects (versions) the controller could not decode and skipped.
+    undecodable: BTreeMap<&'static str, u64>,
 }
 
 /// The controller's metrics. Shared by the reconcilers, the writer and the HTTP server.
@@ -90,6 +92,13 @@ impl Metrics {
     pub fn retries_exhausted(&self) {
         let mut counters = self.counters();
         counters.retries_exhausted = counters.retries_exhausted.saturating_add(1);
+    }
+
+    /// An object of `kind` could not be decoded and was skipped (each version once).
+    pub fn undecodable(&self, kind: &'static str) {
+        let mut counters = self.counters();
+        let n = counters.undecodable.entry(kind).or_insert(0);
+        *n = n.saturating_add(1);
     }
 
     /// The caches the gauges are read from (replaced at each leadership term).
@@ -184,6 +193,21 @@ impl Metrics {
                 &[],
                 counters.retries_exhausted as f64,
             );
+            family(
+                &mut out,
+                "tenant_placer_undecodable_objects_total",
+                "counter",
+                "Object versions the controller could not decode and skipped (see the error log).",
+            );
+            for kind in ["tenant", "node"] {
+                let count = counters.undecodable.get(kind).copied().unwrap_or(0);
+                sample(
+                    &mut out,
+                    "tenant_placer_undecodable_objects_total",
+                    &[("kind", kind)],
+                    count as f64,
+                );
+            }
         }
         let caches = self
             .caches

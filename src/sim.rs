@@ -22,6 +22,15 @@ use tokio::task::JoinHandle;
 use crate::api::{GROUP, Node, Tenant};
 use crate::controller::{self, Settings};
 
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn name_of(object: &Value) -> String {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    match object["metadata"]["namespace"].as_str() {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
 /// Why a fleet could not be set up, fed or settled.
 #[derive(Debug, thiserror::Error)]
 pub enum FleetError {
@@ -171,6 +180,34 @@ impl Fleet {
         self.typed(&self.api.list(GROUP, "tenants"))
     }
 
+    /// The objects of either kind the types cannot hold, as `Tenant default/bad: spec.replicas: …`.
+    pub fn undecodable(&self) -> Vec<String> {
+        let mut found = self.undecodable_of::<Tenant>("tenants");
+        found.extend(self.undecodable_of::<Node>("nodes"));
+        found
+    }
+
+    fn undecodable_of<K>(&self, plural: &str) -> Vec<String>
+    where
+        K: serde::de::DeserializeOwned + kube::Resource<DynamicType = ()>,
+    {
+        self.api
+            .list(GROUP, plural)
+            .iter()
+            .filter_map(|value| {
+                let error = serde_path_to_error::deserialize::<_, K>(value).err()?;
+                Some(format!(
+                    "{} {}: {}: {}",
+                    K::kind(&()),
+                    name_of(value),
+                    error.path(),
+                    error.inner()
+                ))
+            })
+            .collect()
+    }
+
+    /// The objects the types can hold; [`Fleet::undecodable`] names the others.
     fn typed<K: serde::de::DeserializeOwned>(&self, values: &[Value]) -> Vec<K> {
         values
             .iter()

@@ -112,8 +112,8 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
     );
     // The controller's own overcommit bounds (placement::Overcommit), so nothing the API
     // accepts is refused later.
-    let ratio = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["overcommit"]
-        ["properties"]["threads"];
+    let ratio = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["overcommit"]["properties"]
+        ["threads"];
     assert_eq!(ratio["minimum"], placement::Overcommit::MIN_RATIO);
     assert_eq!(ratio["maximum"], placement::Overcommit::MAX_RATIO);
 }

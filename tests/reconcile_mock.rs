@@ -17,8 +17,8 @@ use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tenant_placer::api::{
-    AllocationEntry, Node, NodeSpec, NodeState, NodeStatus, ResourceAmounts, Tenant, TenantMode,
-    TenantPhase, TenantSpec,
+    AllocationEntry, NODE_FINALIZER, Node, NodeSpec, NodeState, NodeStatus, ResourceAmounts,
+    Tenant, TenantMode, TenantPhase, TenantSpec,
 };
 use tenant_placer::controller::tenant::{FINALIZER, reconcile};
 use tenant_placer::controller::{Context, NodeWriter, RetryPolicy, Settings, Synced};
@@ -726,6 +726,23 @@ async fn an_entry_missing_only_from_the_tenant_cache_is_kept() {
         (StatusCode::OK, serde_json::to_value(&alive).unwrap())
     })
     .await;
+    // The node holds an entry and lacks the reservations finalizer: a guarded JSON patch adds it.
+    let mut guarded = settled_node(vec![entry("acme", amounts(2, 4, 20))]);
+    guarded.metadata.finalizers = Some(vec![NODE_FINALIZER.to_owned()]);
+    let patch = expect(
+        &mut api,
+        Method::PATCH,
+        &format!("{NODES}/node-eu-1"),
+        |_| (StatusCode::OK, serde_json::to_value(&guarded).unwrap()),
+    )
+    .await;
+    assert_eq!(
+        patch,
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [NODE_FINALIZER]},
+        ])
+    );
     run.await.unwrap().unwrap();
     expect_no_more_requests(&mut api).await;
 }

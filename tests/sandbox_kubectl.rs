@@ -352,7 +352,7 @@ fn kubectl_drives_the_seed_scenario_through_the_sandbox() {
         "{explained}"
     );
     assert!(
-        explained.contains("Resources of one replica. The footprint reserved on the node is"),
+        explained.contains("Resources of one replica (at least 1 thread and 1 GB of memory)."),
         "{explained}"
     );
     assert!(
@@ -493,7 +493,7 @@ fn kubectl_drives_the_seed_scenario_through_the_sandbox() {
         (
             "negative",
             "  resources: {threads: -1, memoryGb: 4, storageGb: 20}\n",
-            r#"The Tenant "negative" is invalid: spec.resources.threads: Invalid value: -1: spec.resources.threads in body should be greater than or equal to 0"#,
+            r#"The Tenant "negative" is invalid: spec.resources.threads: Invalid value: -1: spec.resources.threads in body should be greater than or equal to 1"#,
         ),
         (
             "missing",

@@ -79,14 +79,17 @@ fn simulate_exits_non_zero_with_a_clear_message_on_a_manifest_it_cannot_read() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing.yaml"));
 
-    // A Tenant the server rejects (negative threads) is refused with the server's message.
+    // A Tenant the server rejects (negative threads) is refused with the server's message,
+    // naming the file, the document and the field.
     let invalid = dir.join("invalid.yaml");
     std::fs::write(&invalid, "apiVersion: placement.tenant-placer.dev/v1alpha1\nkind: Tenant\nmetadata: {name: neg, namespace: default}\nspec: {resources: {threads: -1, memoryGb: 1, storageGb: 1}}\n").unwrap();
     let out = simulate(&["-f", invalid.to_str().unwrap()]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("spec.resources.threads") && stderr.contains("greater than or equal to 0"),
+        stderr.contains("invalid.yaml, document 1")
+            && stderr.contains("spec.resources.threads")
+            && stderr.contains("greater than or equal to 1"),
         "{stderr}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

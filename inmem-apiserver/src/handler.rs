@@ -361,6 +361,7 @@ impl ApiServer {
             return status_response(&not_found());
         }
         let dry_run = q.dry_run();
+        state.warnings.clear();
         let created_or_ok = |(obj, created): (Value, bool)| {
             (
                 if created {
@@ -444,6 +445,7 @@ impl ApiServer {
                 .and_then(|o| state.delete_collection(t, q, &o))
                 .map(|o| (StatusCode::OK, o)),
         };
+        warnings.append(&mut state.warnings);
         let mut response = match result {
             Ok((code, obj)) => json_response(code, &obj),
             Err(status) => status_response(&status),

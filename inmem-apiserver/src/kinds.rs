@@ -344,6 +344,14 @@ impl Kind {
                 "must have exactly one version marked as storage version",
             ));
         }
+        for (i, v) in all_versions.iter().enumerate() {
+            if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+                errors.extend(crate::rules::crd_errors(
+                    schema,
+                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                ));
+            }
+        }
         if !errors.is_empty() {
             return Err(errors);
         }

@@ -80,12 +80,25 @@
 //!   events published through `events.k8s.io`.
 //! - **Custom resources** are pruned of unknown fields, defaulted and
 //!   validated against the version's `openAPIV3Schema` (see the `schema`
-//!   module for what is checked), answering `422 Invalid` with the
-//!   apiserver's messages and `details.causes`.
+//!   module for what is checked, integer formats included), then against its
+//!   `x-kubernetes-validations` CEL rules, evaluated with the `cel` crate
+//!   (cel-rust; see the `rules` module): `self`, `oldSelf` transition rules
+//!   (and `optionalOldSelf`), `message`, `messageExpression`, `fieldPath` and
+//!   `reason`, on nested nodes, array items and map values, on create,
+//!   update, patch and apply, and on the status subresource (whose writes
+//!   are validated by the schema for `status` only and by the rules as a
+//!   whole object). They answer `422 Invalid` with the apiserver's messages
+//!   and `details.causes` (`spec.replicas: Invalid value: "object": a
+//!   Standalone tenant has exactly 1 replica`); on an update, what did not
+//!   change is ratcheted (a failing rule becomes a `Warning` header). A CRD
+//!   whose rules do not parse, or whose `fieldPath` names no field, is
+//!   refused as the apiserver refuses it.
 //!
 //! # Not implemented, deliberately
 //!
-//! CEL (`x-kubernetes-validations`), `pattern` and `format` validation,
+//! CEL type checking and cost limits, the Kubernetes CEL libraries
+//! (`quantity`, `url`, `ip`, `cidr`, `sets`, `isSorted`, ...: a rule calling
+//! one fails), `pattern` and string `format` validation,
 //! conversion webhooks (versions differ only in `apiVersion`), managedFields
 //! and field ownership (apply is a merge), YAML and protobuf bodies, OpenAPI
 //! v2, garbage collection (`ownerReferences`, `propagationPolicy` are stored but not acted
@@ -115,6 +128,7 @@ mod kinds;
 mod meta;
 mod openapi;
 mod patch;
+mod rules;
 mod schema;
 mod selector;
 mod server;

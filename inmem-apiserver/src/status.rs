@@ -331,6 +331,7 @@ pub(crate) enum FieldErrorKind {
     TypeInvalid,
     NotSupported,
     Forbidden,
+    Duplicate,
     TooLong,
     TooMany,
 }
@@ -343,6 +344,7 @@ impl FieldErrorKind {
             Self::TypeInvalid => "FieldValueTypeInvalid",
             Self::NotSupported => "FieldValueNotSupported",
             Self::Forbidden => "FieldValueForbidden",
+            Self::Duplicate => "FieldValueDuplicate",
             Self::TooLong => "FieldValueTooLong",
             Self::TooMany => "FieldValueTooMany",
         }
@@ -354,6 +356,7 @@ impl FieldErrorKind {
             Self::Invalid | Self::TypeInvalid => "Invalid value",
             Self::NotSupported => "Unsupported value",
             Self::Forbidden => "Forbidden",
+            Self::Duplicate => "Duplicate value",
             Self::TooLong => "Too long",
             Self::TooMany => "Too many",
         }
@@ -444,11 +447,89 @@ pub(crate) fn go_value(v: &Value) -> String {
     match v {
         Value::String(s) => go_quote(s),
         Value::Null => "null".into(),
-        other => other.to_string(),
+        // An integer that fits int64 is decoded as one; any other number is
+        // a float64.
+        Value::Number(n) => n.as_i64().map_or_else(
+            || go_float(n.as_f64().unwrap_or(f64::NAN)),
+            |i| i.to_string(),
+        ),
+        other => go_json(other),
+    }
+}
+
+/// Go's `json.Marshal`: HTML-safe (`<`, `>` and `&` escaped).
+pub(crate) fn go_json(v: &Value) -> String {
+    v.to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
+}
+
+/// Go's `%v` of a float64: the shortest representation, with an exponent
+/// (`1e+06`, `9.007199254740991e+15`, `1e-05`) below 1e-4 and from 1e6:
+/// `strconv.FormatFloat(f, 'g', -1, 64)`.
+pub(crate) fn go_float(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or_default();
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
+    } else {
+        f.to_string()
     }
 }
 
 /// Go's `%q` for the strings that occur here (JSON escaping agrees on them).
 pub(crate) fn go_quote(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_as_gos_percent_v() {
+        let printed: Vec<String> = [
+            1000.0,
+            100_000.0,
+            1e6,
+            1_234_567.0,
+            9_007_199_254_740_991.0,
+            0.001,
+            0.0001,
+            0.00001,
+            1.5,
+            -2.5e-7,
+            0.0,
+        ]
+        .into_iter()
+        .map(go_float)
+        .collect();
+        assert_eq!(
+            printed,
+            [
+                "1000",
+                "100000",
+                "1e+06",
+                "1.234567e+06",
+                "9.007199254740991e+15",
+                "0.001",
+                "0.0001",
+                "1e-05",
+                "1.5",
+                "-2.5e-07",
+                "0"
+            ]
+        );
+    }
 }

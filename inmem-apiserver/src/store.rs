@@ -15,6 +15,7 @@ use crate::events;
 use crate::faults::{Fault, Stats};
 use crate::kinds::{CRD_GROUP, CRD_PLURAL, Kind, established_crd_status};
 use crate::meta;
+use crate::rules;
 use crate::schema;
 use crate::selector::Selector;
 use crate::status::{BadValue, FieldError, FieldErrorKind, Status};
@@ -395,6 +396,9 @@ pub(crate) struct State {
     pub stats: Stats,
     pub faults: Vec<Fault>,
     pub config: Config,
+    /// The warnings of the write being served (ratcheted validation rules),
+    /// for its `Warning` headers.
+    pub warnings: Vec<String>,
 }
 
 /// The state behind a lock shared by the server handles and open watches.
@@ -424,6 +428,7 @@ impl Shared {
                 stats: Stats::default(),
                 faults: Vec::new(),
                 config,
+                warnings: Vec::new(),
             }),
             schedule: crate::cost::WriteSchedule::default(),
         }
@@ -704,9 +709,10 @@ impl State {
         Ok(obj)
     }
 
-    /// Validation shared by create and update: the schema, and what
-    /// ObjectMeta and CRD validation say.
-    fn validate(&self, t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), Status> {
+    /// Validation shared by create and update: the schema, its
+    /// `x-kubernetes-validations`, and what ObjectMeta and CRD validation say.
+    /// Rule failures that ratcheting makes warnings go to `self.warnings`.
+    fn validate(&mut self, t: &Target, obj: &Value, old: Option<&Value>) -> Result<(), Status> {
         let name = meta::name(obj);
         let mut errors = Vec::new();
         if old.is_none() {
@@ -716,7 +722,37 @@ impl State {
             ));
         }
         if let Some(schema) = t.schema() {
-            errors.extend(schema::validate(schema, obj));
+            // The status strategy validates only status against the schema,
+            // but the rules against the whole object.
+            errors.extend(if t.on_status() {
+                schema::validate_status(schema, obj, old)
+            } else {
+                schema::validate(schema, obj, old)
+            });
+            // Errors of these types keep the rules, if the schema has any, from
+            // being evaluated (`hasBlockingErr`).
+            let blocking = errors.iter().any(|e| {
+                matches!(
+                    e.kind,
+                    FieldErrorKind::NotSupported
+                        | FieldErrorKind::Required
+                        | FieldErrorKind::TooLong
+                        | FieldErrorKind::TooMany
+                        | FieldErrorKind::TypeInvalid
+                )
+            });
+            if blocking && rules::has_rules(schema) {
+                errors.push(FieldError::new(
+                    FieldErrorKind::Invalid,
+                    schema::NIL_PATH,
+                    BadValue::Json(Value::Null),
+                    "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                ));
+            } else if !blocking {
+                let outcome = rules::validate(schema, obj, old);
+                errors.extend(outcome.errors);
+                self.warnings.extend(outcome.warnings);
+            }
         }
         if let Some(old) = old.filter(|o| meta::is_terminating(o)) {
             let before = meta::finalizers(old);

@@ -19,13 +19,15 @@ use std::fmt;
 
 use crate::{Dimension, Resources};
 
-/// Whether a node takes tenants. Cordoned and Offline nodes keep the tenants they hold.
+/// Whether a node takes tenants. Cordoned and Offline nodes keep the tenants they hold; a
+/// Draining node (being deleted, or drained) keeps them until they go and takes nothing back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum NodeState {
     #[default]
     Online,
     Cordoned,
     Offline,
+    Draining,
 }
 
 /// What placement needs to know of a node.

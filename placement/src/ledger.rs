@@ -189,6 +189,8 @@ pub struct TenantWants<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EditKind {
     Reserve,
+    /// The entry a tenant's status names was missing from its node and is written back there.
+    Restore,
     Resize,
     DropDuplicate,
     Release,
@@ -285,16 +287,57 @@ pub fn plan_tenant_held_by(
     }
     match holders.first() {
         Some(node) => plan_held(wants, node),
-        None if wants.suspend => Plan::SuspendedUnplaced,
-        None => match place_ledgers(policy, nodes, &wants.footprint, turn) {
-            Decision::Place(node) => Plan::Edit(Edit {
-                kind: EditKind::Reserve,
-                node: node.to_owned(),
-                uid: wants.uid.to_owned(),
-                entry: Some(entry_for(wants)),
-            }),
-            Decision::NoFit(no_fit) => Plan::Pending(no_fit),
+        None => match plan_restore(wants, nodes) {
+            Some(restore) => restore,
+            None => plan_unplaced(policy, wants, nodes, turn),
         },
+    }
+}
+
+/// A tenant whose status names a node that holds no entry of it (the entry was wiped by another
+/// actor, or the node deleted and re-created) gets it back there when it still fits: the node is
+/// Online or Cordoned, and the footprint fits its effective capacity beside the entries written
+/// there. Room held for waiting tenants does not count against it: it is the tenant's own room.
+/// `None` when the status names no node, or that node cannot take it back. The caller has found
+/// that the tenant holds nothing anywhere.
+pub fn plan_restore(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Option<Plan> {
+    let named = wants.status_node?;
+    // A scan, but only for a tenant that lost its entry: rare, never on the placement path.
+    let node = nodes.iter().find(|n| n.name == named)?;
+    if !matches!(node.state, NodeState::Online | NodeState::Cordoned) {
+        return None;
+    }
+    let written = Resources::checked_sum(
+        node.entries
+            .iter()
+            .filter(|e| !crate::queue::is_hold(&e.uid))
+            .map(|e| &e.resources),
+    )?;
+    let room = node.effective.saturating_sub(written);
+    wants.footprint.fits_within(&room).then(|| {
+        Plan::Edit(Edit {
+            kind: EditKind::Restore,
+            node: node.name.clone(),
+            uid: wants.uid.to_owned(),
+            entry: Some(entry_for(wants)),
+        })
+    })
+}
+
+/// The plan for a tenant that holds nothing and gets nothing back: placed by `policy`, unless
+/// suspended.
+fn plan_unplaced(policy: Policy, wants: &TenantWants<'_>, nodes: &[NodeLedger], turn: u64) -> Plan {
+    if wants.suspend {
+        return Plan::SuspendedUnplaced;
+    }
+    match place_ledgers(policy, nodes, &wants.footprint, turn) {
+        Decision::Place(node) => Plan::Edit(Edit {
+            kind: EditKind::Reserve,
+            node: node.to_owned(),
+            uid: wants.uid.to_owned(),
+            entry: Some(entry_for(wants)),
+        }),
+        Decision::NoFit(no_fit) => Plan::Pending(no_fit),
     }
 }
 
@@ -616,6 +659,78 @@ mod tests {
             (edit.kind, edit.node.as_str(), edit.entry),
             (EditKind::DropDuplicate, "a", None)
         );
+    }
+
+    #[test]
+    fn a_lost_entry_is_restored_on_the_node_the_status_names_when_it_still_fits() {
+        let r = Resources::new(2, 4, 20);
+        // "b" is named; "a" comes first by name and has room too: the entry goes back to "b".
+        let nodes = [
+            ledger("a", EU1, &[]),
+            ledger("b", EU2, &[("other", Resources::new(30, 4, 20))]),
+        ];
+        let mut w = wants("acme", r);
+        w.status_node = Some("b");
+        // b: 32 - 30 = 2 threads free, 2 asked.
+        let Plan::Edit(edit) = plan_tenant(&w, &nodes) else {
+            panic!("expected a restore")
+        };
+        assert_eq!((edit.kind, edit.node.as_str()), (EditKind::Restore, "b"));
+        assert_eq!(edit.entry.map(|e| e.resources), Some(r));
+        // Suspended, it gets its reservation back too (a suspended tenant keeps it).
+        w.suspend = true;
+        assert!(matches!(plan_tenant(&w, &nodes), Plan::Edit(e) if e.kind == EditKind::Restore));
+    }
+
+    #[test]
+    fn a_lost_entry_that_no_longer_fits_its_node_is_placed_again_like_a_new_tenant() {
+        let r = Resources::new(4, 4, 20);
+        let mut w = wants("acme", r);
+        w.status_node = Some("b");
+        // b: 32 - 30 = 2 threads free, 4 asked: placed on a by first fit instead.
+        let full_b = ledger("b", EU2, &[("other", Resources::new(30, 4, 20))]);
+        let nodes = [ledger("a", EU1, &[]), full_b.clone()];
+        let Plan::Edit(edit) = plan_tenant(&w, &nodes) else {
+            panic!("expected a reservation")
+        };
+        assert_eq!((edit.kind, edit.node.as_str()), (EditKind::Reserve, "a"));
+        // Nowhere else either: it waits.
+        assert!(matches!(
+            plan_tenant(&w, std::slice::from_ref(&full_b)),
+            Plan::Pending(_)
+        ));
+        // The named node is gone: placed like any other.
+        assert!(
+            matches!(plan_tenant(&w, &nodes[..1]), Plan::Edit(e) if e.kind == EditKind::Reserve)
+        );
+    }
+
+    #[test]
+    fn a_lost_entry_is_not_restored_on_an_offline_or_draining_node() {
+        let r = Resources::new(2, 4, 20);
+        let mut w = wants("acme", r);
+        w.status_node = Some("b");
+        for state in [NodeState::Offline, NodeState::Draining] {
+            let b = NodeLedger::new("b", state, EU2, Vec::new()).unwrap();
+            assert!(
+                matches!(plan_tenant(&w, &[b]), Plan::Pending(_)),
+                "{state:?}"
+            );
+        }
+        let cordoned = NodeLedger::new("b", NodeState::Cordoned, EU2, Vec::new()).unwrap();
+        assert!(
+            matches!(plan_tenant(&w, &[cordoned]), Plan::Edit(e) if e.kind == EditKind::Restore)
+        );
+    }
+
+    #[test]
+    fn room_held_for_waiting_tenants_does_not_keep_a_lost_entry_from_its_node() {
+        let r = Resources::new(2, 4, 20);
+        let mut w = wants("acme", r);
+        w.status_node = Some("b");
+        // b: 32 threads, a hold of 31 for an older waiter: 1 free in the view, 32 written.
+        let held = ledger("b", EU2, &[("hold:older", Resources::new(31, 4, 20))]);
+        assert!(matches!(plan_restore(&w, &[held]), Some(Plan::Edit(e)) if e.node == "b"));
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
     Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,
-    plan_tenant, plan_tenant_held_by, plan_tenant_with,
+    plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
 };
 pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{

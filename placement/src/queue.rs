@@ -13,8 +13,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::ledger::{
-    Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, holders_of, plan_tenant_held_by,
-    plan_tenant_with,
+    Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, holders_of, plan_restore,
+    plan_tenant_held_by, plan_tenant_with,
 };
 use crate::policy::Policy;
 use crate::resources::Resources;
@@ -150,11 +150,16 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
         holders: &[usize],
         turn: u64,
     ) -> Plan {
-        self.hold_older(key, policy, ledgers, turn);
         let holds_nothing = !holders
             .iter()
             .filter_map(|&i| ledgers.get(i))
             .any(|l| l.entry_of(wants.uid).is_some());
+        // A lost entry goes back first: its room is the tenant's own, neither held for older
+        // tenants nor behind a StrictFIFO head.
+        if holds_nothing && let Some(restore) = plan_restore(wants, ledgers) {
+            return restore;
+        }
+        self.hold_older(key, policy, ledgers, turn);
         if let Some(head) = &self.head
             && holds_nothing
             && !wants.suspend

@@ -14,11 +14,12 @@ mod node;
 mod tenant;
 
 pub use node::{
-    AllocationEntry, Node, NodeCondition, NodeSpec, NodeState, NodeStatus, OVER_CAPACITY_CONDITION,
-    OvercommitRatios,
+    AllocationEntry, DRAINED_CONDITION, NODE_FINALIZER, Node, NodeCondition, NodeSpec, NodeState,
+    NodeStatus, OVER_CAPACITY_CONDITION, OvercommitRatios,
 };
 pub use tenant::{
-    MAX_REPLICAS, PLACED_CONDITION, Tenant, TenantCondition, TenantMode, TenantPhase, TenantSpec, TenantStatus,
+    MAX_REPLICAS, PLACED_CONDITION, Tenant, TenantCondition, TenantMode, TenantPhase, TenantSpec,
+    TenantStatus,
 };
 
 use kube::CustomResourceExt;

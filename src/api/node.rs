@@ -8,6 +8,13 @@ use super::ResourceAmounts;
 /// The condition a Node carries when it holds more than its capacity (capacity was lowered).
 pub const OVER_CAPACITY_CONDITION: &str = "OverCapacity";
 
+/// The condition a Node being deleted carries: `True` once it holds nothing, else `False`,
+/// naming the tenants it waits for.
+pub const DRAINED_CONDITION: &str = "Drained";
+
+/// The finalizer a Node holding reservations carries, so that it is not deleted from under them.
+pub const NODE_FINALIZER: &str = "placement.tenant-placer.dev/reservations";
+
 /// A bare-metal node that tenant-placer places tenants on. (Not the core v1 Node: `kubectl get pnodes`.)
 #[derive(CustomResource, JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
@@ -155,7 +162,8 @@ pub struct NodeStatus {
     /// The number of allocations.
     #[serde(default)]
     pub tenants: i64,
-    /// OverCapacity when capacity was lowered below what the node holds.
+    /// OverCapacity (capacity lowered below what the node holds) and, while it is being
+    /// deleted, Drained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<NodeCondition>,
 }

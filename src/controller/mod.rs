@@ -14,6 +14,8 @@
 //! - the Node writer decides only from a synced node cache;
 //! - an entry is released as an orphan only after a direct read confirms its tenant is gone.
 
+pub mod claims;
+pub mod decode;
 pub mod newest;
 pub mod node;
 pub mod publisher;
@@ -33,7 +35,7 @@ use tracing::Instrument;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
@@ -191,14 +193,16 @@ impl Synced {
 /// The annotation `kubectl apply` keeps its last applied object in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// A reflector feeding `cache` from a watch, without managedFields or kubectl's last-applied copy, raising `synced` whenever a
-/// full list has been applied and showing every event to `on_event`. The stream it returns
-/// triggers the controller.
+/// A reflector feeding `cache` from a watch, without managedFields or kubectl's last-applied
+/// copy, raising `synced` whenever a full list has been applied and showing every event to
+/// `on_event`. Objects are decoded one by one: one that cannot be decoded goes to `skipped` and
+/// the rest go on (see `decode`). The stream it returns triggers the controller.
 fn reflected<K>(
-    api: Api<K>,
+    api: Api<decode::Decoded<K>>,
     feed: reflector::store::Writer<K>,
     synced: watch::Sender<bool>,
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    skipped: futures::channel::mpsc::UnboundedSender<decode::Skipped>,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
     K: Resource<DynamicType = ()>
@@ -217,6 +221,17 @@ where
             object.managed_fields_mut().clear();
             object.annotations_mut().remove(LAST_APPLIED);
         })
+        .filter_map(move |event| {
+            let readable = match event {
+                Ok(event) => decode::readable(event, &mut |bad| {
+                    // A closed channel means the controller is stopping.
+                    let _ = skipped.unbounded_send(decode::Skipped::of::<K>(bad));
+                })
+                .map(Ok),
+                Err(error) => Some(Err(error)),
+            };
+            std::future::ready(readable)
+        })
         .reflect(feed)
         .inspect_ok(move |event| {
             if matches!(event, watcher::Event::InitDone) {
@@ -225,6 +240,41 @@ where
             on_event(event);
         })
         .applied_objects()
+}
+
+/// Reports each skipped object version once: an error log naming it and the field, the metric,
+/// and a Warning Event on the object.
+async fn report_skipped(
+    mut skipped: futures::channel::mpsc::UnboundedReceiver<decode::Skipped>,
+    ctx: Arc<Context>,
+) {
+    let mut reported = decode::Reported::default();
+    while let Some(bad) = skipped.next().await {
+        if !reported.first_time(&bad) {
+            continue;
+        }
+        let kind = match bad.object.kind.as_deref() {
+            Some("Node") => "node",
+            _ => "tenant",
+        };
+        tracing::error!(object = %bad.describe(), error = %bad.error,
+            "cannot decode this object; it is skipped until it is fixed (the last readable version is kept)");
+        ctx.metrics.undecodable(kind);
+        if let Some(events) = &ctx.events {
+            let occurrence = publisher::Occurrence {
+                type_: kube::runtime::events::EventType::Warning,
+                reason: "Undecodable",
+                action: "Decode",
+                note: format!(
+                    "tenant-placer cannot read this object and skips it until it is fixed: {}",
+                    bad.error
+                ),
+            };
+            if let Err(error) = events.publish(occurrence, bad.object.clone()).await {
+                tracing::warn!(%error, "could not publish an event");
+            }
+        }
+    }
 }
 
 /// What a tenant asks of the controller: its generation (spec) and whether it is being deleted.
@@ -251,6 +301,8 @@ pub struct Context {
     pub tenant_copies: Arc<newest::Newest<Tenant>>,
     /// Tenants waiting for room, re-queued by node changes (shared with the writer's queue).
     pub waiting: Arc<WaitingRoom>,
+    /// What each tenant's status claims, checked against its node in the waiting room's passes.
+    pub claims: Arc<claims::Claims>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
     pub events: Option<publisher::EventPublisher>,
     pub metrics: Arc<Metrics>,
@@ -283,6 +335,7 @@ impl Context {
             tenants_synced,
             tenant_copies: Arc::default(),
             waiting,
+            claims: Arc::default(),
             events: None,
             metrics: Arc::default(),
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
@@ -441,12 +494,24 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     let (tenant_cache, tenant_feed) = reflector::store::<Tenant>();
     let (raise_nodes, node_synced) = Synced::flag();
     let (raise_tenants, tenants_synced) = Synced::flag();
+    let (skipped, undecodable) = futures::channel::mpsc::unbounded::<decode::Skipped>();
+    let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
+    let waiting = Arc::new(waiting);
+    let claims: Arc<claims::Claims> = Arc::default();
+    // A node that goes takes its entries with it: the claims on it are checked at the next pass.
+    let (node_gone_claims, node_gone_room) = (claims.clone(), waiting.clone());
     let node_controller = Controller::for_stream(
         reflected(
-            nodes.clone(),
+            Api::all(client.clone()),
             node_feed,
             raise_nodes,
-            |_: &watcher::Event<Node>| {},
+            move |event: &watcher::Event<Node>| {
+                if let watcher::Event::Delete(node) = event {
+                    node_gone_claims.node_changed(&node.name_any());
+                    node_gone_room.poke();
+                }
+            },
+            skipped.clone(),
         ),
         node_cache.clone(),
     );
@@ -455,29 +520,36 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     // watch delivers them.
     let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
     let tenant_copies: Arc<newest::Newest<Tenant>> = Arc::default();
-    let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
-    let waiting = Arc::new(waiting);
     let seen = tenant_copies.clone();
     let (relisted_room, relisted) = (waiting.clone(), tenant_cache.clone());
+    let tenant_claims = claims.clone();
     let tenant_events = reflected(
-        Api::<Tenant>::all(client.clone()),
+        Api::all(client.clone()),
         tenant_feed,
         raise_tenants,
         move |event: &watcher::Event<Tenant>| match event {
             watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
                 seen.observed(tenant);
+                if tenant_claims.observe(tenant) {
+                    relisted_room.poke();
+                }
             }
             watcher::Event::Delete(tenant) => {
+                tenant_claims.forget(&ObjectRef::from_obj(tenant));
                 let _ = deleted.unbounded_send(tenant.clone());
             }
             // A relist drops what was deleted while the watch was down, without a delete event.
-            watcher::Event::InitDone => relisted_room.retain_present(&relisted),
+            watcher::Event::InitDone => {
+                relisted_room.retain_present(&relisted);
+                tenant_claims.retain_present(&relisted);
+            }
             watcher::Event::Init => {}
         },
+        skipped,
     );
     // A tenant is reconciled when what it asks changes (spec: generation) or it is being
     // deleted, not when only its status changes (our own writes): that halves the reconciles.
-    // A status changed by someone else is corrected at the next resync.
+    // A status changed by someone else is checked against its node by the claims.
     let tenant_controller = Controller::for_stream(
         tenant_events.predicate_filter(asks_changed, Default::default()),
         tenant_cache.clone(),
@@ -492,6 +564,7 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());
     let context = Context {
         tenant_copies,
+        claims,
         ..Context::new(
             client,
             writer,
@@ -503,6 +576,7 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     };
     let ctx = Arc::new(context.with_events(publisher).with_metrics(metrics));
     let _passes = AbortOnDrop(tokio::spawn(waiting::run_passes(ctx.clone())));
+    let _skipped = AbortOnDrop(tokio::spawn(report_skipped(undecodable, ctx.clone())));
     let released_on_delete = ctx.clone();
     let _releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(
         usize::from(concurrency),

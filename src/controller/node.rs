@@ -10,6 +10,12 @@
 //!   drops the duplicate;
 //! - every node change is shown to the waiting room (see `waiting`), whose next pass re-queues
 //!   the waiting tenants the node could take now;
+//! - a node holding reservations carries [`NODE_FINALIZER`], so that deleting it waits for its
+//!   tenants (its Drained condition names them); once a node being deleted holds nothing, the
+//!   finalizer is removed by a patch guarded by the resourceVersion that showed it empty. A node
+//!   is never emptied or released for being deleted: its tenants keep their reservations;
+//! - every node change is shown to the claims (see `claims`): tenants whose status names this
+//!   node without an entry here are woken;
 //! - every node is looked at again every `orphan_sweep` (5 minutes by default), so an entry left
 //!   by a delete the controller did not see (no finalizer, controller down) is released.
 
@@ -19,15 +25,23 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
 use super::Context;
-use crate::api::{Node, Tenant};
+use super::decode::Decoded;
+use crate::api::{NODE_FINALIZER, Node, Tenant};
 use crate::error::Error;
 
-/// Reconciles one Node: wake the tenants it could take, then its derived status, then orphans.
+/// Reconciles one Node: wake the tenants it could take and check the claims on it, then its
+/// derived status, then orphans, then its finalizer.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.waiting.node_changed(&node.name_any());
-    ctx.writer.refresh(&node.name_any()).await?;
+    let name = node.name_any();
+    ctx.claims.node_changed(&name);
+    ctx.waiting.node_changed(&name);
+    ctx.writer.refresh(&name).await?;
     repair_entries(&node, &ctx).await?;
+    keep_finalizer(&name, &ctx).await?;
     // The periodic sweep: what a missed delete left behind is released within this interval.
     Ok(Action::requeue(ctx.settings.orphan_sweep))
 }
@@ -57,7 +71,8 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
             }
             continue;
         }
-        let api: Api<Tenant> = Api::namespaced(ctx.client.clone(), namespace);
+        // Decoded one by one: a tenant the types cannot hold still answers whether it is alive.
+        let api: Api<Decoded<Tenant>> = Api::namespaced(ctx.client.clone(), namespace);
         let alive = match api.get_opt(name).await {
             Ok(found) => found.is_some_and(|t| t.uid().as_deref() == Some(entry.uid.as_str())),
             Err(source) => {
@@ -73,4 +88,61 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Adds the reservations finalizer to a node that holds entries, and removes it from a node being
+/// deleted that holds none. Decided from the newest copy of the node (our own writes included).
+async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
+    let Some(node) = ctx.writer.node(name) else {
+        return Ok(());
+    };
+    let holds = node
+        .status
+        .as_ref()
+        .is_some_and(|s| !s.allocations.is_empty());
+    let finalizers = node.finalizers();
+    let carries = finalizers.iter().position(|f| f == NODE_FINALIZER);
+    let deleting = node.metadata.deletion_timestamp.is_some();
+    let patch = match carries {
+        None if holds && !deleting => match &node.metadata.finalizers {
+            // `test` guards against a concurrent change of the list: 422, and a retry.
+            None => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [NODE_FINALIZER]},
+            ]),
+            Some(current) => json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": current},
+                {"op": "add", "path": "/metadata/finalizers/-", "value": NODE_FINALIZER},
+            ]),
+        },
+        Some(index) if deleting && !holds => {
+            // Guarded by the resourceVersion that showed the node empty: an entry written since
+            // makes the patch fail (422) and the node is looked at again.
+            let path = format!("/metadata/finalizers/{index}");
+            json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": node.resource_version()},
+                {"op": "test", "path": path, "value": NODE_FINALIZER},
+                {"op": "remove", "path": path},
+            ])
+        }
+        _ => return Ok(()),
+    };
+    let patch: json_patch::Patch = serde_json::from_value(patch).unwrap_or_default();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))
+        .await
+    {
+        Ok(patched) => {
+            // Our next status write must carry the version this patch made.
+            ctx.writer.remember(patched);
+            Ok(())
+        }
+        // Gone already: nothing holds it.
+        Err(error) if crate::error::is_not_found(&error) => Ok(()),
+        Err(source) => Err(Error::NodeFinalizer {
+            node: name.to_owned(),
+            source,
+        }),
+    }
 }

@@ -51,6 +51,32 @@ pub struct Verdict {
     pub reason: &'static str,
 }
 
+/// The reason (condition and Event) of a tenant whose reservation was lost and not restored.
+const LOST: &str = "ReservationLost";
+
+impl Verdict {
+    /// Prefixes the note on a lost reservation; a verdict that holds nothing takes its reason.
+    fn with_lost_note(&mut self, note: &str) {
+        self.message = format!("{note}; {}", self.message);
+        if !self.placed {
+            self.reason = LOST;
+        }
+    }
+}
+
+/// The note on a lost reservation that the tenant's status carries, if it carries one.
+fn lost_note(tenant: &Tenant) -> Option<&str> {
+    let status = tenant.status.as_ref()?;
+    let condition = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == PLACED_CONDITION)?;
+    if condition.reason != LOST {
+        return None;
+    }
+    status.message.split_once("; ").map(|(note, _)| note)
+}
+
 /// The verdict for a tenant at rest. Pure.
 pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
     let holding = |phase, node: &str, reserved, message, reason| Verdict {
@@ -259,7 +285,22 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             return Err(error);
         }
     };
-    let verdict = verdict(&settled.outcome, tenant.spec.suspend, footprint);
+    let mut verdict = verdict(&settled.outcome, tenant.spec.suspend, footprint);
+    if let Some(lost) = status_node.filter(|named| *named != verdict.node_name) {
+        // The status named a node that held no entry, and the entry could not go back there.
+        tracing::warn!(tenant = %key, node = lost, "reservation lost: the node no longer held it");
+        let note = format!(
+            "its reservation on {lost} was lost (the node no longer held it) and {lost} cannot \
+             take it back now"
+        );
+        publish(&ctx, &tenant, EventType::Warning, LOST, note.clone()).await;
+        verdict.with_lost_note(&note);
+    } else if !verdict.placed
+        && let Some(note) = lost_note(&tenant)
+    {
+        // Still waiting after the loss: keep saying why it left Active.
+        verdict.with_lost_note(note);
+    }
     write_status(&api, &tenant, &verdict, &key, &ctx).await?;
     announce(&ctx, &tenant, &settled.writes, &verdict).await;
 
@@ -440,7 +481,8 @@ pub async fn deleted(tenant: &Tenant, ctx: &Context) {
 /// One Event per node write (reservation changes only with `EventLevel::All`).
 async fn announce_writes(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit]) {
     for edit in writes {
-        if ctx.settings.events == EventLevel::Problems && edit.kind != EditKind::DropDuplicate {
+        let problem = matches!(edit.kind, EditKind::DropDuplicate | EditKind::Restore);
+        if ctx.settings.events == EventLevel::Problems && !problem {
             continue;
         }
         let held = edit
@@ -453,6 +495,15 @@ async fn announce_writes(ctx: &Context, tenant: &Tenant, writes: &[placement::Ed
                 EventType::Normal,
                 "Placed",
                 format!("reserved {held} on {}", edit.node),
+            ),
+            EditKind::Restore => (
+                EventType::Warning,
+                "ReservationRestored",
+                format!(
+                    "{} no longer held its reservation of {held} (wiped, or the node re-created); \
+                     written back",
+                    edit.node
+                ),
             ),
             EditKind::Resize => (
                 EventType::Normal,

@@ -191,6 +191,11 @@ impl WaitingRoom {
         self.pass_due.notify_one();
     }
 
+    /// Asks for a pass (e.g. to check claims) without recording a node change.
+    pub fn poke(&self) {
+        self.pass_due.notify_one();
+    }
+
     /// Waits until a pass is due and takes what changed: the node names, or `None` for all.
     pub async fn next_changes(&self) -> Option<HashSet<String>> {
         self.pass_due.notified().await;
@@ -230,7 +235,8 @@ impl WaitingRoom {
 }
 
 /// Runs the passes: wait for a change, judge the changed nodes as the writer sees them, wake
-/// who they could take, then let at least one requeue window pass before the next.
+/// who they could take and whose claims they do not back (see `claims`), then let at least one
+/// requeue window pass before the next.
 pub async fn run_passes(ctx: std::sync::Arc<super::Context>) {
     loop {
         let changed = ctx.waiting.next_changes().await;
@@ -241,6 +247,11 @@ pub async fn run_passes(ctx: std::sync::Arc<super::Context>) {
         let woken = ctx.waiting.pass(&ledgers);
         if woken > 0 {
             tracing::debug!(woken, nodes = ledgers.len(), "room for waiting tenants");
+        }
+        // The same window serves the claims: statuses their nodes do not back.
+        for tenant in ctx.claims.unbacked(|node| ctx.writer.node(node)) {
+            tracing::debug!(tenant = %tenant, "status and node disagree: woken");
+            ctx.waiting.wake(tenant);
         }
         tokio::time::sleep(ctx.settings.requeue_window).await;
     }

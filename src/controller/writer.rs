@@ -49,7 +49,9 @@ use placement::{
 use super::Synced;
 use super::newest::Newest;
 use super::waiting::WaitingRoom;
-use crate::api::{AllocationEntry, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION};
+use crate::api::{
+    AllocationEntry, DRAINED_CONDITION, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION,
+};
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
 use crate::metrics::Metrics;
@@ -272,9 +274,53 @@ pub fn ledger_of(node: &Node) -> Result<NodeLedger, String> {
         .spec
         .overcommit()
         .map_err(|e| format!("spec.overcommit: {e}"))?;
-    NodeLedger::new(node.name_any(), node.spec.state.into(), capacity, entries)
+    NodeLedger::new(node.name_any(), placement_state(node), capacity, entries)
         .map(|ledger| ledger.with_overcommit(overcommit))
         .map_err(|e| e.to_string())
+}
+
+/// The state placement sees: a node being deleted takes nothing new and gets nothing back.
+fn placement_state(node: &Node) -> placement::NodeState {
+    if node.metadata.deletion_timestamp.is_some() {
+        placement::NodeState::Draining
+    } else {
+        node.spec.state.into()
+    }
+}
+
+/// The Drained condition of a node being deleted: which tenants it waits for.
+fn drained_condition(
+    node: &Node,
+    entries: &[Entry],
+) -> Option<(&'static str, &'static str, String)> {
+    node.metadata.deletion_timestamp.as_ref()?;
+    if entries.is_empty() {
+        return Some((
+            "True",
+            "Empty",
+            "being deleted; holds no reservations and goes once its finalizer is removed".into(),
+        ));
+    }
+    const NAMED: usize = 10;
+    let mut names: Vec<&str> = entries
+        .iter()
+        .take(NAMED)
+        .map(|e| e.tenant.as_str())
+        .collect();
+    let more = entries.len().saturating_sub(NAMED);
+    if more > 0 {
+        names.push("…");
+    }
+    Some((
+        "False",
+        "TenantsRemain",
+        format!(
+            "being deleted; waits for its {} tenant(s) to go ({}): their reservations are kept \
+             until each tenant is deleted",
+            entries.len(),
+            names.join(", ")
+        ),
+    ))
 }
 
 /// The status a node should carry for these entries: totals recomputed, OverCapacity condition
@@ -320,15 +366,27 @@ pub fn node_status(
             ),
         )
     };
-    let previous = node.status.as_ref().and_then(|s| {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == OVER_CAPACITY_CONDITION)
-    });
-    let last_transition_time = match previous {
-        Some(p) if p.status == status => p.last_transition_time.clone(),
-        _ => now.clone(),
+    let condition = |type_: &str, status: &str, reason: &str, message: String| {
+        let previous = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
+        let last_transition_time = match previous {
+            Some(p) if p.status == status => p.last_transition_time.clone(),
+            _ => now.clone(),
+        };
+        NodeCondition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message,
+            last_transition_time,
+        }
     };
+    let mut conditions = vec![condition(OVER_CAPACITY_CONDITION, status, reason, message)];
+    if let Some((status, reason, message)) = drained_condition(node, entries) {
+        conditions.push(condition(DRAINED_CONDITION, status, reason, message));
+    }
     NodeStatus {
         allocations: entries
             .iter()
@@ -341,13 +399,7 @@ pub fn node_status(
         allocated: allocated.into(),
         free: free.into(),
         tenants: i64::try_from(entries.len()).unwrap_or(i64::MAX),
-        conditions: vec![NodeCondition {
-            type_: OVER_CAPACITY_CONDITION.to_owned(),
-            status: status.to_owned(),
-            reason: reason.to_owned(),
-            message,
-            last_transition_time,
-        }],
+        conditions,
     }
 }
 
@@ -596,6 +648,18 @@ impl NodeWriter {
     ) -> Result<T, Error> {
         self.jobs.send(job).map_err(|_| Error::CacheClosed)?;
         answer.await.map_err(|_| Error::CacheClosed)?
+    }
+
+    /// Keeps a copy of a node that a write outside the engine (a finalizer patch) returned.
+    pub fn remember(&self, node: Node) {
+        self.shared.remember(node);
+    }
+
+    /// The newest known copy of one node: the watch cache overlaid with our own writes and
+    /// re-reads. `None` when the cache does not hold it (never created, or deleted).
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        let cached = self.shared.cache.get(&ObjectRef::new(name))?;
+        Some(self.shared.recent.freshest(cached))
     }
 
     /// The node holding this UID, and what it holds (first by name), from the current view.

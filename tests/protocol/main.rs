@@ -9,6 +9,7 @@
 
 mod crash;
 mod fifo;
+mod guards;
 mod leader;
 mod policy;
 mod quiet;

@@ -60,6 +60,14 @@ The ServiceAccount the controller runs as.
 {{- end }}
 
 {{/*
+The user name the API server gives the controller's ServiceAccount in admission requests
+(request.userInfo.username): system:serviceaccount:<release namespace>:<ServiceAccount name>.
+*/}}
+{{- define "tenant-placer.controllerUsername" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "tenant-placer.serviceAccountName" .) }}
+{{- end }}
+
+{{/*
 The controller image: repository:tag, the tag defaulting to the chart's appVersion.
 */}}
 {{- define "tenant-placer.image" -}}

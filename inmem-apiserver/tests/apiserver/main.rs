@@ -13,6 +13,7 @@ mod field_validation;
 mod observation;
 mod openapi;
 mod patches;
+mod rules;
 mod serving;
 mod tables;
 mod validation;

@@ -1,0 +1,248 @@
+//! Per-object decoding: one object the controller cannot read never stops a list or a watch.
+//!
+//! ```text
+//!   LIST / WATCH ──▶ Decoded<K> per object ──┬─ Readable(K) ──▶ reflector, controller
+//!                                            └─ Undecodable{metadata, error} ──▶ reported, skipped
+//! ```
+//!
+//! Rules enforced here:
+//! - decoding is per object: a list whose items include one the types cannot hold (an int32
+//!   overflow an old API server let in, a field an older schema allowed) still yields every other
+//!   item, and the watch goes on;
+//! - what cannot be decoded is reported once per resourceVersion (error log naming the object and
+//!   the field, the `tenant_placer_undecodable_objects_total` metric, a Warning Event on the
+//!   object) and skipped: the cache keeps the last version it could read, so a reservation is
+//!   neither dropped nor changed because of an unreadable edit.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::runtime::watcher;
+use serde::de::{Deserialize, DeserializeOwned, Deserializer};
+
+/// One object of a list or watch: readable as `K`, or not (with what made it unreadable).
+#[derive(Clone, Debug)]
+pub enum Decoded<K> {
+    Readable(K),
+    Undecodable(Box<Undecodable>),
+}
+
+/// An object the types cannot hold: its metadata (to name it) and the failing field.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Undecodable {
+    pub metadata: ObjectMeta,
+    /// `spec.replicas: invalid value: integer `2147483648`, expected i32`
+    pub error: String,
+}
+
+impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // NB: one JSON value first, so that a failure inside K leaves the rest of the list (and
+        // this object's metadata) readable.
+        let value = serde_json::Value::deserialize(deserializer)?;
+        match serde_path_to_error::deserialize::<_, K>(&value) {
+            Ok(object) => Ok(Decoded::Readable(object)),
+            Err(failure) => {
+                let metadata = value
+                    .get("metadata")
+                    .and_then(|m| ObjectMeta::deserialize(m).ok())
+                    .unwrap_or_default();
+                Ok(Decoded::Undecodable(Box::new(Undecodable {
+                    metadata,
+                    error: format!("{}: {}", failure.path(), failure.inner()),
+                })))
+            }
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Decoded<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        K::api_version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Decoded::Readable(object) => object.meta(),
+            Decoded::Undecodable(bad) => &bad.metadata,
+        }
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Decoded::Readable(object) => object.meta_mut(),
+            Decoded::Undecodable(bad) => &mut bad.metadata,
+        }
+    }
+}
+
+/// The readable part of a watch event; an undecodable object is handed to `skipped` instead
+/// (its event is dropped: the cache keeps the last readable version).
+pub fn readable<K>(
+    event: watcher::Event<Decoded<K>>,
+    skipped: &mut impl FnMut(Box<Undecodable>),
+) -> Option<watcher::Event<K>> {
+    let mut keep = |decoded: Decoded<K>| match decoded {
+        Decoded::Readable(object) => Some(object),
+        Decoded::Undecodable(bad) => {
+            skipped(bad);
+            None
+        }
+    };
+    match event {
+        watcher::Event::Apply(d) => keep(d).map(watcher::Event::Apply),
+        watcher::Event::Delete(d) => keep(d).map(watcher::Event::Delete),
+        watcher::Event::InitApply(d) => keep(d).map(watcher::Event::InitApply),
+        watcher::Event::Init => Some(watcher::Event::Init),
+        watcher::Event::InitDone => Some(watcher::Event::InitDone),
+    }
+}
+
+/// An object skipped because it could not be decoded, as it is reported.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Skipped {
+    /// The object (kind, name, namespace, uid, resourceVersion), for logs and its Event.
+    pub object: ObjectReference,
+    pub error: String,
+}
+
+impl Skipped {
+    /// Names a `K` that could not be decoded.
+    pub fn of<K: Resource<DynamicType = ()>>(bad: Box<Undecodable>) -> Skipped {
+        let Undecodable { metadata, error } = *bad;
+        Skipped {
+            object: ObjectReference {
+                api_version: Some(K::api_version(&()).into_owned()),
+                kind: Some(K::kind(&()).into_owned()),
+                name: metadata.name,
+                namespace: metadata.namespace,
+                uid: metadata.uid,
+                resource_version: metadata.resource_version,
+                ..ObjectReference::default()
+            },
+            error,
+        }
+    }
+
+    /// `Tenant default/big` or `Node node-eu-1`.
+    pub fn describe(&self) -> String {
+        let o = &self.object;
+        let name = match &o.namespace {
+            Some(namespace) => format!("{namespace}/{}", o.name.as_deref().unwrap_or_default()),
+            None => o.name.clone().unwrap_or_default(),
+        };
+        format!("{} {name}", o.kind.as_deref().unwrap_or_default())
+    }
+}
+
+/// Remembers which versions were reported, so a relist or a repeated event reports nothing twice.
+#[derive(Debug, Default)]
+pub struct Reported(HashSet<(Option<String>, Option<String>)>);
+
+impl Reported {
+    /// True the first time this object version is seen.
+    pub fn first_time(&mut self, skipped: &Skipped) -> bool {
+        self.0.insert((
+            skipped.object.uid.clone(),
+            skipped.object.resource_version.clone(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::api::Tenant;
+    use kube::core::ObjectList;
+    use serde_json::json;
+
+    fn tenant(name: &str, replicas: serde_json::Value) -> serde_json::Value {
+        json!({
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "Tenant",
+            "metadata": {"name": name, "namespace": "default", "uid": name, "resourceVersion": "7"},
+            "spec": {"resources": {"threads": 1, "memoryGb": 1, "storageGb": 0},
+                     "mode": "Cluster", "replicas": replicas}
+        })
+    }
+
+    #[test]
+    fn a_list_with_one_undecodable_tenant_yields_every_other_tenant() {
+        let list = json!({
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "TenantList",
+            "metadata": {"resourceVersion": "9"},
+            "items": [tenant("a", json!(2)), tenant("bad", json!(2_147_483_648_i64)), tenant("c", json!(3))]
+        });
+        let list: ObjectList<Decoded<Tenant>> =
+            serde_json::from_str(&list.to_string()).expect("the list itself always decodes");
+        let names: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|d| match d {
+                Decoded::Readable(t) => t.metadata.name.clone(),
+                Decoded::Undecodable(_) => None,
+            })
+            .collect();
+        assert_eq!(names, ["a", "c"]);
+        let Decoded::Undecodable(bad) = &list.items[1] else {
+            panic!("the int32 overflow is undecodable")
+        };
+        assert_eq!(bad.metadata.name.as_deref(), Some("bad"));
+        assert!(
+            bad.error.starts_with("spec.replicas: "),
+            "names the field: {}",
+            bad.error
+        );
+    }
+
+    #[test]
+    fn an_undecodable_version_is_reported_once_and_its_event_dropped() {
+        let bad: Decoded<Tenant> =
+            serde_json::from_value(tenant("bad", json!("two"))).expect("decodes as Undecodable");
+        let mut reported = Reported::default();
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let event = readable(watcher::Event::Apply(bad.clone()), &mut |b| {
+                let skipped = Skipped::of::<Tenant>(b);
+                if reported.first_time(&skipped) {
+                    seen.push(skipped);
+                }
+            });
+            assert!(event.is_none());
+        }
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].describe(), "Tenant default/bad");
+        assert!(
+            seen[0].error.starts_with("spec.replicas: "),
+            "{}",
+            seen[0].error
+        );
+        let good: Decoded<Tenant> = serde_json::from_value(tenant("a", json!(2))).unwrap();
+        assert!(matches!(
+            readable(watcher::Event::Apply(good), &mut |_| panic!("readable")),
+            Some(watcher::Event::Apply(t)) if t.metadata.name.as_deref() == Some("a")
+        ));
+    }
+}

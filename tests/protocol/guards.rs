@@ -1,0 +1,239 @@
+//! Other actors: objects the types cannot hold, wiped statuses, deleted and re-created nodes.
+//! Each ends with every reservation exact and explained, and placement going on.
+
+use kube::CustomResourceExt;
+use serde_json::{Value, json};
+use tenant_placer::api::{DRAINED_CONDITION, GROUP, NODE_FINALIZER, Tenant, TenantPhase};
+
+use super::*;
+
+/// The Tenant CRD as an older release shipped it: no bounds on replicas, no int32 format (what
+/// an API server before 1.36 let in too).
+fn tenant_crd_without_replica_bounds() -> Value {
+    let mut crd = serde_json::to_value(Tenant::crd()).unwrap();
+    let replicas = crd
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas")
+        .unwrap()
+        .as_object_mut()
+        .unwrap();
+    replicas.remove("maximum");
+    replicas.remove("format");
+    crd
+}
+
+fn events_with_reason(h: &Harness, reason: &str) -> Vec<Value> {
+    h.fleet
+        .api
+        .list("events.k8s.io", "events")
+        .into_iter()
+        .filter(|e| e["reason"] == reason)
+        .collect()
+}
+
+fn phase(h: &Harness, name: &str) -> (TenantPhase, String) {
+    let status = h.tenant(name).unwrap().status.unwrap();
+    (status.phase, status.node_name)
+}
+
+fn wipe_allocations(h: &Harness, node: &str) {
+    h.apply(&[json!({
+        "apiVersion": VERSION, "kind": "Node", "metadata": {"name": node},
+        "status": {"allocations": [], "allocated": {"threads": 0, "memoryGb": 0, "storageGb": 0},
+                   "free": {"threads": 0, "memoryGb": 0, "storageGb": 0}, "tenants": 0},
+    })]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_the_types_cannot_hold_is_skipped_and_reported_and_placement_goes_on_after_a_restart()
+ {
+    let h = Harness::start(&seed_nodes()).await;
+    h.fleet
+        .api
+        .install_crd(tenant_crd_without_replica_bounds())
+        .unwrap();
+    let mut poisoned = tenant("poisoned", 1, 1, 1);
+    poisoned["spec"]["mode"] = json!("Cluster");
+    poisoned["spec"]["replicas"] = json!(2_147_483_648_i64);
+    h.apply(&[poisoned, tenant("acme", 2, 4, 20)]);
+    h.settle().await;
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
+
+    // The schema is fixed, and the controller restarts: its first list holds the poisoned tenant.
+    h.fleet
+        .api
+        .install_crd(serde_json::to_value(Tenant::crd()).unwrap())
+        .unwrap();
+    h.fleet.stop();
+    h.fleet.start(h.settings.clone());
+    h.apply(&[tenant("after-restart", 4, 4, 4)]);
+    h.settle().await;
+    assert_eq!(
+        phase(&h, "after-restart"),
+        (TenantPhase::Active, "node-eu-1".into()),
+        "placement goes on"
+    );
+    assert_eq!(h.allocated_threads("node-eu-1"), 6);
+    // Reported once per version, on the object, naming the field.
+    let reported = events_with_reason(&h, "Undecodable");
+    assert!(!reported.is_empty(), "an Event on the poisoned tenant");
+    assert!(
+        reported.iter().all(|e| e["regarding"]["name"] == "poisoned"
+            && e["note"].as_str().unwrap().contains("spec.replicas")),
+        "{reported:#?}"
+    );
+    assert!(h.fleet.undecodable()[0].starts_with("Tenant default/poisoned: spec.replicas: "));
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wiped_allocations_are_written_back_where_they_still_fit() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.settle().await;
+    wipe_allocations(&h, "node-eu-1");
+    h.settle().await;
+    assert_eq!(h.allocated_threads("node-eu-1"), 2, "acme's entry is back");
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
+    assert_eq!(events_with_reason(&h, "ReservationRestored").len(), 1);
+    // The trap the wipe set: a 64-thread tenant finds 62 threads free there, not 64.
+    h.apply(&[tenant("wide", 64, 4, 4)]);
+    h.settle().await;
+    assert_eq!(phase(&h, "wide").0, TenantPhase::PendingCapacity);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_reservation_that_no_longer_fits_leaves_active_says_so_and_is_placed_again() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.settle().await;
+    // While no controller runs: acme's entry is wiped, node-eu-1 shrinks below it, node-eu-2
+    // goes Offline. Nowhere can take it.
+    h.fleet.stop();
+    wipe_allocations(&h, "node-eu-1");
+    h.apply(&[
+        node_spec(
+            "node-eu-1",
+            json!({"capacity": {"threads": 1, "memoryGb": 256, "storageGb": 8000}}),
+        ),
+        node_spec("node-eu-2", json!({"state": "Offline"})),
+    ]);
+    h.fleet.start(h.settings.clone());
+    h.settle().await;
+    let status = h.tenant("acme").unwrap().status.unwrap();
+    assert_eq!(
+        (status.phase, status.node_name.as_str()),
+        (TenantPhase::PendingCapacity, "")
+    );
+    assert!(
+        status
+            .message
+            .starts_with("its reservation on node-eu-1 was lost (the node no longer held it)"),
+        "{}",
+        status.message
+    );
+    assert_eq!(status.conditions[0].reason, "ReservationLost");
+    assert_eq!(events_with_reason(&h, "ReservationLost").len(), 1);
+    h.assert_invariants();
+    // Room appears: it is placed like any waiting tenant.
+    h.apply(&[node_spec("node-eu-2", json!({"state": "Online"}))]);
+    h.settle().await;
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-2".into()));
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_holding_reservations_is_not_deleted_until_its_tenants_go() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.settle().await;
+    assert_eq!(
+        h.node("node-eu-1").metadata.finalizers,
+        Some(vec![NODE_FINALIZER.to_owned()])
+    );
+    assert_eq!(
+        h.node("node-eu-2").metadata.finalizers,
+        None,
+        "holds nothing"
+    );
+    h.fleet
+        .api
+        .delete(GROUP, "nodes", None, "node-eu-1")
+        .unwrap();
+    h.settle().await;
+    let waiting = h.node("node-eu-1");
+    assert!(waiting.metadata.deletion_timestamp.is_some());
+    let drained = waiting
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == DRAINED_CONDITION)
+        .unwrap();
+    assert_eq!(
+        (drained.status.as_str(), drained.reason.as_str()),
+        ("False", "TenantsRemain")
+    );
+    assert!(
+        drained.message.contains("default/acme"),
+        "{}",
+        drained.message
+    );
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
+    // A node being deleted takes no one new.
+    h.apply(&[tenant("late", 2, 4, 20)]);
+    h.settle().await;
+    assert_eq!(phase(&h, "late"), (TenantPhase::Active, "node-eu-2".into()));
+    h.delete_tenant("acme");
+    h.settle().await;
+    assert!(
+        h.fleet
+            .nodes()
+            .iter()
+            .all(|n| n.metadata.name.as_deref() != Some("node-eu-1")),
+        "empty, it goes"
+    );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_deleted_from_under_its_tenants_and_re_created_gets_their_entries_back() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.settle().await;
+    // Another actor strips the finalizer and deletes the node; it comes back empty.
+    h.fleet.stop();
+    h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-1", "finalizers": []}})]);
+    h.fleet
+        .api
+        .delete(GROUP, "nodes", None, "node-eu-1")
+        .unwrap();
+    h.apply(&[node("node-eu-1", 64, 256, 8000)]);
+    h.fleet.start(h.settings.clone());
+    h.settle().await;
+    assert_eq!(h.allocated_threads("node-eu-1"), 2);
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
+    assert_eq!(events_with_reason(&h, "ReservationRestored").len(), 1);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_deleted_while_the_controller_runs_has_its_tenants_placed_again_elsewhere() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.settle().await;
+    h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-1", "finalizers": []}})]);
+    h.fleet
+        .api
+        .delete(GROUP, "nodes", None, "node-eu-1")
+        .unwrap();
+    h.settle().await;
+    let status = h.tenant("acme").unwrap().status.unwrap();
+    assert_eq!(
+        (status.phase, status.node_name.as_str()),
+        (TenantPhase::Active, "node-eu-2")
+    );
+    assert!(status.message.contains("was lost"), "{}", status.message);
+    assert_eq!(h.allocated_threads("node-eu-2"), 2);
+    h.assert_invariants();
+}
