@@ -12,6 +12,8 @@
 //! - `--cost-ms` / `--writes-per-second`: the in-memory API's cost model (a real 2-core control
 //!   plane: about 3 ms per write, 550 writes per second).
 //! - `--controller-args`: more `tenant-placer run` arguments, e.g. `"--no-finalizer --events problems"`.
+//! - `--no-admission`: no MutatingAdmissionPolicy emulation (a cluster before 1.36): the
+//!   controller adds the Tenant and Node finalizers with its own writes.
 //! - `--controller-bin`: another build of the controller (e.g. an older commit), same flags.
 #![allow(
     clippy::unwrap_used,
@@ -135,6 +137,13 @@ async fn bench() {
         writes_per_second: arg("--writes-per-second", 0),
     });
     let fleet = Fleet::new().unwrap();
+    // The chart's MutatingAdmissionPolicies (Kubernetes 1.36+) put the finalizers on at create;
+    // `--no-admission` measures a cluster without them, where the controller adds them itself.
+    let admission = !flag("--no-admission");
+    if admission {
+        let extra = arg_str("--controller-args").unwrap_or_default();
+        fleet.admit_finalizers(!extra.contains("--no-finalizer"));
+    }
     let api = fleet.api.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -286,7 +295,7 @@ async fn bench() {
         None => "no cost model".to_owned(),
     };
     println!(
-        "end to end{}: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, {}, controller in its own process (--concurrency {concurrency} {controller_args}), {cost_text}",
+        "end to end{}: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, {}, controller in its own process (--concurrency {concurrency} {controller_args}), {cost_text}, {}",
         if label.is_empty() {
             String::new()
         } else {
@@ -296,6 +305,11 @@ async fn bench() {
             "created before the controller starts (backlog)"
         } else {
             "created while it runs"
+        },
+        if admission {
+            "finalizers added by admission"
+        } else {
+            "no admission policies"
         },
     );
     println!("| measure | value |\n|---|---|");

@@ -473,7 +473,7 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                  f"--log-format={controller.get('logFormat', 'json')}",
                  f"--concurrency={controller.get('concurrency', 96)}",
                  f"--policy={controller.get('policy', 'FirstFit')}",
-                 f"--events={controller.get('events', 'all')}",
+                 f"--events={controller.get('events', 'problems')}",
                  f"--queue={controller.get('queue', 'BestEffortFIFO')}"]
     want_args += [] if controller.get("finalizer", True) else ["--no-finalizer"]
     want_args += ["--leader-election"] if case.leader_election else []

@@ -85,9 +85,10 @@ struct PlacementArgs {
     /// the periodic node sweep instead of blocking the delete.
     #[arg(long, env = "TENANT_PLACER_NO_FINALIZER")]
     no_finalizer: bool,
-    /// Events on Tenants: All (every placement, resize and release) or Problems (only Pending,
-    /// ResizeBlocked, DuplicateReleased and failures: one write less per placement).
-    #[arg(long, value_enum, default_value_t = controller::EventLevel::All, env = "TENANT_PLACER_EVENTS")]
+    /// Events on Tenants: Problems (the default: Pending, ResizeBlocked, ReservationLost,
+    /// ReservationRestored, DuplicateReleased and failures) or All (also every placement, resize
+    /// and release: one write more per placement).
+    #[arg(long, value_enum, default_value_t = controller::EventLevel::Problems, env = "TENANT_PLACER_EVENTS")]
     events: controller::EventLevel,
     /// Order of waiting tenants: BestEffortFIFO (oldest first; one that fits nowhere does not
     /// block younger ones) or StrictFIFO (nothing younger passes the oldest waiting tenant).
@@ -242,6 +243,8 @@ async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::
         manifests::read_manifests(files)?
     };
     let fleet = Fleet::new()?;
+    // As on a cluster with the chart's admission guards.
+    fleet.admit_finalizers(true);
     fleet.start(Settings::default());
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) = manifests

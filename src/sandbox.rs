@@ -111,6 +111,8 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     }
     let objects = manifests::read_paths(&options.files)?;
     let fleet = Fleet::new()?;
+    // As on a Kubernetes 1.36 cluster with the chart's admission guards.
+    fleet.admit_finalizers(options.settings.finalizer);
     // A cluster has the `default` namespace from the start.
     let default_namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
     if let Err(status) = fleet.api.create(default_namespace) {

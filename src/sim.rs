@@ -105,6 +105,21 @@ impl Fleet {
         })
     }
 
+    /// Does what the chart's MutatingAdmissionPolicies do on a cluster of Kubernetes 1.36 or
+    /// later: the API server puts the Node finalizer, and (when the controller uses one) the
+    /// Tenant finalizer, on every object it creates, so the controller spends no write on them.
+    pub fn admit_finalizers(&self, tenants: bool) {
+        self.api
+            .add_finalizer_on_create(GROUP, "nodes", crate::api::NODE_FINALIZER);
+        if tenants {
+            self.api.add_finalizer_on_create(
+                GROUP,
+                "tenants",
+                crate::controller::tenant::FINALIZER,
+            );
+        }
+    }
+
     /// Starts the real controller run loop; a running one is stopped first (a restart).
     pub fn start(&self, settings: Settings) {
         let task = tokio::spawn(controller::run(self.client.clone(), settings));

@@ -399,6 +399,8 @@ pub(crate) struct State {
     /// The warnings of the write being served (ratcheted validation rules),
     /// for its `Warning` headers.
     pub warnings: Vec<String>,
+    /// Mutating admission on create: (group, plural, finalizer) added when missing.
+    pub finalizers_on_create: Vec<(String, String, String)>,
 }
 
 /// The state behind a lock shared by the server handles and open watches.
@@ -429,6 +431,7 @@ impl Shared {
                 faults: Vec::new(),
                 config,
                 warnings: Vec::new(),
+                finalizers_on_create: Vec::new(),
             }),
             schedule: crate::cost::WriteSchedule::default(),
         }
@@ -820,6 +823,7 @@ impl State {
         if t.kind.tracks_generation {
             meta::set(&mut obj, "generation", 1);
         }
+        self.admit_on_create(t, &mut obj);
         meta::set(&mut obj, "uid", meta::new_uid());
         meta::set(&mut obj, "creationTimestamp", meta::now());
         if t.is_crd() {
@@ -848,6 +852,30 @@ impl State {
             return Ok(t.served(&stored));
         }
         Err(Status::already_exists(t.kind.gr(), meta::name(&obj)))
+    }
+
+    /// Mutating admission, as a MutatingAdmissionPolicy adding a finalizer on CREATE does: after
+    /// decoding, before validation.
+    fn admit_on_create(&self, t: &Target, obj: &mut Value) {
+        for (group, plural, finalizer) in &self.finalizers_on_create {
+            if *group != t.kind.group || *plural != t.kind.plural {
+                continue;
+            }
+            let Some(metadata) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let list = metadata
+                .entry("finalizers")
+                .or_insert_with(|| Value::Array(Vec::new()));
+            if list.is_null() {
+                *list = Value::Array(Vec::new());
+            }
+            if let Some(list) = list.as_array_mut()
+                && !list.iter().any(|f| f == finalizer.as_str())
+            {
+                list.push(Value::String(finalizer.clone()));
+            }
+        }
     }
 
     /// The update pipeline of the generic store (PUT, every patch, apply):

@@ -84,11 +84,13 @@ pub struct Settings {
 /// Which Events the controller publishes on Tenants.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum EventLevel {
-    /// Every reservation change (Placed, Resized, Released) and every problem.
-    #[default]
+    /// Every reservation change (Placed, Resized, Released) and every problem: one write more
+    /// per placement.
     All,
-    /// Only what needs a person: Pending, ResizeBlocked, DuplicateReleased and failures. The
-    /// status and its Placed condition still say where a tenant is; one write less per tenant.
+    /// Only what needs a person (the default): Pending, ResizeBlocked, ReservationLost,
+    /// ReservationRestored, DuplicateReleased and failures. The status and its Placed condition
+    /// say where a tenant is.
+    #[default]
     Problems,
 }
 
@@ -106,7 +108,7 @@ impl Default for Settings {
             leader_election: None,
             instance: None,
             finalizer: true,
-            events: EventLevel::All,
+            events: EventLevel::Problems,
             queue: placement::QueueMode::BestEffortFifo,
             requeue_window: Duration::from_millis(100),
             orphan_sweep: Duration::from_secs(300),

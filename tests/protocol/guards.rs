@@ -9,7 +9,7 @@ use super::*;
 
 /// The Tenant CRD as an older release shipped it: no bounds on replicas, no int32 format (what
 /// an API server before 1.36 let in too).
-fn tenant_crd_without_replica_bounds() -> Value {
+pub fn tenant_crd_without_replica_bounds() -> Value {
     let mut crd = serde_json::to_value(Tenant::crd()).unwrap();
     let replicas = crd
         .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas")
@@ -35,7 +35,7 @@ fn phase(h: &Harness, name: &str) -> (TenantPhase, String) {
     (status.phase, status.node_name)
 }
 
-fn wipe_allocations(h: &Harness, node: &str) {
+pub fn wipe_allocations(h: &Harness, node: &str) {
     h.apply(&[json!({
         "apiVersion": VERSION, "kind": "Node", "metadata": {"name": node},
         "status": {"allocations": [], "allocated": {"threads": 0, "memoryGb": 0, "storageGb": 0},

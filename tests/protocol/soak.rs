@@ -1,5 +1,7 @@
 //! A seeded random soak: applies, resizes, mode switches, suspends, deletes, node capacity and
-//! state changes, with injected API faults; the invariants are checked after quiescence.
+//! state changes, and what other actors do (wiped node statuses, nodes deleted with and without
+//! their finalizer and re-created, tenants the types cannot hold), with injected API faults; the
+//! invariants are checked after quiescence.
 //! `TP_SOAK_CASES` sets the number of cases (default 3, for CI); `TP_SOAK_SEED` the first seed.
 
 use inmem_apiserver::{Fault, Verb};
@@ -22,6 +24,13 @@ fn random_fault(rng: &mut fastrand::Rng) -> Fault {
     }
 }
 
+fn exists(h: &Harness, node: &str) -> bool {
+    h.fleet
+        .nodes()
+        .iter()
+        .any(|n| n.metadata.name.as_deref() == Some(node))
+}
+
 /// One case: a fleet, a burst of random operations with faults, then quiescence and the checks.
 async fn soak_case(seed: u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -30,13 +39,18 @@ async fn soak_case(seed: u64) {
         .map(|n| node(n, rng.i64(8..=64), rng.i64(32..=256), rng.i64(500..=8000)))
         .collect();
     let mut h = Harness::start(&nodes).await;
+    // An older schema lets in tenants the types cannot hold (replicas past int32).
+    h.fleet
+        .api
+        .install_crd(super::guards::tenant_crd_without_replica_bounds())
+        .unwrap();
     let mut tenants: Vec<String> = Vec::new();
     let mut next = 0;
     for _ in 0..rng.usize(10..30) {
         if rng.u8(0..4) == 0 {
             h.fleet.api.inject(random_fault(&mut rng));
         }
-        match rng.u8(0..10) {
+        match rng.u8(0..13) {
             0..=3 => {
                 let name = format!("t{next}");
                 next += 1;
@@ -73,11 +87,7 @@ async fn soak_case(seed: u64) {
             8 => {
                 let name = NODE_NAMES[rng.usize(0..NODE_NAMES.len())];
                 let threads = rng.i64(4..=64);
-                if h.fleet
-                    .nodes()
-                    .iter()
-                    .any(|n| n.metadata.name.as_deref() == Some(name))
-                {
+                if exists(&h, name) {
                     // Capacity may drop below what the node holds: it then keeps its tenants.
                     h.lowered.insert(name.to_owned());
                     h.apply(&[node_spec(name, json!({"capacity": {"threads": threads}}))]);
@@ -85,11 +95,40 @@ async fn soak_case(seed: u64) {
                     h.apply(&[node(name, threads, 128, 4000)]);
                 }
             }
-            _ => {
+            9 => {
                 let name = NODE_NAMES[rng.usize(0..3)];
                 let state = ["Online", "Cordoned", "Offline"][rng.usize(0..3)];
-                h.apply(&[node_spec(name, json!({"state": state}))]);
+                if exists(&h, name) {
+                    h.apply(&[node_spec(name, json!({"state": state}))]);
+                }
             }
+            10 => {
+                // Another actor wipes a node's allocations.
+                let name = NODE_NAMES[rng.usize(0..3)];
+                if exists(&h, name) {
+                    super::guards::wipe_allocations(&h, name);
+                }
+            }
+            11 => {
+                // Another actor deletes a node: it waits for its tenants, unless the finalizer
+                // is stripped too; the capacity branch above may bring it back under its name.
+                let name = NODE_NAMES[rng.usize(0..NODE_NAMES.len())];
+                if exists(&h, name) {
+                    if rng.bool() {
+                        h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": name, "finalizers": []}})]);
+                    }
+                    let _ = h.fleet.api.delete(GROUP, "nodes", None, name);
+                }
+            }
+            12 => {
+                let name = format!("poisoned{next}");
+                next += 1;
+                let mut poisoned = tenant(&name, 1, 1, 1);
+                poisoned["spec"]["mode"] = json!("Cluster");
+                poisoned["spec"]["replicas"] = json!(2_147_483_648_i64);
+                h.apply(&[poisoned]);
+            }
+            _ => {}
         }
         if rng.u8(0..3) == 0 {
             tokio::time::sleep(std::time::Duration::from_millis(rng.u64(0..20))).await;

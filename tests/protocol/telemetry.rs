@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tenant_placer::controller::{self, Telemetry};
+use tenant_placer::controller::{self, EventLevel, Telemetry};
 use tenant_placer::metrics;
 
 use crate::*;
@@ -25,7 +25,10 @@ async fn metrics_show_reconciles_tenants_by_phase_and_node_allocation_and_readyz
     );
     let running = tokio::spawn(controller::run_with(
         fleet.client.clone(),
-        settings(),
+        Settings {
+            events: EventLevel::All,
+            ..settings()
+        },
         telemetry,
     ));
     fleet

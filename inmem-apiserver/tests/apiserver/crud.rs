@@ -18,6 +18,28 @@ async fn a_created_tenant_reads_back_with_the_metadata_the_server_sets() {
 }
 
 #[tokio::test]
+async fn a_finalizer_admitted_on_create_is_added_once_and_kept_beside_others() {
+    let (api, client) = setup();
+    api.add_finalizer_on_create("placement.tenant-placer.dev", "tenants", "example.dev/keep");
+    let plain = create(&client, "plain", 1).await;
+    assert_eq!(plain.finalizers(), ["example.dev/keep"]);
+    let mut own = tenant("own", 1);
+    own.metadata.finalizers = Some(vec!["other.dev/x".into(), "example.dev/keep".into()]);
+    let own = tenants(&client)
+        .create(&PostParams::default(), &own)
+        .await
+        .unwrap();
+    assert_eq!(own.finalizers(), ["other.dev/x", "example.dev/keep"]);
+    // Updates are not admitted: a finalizer removed later stays removed.
+    let patch = json!({"metadata": {"finalizers": null}});
+    let patched = tenants(&client)
+        .patch("plain", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert!(patched.finalizers().is_empty());
+}
+
+#[tokio::test]
 async fn every_write_moves_one_store_wide_resource_version() {
     let (api, client) = setup();
     let before = api.resource_version();
