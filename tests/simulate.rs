@@ -92,5 +92,18 @@ fn simulate_exits_non_zero_with_a_clear_message_on_a_manifest_it_cannot_read() {
             && stderr.contains("greater than or equal to 1"),
         "{stderr}"
     );
+
+    // One the controller could not hold (replicas past int32) is refused the same way, in the
+    // second document of its file, and nothing is reported as placed.
+    let overflow = dir.join("overflow.yaml");
+    std::fs::write(&overflow, "apiVersion: placement.tenant-placer.dev/v1alpha1\nkind: Node\nmetadata: {name: n1}\nspec: {capacity: {threads: 8, memoryGb: 8, storageGb: 8}}\n---\napiVersion: placement.tenant-placer.dev/v1alpha1\nkind: Tenant\nmetadata: {name: huge, namespace: default}\nspec: {resources: {threads: 1, memoryGb: 1, storageGb: 1}, mode: Cluster, replicas: 2147483648}\n").unwrap();
+    let out = simulate(&["-f", overflow.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("overflow.yaml, document 2") && stderr.contains("spec.replicas"),
+        "{stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }

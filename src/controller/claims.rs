@@ -198,3 +198,124 @@ impl Claims {
         self.len() == 0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::api::{AllocationEntry, NodeSpec, NodeStatus, TenantSpec, TenantStatus};
+
+    fn tenant(name: &str, phase: TenantPhase, node: &str, threads: i64) -> Tenant {
+        let mut tenant = Tenant::new(
+            name,
+            TenantSpec {
+                resources: ResourceAmounts::new(threads, 1, 1),
+                mode: Default::default(),
+                replicas: None,
+                suspend: false,
+            },
+        );
+        tenant.metadata.namespace = Some("default".into());
+        tenant.metadata.uid = Some(format!("uid-{name}"));
+        tenant.status = Some(TenantStatus {
+            phase,
+            node_name: node.into(),
+            reserved: ResourceAmounts::new(threads, 1, 1),
+            ..TenantStatus::default()
+        });
+        tenant
+    }
+
+    fn node(name: &str, held: &[(&str, i64)]) -> Arc<Node> {
+        let mut node = Node::new(
+            name,
+            NodeSpec {
+                capacity: ResourceAmounts::new(64, 64, 64),
+                state: Default::default(),
+                overcommit: None,
+            },
+        );
+        node.status = Some(NodeStatus {
+            allocations: held
+                .iter()
+                .map(|(uid, threads)| AllocationEntry {
+                    tenant: format!("default/{uid}"),
+                    uid: format!("uid-{uid}"),
+                    resources: ResourceAmounts::new(*threads, 1, 1),
+                })
+                .collect(),
+            ..NodeStatus::default()
+        });
+        Arc::new(node)
+    }
+
+    #[test]
+    fn a_claim_is_backed_only_by_an_entry_of_its_uid_with_its_amounts() {
+        let active = Claim::of(&tenant("acme", TenantPhase::Active, "n1", 2)).unwrap();
+        let cases = [
+            (Some(node("n1", &[("acme", 2)])), true),
+            // The entry holds 4 threads, the status says 2: the records disagree.
+            (Some(node("n1", &[("acme", 4)])), false),
+            (Some(node("n1", &[("other", 2)])), false),
+            (Some(node("n1", &[])), false),
+            // The node is gone.
+            (None, false),
+        ];
+        for (node, backed) in cases {
+            assert_eq!(active.backed_by(node.as_deref()), backed, "{node:?}");
+        }
+        // A status that names no node claims nothing, unless its phase says it holds something.
+        let waiting = Claim::of(&tenant("w", TenantPhase::PendingCapacity, "", 0)).unwrap();
+        assert!(waiting.backed_by(None));
+        let blank = Claim::of(&tenant("b", TenantPhase::Active, "", 2)).unwrap();
+        assert!(!blank.backed_by(None));
+    }
+
+    #[test]
+    fn a_node_change_checks_every_claim_on_it_and_a_status_change_checks_that_tenant() {
+        let claims = Claims::default();
+        let (acme, beta) = (
+            tenant("acme", TenantPhase::Active, "n1", 2),
+            tenant("beta", TenantPhase::Active, "n1", 3),
+        );
+        assert!(claims.observe(&acme) && claims.observe(&beta));
+        assert!(!claims.observe(&acme), "an unchanged claim is no news");
+        let n1 = node("n1", &[("acme", 2), ("beta", 3)]);
+        assert!(claims.unbacked(|_| Some(n1.clone())).is_empty());
+        // n1 is wiped: both are woken at the next check, and only then.
+        claims.node_changed("n1");
+        let wiped = node("n1", &[]);
+        let mut woken = claims.unbacked(|_| Some(wiped.clone()));
+        woken.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(
+            woken,
+            [ObjectRef::from_obj(&acme), ObjectRef::from_obj(&beta)]
+        );
+        assert!(claims.unbacked(|_| Some(wiped.clone())).is_empty());
+        // A node nobody names is not checked.
+        claims.node_changed("n2");
+        assert!(claims.unbacked(|_| None).is_empty());
+        // beta's status is edited to name n2, where it holds nothing.
+        assert!(claims.observe(&tenant("beta", TenantPhase::Active, "n2", 3)));
+        assert_eq!(claims.unbacked(|_| None), [ObjectRef::from_obj(&beta)]);
+    }
+
+    #[test]
+    fn a_status_that_stops_naming_its_node_wakes_the_tenant_and_a_forgotten_one_is_not_checked() {
+        let claims = Claims::default();
+        let acme = tenant("acme", TenantPhase::Active, "n1", 2);
+        claims.observe(&acme);
+        let n1 = node("n1", &[("acme", 2)]);
+        assert!(claims.unbacked(|_| Some(n1.clone())).is_empty());
+        // Someone blanks the status while n1 still holds the entry.
+        claims.observe(&tenant("acme", TenantPhase::Pending, "", 0));
+        assert_eq!(
+            claims.unbacked(|_| Some(n1.clone())),
+            [ObjectRef::from_obj(&acme)]
+        );
+        claims.forget(&ObjectRef::from_obj(&acme));
+        claims.node_changed("n1");
+        assert!(claims.is_empty());
+        assert!(claims.unbacked(|_| None).is_empty());
+    }
+}

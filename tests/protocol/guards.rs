@@ -237,3 +237,37 @@ async fn a_node_deleted_while_the_controller_runs_has_its_tenants_placed_again_e
     assert_eq!(h.allocated_threads("node-eu-2"), 2);
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_charts_admission_policies_the_controller_spends_no_write_on_finalizers() {
+    let h = Harness::start(&[]).await;
+    h.fleet.admit_finalizers(true);
+    h.fleet.api.reset_stats();
+    h.apply(&seed_nodes());
+    h.apply(&[tenant("acme", 2, 4, 20), tenant("beta", 2, 4, 20)]);
+    h.settle().await;
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
+    let stats = h.fleet.api.stats();
+    let metadata_patches: Vec<_> = stats
+        .requests
+        .iter()
+        .filter(|(k, _)| k.verb == inmem_apiserver::Verb::Patch && k.subresource.is_none())
+        .collect();
+    assert!(metadata_patches.is_empty(), "{metadata_patches:?}");
+    assert_eq!(
+        h.tenant("acme").unwrap().metadata.finalizers,
+        Some(vec![
+            tenant_placer::controller::tenant::FINALIZER.to_owned()
+        ])
+    );
+    assert_eq!(
+        h.node("node-eu-1").metadata.finalizers,
+        Some(vec![NODE_FINALIZER.to_owned()])
+    );
+    // Deleting still releases first and lets the object go second.
+    h.delete_tenant("acme");
+    h.settle().await;
+    assert!(h.tenant("acme").is_none());
+    assert_eq!(h.allocated_threads("node-eu-1"), 2, "beta's 2 remain");
+    h.assert_invariants();
+}
