@@ -41,6 +41,9 @@ pub enum Error {
     #[error("updating the reservations finalizer of node {node}: {source}")]
     NodeFinalizer { node: String, source: kube::Error },
 
+    #[error("tenant {tenant} was released (deleted) while its decision waited")]
+    TenantReleased { tenant: String },
+
     #[error("the node cache stopped before it was ready")]
     CacheClosed,
 }
@@ -60,6 +63,7 @@ impl Error {
             Error::AddFinalizer { .. } => "add_finalizer",
             Error::RemoveFinalizer { .. } => "remove_finalizer",
             Error::NodeFinalizer { .. } => "node_finalizer",
+            Error::TenantReleased { .. } => "tenant_released",
             Error::CacheClosed => "cache_closed",
         }
     }

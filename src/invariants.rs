@@ -218,7 +218,7 @@ fn check_not_left_waiting(
     if !waiting {
         return;
     }
-    let key = crate::controller::tenant::tenant_key(tenant);
+    let key = tenant.key();
     let wants = placement::TenantWants {
         uid,
         tenant: &key,
@@ -240,7 +240,7 @@ fn check_tenant_status(
     held: Option<&(String, Resources)>,
     violations: &mut Vec<String>,
 ) {
-    let key = crate::controller::tenant::tenant_key(tenant);
+    let key = tenant.key();
     let Some(status) = &tenant.status else {
         violations.push(format!("tenant {key}: no status at rest"));
         return;

@@ -70,12 +70,13 @@ enum Command {
 /// How the controller places, orders and records: the same for `run` and `sandbox`.
 #[derive(clap::Args, Debug)]
 struct PlacementArgs {
-    /// Tenant reconciles running at once.
-    #[arg(long, default_value_t = 96, env = "TENANT_PLACER_CONCURRENCY")]
+    /// Tenant reconciles running at once (at least 1).
+    #[arg(long, default_value_t = 96, env = "TENANT_PLACER_CONCURRENCY",
+          value_parser = clap::value_parser!(u16).range(1..))]
     concurrency: u16,
     /// Seconds between fallback re-checks of a tenant waiting for room (doubles while
-    /// nothing changes, up to 15 minutes). Node events re-check sooner.
-    #[arg(long, default_value_t = 60)]
+    /// nothing changes, up to 15 minutes). Node events re-check sooner. At least 1.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pending_recheck_seconds: u64,
     /// How new tenants are placed: FirstFit, BestFit, LeastLoaded or RoundRobin.
     #[arg(long, default_value_t = placement::Policy::FirstFit, env = "TENANT_PLACER_POLICY")]
@@ -94,11 +95,12 @@ struct PlacementArgs {
     /// block younger ones) or StrictFIFO (nothing younger passes the oldest waiting tenant).
     #[arg(long, default_value_t = placement::QueueMode::BestEffortFifo, env = "TENANT_PLACER_QUEUE")]
     queue: placement::QueueMode,
-    /// Node changes are judged for waiting tenants at most once per this many milliseconds.
-    #[arg(long, default_value_t = 100)]
+    /// Node changes are judged for waiting tenants at most once per this many milliseconds
+    /// (at least 1).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     requeue_window_ms: u64,
-    /// Seconds between sweeps of every node for orphaned entries and stale totals.
-    #[arg(long, default_value_t = 300)]
+    /// Seconds between sweeps of every node for orphaned entries and stale totals (at least 1).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     orphan_sweep_seconds: u64,
 }
 
@@ -112,7 +114,7 @@ impl PlacementArgs {
             events: self.events,
             queue: self.queue,
             requeue_window: Duration::from_millis(self.requeue_window_ms),
-            orphan_sweep: Duration::from_secs(self.orphan_sweep_seconds.max(1)),
+            orphan_sweep: Duration::from_secs(self.orphan_sweep_seconds),
             ..Settings::default()
         }
     }

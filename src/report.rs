@@ -14,7 +14,6 @@ use placement::Dimension;
 use serde::Serialize;
 
 use crate::api::{Node, NodeState, ResourceAmounts, Tenant, TenantPhase};
-use crate::controller::tenant::tenant_key;
 
 /// One tenant as the report shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -172,7 +171,7 @@ fn node_row(node: &Node) -> NodeRow {
 fn tenant_row(tenant: &Tenant) -> TenantRow {
     let status = tenant.status.clone().unwrap_or_default();
     TenantRow {
-        tenant: tenant_key(tenant),
+        tenant: tenant.key(),
         phase: status.phase,
         node: status.node_name,
         footprint: tenant.spec.footprint().ok().map(Into::into),

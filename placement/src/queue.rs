@@ -3,7 +3,10 @@
 //! Rules enforced here:
 //! - a batch is decided oldest first; before a tenant is decided, room is held for every waiting
 //!   tenant older than it (outside the batch) that fits now, as a hold entry the caller never
-//!   writes, so a younger tenant never takes room an older waiting tenant could use;
+//!   writes, so a younger tenant never takes room an older waiting tenant could use: the whole
+//!   footprint for a tenant waiting to be placed, the growth on its own node for a tenant
+//!   waiting to resize there (`Resizing`; its status names that node). A suspended waiter holds
+//!   nothing;
 //! - `BestEffortFIFO` (the default): an older tenant that fits nowhere holds nothing and blocks
 //!   no one;
 //! - `StrictFIFO`: the oldest tenant that fits nowhere is the head; while it waits, no younger
@@ -14,7 +17,7 @@ use std::str::FromStr;
 
 use crate::ledger::{
     Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, holders_of, plan_restore,
-    plan_tenant_held_by, plan_tenant_with,
+    plan_tenant_held_by,
 };
 use crate::policy::Policy;
 use crate::resources::Resources;
@@ -182,7 +185,9 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
         }
     }
 
-    /// Holds room for each waiting tenant older than `key` not considered yet.
+    /// Holds room for each waiting tenant older than `key` not considered yet: the whole
+    /// footprint where a first placement would go, or the growth on its own node for a resize
+    /// that fits there now. A suspended waiter holds nothing (it asks for nothing until resumed).
     fn hold_older(&mut self, key: &K, policy: Policy, ledgers: &mut [NodeLedger], turn: u64) {
         while let Some((older, wants)) = self.waiting.get(self.considered) {
             if older >= key {
@@ -190,20 +195,48 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             }
             self.considered = self.considered.saturating_add(1);
             // Behind a StrictFIFO head nobody younger is placed, so nobody needs room held.
-            if self.head.is_some() {
+            if self.head.is_some() || wants.suspend {
                 continue;
             }
             let wants = *wants;
+            // A waiter whose status names a node holding its entry is resizing there; the
+            // others hold nothing (a lookup by name, not a scan of every entry).
+            let own = wants
+                .status_node
+                .and_then(|name| ledgers.iter().position(|l| l.name() == name))
+                .filter(|&i| ledgers[i].entry_of(wants.uid).is_some());
             let most_free = *self.most_free.get_or_insert_with(|| most_free(ledgers));
-            // A BestEffortFIFO waiter that fits nowhere changes nothing: no plan needed. (In
-            // StrictFIFO the plan tells a new tenant, which becomes the head, from a resize.)
-            if self.mode == QueueMode::BestEffortFifo && !wants.footprint.fits_within(&most_free) {
+            // A BestEffortFIFO newcomer that fits nowhere changes nothing: no plan needed. (In
+            // StrictFIFO the plan makes it the head.)
+            if own.is_none()
+                && self.mode == QueueMode::BestEffortFifo
+                && !wants.footprint.fits_within(&most_free)
+            {
                 continue;
             }
-            match plan_tenant_with(policy, &wants, ledgers, turn) {
+            let holders: Vec<usize> = own.into_iter().collect();
+            match plan_tenant_held_by(policy, &wants, ledgers, &holders, turn) {
                 Plan::Edit(edit) if edit.kind == EditKind::Reserve => {
                     hold(ledgers, edit);
                     self.holds = self.holds.saturating_add(1);
+                }
+                Plan::Edit(edit) if edit.kind == EditKind::Resize => {
+                    // Only the growth: the old footprint is already its entry.
+                    let held = own
+                        .and_then(|i| ledgers[i].entry_of(wants.uid))
+                        .map_or(Resources::ZERO, |e| e.resources);
+                    let growth = edit
+                        .entry
+                        .as_ref()
+                        .map(|e| e.resources.saturating_sub(held));
+                    if let Some(growth) = growth.filter(|g| *g != Resources::ZERO) {
+                        let entry = edit.entry.map(|e| Entry {
+                            resources: growth,
+                            ..e
+                        });
+                        hold(ledgers, Edit { entry, ..edit });
+                        self.holds = self.holds.saturating_add(1);
+                    }
                 }
                 Plan::Pending(_) => self.note_unplaceable(wants.tenant),
                 _ => {}

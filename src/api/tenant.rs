@@ -228,6 +228,17 @@ pub enum SpecError {
     },
 }
 
+impl Tenant {
+    /// `namespace/name`, the key people read (and allocation entries carry).
+    pub fn key(&self) -> String {
+        format!(
+            "{}/{}",
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default()
+        )
+    }
+}
+
 impl TenantSpec {
     /// Replicas after applying the mode's default.
     pub fn effective_replicas(&self) -> i32 {

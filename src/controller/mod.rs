@@ -557,7 +557,10 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         tenant_cache.clone(),
     );
     metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
-    let writer = NodeWriter::new(nodes, node_cache, node_synced.clone(), settings.retry)
+    // The engine decides nothing before both caches are synced and the waiting room holds every
+    // tenant that was waiting (a restart, or a new leader, keeps the queue's order).
+    let (raise_queue_ready, queue_ready) = Synced::flag();
+    let writer = NodeWriter::new(nodes, node_cache, queue_ready, settings.retry)
         .with_metrics(metrics.clone())
         .with_policy(settings.policy)
         .with_waiting_room(waiting.clone());
@@ -587,8 +590,12 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
             async move { tenant::deleted(&gone, &ctx).await }
         },
     )));
+    let seeded = ctx.clone();
     let _readiness = AbortOnDrop(tokio::spawn(async move {
         if node_synced.wait().await.is_ok() && tenants_synced.wait().await.is_ok() {
+            let waiting = seeded.waiting.rebuild_from(&seeded.tenants);
+            tracing::info!(waiting, "waiting room rebuilt from the tenant cache");
+            let _ = raise_queue_ready.send(true);
             health.caches_synced.store(true, Ordering::SeqCst);
         }
     }));

@@ -102,6 +102,17 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
             format!("holds {reserved} on {node}"),
             "Reserved",
         ),
+        // A suspended tenant asks for nothing: its larger footprint waits until it resumes.
+        Plan::ResizeBlocked { node, reserved, .. } if suspend => holding(
+            TenantPhase::Suspended,
+            node,
+            *reserved,
+            format!(
+                "suspended; keeps its reservation of {reserved} on {node}; its new footprint of \
+                 {footprint} is asked for when it resumes"
+            ),
+            "Suspended",
+        ),
         Plan::ResizeBlocked {
             node,
             reserved,
@@ -162,6 +173,21 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
     }
 }
 
+/// What the status says while a decision cannot be made (an unreadable node, conflicts past the
+/// budget, a failed write): the reservation as last seen, and why nothing moved.
+fn undecided(tenant: &Tenant, error: &Error) -> Verdict {
+    let status = tenant.status.clone().unwrap_or_default();
+    let placed = !status.node_name.is_empty();
+    Verdict {
+        phase: status.phase,
+        node_name: status.node_name,
+        reserved: status.reserved.to_resources().unwrap_or_default(),
+        message: format!("cannot be decided now, will retry: {error}"),
+        placed,
+        reason: "Undecided",
+    }
+}
+
 /// The full status for a verdict, keeping the condition's transition time when it did not flip.
 pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatus {
     let condition_status = if verdict.placed { "True" } else { "False" };
@@ -191,18 +217,9 @@ pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatu
     }
 }
 
-/// `namespace/name`, the key people read.
-pub fn tenant_key(tenant: &Tenant) -> String {
-    format!(
-        "{}/{}",
-        tenant.namespace().unwrap_or_default(),
-        tenant.name_any()
-    )
-}
-
 /// Reconciles one Tenant. The returned action says when to look again.
 pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let key = tenant_key(&tenant);
+    let key = tenant.key();
     let uid = tenant.uid().ok_or_else(|| Error::MissingUid {
         tenant: key.clone(),
     })?;
@@ -214,26 +231,17 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     // the newest of the three avoids sending a write again.
     let current = ctx.tenants.get(&ObjectRef::from_obj(tenant.as_ref()));
     let tenant = ctx.tenant_copies.freshest(newest::newer(tenant, current));
-    let me = ObjectRef::from_obj(tenant.as_ref());
     if tenant.metadata.deletion_timestamp.is_some() {
-        ctx.waiting.withdraw(&me);
+        ctx.waiting.withdraw(&uid);
         return finalize(&api, &tenant, &uid, &key, &ctx).await;
     }
     // Enter the waiting room first (before the finalizer write, before deciding): from now on
     // the engine holds room for this tenant against younger ones, and no node change is missed.
     let footprint = tenant.spec.footprint();
     let created = tenant.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    if let Ok(footprint) = footprint {
-        ctx.waiting.enter(
-            me.clone(),
-            Waiter {
-                uid: uid.clone(),
-                tenant: key.clone(),
-                footprint,
-                suspend: tenant.spec.suspend,
-                created,
-            },
-        );
+    if let Some(waiter) = Waiter::of(&tenant) {
+        ctx.waiting
+            .enter(ObjectRef::from_obj(tenant.as_ref()), waiter);
     }
     let tenant = if !ctx.settings.finalizer || tenant.finalizers().iter().any(|f| f == FINALIZER) {
         tenant
@@ -247,7 +255,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         Ok(footprint) => footprint,
         Err(problem) => {
             // Keep whatever is held; say why nothing else happens.
-            ctx.waiting.withdraw(&me);
+            ctx.waiting.withdraw(&uid);
             let held = ctx.writer.holding(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
             let verdict = Verdict {
@@ -280,8 +288,19 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     };
     let settled = match ctx.writer.settle_created(&wants, created).await {
         Ok(settled) => settled,
+        // Released in the meantime: the tenant is gone or going, nothing to place or tell.
+        Err(Error::TenantReleased { .. }) => {
+            ctx.waiting.withdraw(&uid);
+            tracing::debug!(tenant = %key, "released while its decision waited; not placed");
+            return Ok(Action::await_change());
+        }
         Err(error) => {
+            // Undecided: it holds no room against others while it cannot be decided, and its
+            // status says why; the error requeues it with backoff (it enters again then).
+            ctx.waiting.withdraw(&uid);
             announce_failure(&ctx, &tenant, &error).await;
+            let verdict = undecided(&tenant, &error);
+            write_status(&api, &tenant, &verdict, &key, &ctx).await?;
             return Err(error);
         }
     };
@@ -314,12 +333,9 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             Action::requeue(ctx.pending_backoff.next(&uid))
         }
         _ => {
-            if settled.outcome == Plan::SuspendedUnplaced {
-                // It stops waiting without taking room: what was held for it is free again.
-                ctx.waiting.withdraw(&me);
-            } else {
-                ctx.waiting.leave(&me);
-            }
+            // At rest. (A suspended waiter never had room held: it asks for nothing, and
+            // becoming suspended already asked every node to be judged again.)
+            ctx.waiting.leave(&uid);
             ctx.pending_backoff.reset(&uid);
             Action::requeue(ctx.settings.resync)
         }
@@ -461,8 +477,10 @@ async fn announce(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit], ve
 /// A failure is logged: the node sweep releases the entry later (a direct read confirms the
 /// tenant is gone).
 pub async fn deleted(tenant: &Tenant, ctx: &Context) {
-    let key = tenant_key(tenant);
-    ctx.waiting.withdraw(&ObjectRef::from_obj(tenant));
+    let key = tenant.key();
+    if let Some(uid) = tenant.uid() {
+        ctx.waiting.withdraw(&uid);
+    }
     ctx.tenant_copies
         .forget(tenant.namespace().as_deref(), &tenant.name_any());
     let Some(uid) = tenant.uid() else { return };

@@ -31,7 +31,7 @@ use kube::runtime::reflector::ObjectRef;
 use placement::{EditKind, NodeLedger, Plan, QueueMode, Resources, TenantWants, plan_tenant};
 use tokio::sync::Notify;
 
-use crate::api::Tenant;
+use crate::api::{Tenant, TenantPhase};
 
 /// What a waiting tenant needs, and its place in the queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,9 +42,40 @@ pub struct Waiter {
     pub footprint: Resources,
     pub suspend: bool,
     pub created: Option<Timestamp>,
+    /// The node its status names: where a `Resizing` tenant holds its entry and grows.
+    pub status_node: Option<String>,
 }
 
 impl Waiter {
+    /// The waiter a tenant is, as its spec and status say; `None` without a UID or with a spec
+    /// that cannot be used (it asks for nothing).
+    pub fn of(tenant: &Tenant) -> Option<Waiter> {
+        let footprint = tenant.spec.footprint().ok()?;
+        Some(Waiter {
+            uid: tenant.metadata.uid.clone()?,
+            tenant: tenant.key(),
+            footprint,
+            suspend: tenant.spec.suspend,
+            created: tenant.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            status_node: tenant
+                .status
+                .as_ref()
+                .map(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty()),
+        })
+    }
+
+    /// Whether the tenant's status says it waits for room (what a restart rebuilds the room from).
+    pub fn is_waiting(tenant: &Tenant) -> bool {
+        tenant.metadata.deletion_timestamp.is_none()
+            && tenant.status.as_ref().is_some_and(|s| {
+                matches!(
+                    s.phase,
+                    TenantPhase::PendingCapacity | TenantPhase::Resizing
+                )
+            })
+    }
+
     /// The queue order: older first, then by `namespace/name`.
     pub fn queue_key(&self) -> (Option<Timestamp>, &str) {
         (self.created, &self.tenant)
@@ -56,7 +87,7 @@ impl Waiter {
             tenant: &self.tenant,
             footprint: self.footprint,
             suspend: self.suspend,
-            status_node: None,
+            status_node: self.status_node.as_deref(),
         }
     }
 }
@@ -72,7 +103,8 @@ struct Changed {
 /// Waiting tenants and the channel that re-queues them.
 #[derive(Debug)]
 pub struct WaitingRoom {
-    waiting: Mutex<HashMap<ObjectRef<Tenant>, Waiter>>,
+    /// By tenant UID: a tenant deleted and re-created under its name is another waiter.
+    waiting: Mutex<HashMap<String, (ObjectRef<Tenant>, Waiter)>>,
     changed: Mutex<Changed>,
     pass_due: Notify,
     mode: QueueMode,
@@ -104,7 +136,7 @@ impl WaitingRoom {
         self.mode
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<Tenant>, Waiter>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ObjectRef<Tenant>, Waiter)>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -114,17 +146,21 @@ impl WaitingRoom {
 
     /// Registers a tenant before its decision; it stays until it leaves.
     pub fn enter(&self, tenant: ObjectRef<Tenant>, waiter: Waiter) {
-        let before = self.lock().insert(tenant, waiter.clone());
+        let before = self
+            .lock()
+            .insert(waiter.uid.clone(), (tenant, waiter.clone()));
         // Room held for what it asked before may now go unused: younger tenants that found
         // it held must look again.
-        if before.is_some_and(|b| b.footprint != waiter.footprint || b.suspend != waiter.suspend) {
+        if before
+            .is_some_and(|(_, b)| b.footprint != waiter.footprint || b.suspend != waiter.suspend)
+        {
             self.everything_changed();
         }
     }
 
     /// The tenant is at rest with what it wanted (placed, or holding its footprint).
-    pub fn leave(&self, tenant: &ObjectRef<Tenant>) {
-        let left = self.lock().remove(tenant).is_some();
+    pub fn leave(&self, uid: &str) {
+        let left = self.lock().remove(uid).is_some();
         if left && self.mode == QueueMode::StrictFifo {
             self.everything_changed();
         }
@@ -132,8 +168,8 @@ impl WaitingRoom {
 
     /// The tenant stops waiting without taking room (deleted, suspended, unusable spec): room
     /// held for it, or a StrictFIFO queue behind it, may be free for others on any node.
-    pub fn withdraw(&self, tenant: &ObjectRef<Tenant>) {
-        if self.lock().remove(tenant).is_some() {
+    pub fn withdraw(&self, uid: &str) {
+        if self.lock().remove(uid).is_some() {
             self.everything_changed();
         }
     }
@@ -141,19 +177,34 @@ impl WaitingRoom {
     /// Drops the waiters whose tenant (by UID) is no longer in the cache: deleted while the
     /// watch was down. They can hold no room for others any more.
     pub fn retain_present(&self, tenants: &kube::runtime::reflector::Store<Tenant>) {
-        let gone: Vec<ObjectRef<Tenant>> = self
+        let gone: Vec<String> = self
             .lock()
             .iter()
-            .filter(|(tenant, waiter)| {
+            .filter(|(uid, (tenant, _))| {
                 tenants
                     .get(tenant)
-                    .is_none_or(|t| t.metadata.uid.as_deref() != Some(waiter.uid.as_str()))
+                    .is_none_or(|t| t.metadata.uid.as_deref() != Some(uid.as_str()))
             })
-            .map(|(tenant, _)| tenant.clone())
+            .map(|(uid, _)| uid.clone())
             .collect();
-        for tenant in &gone {
-            self.withdraw(tenant);
+        for uid in &gone {
+            self.withdraw(uid);
         }
+    }
+
+    /// Enters every tenant whose status says it waits (PendingCapacity or Resizing), from the
+    /// cache: at start-up and on gaining the lease, before the engine decides its first batch,
+    /// so that room is held for the oldest whatever order their reconciles come in. Returns how
+    /// many wait.
+    pub fn rebuild_from(&self, tenants: &kube::runtime::reflector::Store<Tenant>) -> usize {
+        for tenant in tenants.state() {
+            if Waiter::is_waiting(&tenant)
+                && let Some(waiter) = Waiter::of(&tenant)
+            {
+                self.enter(ObjectRef::from_obj(tenant.as_ref()), waiter);
+            }
+        }
+        self.len()
     }
 
     fn everything_changed(&self) {
@@ -174,8 +225,8 @@ impl WaitingRoom {
     pub fn waiters_before(&self, key: (Option<Timestamp>, &str)) -> Vec<Waiter> {
         self.lock()
             .values()
-            .filter(|w| w.queue_key() < key)
-            .cloned()
+            .filter(|(_, w)| w.queue_key() < key)
+            .map(|(_, w)| w.clone())
             .collect()
     }
 
@@ -207,11 +258,7 @@ impl WaitingRoom {
     /// Re-queues, oldest first, every waiting tenant one of these nodes could take now.
     /// Returns how many.
     pub fn pass(&self, nodes: &[NodeLedger]) -> usize {
-        let mut waiting: Vec<(ObjectRef<Tenant>, Waiter)> = self
-            .lock()
-            .iter()
-            .map(|(r, w)| (r.clone(), w.clone()))
-            .collect();
+        let mut waiting: Vec<(ObjectRef<Tenant>, Waiter)> = self.lock().values().cloned().collect();
         waiting.sort_by(|a, b| a.1.queue_key().cmp(&b.1.queue_key()));
         let mut triggered = 0usize;
         for (tenant, waiter) in waiting {
@@ -300,6 +347,7 @@ mod tests {
             footprint,
             suspend: false,
             created: Some(Timestamp::from_second(created_second).unwrap()),
+            status_node: None,
         }
     }
 
@@ -342,7 +390,7 @@ mod tests {
             ),
             0
         );
-        room.withdraw(&tenant("small"));
+        room.withdraw("small");
         assert_eq!(
             changed(
                 &room,
@@ -414,7 +462,7 @@ mod tests {
         assert_eq!(names.len(), 2);
         room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
         room.node_changed("n3");
-        room.withdraw(&tenant("t"));
+        room.withdraw("t");
         assert_eq!(room.next_changes().await, None, "every node");
         room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
         room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));

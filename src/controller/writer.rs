@@ -492,6 +492,39 @@ struct Shared {
     turn: std::sync::atomic::AtomicU64,
     /// The tenants waiting for room, for the FIFO queue; none until set.
     waiting: Mutex<Option<Arc<WaitingRoom>>>,
+    /// UIDs released lately: a settle queued before its tenant's delete places nothing.
+    released: ReleasedUids,
+}
+
+/// The most recently released UIDs (UIDs are never reused, so remembering one is always right;
+/// the bound only limits memory: a settle older than this many releases is not expected).
+#[derive(Debug, Default)]
+struct ReleasedUids(Mutex<(std::collections::VecDeque<String>, HashSet<String>)>);
+
+impl ReleasedUids {
+    const KEPT: usize = 65_536;
+
+    fn insert(&self, uid: &str) {
+        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (order, set) = &mut *guard;
+        if !set.insert(uid.to_owned()) {
+            return;
+        }
+        order.push_back(uid.to_owned());
+        if order.len() > Self::KEPT
+            && let Some(oldest) = order.pop_front()
+        {
+            set.remove(&oldest);
+        }
+    }
+
+    fn contains(&self, uid: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+            .contains(uid)
+    }
 }
 
 /// The single Node-status writer: a handle to the one engine task of this process.
@@ -531,6 +564,7 @@ impl NodeWriter {
             placement: Mutex::default(),
             turn: std::sync::atomic::AtomicU64::new(0),
             waiting: Mutex::default(),
+            released: ReleasedUids::default(),
         });
         let (jobs, queue) = mpsc::unbounded_channel();
         let engine = AbortOnDrop(tokio::spawn(run_engine(shared.clone(), queue)));
@@ -833,6 +867,13 @@ impl Shared {
     ) -> Result<Decided, Error> {
         match job {
             Job::Settle { wants, .. } => loop {
+                // A UID released (its tenant deleted) is never placed again: this job was
+                // queued before the delete was seen.
+                if self.released.contains(&wants.uid) {
+                    return Err(Error::TenantReleased {
+                        tenant: wants.tenant.clone(),
+                    });
+                }
                 view.check_readable(&wants.uid)?;
                 let policy = *self
                     .placement
@@ -854,6 +895,7 @@ impl Shared {
                 }
             },
             Job::Release { uid, tenant, .. } => loop {
+                self.released.insert(uid);
                 view.check_readable(uid)?;
                 match plan_release(uid, &view.ledgers) {
                     Some(edit) => self.apply(view, edit, made, tenant)?,
@@ -928,7 +970,15 @@ impl Shared {
         view.ledgers[position] = edited;
         let uid = HashIndex::hash(&edit.uid);
         view.holders.remove(uid, position);
-        if edit.entry.is_some() {
+        // NB: another UID with the same hash may still be on this node: the index keeps the
+        // position while any entry there hashes alike, so no UID's entry is ever lost to it.
+        let still_hashed_here = || {
+            view.ledgers[position]
+                .entries()
+                .iter()
+                .any(|e| HashIndex::hash(&e.uid) == uid)
+        };
+        if edit.entry.is_some() || still_hashed_here() {
             view.holders.insert(uid, position);
         }
         made.push(edit);

@@ -22,7 +22,6 @@ use placement::{Dimension, NodeLedger, Resources, Shortfall};
 use serde::Serialize;
 
 use crate::api::{Node, NodeState, OVER_CAPACITY_CONDITION, ResourceAmounts, Tenant, TenantPhase};
-use crate::controller::tenant::tenant_key;
 use crate::controller::writer::ledger_of;
 
 /// The whole answer of `/api/fleet`.
@@ -311,7 +310,7 @@ fn waiting_tenant(tenant: &Tenant, ledgers: &[&NodeLedger]) -> WaitingTenant {
         _ => Some(eligible_shortfall(request, ledgers)),
     });
     WaitingTenant {
-        tenant: tenant_key(tenant),
+        tenant: tenant.key(),
         phase: status.phase,
         node: status.node_name,
         created_at: tenant

@@ -12,6 +12,7 @@ mod fifo;
 mod guards;
 mod leader;
 mod policy;
+mod promise;
 mod quiet;
 mod race;
 mod rbac;

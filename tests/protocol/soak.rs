@@ -1,7 +1,7 @@
 //! A seeded random soak: applies, resizes, mode switches, suspends, deletes, node capacity and
 //! state changes, and what other actors do (wiped node statuses, nodes deleted with and without
-//! their finalizer and re-created, tenants the types cannot hold), with injected API faults; the
-//! invariants are checked after quiescence.
+//! their finalizer and re-created, tenants the types cannot hold), restarts mid-queue and
+//! same-name re-creates, with injected API faults; the invariants are checked after quiescence.
 //! `TP_SOAK_CASES` sets the number of cases (default 3, for CI); `TP_SOAK_SEED` the first seed.
 
 use inmem_apiserver::{Fault, Verb};
@@ -50,7 +50,7 @@ async fn soak_case(seed: u64) {
         if rng.u8(0..4) == 0 {
             h.fleet.api.inject(random_fault(&mut rng));
         }
-        match rng.u8(0..13) {
+        match rng.u8(0..15) {
             0..=3 => {
                 let name = format!("t{next}");
                 next += 1;
@@ -127,6 +127,22 @@ async fn soak_case(seed: u64) {
                 poisoned["spec"]["mode"] = json!("Cluster");
                 poisoned["spec"]["replicas"] = json!(2_147_483_648_i64);
                 h.apply(&[poisoned]);
+            }
+            13 => {
+                // A restart mid-queue: the next controller rebuilds the waiting room first.
+                h.fleet.stop();
+                h.fleet.start(h.settings.clone());
+            }
+            14 if !tenants.is_empty() => {
+                // Deleted and re-created under the same name at once: a new UID.
+                let name = tenants[rng.usize(0..tenants.len())].clone();
+                h.delete_tenant(&name);
+                h.apply(&[tenant(
+                    &name,
+                    rng.i64(1..=16),
+                    rng.i64(1..=64),
+                    rng.i64(1..=1000),
+                )]);
             }
             _ => {}
         }

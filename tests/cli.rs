@@ -1,0 +1,38 @@
+//! The command line refuses settings that mean nothing, before anything starts.
+#![allow(clippy::expect_used)]
+
+use std::process::Command;
+
+fn tenant_placer(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
+        .args(args)
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn zero_or_negative_windows_intervals_and_concurrency_are_refused_with_the_flag_named() {
+    let cases = [
+        ("--concurrency", "0"),
+        ("--requeue-window-ms", "0"),
+        ("--pending-recheck-seconds", "0"),
+        ("--orphan-sweep-seconds", "0"),
+        ("--requeue-window-ms", "-5"),
+    ];
+    for command in ["run", "sandbox"] {
+        for (flag, value) in cases {
+            let out = tenant_placer(&[command, &format!("{flag}={value}")]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command} {flag}={value}: {stderr}"
+            );
+            assert!(
+                stderr.contains(&format!("invalid value '{value}' for '{flag}")),
+                "{command} {flag}={value}: {stderr}"
+            );
+        }
+    }
+}
