@@ -44,6 +44,8 @@ struct Counters {
     durations: BTreeMap<&'static str, Histogram>,
     conflicts: u64,
     retries_exhausted: u64,
+    /// Entries released because their tenant was gone without the controller seeing it go.
+    orphans_released: u64,
     /// kind -> objects (versions) the controller could not decode and skipped.
     undecodable: BTreeMap<&'static str, u64>,
 }
@@ -92,6 +94,17 @@ impl Metrics {
     pub fn retries_exhausted(&self) {
         let mut counters = self.counters();
         counters.retries_exhausted = counters.retries_exhausted.saturating_add(1);
+    }
+
+    /// An entry was released as an orphan: its tenant went without the controller seeing it.
+    pub fn orphan_released(&self) {
+        let mut counters = self.counters();
+        counters.orphans_released = counters.orphans_released.saturating_add(1);
+    }
+
+    /// How many orphaned entries were released.
+    pub fn orphans_released(&self) -> u64 {
+        self.counters().orphans_released
     }
 
     /// An object of `kind` could not be decoded and was skipped (each version once).
@@ -192,6 +205,18 @@ impl Metrics {
                 "tenant_placer_placement_retries_exhausted_total",
                 &[],
                 counters.retries_exhausted as f64,
+            );
+            family(
+                &mut out,
+                "tenant_placer_orphaned_entries_released_total",
+                "counter",
+                "Entries released because their tenant was gone without the controller seeing it go.",
+            );
+            sample(
+                &mut out,
+                "tenant_placer_orphaned_entries_released_total",
+                &[],
+                counters.orphans_released as f64,
             );
             family(
                 &mut out,

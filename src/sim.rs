@@ -122,7 +122,16 @@ impl Fleet {
 
     /// Starts the real controller run loop; a running one is stopped first (a restart).
     pub fn start(&self, settings: Settings) {
-        let task = tokio::spawn(controller::run(self.client.clone(), settings));
+        self.start_with(settings, controller::Telemetry::default());
+    }
+
+    /// [`Fleet::start`], reporting metrics and readiness into `telemetry`.
+    pub fn start_with(&self, settings: Settings, telemetry: controller::Telemetry) {
+        let task = tokio::spawn(controller::run_with(
+            self.client.clone(),
+            settings,
+            telemetry,
+        ));
         let mut slot = self
             .controller
             .lock()

@@ -330,6 +330,16 @@ async fn conflicts_past_the_retry_budget_fail_the_reconcile_so_it_is_requeued_wi
             .await;
         }
     }
+    // The status says why nothing moved; the error requeues the tenant with backoff.
+    let status = expect_status(&mut api, "acme", &acme()).await;
+    assert_eq!(status.conditions[0].reason, "Undecided");
+    assert!(
+        status
+            .message
+            .starts_with("cannot be decided now, will retry: node node-eu-1 kept changing"),
+        "{}",
+        status.message
+    );
     let error = run.await.unwrap().unwrap_err();
     assert_eq!(error.label(), "conflict_retries_exhausted");
     expect_no_more_requests(&mut api).await;
@@ -648,7 +658,14 @@ async fn a_node_status_with_a_negative_amount_is_never_written_and_its_tenant_is
     let mut bad = eu1(10, vec![entry("acme", amounts(-3, 4, 20))]);
     bad.metadata.name = Some("node-eu-1".into());
     let (ctx, mut api, _cache) = context(vec![bad, eu2(11)]);
-    let error = reconcile(Arc::new(acme()), ctx).await.unwrap_err();
+    let run = tokio::spawn(reconcile(Arc::new(acme()), ctx));
+    let status = expect_status(&mut api, "acme", &acme()).await;
+    assert_eq!(
+        (status.phase, status.conditions[0].reason.as_str()),
+        (TenantPhase::Pending, "Undecided")
+    );
+    assert!(status.message.contains("node-eu-1"), "{}", status.message);
+    let error = run.await.unwrap().unwrap_err();
     assert_eq!(error.label(), "unreadable_node");
     assert_eq!(
         error.to_string(),
@@ -771,4 +788,49 @@ async fn an_entry_of_a_tenant_re_created_under_the_same_name_is_released() {
     assert_eq!(allocations(&put), vec![]);
     run.await.unwrap().unwrap();
     expect_no_more_requests(&mut api).await;
+}
+
+#[tokio::test]
+async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed() {
+    let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let client = Client::new(service, "default");
+    let (cache, mut feed) = reflector::store::<Node>();
+    feed.apply_watcher_event(&watcher::Event::Init);
+    feed.apply_watcher_event(&watcher::Event::InitApply(eu1(64, vec![])));
+    feed.apply_watcher_event(&watcher::Event::InitDone);
+    // The engine decides nothing before this flag: both jobs wait in its queue, one batch.
+    let (raise, synced) = Synced::flag();
+    let writer = Arc::new(NodeWriter::new(
+        Api::all(client),
+        cache,
+        synced,
+        RetryPolicy::default(),
+    ));
+    let wants = placement::TenantWants {
+        uid: "uid-acme",
+        tenant: "default/acme",
+        footprint: placement::Resources::new(2, 4, 20),
+        suspend: false,
+        status_node: None,
+    };
+    let (settle, release) = {
+        let (w1, w2) = (writer.clone(), writer.clone());
+        (
+            tokio::spawn(async move { w1.settle(&wants).await }),
+            tokio::spawn(async move { w2.release("uid-acme", "default/acme").await }),
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    raise.send(true).unwrap();
+    assert!(release.await.unwrap().unwrap().writes.is_empty());
+    assert!(matches!(
+        settle.await.unwrap(),
+        Err(tenant_placer::error::Error::TenantReleased { .. })
+    ));
+    expect_no_more_requests(&mut api).await;
+    // Once released, never placed again.
+    assert!(matches!(
+        writer.settle(&wants).await,
+        Err(tenant_placer::error::Error::TenantReleased { .. })
+    ));
 }

@@ -10,7 +10,8 @@
 //! - `BestEffortFIFO` (the default): an older tenant that fits nowhere holds nothing and blocks
 //!   no one;
 //! - `StrictFIFO`: the oldest tenant that fits nowhere is the head; while it waits, no younger
-//!   tenant is placed for the first time (resizes, duplicate drops and suspends go on as usual).
+//!   tenant is placed for the first time (resizes, duplicate drops and suspends go on as usual,
+//!   so room is still held for the growth of older waiting resizes).
 
 use std::fmt;
 use std::str::FromStr;
@@ -194,8 +195,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 return;
             }
             self.considered = self.considered.saturating_add(1);
-            // Behind a StrictFIFO head nobody younger is placed, so nobody needs room held.
-            if self.head.is_some() || wants.suspend {
+            if wants.suspend {
                 continue;
             }
             let wants = *wants;
@@ -205,6 +205,11 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 .status_node
                 .and_then(|name| ledgers.iter().position(|l| l.name() == name))
                 .filter(|&i| ledgers[i].entry_of(wants.uid).is_some());
+            // Behind a StrictFIFO head nobody younger is placed for the first time, so a newcomer
+            // needs no room held; younger resizes go on, so a resize still does.
+            if self.head.is_some() && own.is_none() {
+                continue;
+            }
             let most_free = *self.most_free.get_or_insert_with(|| most_free(ledgers));
             // A BestEffortFIFO newcomer that fits nowhere changes nothing: no plan needed. (In
             // StrictFIFO the plan makes it the head.)

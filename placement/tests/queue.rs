@@ -184,13 +184,12 @@ struct Tenant {
     /// Suspended (waiters only).
     suspend: bool,
     /// The entry it holds before the batch: (node index modulo the fleet size, old amount, at
-    /// most `footprint` in every dimension and smaller in one). Kept only when it fits there as
-    /// the fleet is built.
+    /// most `footprint` in every dimension and smaller in one). Its status names that node.
     held: Option<(usize, Resources)>,
 }
 
-/// Tenants by age; about half hold an entry and ask to grow it, a fifth of the waiters are
-/// suspended.
+/// Two to ten tenants by age; four in five hold an entry and ask to grow it, the others ask for a
+/// first placement; half are in the batch; a fifth of the waiters are suspended.
 fn resize_tenants() -> impl Strategy<Value = Vec<Tenant>> {
     let tenant = (
         (1..=3u64, 1..=3u64, 1..=3u64),
@@ -203,9 +202,17 @@ fn resize_tenants() -> impl Strategy<Value = Vec<Tenant>> {
         .prop_map(|(old, growth, new, in_batch, suspend, node)| {
             let old = Resources::new(old.0, old.1, old.2);
             // Larger in at least one dimension.
-            let growth = Resources::new(growth.0.max(u64::from(growth == (0, 0, 0))), growth.1, growth.2);
+            let growth = Resources::new(
+                growth.0.max(u64::from(growth == (0, 0, 0))),
+                growth.1,
+                growth.2,
+            );
             Tenant {
-                footprint: if node.is_some() { old.checked_add(growth).unwrap() } else { new },
+                footprint: if node.is_some() {
+                    old.checked_add(growth).unwrap()
+                } else {
+                    new
+                },
                 in_batch,
                 suspend: suspend && !in_batch,
                 held: node.map(|n| (n, old)),
@@ -216,7 +223,7 @@ fn resize_tenants() -> impl Strategy<Value = Vec<Tenant>> {
 
 /// The free room of each of one to three nodes once the tenants' entries are written.
 fn slack() -> impl Strategy<Value = Vec<Resources>> {
-    prop::collection::vec((0..=10u64, 0..=10u64, 0..=10u64), 1..=2).prop_map(|slack| {
+    prop::collection::vec((0..=10u64, 0..=10u64, 0..=10u64), 1..=3).prop_map(|slack| {
         slack
             .into_iter()
             .map(|(t, m, s)| Resources::new(t, m, s))
@@ -278,8 +285,6 @@ fn fleet_with_entries(
 /// A batch decided through the queue, oldest first.
 struct Decided {
     ledgers: Vec<NodeLedger>,
-    /// The age of the StrictFIFO head, if any.
-    head: Option<usize>,
     /// (age, node) of every batch tenant placed or grown.
     grown: Vec<(usize, String)>,
 }
@@ -361,12 +366,7 @@ fn decide(
             }
         }
     }
-    let head = queue.head().map(owner_age);
-    Ok(Decided {
-        ledgers,
-        head,
-        grown,
-    })
+    Ok(Decided { ledgers, grown })
 }
 
 /// How often a case exercised the resize promise.
@@ -468,10 +468,9 @@ fn check_resize_batch(
         let could = t
             .footprint
             .fits_within(&end.ledgers[node].effective_capacity().saturating_sub(seen));
-        // The queue considers a waiter before deciding the first batch tenant younger than it,
-        // unless a StrictFIFO head older than it was found by then.
-        let considered =
-            youngest_in_batch.is_some_and(|y| y > age) && end.head.is_none_or(|h| h > age);
+        // The queue considers a waiter before deciding the first batch tenant younger than it
+        // (behind a StrictFIFO head too: younger resizes go on there).
+        let considered = youngest_in_batch.is_some_and(|y| y > age);
         // 2a. It holds exactly its growth on its own node when its resize fit, else nothing.
         let expected: Vec<(&str, Resources)> = if considered && could {
             vec![(node_name.as_str(), t.footprint.saturating_sub(old))]
@@ -489,28 +488,7 @@ fn check_resize_batch(
             could,
             considered
         );
-        // Behind an older StrictFIFO head the queue holds nothing for it, yet younger batch
-        // tenants still resize, so they can take its growth room (see
-        // `strict_head_lets_a_younger_resize_take_an_older_waiting_resize_s_room`): the promise is
-        // checked elsewhere.
-        let behind_strict_head = end.head.is_some_and(|h| h < age);
-        DBG[0].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if could {
-            DBG[1].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        if considered {
-            DBG[2].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        if behind_strict_head {
-            DBG[3].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        if end.grown.iter().any(|(a, n)| *a > age && n == node_name) {
-            DBG[4].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        if end.grown.iter().any(|(a, _)| *a > age) {
-            DBG[5].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        if !could || behind_strict_head {
+        if !could {
             continue;
         }
         // 2b. The promise: its resize fit when the queue considered it, so no younger tenant
@@ -582,17 +560,127 @@ fn the_resize_promise_is_exercised() {
         promised += usize::from(exercised.promised > 0);
         mattered += usize::from(exercised.mattered > 0);
     }
-    eprintln!("{:?}", DBG);
     eprintln!("{cases} cases: promised in {promised}, the hold mattered in {mattered}");
+    // With this seed: in force in 138 cases, mattered in 34.
     assert!(
-        promised * 4 >= cases as usize,
-        "the promise is in force in only {promised} of {cases}"
+        promised * 5 >= cases as usize,
+        "the promise is in force in only {promised} of {cases} cases"
     );
     assert!(
-        mattered * 10 >= cases as usize,
-        "the hold mattered in only {mattered} of {cases}"
+        mattered * 25 >= cases as usize,
+        "the hold mattered in only {mattered} of {cases} cases"
     );
 }
 
-static DBG: [std::sync::atomic::AtomicUsize; 6] =
-    [const { std::sync::atomic::AtomicUsize::new(0) }; 6];
+/// One node, `capacity` threads (100 GB of memory and storage); `r-older` holds 4 threads there.
+fn resize_node(name: &str, capacity: u64) -> NodeLedger {
+    let entry = Entry {
+        uid: "r-older".into(),
+        tenant: "d/r-older".into(),
+        resources: Resources::new(4, 1, 1),
+    };
+    NodeLedger::new(
+        name,
+        NodeState::Online,
+        Resources::new(capacity, 100, 100),
+        vec![entry],
+    )
+    .unwrap()
+}
+
+fn wants_threads<'a>(uid: &'a str, threads: u64, status_node: Option<&'a str>) -> TenantWants<'a> {
+    TenantWants {
+        uid,
+        tenant: uid,
+        footprint: Resources::new(threads, 1, 1),
+        suspend: false,
+        status_node,
+    }
+}
+
+/// The issue: r-older holds 4 threads on n1 and asks 6, waiting outside the batch; a younger
+/// tenant asking 5 must not take the 2 threads it grows by.
+#[test]
+fn a_younger_tenant_does_not_take_the_growth_room_of_an_older_waiting_resize() {
+    for mode in QueueMode::ALL {
+        for policy in Policy::ALL {
+            let older = wants_threads("r-older", 6, Some("n1"));
+            let younger = wants_threads("younger", 5, None);
+            // n1: 10 threads, 4 written, 6 free: 2 for the growth, 4 left < 5.
+            let mut ledgers = vec![resize_node("n1", 10)];
+            let mut queue = FifoQueue::new(mode, vec![(1, older)]);
+            let plan = queue.plan(&2, policy, &younger, &mut ledgers, 0);
+            assert!(
+                matches!(plan, Plan::Pending(_)),
+                "{mode} {policy}: the younger tenant took r-older's growth room: {plan:?}"
+            );
+            assert_eq!(
+                ledgers[0].entry_of("hold:r-older").map(|e| e.resources),
+                Some(Resources::new(2, 0, 0)),
+                "{mode} {policy}: r-older holds its growth, 6 - 4 threads"
+            );
+            assert_eq!(
+                ledgers[0].entry_of("r-older").map(|e| e.resources),
+                Some(Resources::new(4, 1, 1)),
+                "{mode} {policy}: r-older's own entry is untouched"
+            );
+
+            // n1: 12 threads: 8 free, 2 held, 6 left ≥ 5: room for both, the younger is placed.
+            let mut ledgers = vec![resize_node("n1", 12)];
+            let mut queue = FifoQueue::new(mode, vec![(1, older)]);
+            let plan = queue.plan(&2, policy, &younger, &mut ledgers, 0);
+            assert!(
+                matches!(&plan, Plan::Edit(e) if e.kind == EditKind::Reserve && e.node == "n1"),
+                "{mode} {policy}: room for both, yet the younger tenant is not placed: {plan:?}"
+            );
+
+            // Suspended, r-older asks for nothing: it holds nothing and the younger is placed.
+            let mut ledgers = vec![resize_node("n1", 10)];
+            let suspended = TenantWants {
+                suspend: true,
+                ..older
+            };
+            let mut queue = FifoQueue::new(mode, vec![(1, suspended)]);
+            let plan = queue.plan(&2, policy, &younger, &mut ledgers, 0);
+            assert!(
+                matches!(&plan, Plan::Edit(e) if e.kind == EditKind::Reserve && e.node == "n1"),
+                "{mode} {policy}: a suspended waiter kept the younger tenant out: {plan:?}"
+            );
+            assert!(
+                ledgers[0].entries().iter().all(|e| !is_hold(&e.uid)),
+                "{mode} {policy}: a suspended waiter holds room: {:?}",
+                ledgers[0].entries()
+            );
+        }
+    }
+}
+
+/// In StrictFIFO, behind a head, younger batch tenants still resize ("resizes go on as usual"),
+/// so room is still held for the growth of an older waiting resize.
+#[test]
+fn behind_a_strict_head_a_younger_resize_does_not_take_an_older_waiting_resize_s_room() {
+    // n1: 9 threads; r-older (age 2) holds 4, asks 6; y-resize (age 4) holds 2, asks 4:
+    // 3 free, room for one growth of 2. head (age 1, in the batch) asks 20: fits nowhere.
+    let mut n1 = resize_node("n1", 9);
+    let mut entries = n1.entries().to_vec();
+    entries.push(Entry {
+        uid: "y-resize".into(),
+        tenant: "d/y-resize".into(),
+        resources: Resources::new(2, 1, 1),
+    });
+    n1 = NodeLedger::new("n1", NodeState::Online, n1.capacity(), entries).unwrap();
+    let mut ledgers = vec![n1];
+    let older = wants_threads("r-older", 6, Some("n1"));
+    let mut queue = FifoQueue::new(QueueMode::StrictFifo, vec![(2, older)]);
+    let head = wants_threads("head", 20, None);
+    let plan = queue.plan(&1, Policy::FirstFit, &head, &mut ledgers, 0);
+    assert!(matches!(plan, Plan::Pending(_)), "{plan:?}");
+    assert_eq!(queue.head(), Some("head"));
+    let younger = wants_threads("y-resize", 4, Some("n1"));
+    let plan = queue.plan(&4, Policy::FirstFit, &younger, &mut ledgers, 0);
+    assert!(
+        !matches!(&plan, Plan::Edit(e) if e.kind == EditKind::Resize),
+        "the younger resize took r-older's growth room: {plan:?}, n1 {:?}",
+        ledgers[0].entries()
+    );
+}

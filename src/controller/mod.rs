@@ -517,6 +517,14 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         ),
         node_cache.clone(),
     );
+    // The engine decides nothing before both caches are synced and the waiting room holds every
+    // tenant that was waiting (a restart, or a new leader, keeps the queue's order).
+    let (raise_queue_ready, queue_ready) = Synced::flag();
+    let writer = NodeWriter::new(nodes, node_cache.clone(), queue_ready, settings.retry)
+        .with_metrics(metrics.clone())
+        .with_policy(settings.policy)
+        .with_waiting_room(waiting.clone());
+    let gone = writer.gone();
     // Deleted tenants are released from their delete event (what a finalizer-less delete needs;
     // with the finalizer it finds nothing left to release). Our own writes' copies go once the
     // watch delivers them.
@@ -537,6 +545,9 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
                 }
             }
             watcher::Event::Delete(tenant) => {
+                if let Some(uid) = &tenant.metadata.uid {
+                    gone.insert(uid);
+                }
                 tenant_claims.forget(&ObjectRef::from_obj(tenant));
                 let _ = deleted.unbounded_send(tenant.clone());
             }
@@ -557,13 +568,6 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         tenant_cache.clone(),
     );
     metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
-    // The engine decides nothing before both caches are synced and the waiting room holds every
-    // tenant that was waiting (a restart, or a new leader, keeps the queue's order).
-    let (raise_queue_ready, queue_ready) = Synced::flag();
-    let writer = NodeWriter::new(nodes, node_cache, queue_ready, settings.retry)
-        .with_metrics(metrics.clone())
-        .with_policy(settings.policy)
-        .with_waiting_room(waiting.clone());
     let concurrency = settings.concurrency;
     let publisher =
         publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());

@@ -83,7 +83,13 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
             }
         };
         if !alive {
-            tracing::warn!(node = %node.name_any(), tenant = %entry.tenant, uid = %entry.uid, "releasing orphaned entry");
+            if ctx.writer.gone().contains(&entry.uid) {
+                // Seen deleted: routine (the delete's own release may not have run yet).
+                tracing::debug!(node = %node_name, tenant = %entry.tenant, "releasing the entry of a deleted tenant");
+            } else {
+                tracing::warn!(node = %node_name, tenant = %entry.tenant, uid = %entry.uid, "releasing orphaned entry");
+                ctx.metrics.orphan_released();
+            }
             ctx.writer.release(&entry.uid, &entry.tenant).await?;
         }
     }

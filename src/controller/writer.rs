@@ -492,19 +492,22 @@ struct Shared {
     turn: std::sync::atomic::AtomicU64,
     /// The tenants waiting for room, for the FIFO queue; none until set.
     waiting: Mutex<Option<Arc<WaitingRoom>>>,
-    /// UIDs released lately: a settle queued before its tenant's delete places nothing.
-    released: ReleasedUids,
+    /// UIDs of tenants deleted or released lately: a settle queued before the delete was seen
+    /// places nothing.
+    released: Arc<GoneUids>,
 }
 
-/// The most recently released UIDs (UIDs are never reused, so remembering one is always right;
-/// the bound only limits memory: a settle older than this many releases is not expected).
+/// The UIDs of tenants seen deleted or released lately (UIDs are never reused, so remembering
+/// one is always right; the bound only limits memory: a settle older than this many deletes is
+/// not expected).
 #[derive(Debug, Default)]
-struct ReleasedUids(Mutex<(std::collections::VecDeque<String>, HashSet<String>)>);
+pub struct GoneUids(Mutex<(std::collections::VecDeque<String>, HashSet<String>)>);
 
-impl ReleasedUids {
+impl GoneUids {
     const KEPT: usize = 65_536;
 
-    fn insert(&self, uid: &str) {
+    /// This tenant is deleted (its delete event, or a release): it is never placed again.
+    pub fn insert(&self, uid: &str) {
         let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let (order, set) = &mut *guard;
         if !set.insert(uid.to_owned()) {
@@ -518,7 +521,7 @@ impl ReleasedUids {
         }
     }
 
-    fn contains(&self, uid: &str) -> bool {
+    pub fn contains(&self, uid: &str) -> bool {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -564,7 +567,7 @@ impl NodeWriter {
             placement: Mutex::default(),
             turn: std::sync::atomic::AtomicU64::new(0),
             waiting: Mutex::default(),
-            released: ReleasedUids::default(),
+            released: Arc::default(),
         });
         let (jobs, queue) = mpsc::unbounded_channel();
         let engine = AbortOnDrop(tokio::spawn(run_engine(shared.clone(), queue)));
@@ -682,6 +685,12 @@ impl NodeWriter {
     ) -> Result<T, Error> {
         self.jobs.send(job).map_err(|_| Error::CacheClosed)?;
         answer.await.map_err(|_| Error::CacheClosed)?
+    }
+
+    /// The UIDs of tenants seen deleted: the watch's delete handler records them at once, so a
+    /// decision queued before the delete was seen places nothing.
+    pub fn gone(&self) -> Arc<GoneUids> {
+        self.shared.released.clone()
     }
 
     /// Keeps a copy of a node that a write outside the engine (a finalizer patch) returned.
