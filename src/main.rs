@@ -58,6 +58,8 @@ enum Command {
         /// text (tables and bars), json or yaml.
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
+        #[command(flatten)]
+        placement: PlacementArgs,
     },
     /// Print the Tenant and Node CRDs as YAML, or write them into a directory.
     Crd {
@@ -105,6 +107,29 @@ struct PlacementArgs {
 }
 
 impl PlacementArgs {
+    /// The settings in force, as flags would give them: what `simulate` says it used.
+    fn describe(&self) -> String {
+        format!(
+            "--policy {} --queue {} --events {} --requeue-window-ms {} --pending-recheck-seconds {} \
+             --orphan-sweep-seconds {} --concurrency {}{}",
+            self.policy,
+            self.queue,
+            match self.events {
+                controller::EventLevel::All => "All",
+                controller::EventLevel::Problems => "Problems",
+            },
+            self.requeue_window_ms,
+            self.pending_recheck_seconds,
+            self.orphan_sweep_seconds,
+            self.concurrency,
+            if self.no_finalizer {
+                " --no-finalizer"
+            } else {
+                ""
+            }
+        )
+    }
+
     fn settings(&self) -> Settings {
         Settings {
             concurrency: self.concurrency,
@@ -172,14 +197,21 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,kube=warn".into());
-    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    // Logs go to stderr: stdout is `simulate`'s and `crd`'s output (JSON or YAML in scripts).
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Text => logs.init(),
         LogFormat::Json => logs.json().init(),
     }
     match cli.command {
         Command::Run(args) => run(args).await?,
-        Command::Simulate { files, output } => simulate(&files, output).await?,
+        Command::Simulate {
+            files,
+            output,
+            placement,
+        } => simulate(&files, output, &placement).await?,
         Command::Sandbox {
             listen,
             allow_non_loopback,
@@ -234,7 +266,11 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::error::Error>> {
+async fn simulate(
+    files: &[PathBuf],
+    output: Output,
+    placement: &PlacementArgs,
+) -> Result<(), Box<dyn std::error::Error>> {
     let manifests = if files.is_empty() {
         let mut manifests = Vec::new();
         for (name, text) in manifests::EMBEDDED_EXAMPLES {
@@ -244,10 +280,11 @@ async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::
     } else {
         manifests::read_manifests(files)?
     };
+    let settings = placement.settings();
     let fleet = Fleet::new()?;
     // As on a cluster with the chart's admission guards.
-    fleet.admit_finalizers(true);
-    fleet.start(Settings::default());
+    fleet.admit_finalizers(settings.finalizer);
+    fleet.start(settings);
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) = manifests
         .into_iter()
@@ -273,6 +310,7 @@ async fn simulate(files: &[PathBuf], output: Output) -> Result<(), Box<dyn std::
     let report = FleetReport::new(&nodes, &tenants);
     match output {
         Output::Text => {
+            println!("settings: {}\n", placement.describe());
             print!("{}", report.render_text());
             match &checked {
                 Ok(()) => println!(

@@ -107,3 +107,24 @@ fn simulate_exits_non_zero_with_a_clear_message_on_a_manifest_it_cannot_read() {
     assert!(String::from_utf8_lossy(&out.stdout).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn simulate_takes_the_placement_flags_and_says_which_it_used() {
+    // BestFit packs acme onto the smaller node-eu-2; first fit would pick node-eu-1.
+    let out = simulate(&["--policy", "BestFit", "--queue", "StrictFIFO"]);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with("settings: --policy BestFit --queue StrictFIFO "),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("default/acme") && l.contains("node-eu-2")),
+        "{stdout}"
+    );
+    // JSON on stdout stays JSON: logs go to stderr.
+    let out = simulate(&["--output", "json"]);
+    let _: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+}
