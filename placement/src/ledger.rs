@@ -8,7 +8,7 @@
 //!   NodeLedger: name, state, capacity, entries (one per tenant UID) ─▶ allocated (recomputed)
 //! ```
 //!
-//! Rules enforced here (DESIGN.md, "The allocation protocol"):
+//! Rules enforced here (docs/design.md, "The allocation protocol"):
 //! - a node's entries are the only record of reservations, keyed by tenant UID; `allocated` is
 //!   always recomputed from them (checked), never kept as a running counter;
 //! - a plan changes at most one node's entries; the caller writes it under that node's

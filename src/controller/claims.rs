@@ -7,7 +7,7 @@
 //!                            not backed by the node's entry ──▶ wake the tenant
 //! ```
 //!
-//! Rules enforced here (docs/design.md, allocation protocol, two-sided repair):
+//! Rules enforced here (docs/design.md, rule 10):
 //! - a tenant's status and the node's entry for its UID are two records of one reservation; the
 //!   node's entry is the truth. A claim is backed when the node it names exists and holds an
 //!   entry of the tenant's UID with exactly the amounts the status shows; a status that names no

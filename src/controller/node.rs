@@ -1,7 +1,7 @@
 //! Node reconcile: keep a Node's derived status true to its allocations and capacity, and wake
 //! waiting tenants when room can have appeared.
 //!
-//! Rules enforced here (DESIGN.md, allocation protocol points 6, 7 and 8):
+//! Rules enforced here (docs/design.md, rules 6, 7, 8 and 11):
 //! - totals and the OverCapacity condition are rewritten (through the single writer) only when
 //!   they differ from what the allocations and capacity give, e.g. after a capacity change;
 //! - a node lowered below what it holds keeps every entry and says so in its condition;

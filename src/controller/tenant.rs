@@ -7,7 +7,7 @@
 //!        └─ footprint = resources x replicas (checked) ─▶ writer.settle ─▶ Verdict ─▶ status if changed
 //! ```
 //!
-//! Rules enforced here (DESIGN.md, allocation protocol points 3 to 6 and 9):
+//! Rules enforced here (docs/design.md, rules 3 to 6, 9 and 10):
 //! - the Node is written before the Tenant status; the status is derived from the Node's entry;
 //! - deleting releases the entry first and removes the finalizer second, so a re-run after a
 //!   crash in between finds nothing to release and releases nothing twice;

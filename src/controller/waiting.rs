@@ -1,7 +1,7 @@
 //! The waiting room: tenants waiting for room (PendingCapacity or Resizing), and the passes
 //! that re-queue them, oldest first, as soon as a node could take them.
 //!
-//! Rules enforced here (DESIGN.md, allocation protocol point 6; the FIFO queue):
+//! Rules enforced here (docs/design.md, rule 6 and "The queue"):
 //! - a tenant enters before its decision reads the node view, so a node change is either in the
 //!   view its decision reads, or is seen after it entered and triggers it: no change is missed;
 //! - node changes are recorded, and one pass per requeue window (at most) judges the changed

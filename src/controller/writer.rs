@@ -11,7 +11,7 @@
 //!   view = watch cache, overlaid with what we wrote or re-read (never ahead of the server)
 //! ```
 //!
-//! Rules enforced here (DESIGN.md, allocation protocol points 1, 2, 3 and 9):
+//! Rules enforced here (docs/design.md, rules 1, 2, 3 and 9, and "The placement engine"):
 //! - every write is a PUT of the status subresource carrying the resourceVersion of the object
 //!   the batch was decided from; there is no write without that precondition. A node's new
 //!   entries from the whole batch go in ONE write;

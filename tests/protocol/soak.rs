@@ -135,14 +135,28 @@ async fn soak_case(seed: u64) {
             }
             14 if !tenants.is_empty() => {
                 // Deleted and re-created under the same name at once: a new UID.
-                let name = tenants[rng.usize(0..tenants.len())].clone();
+                let at = rng.usize(0..tenants.len());
+                let name = tenants[at].clone();
                 h.delete_tenant(&name);
-                h.apply(&[tenant(
-                    &name,
-                    rng.i64(1..=16),
-                    rng.i64(1..=64),
-                    rng.i64(1..=1000),
-                )]);
+                // Re-created as soon as the old one is gone (its finalizer released first).
+                let mut gone = false;
+                for _ in 0..250 {
+                    if h.tenant(&name).is_none() {
+                        gone = true;
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(4)).await;
+                }
+                if gone {
+                    h.apply(&[tenant(
+                        &name,
+                        rng.i64(1..=16),
+                        rng.i64(1..=64),
+                        rng.i64(1..=1000),
+                    )]);
+                } else {
+                    tenants.swap_remove(at);
+                }
             }
             _ => {}
         }
