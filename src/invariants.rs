@@ -182,10 +182,7 @@ pub fn check(
         }
     }
     if quiescence == Quiescence::Settled {
-        let ledgers: Vec<_> = nodes
-            .iter()
-            .filter_map(|n| crate::controller::writer::ledger_of(n).ok())
-            .collect();
+        let ledgers: Vec<_> = nodes.iter().filter_map(|n| n.ledger().ok()).collect();
         for (uid, tenant) in &live {
             let held = holders.get(uid).and_then(|h| h.first());
             check_tenant_status(tenant, held, &mut violations);

@@ -283,9 +283,7 @@ fn render_nodes(out: &mut String, nodes: &[Arc<Node>]) {
     for node in nodes {
         let name = node.name_any();
         let cap = node.spec.capacity.to_resources().unwrap_or_default();
-        let held = crate::controller::writer::ledger_of(node)
-            .map(|l| l.allocated())
-            .unwrap_or_default();
+        let held = node.ledger().map(|l| l.allocated()).unwrap_or_default();
         for dimension in placement::Dimension::ALL {
             let labels = [
                 ("node", name.as_str()),

@@ -151,9 +151,7 @@ fn node_row(node: &Node) -> NodeRow {
     let status = node.status.clone().unwrap_or_default();
     let capacity = node.spec.capacity.to_resources().unwrap_or_default();
     // An unreadable node shows nothing allocated; the controller reports why elsewhere.
-    let allocated = crate::controller::writer::ledger_of(node)
-        .map(|l| l.allocated())
-        .unwrap_or_default();
+    let allocated = node.ledger().map(|l| l.allocated()).unwrap_or_default();
     NodeRow {
         node: node.name_any(),
         state: node.spec.state,

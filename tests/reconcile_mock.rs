@@ -698,9 +698,7 @@ fn settled_node(allocations: Vec<AllocationEntry>) -> Node {
     let now =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     let capacity = node.spec.capacity.to_resources().unwrap();
-    node.status = Some(tenant_placer::controller::writer::node_status(
-        &node, &entries, capacity, &now,
-    ));
+    node.status = Some(node.status_for(&entries, capacity, &now));
     node
 }
 

@@ -10,18 +10,19 @@
 //!   names the field, never a panic;
 //! - our `Node` shares its kind name with core `v1/Node`: import the core one under an alias.
 
+mod ledger;
 mod node;
 mod tenant;
 
 pub use node::{
-    AllocationEntry, DRAINED_CONDITION, NODE_FINALIZER, Node, NodeCondition, NodeSpec, NodeState,
-    NodeStatus, OVER_CAPACITY_CONDITION, OvercommitRatios,
+    AllocationEntry, DRAINED_CONDITION, NODE_FINALIZER, Node, NodeSpec, NodeState, NodeStatus,
+    OVER_CAPACITY_CONDITION, OvercommitRatios,
 };
 pub use tenant::{
-    MAX_REPLICAS, PLACED_CONDITION, Tenant, TenantCondition, TenantMode, TenantPhase, TenantSpec,
-    TenantStatus,
+    MAX_REPLICAS, PLACED_CONDITION, Tenant, TenantMode, TenantPhase, TenantSpec, TenantStatus,
 };
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -46,6 +47,54 @@ pub struct ResourceAmounts {
     /// Storage, in whole gigabytes.
     #[schemars(range(min = 0, max = MAX_AMOUNT))]
     pub storage_gb: i64,
+}
+
+/// A condition in the usual Kubernetes shape: Tenants (Placed) and Nodes (OverCapacity, Drained)
+/// carry the same kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition type: Placed (Tenant), OverCapacity or Drained (Node).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// True, False or Unknown.
+    pub status: String,
+    /// A CamelCase reason.
+    pub reason: String,
+    /// A human sentence.
+    pub message: String,
+    /// When the status last changed.
+    pub last_transition_time: Time,
+    /// The metadata.generation this condition describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl Condition {
+    /// A condition of `type_`, keeping the transition time of the one in `previous` while its
+    /// status stays the same (the one rule for transition times).
+    pub fn keeping_time(
+        previous: &[Condition],
+        type_: &str,
+        status: &str,
+        reason: &str,
+        message: String,
+        observed_generation: Option<i64>,
+        now: &Time,
+    ) -> Condition {
+        let last_transition_time = match previous.iter().find(|c| c.type_ == type_) {
+            Some(p) if p.status == status => p.last_transition_time.clone(),
+            _ => now.clone(),
+        };
+        Condition {
+            type_: type_.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message,
+            last_transition_time,
+            observed_generation,
+        }
+    }
 }
 
 /// An amount that cannot be used: negative, which only a hand edit or an old schema lets in.

@@ -1,9 +1,8 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::ResourceAmounts;
+use super::{Condition, ResourceAmounts};
 
 /// The condition a Node carries when it holds more than its capacity (capacity was lowered).
 pub const OVER_CAPACITY_CONDITION: &str = "OverCapacity";
@@ -165,7 +164,7 @@ pub struct NodeStatus {
     /// OverCapacity (capacity lowered below what the node holds) and, while it is being
     /// deleted, Drained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<NodeCondition>,
+    pub conditions: Vec<Condition>,
 }
 
 /// One tenant's reservation on this node.
@@ -178,21 +177,4 @@ pub struct AllocationEntry {
     pub uid: String,
     /// The footprint reserved (per replica x replicas).
     pub resources: ResourceAmounts,
-}
-
-/// A condition in the usual Kubernetes shape.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeCondition {
-    /// The condition type, e.g. OverCapacity.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// True, False or Unknown.
-    pub status: String,
-    /// A CamelCase reason.
-    pub reason: String,
-    /// A human sentence.
-    pub message: String,
-    /// When the status last changed.
-    pub last_transition_time: Time,
 }

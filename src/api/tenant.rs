@@ -1,11 +1,10 @@
 use std::fmt;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::ResourceAmounts;
+use super::{Condition, ResourceAmounts};
 
 /// The type of the condition that says whether the tenant holds its reservation.
 pub const PLACED_CONDITION: &str = "Placed";
@@ -185,27 +184,7 @@ pub struct TenantStatus {
     pub observed_generation: Option<i64>,
     /// The Placed condition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<TenantCondition>,
-}
-
-/// A condition in the usual Kubernetes shape.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TenantCondition {
-    /// The condition type, e.g. Placed.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// True, False or Unknown.
-    pub status: String,
-    /// A CamelCase reason.
-    pub reason: String,
-    /// A human sentence.
-    pub message: String,
-    /// When the status last changed.
-    pub last_transition_time: Time,
-    /// The metadata.generation this condition describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+    pub conditions: Vec<Condition>,
 }
 
 /// Why a spec cannot be turned into a footprint. Only an old schema or overflow lets these in.

@@ -34,7 +34,7 @@ use super::newest;
 use super::publisher::Occurrence;
 use super::waiting::Waiter;
 use super::{Context, EventLevel};
-use crate::api::{PLACED_CONDITION, Tenant, TenantCondition, TenantPhase, TenantStatus};
+use crate::api::{Condition, PLACED_CONDITION, Tenant, TenantPhase, TenantStatus};
 use crate::error::Error;
 
 /// The finalizer every Tenant carries until its reservation is released.
@@ -190,15 +190,11 @@ fn undecided(tenant: &Tenant, error: &Error) -> Verdict {
 
 /// The full status for a verdict, keeping the condition's transition time when it did not flip.
 pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatus {
-    let condition_status = if verdict.placed { "True" } else { "False" };
     let previous = tenant
         .status
         .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == PLACED_CONDITION));
-    let last_transition_time = match previous {
-        Some(p) if p.status == condition_status => p.last_transition_time.clone(),
-        _ => now.clone(),
-    };
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
     let generation = tenant.metadata.generation;
     TenantStatus {
         phase: verdict.phase,
@@ -206,14 +202,15 @@ pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatu
         reserved: verdict.reserved.into(),
         message: verdict.message.clone(),
         observed_generation: generation,
-        conditions: vec![TenantCondition {
-            type_: PLACED_CONDITION.to_owned(),
-            status: condition_status.to_owned(),
-            reason: verdict.reason.to_owned(),
-            message: verdict.message.clone(),
-            last_transition_time,
-            observed_generation: generation,
-        }],
+        conditions: vec![Condition::keeping_time(
+            previous,
+            PLACED_CONDITION,
+            if verdict.placed { "True" } else { "False" },
+            verdict.reason,
+            verdict.message.clone(),
+            generation,
+            now,
+        )],
     }
 }
 

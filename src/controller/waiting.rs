@@ -310,7 +310,6 @@ mod tests {
 
     use super::*;
     use crate::api::{AllocationEntry, Node, NodeSpec, NodeState, NodeStatus, ResourceAmounts};
-    use crate::controller::writer::ledger_of;
 
     fn node(state: NodeState, capacity: ResourceAmounts, held: &[(&str, ResourceAmounts)]) -> Node {
         let mut node = Node::new(
@@ -352,7 +351,7 @@ mod tests {
     }
 
     fn changed(room: &WaitingRoom, node: &Node) -> usize {
-        room.pass(&[ledger_of(node).unwrap()])
+        room.pass(&[node.ledger().unwrap()])
     }
 
     fn drain(requests: &mut mpsc::UnboundedReceiver<ObjectRef<Tenant>>) -> Vec<String> {

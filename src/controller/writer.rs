@@ -49,9 +49,7 @@ use placement::{
 use super::Synced;
 use super::newest::Newest;
 use super::waiting::WaitingRoom;
-use crate::api::{
-    AllocationEntry, DRAINED_CONDITION, Node, NodeCondition, NodeStatus, OVER_CAPACITY_CONDITION,
-};
+use crate::api::Node;
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
 use crate::metrics::Metrics;
@@ -109,10 +107,10 @@ impl View {
         let mut ledgers = Vec::with_capacity(nodes.len());
         let mut unreadable = Vec::new();
         for node in &nodes {
-            match ledger_of(node) {
+            match node.ledger() {
                 Ok(ledger) => ledgers.push(ledger),
                 Err(reason) => {
-                    let uids = allocations_of(node).iter().map(|a| a.uid.clone()).collect();
+                    let uids = node.allocations().iter().map(|a| a.uid.clone()).collect();
                     unreadable.push((node.name_any(), reason, uids));
                 }
             }
@@ -240,168 +238,6 @@ fn written_entries(ledger: &NodeLedger) -> Vec<Entry> {
 
 /// Where a tenant stands in the FIFO queue: older first, then by `namespace/name`.
 type QueueKey = (Option<Timestamp>, String);
-
-fn allocations_of(node: &Node) -> &[AllocationEntry] {
-    node.status
-        .as_ref()
-        .map(|s| s.allocations.as_slice())
-        .unwrap_or_default()
-}
-
-/// Converts a Node into a checked ledger, or says which field makes that impossible.
-pub fn ledger_of(node: &Node) -> Result<NodeLedger, String> {
-    let capacity = node
-        .spec
-        .capacity
-        .to_resources()
-        .map_err(|e| format!("spec.capacity.{e}"))?;
-    let entries = allocations_of(node)
-        .iter()
-        .enumerate()
-        .map(|(i, a)| {
-            let resources = a
-                .resources
-                .to_resources()
-                .map_err(|e| format!("status.allocations[{i}].resources.{e}"))?;
-            Ok(Entry {
-                uid: a.uid.clone(),
-                tenant: a.tenant.clone(),
-                resources,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let overcommit = node
-        .spec
-        .overcommit()
-        .map_err(|e| format!("spec.overcommit: {e}"))?;
-    NodeLedger::new(node.name_any(), placement_state(node), capacity, entries)
-        .map(|ledger| ledger.with_overcommit(overcommit))
-        .map_err(|e| e.to_string())
-}
-
-/// The state placement sees: a node being deleted takes nothing new and gets nothing back.
-fn placement_state(node: &Node) -> placement::NodeState {
-    if node.metadata.deletion_timestamp.is_some() {
-        placement::NodeState::Draining
-    } else {
-        node.spec.state.into()
-    }
-}
-
-/// The Drained condition of a node being deleted: which tenants it waits for.
-fn drained_condition(
-    node: &Node,
-    entries: &[Entry],
-) -> Option<(&'static str, &'static str, String)> {
-    node.metadata.deletion_timestamp.as_ref()?;
-    if entries.is_empty() {
-        return Some((
-            "True",
-            "Empty",
-            "being deleted; holds no reservations and goes once its finalizer is removed".into(),
-        ));
-    }
-    const NAMED: usize = 10;
-    let mut names: Vec<&str> = entries
-        .iter()
-        .take(NAMED)
-        .map(|e| e.tenant.as_str())
-        .collect();
-    let more = entries.len().saturating_sub(NAMED);
-    if more > 0 {
-        names.push("…");
-    }
-    Some((
-        "False",
-        "TenantsRemain",
-        format!(
-            "being deleted; waits for its {} tenant(s) to go ({}): their reservations are kept \
-             until each tenant is deleted",
-            entries.len(),
-            names.join(", ")
-        ),
-    ))
-}
-
-/// The status a node should carry for these entries: totals recomputed, OverCapacity condition
-/// set, and a condition's transition time kept while its status stays the same.
-pub fn node_status(
-    node: &Node,
-    entries: &[Entry],
-    capacity: placement::Resources,
-    now: &Time,
-) -> NodeStatus {
-    // NB: entries come from a checked ledger plus at most one checked entry; should their sum
-    // still pass the int64 range, the totals saturate rather than wrap.
-    let allocated = placement::Resources::checked_sum(entries.iter().map(|e| &e.resources))
-        .unwrap_or(placement::Resources::new(u64::MAX, u64::MAX, u64::MAX));
-    let free = capacity.saturating_sub(allocated);
-    let over: Vec<_> = placement::Dimension::ALL
-        .into_iter()
-        .filter(|d| allocated.get(*d) > capacity.get(*d))
-        .collect();
-    let (status, reason, message) = if over.is_empty() {
-        (
-            "False",
-            "WithinCapacity",
-            "allocations fit within capacity".to_owned(),
-        )
-    } else {
-        let dims: Vec<String> = over
-            .iter()
-            .map(|d| {
-                format!(
-                    "{d} {} allocated > {} capacity",
-                    allocated.get(*d),
-                    capacity.get(*d)
-                )
-            })
-            .collect();
-        (
-            "True",
-            "CapacityLowered",
-            format!(
-                "holds more than its capacity ({}); keeps its tenants and takes no new ones",
-                dims.join(", ")
-            ),
-        )
-    };
-    let condition = |type_: &str, status: &str, reason: &str, message: String| {
-        let previous = node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_));
-        let last_transition_time = match previous {
-            Some(p) if p.status == status => p.last_transition_time.clone(),
-            _ => now.clone(),
-        };
-        NodeCondition {
-            type_: type_.to_owned(),
-            status: status.to_owned(),
-            reason: reason.to_owned(),
-            message,
-            last_transition_time,
-        }
-    };
-    let mut conditions = vec![condition(OVER_CAPACITY_CONDITION, status, reason, message)];
-    if let Some((status, reason, message)) = drained_condition(node, entries) {
-        conditions.push(condition(DRAINED_CONDITION, status, reason, message));
-    }
-    NodeStatus {
-        allocations: entries
-            .iter()
-            .map(|e| AllocationEntry {
-                tenant: e.tenant.clone(),
-                uid: e.uid.clone(),
-                resources: e.resources.into(),
-            })
-            .collect(),
-        allocated: allocated.into(),
-        free: free.into(),
-        tenants: i64::try_from(entries.len()).unwrap_or(i64::MAX),
-        conditions,
-    }
-}
 
 /// What the engine is asked to do.
 enum Job {
@@ -923,12 +759,8 @@ impl Shared {
                 let (Some(object), Some(ledger)) = (view.node(node), view.ledger(node)) else {
                     return Ok(Decided::Done);
                 };
-                let wanted = node_status(
-                    object,
-                    &written_entries(ledger),
-                    ledger.view().capacity,
-                    &now(),
-                );
+                let wanted =
+                    object.status_for(&written_entries(ledger), ledger.view().capacity, &now());
                 if object.status.as_ref() != Some(&wanted) {
                     // An edit that changes no entry: the write recomputes the totals.
                     made.push(placement::Edit {
@@ -1006,8 +838,7 @@ impl Shared {
             .filter_map(|name| {
                 let (object, ledger) = (view.node(name)?, view.ledger(name)?);
                 let mut updated = Node::clone(object);
-                updated.status = Some(node_status(
-                    object,
+                updated.status = Some(object.status_for(
                     &written_entries(ledger),
                     ledger.view().capacity,
                     &now(),
@@ -1141,15 +972,6 @@ fn now() -> Time {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::api::{NodeSpec, NodeState, ResourceAmounts};
-
-    fn entry(uid: &str, t: u64) -> Entry {
-        Entry {
-            uid: uid.into(),
-            tenant: format!("d/{uid}"),
-            resources: placement::Resources::new(t, 1, 1),
-        }
-    }
 
     #[test]
     fn the_hash_index_finds_every_position_of_a_key_and_follows_edits() {
@@ -1162,75 +984,5 @@ mod tests {
         assert_eq!(index.positions(a).collect::<Vec<_>>(), [3]);
         assert_eq!(index.positions(b).collect::<Vec<_>>(), [1, 7]);
         assert_eq!(index.positions(HashIndex::hash("c")).count(), 0);
-    }
-
-    #[test]
-    fn totals_are_recomputed_from_the_entries() {
-        let node = Node::new(
-            "n",
-            NodeSpec {
-                capacity: ResourceAmounts::new(64, 256, 8000),
-                state: NodeState::Online,
-                overcommit: None,
-            },
-        );
-        let capacity = node.spec.capacity.to_resources().unwrap();
-        let status = node_status(&node, &[entry("a", 2), entry("b", 4)], capacity, &now());
-        // 2+4 threads, 1+1 GB, 1+1 GB; free 64-6, 256-2, 8000-2
-        assert_eq!(status.allocated, ResourceAmounts::new(6, 2, 2));
-        assert_eq!(status.free, ResourceAmounts::new(58, 254, 7998));
-        assert_eq!(status.tenants, 2);
-        assert_eq!(status.conditions[0].status, "False");
-    }
-
-    #[test]
-    fn a_node_lowered_below_what_it_holds_keeps_its_entries_and_says_so() {
-        let node = Node::new(
-            "n",
-            NodeSpec {
-                capacity: ResourceAmounts::new(4, 256, 8000),
-                state: NodeState::Online,
-                overcommit: None,
-            },
-        );
-        let capacity = node.spec.capacity.to_resources().unwrap();
-        let status = node_status(&node, &[entry("a", 3), entry("b", 3)], capacity, &now());
-        assert_eq!(status.allocations.len(), 2);
-        assert_eq!(status.free.threads, 0, "free never goes below 0");
-        let condition = &status.conditions[0];
-        assert_eq!(
-            (condition.type_.as_str(), condition.status.as_str()),
-            (OVER_CAPACITY_CONDITION, "True")
-        );
-        assert_eq!(
-            condition.message,
-            "holds more than its capacity (threads 6 allocated > 4 capacity); keeps its tenants and takes no new ones"
-        );
-    }
-
-    #[test]
-    fn a_condition_keeps_its_transition_time_while_its_status_holds() {
-        let mut node = Node::new(
-            "n",
-            NodeSpec {
-                capacity: ResourceAmounts::new(8, 8, 8),
-                state: NodeState::Online,
-                overcommit: None,
-            },
-        );
-        let capacity = node.spec.capacity.to_resources().unwrap();
-        let first = node_status(&node, &[entry("a", 1)], capacity, &now());
-        node.status = Some(first.clone());
-        let later = Time(
-            k8s_openapi::jiff::Timestamp::from_second(
-                first.conditions[0].last_transition_time.0.as_second() + 60,
-            )
-            .unwrap(),
-        );
-        let second = node_status(&node, &[entry("a", 2)], capacity, &later);
-        assert_eq!(
-            second.conditions[0].last_transition_time,
-            first.conditions[0].last_transition_time
-        );
     }
 }

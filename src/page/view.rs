@@ -4,7 +4,7 @@
 //! Rules enforced here:
 //! - nodes in name order (byte order, as first fit sees them), each node's tenants by name;
 //! - allocated amounts come from the Node's `status.allocations` through
-//!   [`ledger_of`](crate::controller::writer::ledger_of), the source of truth, never from the
+//!   [`Node::ledger`](crate::api::Node::ledger), the source of truth, never from the
 //!   tenants' status; free is capacity - allocated, never below 0;
 //! - a node is over capacity when its `OverCapacity` condition is True or it holds more than its
 //!   capacity in some dimension;
@@ -22,7 +22,6 @@ use placement::{Dimension, NodeLedger, Resources, Shortfall};
 use serde::Serialize;
 
 use crate::api::{Node, NodeState, OVER_CAPACITY_CONDITION, ResourceAmounts, Tenant, TenantPhase};
-use crate::controller::writer::ledger_of;
 
 /// The whole answer of `/api/fleet`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -187,7 +186,7 @@ pub fn fleet_rows(
     let mut sorted: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     sorted.sort_by_key(|n| n.name_any());
     let ledgers: Vec<(&Node, Result<NodeLedger, String>)> =
-        sorted.iter().map(|n| (*n, ledger_of(n))).collect();
+        sorted.iter().map(|n| (*n, n.ledger())).collect();
     let phases: HashMap<String, TenantPhase> = tenants
         .iter()
         .filter_map(|t| Some((t.uid()?, phase_of(t))))
