@@ -92,7 +92,8 @@ pub fn is_hold(uid: &str) -> bool {
 #[derive(Debug)]
 pub struct FifoQueue<'w, K> {
     mode: QueueMode,
-    waiting: Vec<(K, TenantWants<'w>)>,
+    /// Oldest first; each with the position of the ledger holding its entry, when known.
+    waiting: Vec<(K, TenantWants<'w>, Option<usize>)>,
     considered: usize,
     head: Option<String>,
     /// The most free per dimension on any node taking new tenants, when first needed: a waiter
@@ -105,7 +106,21 @@ pub struct FifoQueue<'w, K> {
 
 impl<'w, K: Ord> FifoQueue<'w, K> {
     /// `waiting` are the tenants waiting for room that are not decided in this batch.
-    pub fn new(mode: QueueMode, mut waiting: Vec<(K, TenantWants<'w>)>) -> Self {
+    pub fn new(mode: QueueMode, waiting: Vec<(K, TenantWants<'w>)>) -> Self {
+        Self::with_holders(
+            mode,
+            waiting.into_iter().map(|(k, w)| (k, w, None)).collect(),
+        )
+    }
+
+    /// [`new`](Self::new) for a caller that knows, for each waiter, the position in the ledgers
+    /// of the node holding its entry (`None`: it holds none, or look it up by `status_node`):
+    /// a waiter already holding its footprint holds nothing more, one holding less holds its
+    /// growth there, without a search of the fleet.
+    pub fn with_holders(
+        mode: QueueMode,
+        mut waiting: Vec<(K, TenantWants<'w>, Option<usize>)>,
+    ) -> Self {
         waiting.sort_by(|a, b| a.0.cmp(&b.0));
         FifoQueue {
             mode,
@@ -190,7 +205,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
     /// footprint where a first placement would go, or the growth on its own node for a resize
     /// that fits there now. A suspended waiter holds nothing (it asks for nothing until resumed).
     fn hold_older(&mut self, key: &K, policy: Policy, ledgers: &mut [NodeLedger], turn: u64) {
-        while let Some((older, wants)) = self.waiting.get(self.considered) {
+        while let Some((older, wants, holder)) = self.waiting.get(self.considered) {
             if older >= key {
                 return;
             }
@@ -198,13 +213,20 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             if wants.suspend {
                 continue;
             }
-            let wants = *wants;
-            // A waiter whose status names a node holding its entry is resizing there; the
-            // others hold nothing (a lookup by name, not a scan of every entry).
-            let own = wants
-                .status_node
-                .and_then(|name| ledgers.iter().position(|l| l.name() == name))
-                .filter(|&i| ledgers[i].entry_of(wants.uid).is_some());
+            let (wants, holder) = (*wants, *holder);
+            // Where it holds its entry: as the caller knows it, else the node its status names
+            // (a lookup by name, not a scan of every entry); the others hold nothing.
+            let own = holder
+                .or_else(|| {
+                    wants
+                        .status_node
+                        .and_then(|name| ledgers.iter().position(|l| l.name() == name))
+                })
+                .filter(|&i| {
+                    ledgers
+                        .get(i)
+                        .is_some_and(|l| l.entry_of(wants.uid).is_some())
+                });
             // Behind a StrictFIFO head nobody younger is placed for the first time, so a newcomer
             // needs no room held; younger resizes go on, so a resize still does.
             if self.head.is_some() && own.is_none() {
@@ -322,6 +344,25 @@ mod tests {
             suspend: false,
             status_node: None,
         }
+    }
+
+    #[test]
+    fn a_waiter_that_already_holds_its_footprint_holds_nothing_more() {
+        // n1: 8 threads, "placed" (older, still in the room) holds its 6 there: 2 free; n2: 6
+        // free. Known to hold at n1, it holds nothing more: the younger (6) gets n2. Taken for a
+        // newcomer instead, 6 would be held for it on n2 and the younger would wait.
+        let ledgers = vec![node("n1", 8, &[("placed", 6)]), node("n2", 6, &[])];
+        let mut queue = FifoQueue::with_holders(
+            QueueMode::BestEffortFifo,
+            vec![(1, wants("placed", 6), Some(0))],
+        );
+        let mut view = ledgers.clone();
+        let plan = queue.plan(&2, Policy::FirstFit, &wants("young", 6), &mut view, 0);
+        assert!(
+            matches!(plan, Plan::Edit(ref e) if e.node == "n2"),
+            "{plan:?}"
+        );
+        assert!(!queue.holds_placed());
     }
 
     #[test]

@@ -600,11 +600,20 @@ impl Shared {
         batch.sort_by(|a, b| a.job.order_key().cmp(&b.job.order_key()));
         let mut view = View::build(self.snapshot());
         let (mode, waiters) = self.waiters_outside(&batch);
-        let mut queue = FifoQueue::new(
+        // Where each waiter holds its entry, from the view's index: one placed a moment ago (not
+        // yet out of the room) holds nothing more, and a resize holds only its growth.
+        let held_at = |uid: &str| {
+            view.holders_of(uid).into_iter().find(|&i| {
+                view.ledgers
+                    .get(i)
+                    .is_some_and(|l| l.entry_of(uid).is_some())
+            })
+        };
+        let mut queue = FifoQueue::with_holders(
             mode,
             waiters
                 .iter()
-                .map(|w| ((w.created, w.tenant.clone()), w.wants()))
+                .map(|w| ((w.created, w.tenant.clone()), w.wants(), held_at(&w.uid)))
                 .collect(),
         );
         // Per node: the jobs whose edits it carries, in decision order.
