@@ -110,17 +110,9 @@ async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
     let carries = finalizers.iter().position(|f| f == NODE_FINALIZER);
     let deleting = node.metadata.deletion_timestamp.is_some();
     let patch = match carries {
-        None if holds && !deleting => match &node.metadata.finalizers {
-            // `test` guards against a concurrent change of the list: 422, and a retry.
-            None => json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": null},
-                {"op": "add", "path": "/metadata/finalizers", "value": [NODE_FINALIZER]},
-            ]),
-            Some(current) => json!([
-                {"op": "test", "path": "/metadata/finalizers", "value": current},
-                {"op": "add", "path": "/metadata/finalizers/-", "value": NODE_FINALIZER},
-            ]),
-        },
+        None if holds && !deleting => {
+            super::add_finalizer_ops(node.metadata.finalizers.as_ref(), NODE_FINALIZER)
+        }
         Some(index) if deleting && !holds => {
             // Guarded by the resourceVersion that showed the node empty: an entry written since
             // makes the patch fail (422) and the node is looked at again.
@@ -133,7 +125,7 @@ async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
         }
         _ => return Ok(()),
     };
-    let patch: json_patch::Patch = serde_json::from_value(patch).unwrap_or_default();
+    let patch = super::json_patch(patch);
     let api: Api<Node> = Api::all(ctx.client.clone());
     match api
         .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))

@@ -379,7 +379,7 @@ async fn finalize(
     ctx.pending_backoff.reset(uid);
     // test + remove: fails with 422 if the list changed since we read it; we then requeue.
     let path = format!("/metadata/finalizers/{index}");
-    let patch = json_patch(json!([
+    let patch = super::json_patch(json!([
         {"op": "test", "path": path, "value": FINALIZER},
         {"op": "remove", "path": path},
     ]));
@@ -410,32 +410,17 @@ async fn finalize(
 }
 
 async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<Tenant, Error> {
-    // test guards against a concurrent change of the list: 422, and the next reconcile retries.
-    let patch = match &tenant.metadata.finalizers {
-        None => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-        ]),
-        Some(current) => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": current},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
-        ]),
-    };
+    let patch = super::add_finalizer_ops(tenant.metadata.finalizers.as_ref(), FINALIZER);
     api.patch(
         &tenant.name_any(),
         &PatchParams::default(),
-        &Patch::Json::<()>(json_patch(patch)),
+        &Patch::Json::<()>(super::json_patch(patch)),
     )
     .await
     .map_err(|source| Error::AddFinalizer {
         tenant: key.to_owned(),
         source,
     })
-}
-
-fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
-    // The operations above are literal and well-formed; an empty patch would be a no-op.
-    serde_json::from_value(ops).unwrap_or_default()
 }
 
 /// Events for what a settle did: one per node write, and one when the tenant starts waiting.
