@@ -49,14 +49,21 @@ pub struct NodeLedger {
     overcommit: Overcommit,
     /// `capacity` × `overcommit`: what placement may fill.
     effective: Resources,
+    /// The reservations, as written on the node.
     entries: Vec<Entry>,
+    /// Room held for older waiting tenants while a batch is decided (see [`crate::FifoQueue`]):
+    /// counted as taken, kept apart from `entries`, so it can never be written.
+    holds: Vec<Entry>,
+    /// The sum of `entries`.
+    written: Resources,
+    /// The sum of `entries` and `holds`.
     allocated: Resources,
 }
 
 /// Why a node's recorded reservations cannot be used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LedgerError {
-    /// The entries sum past the largest integer the API can store.
+    /// The entries (and holds) sum past the largest integer the API can store.
     TotalOverflows { node: String },
 }
 
@@ -91,6 +98,8 @@ impl NodeLedger {
             overcommit: Overcommit::NONE,
             effective: capacity,
             entries,
+            holds: Vec::new(),
+            written: allocated,
             allocated,
         })
     }
@@ -127,13 +136,51 @@ impl NodeLedger {
         &self.name
     }
 
+    /// The reservations as written on the node (never the holds).
     pub fn entries(&self) -> &[Entry] {
         &self.entries
     }
 
-    /// The sum of the entries.
+    /// Room held for older waiting tenants, each under the waiting tenant's UID.
+    pub fn holds(&self) -> &[Entry] {
+        &self.holds
+    }
+
+    /// The sum of the entries and the holds: what placement counts as taken.
     pub fn allocated(&self) -> Resources {
         self.allocated
+    }
+
+    /// The sum of the entries alone: what the node's status says is reserved.
+    pub fn written(&self) -> Resources {
+        self.written
+    }
+
+    /// The ledger with room held for a waiting tenant. Fails when the sum would overflow.
+    pub fn hold(&mut self, hold: Entry) -> Result<(), LedgerError> {
+        self.allocated = self.allocated.checked_add(hold.resources).ok_or_else(|| {
+            LedgerError::TotalOverflows {
+                node: self.name.clone(),
+            }
+        })?;
+        self.holds.push(hold);
+        Ok(())
+    }
+
+    /// The ledger after an edit of its entries; holds and overcommit are kept. Fails when the
+    /// sum would overflow.
+    pub fn edited(&self, edit: &Edit) -> Result<NodeLedger, LedgerError> {
+        let mut edited = NodeLedger::new(
+            self.name.clone(),
+            self.state,
+            self.capacity,
+            self.edited_entries(edit),
+        )?
+        .with_overcommit(self.overcommit);
+        for hold in &self.holds {
+            edited.hold(hold.clone())?;
+        }
+        Ok(edited)
     }
 
     /// What placement sees: the capacity in the view is the effective capacity.
@@ -307,13 +354,7 @@ pub fn plan_restore(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Option<Pla
     if !matches!(node.state, NodeState::Online | NodeState::Cordoned) {
         return None;
     }
-    let written = Resources::checked_sum(
-        node.entries
-            .iter()
-            .filter(|e| !crate::queue::is_hold(&e.uid))
-            .map(|e| &e.resources),
-    )?;
-    let room = node.effective.saturating_sub(written);
+    let room = node.effective.saturating_sub(node.written);
     wants.footprint.fits_within(&room).then(|| {
         Plan::Edit(Edit {
             kind: EditKind::Restore,
@@ -729,7 +770,13 @@ mod tests {
         let mut w = wants("acme", r);
         w.status_node = Some("b");
         // b: 32 threads, a hold of 31 for an older waiter: 1 free in the view, 32 written.
-        let held = ledger("b", EU2, &[("hold:older", Resources::new(31, 4, 20))]);
+        let mut held = ledger("b", EU2, &[]);
+        held.hold(Entry {
+            uid: "older".into(),
+            tenant: "default/older".into(),
+            resources: Resources::new(31, 4, 20),
+        })
+        .unwrap();
         assert!(matches!(plan_restore(&w, &[held]), Some(Plan::Edit(e)) if e.node == "b"));
     }
 

@@ -31,5 +31,5 @@ pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{
     Policy, Slack, UnknownPolicy, effective_view, place, place_ledgers, place_with, weighted_slack,
 };
-pub use queue::{FifoQueue, HOLD_PREFIX, QueueMode, UnknownQueueMode, is_hold};
+pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};
 pub use resources::{Dimension, Resources};

@@ -2,8 +2,8 @@
 //!
 //! Rules enforced here:
 //! - a batch is decided oldest first; before a tenant is decided, room is held for every waiting
-//!   tenant older than it (outside the batch) that fits now, as a hold entry the caller never
-//!   writes, so a younger tenant never takes room an older waiting tenant could use: the whole
+//!   tenant older than it (outside the batch) that fits now, in the ledger's holds, which are
+//!   kept apart from its entries and so can never be written, so a younger tenant never takes room an older waiting tenant could use: the whole
 //!   footprint for a tenant waiting to be placed, the growth on its own node for a tenant
 //!   waiting to resize there (`Resizing`; its status names that node). A suspended waiter holds
 //!   nothing;
@@ -78,15 +78,6 @@ impl FromStr for QueueMode {
     }
 }
 
-/// Hold entries carry this prefix before the waiting tenant's UID; Kubernetes UIDs never start
-/// with it.
-pub const HOLD_PREFIX: &str = "hold:";
-
-/// Whether an entry is room held for an older waiting tenant (never written to a node).
-pub fn is_hold(uid: &str) -> bool {
-    uid.starts_with(HOLD_PREFIX)
-}
-
 /// One batch's view of the queue: the waiting tenants outside the batch, oldest first, and the
 /// StrictFIFO head once one is known. `K` orders tenants (creation time, then name).
 #[derive(Debug)]
@@ -159,7 +150,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
     }
 
     /// [`plan`](Self::plan) for a caller that indexes which ledgers hold which UID (see
-    /// [`plan_tenant_held_by`]). Holds never change `holders`: they carry their own UIDs.
+    /// [`plan_tenant_held_by`]). Holds never change `holders`: they are not entries.
     pub fn plan_held_by(
         &mut self,
         key: &K,
@@ -288,28 +279,14 @@ fn most_free(ledgers: &[NodeLedger]) -> Resources {
     most
 }
 
-/// Adds the reservation `edit` names to its ledger as a hold entry.
+/// Holds the room `edit` would reserve, in its ledger's holds (never in its entries).
 fn hold(ledgers: &mut [NodeLedger], edit: Edit) {
     let Some(ledger) = ledgers.iter_mut().find(|l| l.name() == edit.node) else {
         return;
     };
     let Some(entry) = edit.entry else { return };
-    let uid = format!("{HOLD_PREFIX}{}", entry.uid);
-    let held = Edit {
-        kind: EditKind::Reserve,
-        node: edit.node,
-        uid: uid.clone(),
-        entry: Some(Entry { uid, ..entry }),
-    };
     // The plan said it fits, so the sum stays in range; if not, nothing is held.
-    if let Ok(edited) = NodeLedger::new(
-        ledger.name(),
-        ledger.state(),
-        ledger.capacity(),
-        ledger.edited_entries(&held),
-    ) {
-        *ledger = edited.with_overcommit(ledger.overcommit());
-    }
+    let _ = ledger.hold(entry);
 }
 
 #[cfg(test)]
@@ -432,7 +409,7 @@ mod tests {
     }
 
     #[test]
-    fn hold_entries_are_recognised_and_younger_waiters_hold_nothing() {
+    fn holds_are_kept_apart_from_entries_and_younger_waiters_hold_nothing() {
         let mut ledgers = vec![node("n1", 8, &[])];
         let mut queue = FifoQueue::new(
             QueueMode::BestEffortFifo,
@@ -440,14 +417,15 @@ mod tests {
         );
         let plan = queue.plan(&2, Policy::FirstFit, &wants("b", 2), &mut ledgers, 0);
         assert!(matches!(plan, Plan::Edit(_)));
-        let uids: Vec<&str> = ledgers[0]
+        let held: Vec<&str> = ledgers[0].holds().iter().map(|e| e.uid.as_str()).collect();
+        assert_eq!(held, ["a"], "only the older waiter holds room");
+        let written: Vec<&str> = ledgers[0]
             .entries()
             .iter()
             .map(|e| e.uid.as_str())
             .collect();
-        assert_eq!(uids, ["hold:a"], "only the older waiter holds room");
+        assert_eq!(written, Vec::<&str>::new(), "a hold is never an entry");
         assert!(queue.holds_placed());
-        assert!(is_hold(uids[0]) && !is_hold("a"));
         assert_eq!("StrictFIFO".parse(), Ok(QueueMode::StrictFifo));
         assert!("strict".parse::<QueueMode>().is_err());
     }

@@ -7,7 +7,7 @@
 
 use placement::{
     EditKind, Entry, FifoQueue, NodeLedger, NodeState, Plan, Policy, QueueMode, Resources,
-    TenantWants, is_hold, plan_tenant_with,
+    TenantWants, plan_tenant_with,
 };
 use proptest::prelude::*;
 
@@ -60,16 +60,13 @@ fn without_younger(ledgers: &[NodeLedger], age: usize) -> Vec<NodeLedger> {
     ledgers
         .iter()
         .map(|l| {
-            let kept: Vec<Entry> = l
-                .entries()
-                .iter()
-                .filter(|e| {
-                    let owner = e.uid.trim_start_matches(placement::HOLD_PREFIX);
-                    owner[1..].parse::<usize>().unwrap() < age
-                })
-                .cloned()
-                .collect();
-            NodeLedger::new(l.name(), l.state(), l.capacity(), kept).unwrap()
+            let older = |e: &&Entry| owner_age(&e.uid) < age;
+            let kept: Vec<Entry> = l.entries().iter().filter(older).cloned().collect();
+            let mut kept = NodeLedger::new(l.name(), l.state(), l.capacity(), kept).unwrap();
+            for hold in l.holds().iter().filter(older) {
+                kept.hold(hold.clone()).unwrap();
+            }
+            kept
         })
         .collect()
 }
@@ -110,13 +107,7 @@ proptest! {
                     Plan::Edit(edit) => {
                         prop_assert_eq!(edit.kind, EditKind::Reserve);
                         let ledger = ledgers.iter_mut().find(|l| l.name() == edit.node).unwrap();
-                        *ledger = NodeLedger::new(
-                            ledger.name(),
-                            ledger.state(),
-                            ledger.capacity(),
-                            ledger.edited_entries(&edit),
-                        )
-                        .unwrap();
+                        *ledger = ledger.edited(&edit).unwrap();
                     }
                     resting => break resting,
                 }
@@ -156,7 +147,7 @@ proptest! {
             }
             let held = ledgers
                 .iter()
-                .any(|l| l.entry_of(&format!("hold:{}", uid(age))).is_some());
+                .any(|l| l.holds().iter().any(|h| h.uid == uid(age)));
             let could = fits_anywhere(&without_younger(&ledgers, age), *footprint);
             prop_assert_eq!(held, could, "waiting t{:02}: holds room {} but could take some {}", age, held, could);
         }
@@ -164,10 +155,9 @@ proptest! {
             // Nothing younger than the head holds room it took for the first time.
             let head: usize = head[1..].parse().unwrap();
             for l in &ledgers {
-                for e in l.entries() {
-                    let owner: usize = e.uid.trim_start_matches(placement::HOLD_PREFIX)[1..].parse().unwrap();
-                    prop_assert!(owner < head, "{} (hold: {}) is younger than the head {}",
-                        e.uid, is_hold(&e.uid), head);
+                for (e, held) in l.entries().iter().map(|e| (e, false)).chain(l.holds().iter().map(|e| (e, true))) {
+                    prop_assert!(owner_age(&e.uid) < head, "{} (hold: {}) is younger than the head {}",
+                        e.uid, held, head);
                 }
             }
         }
@@ -233,17 +223,17 @@ fn slack() -> impl Strategy<Value = Vec<Resources>> {
 
 /// The owner's age of an entry, real or held.
 fn owner_age(uid: &str) -> usize {
-    uid.trim_start_matches(placement::HOLD_PREFIX)[1..]
-        .parse()
-        .unwrap()
+    uid[1..].parse().unwrap()
 }
 
 /// The sum of a ledger's entries that `keep` keeps.
-fn sum_of(ledger: &NodeLedger, keep: impl Fn(&Entry) -> bool) -> Resources {
+fn sum_of<'a>(
+    entries: impl IntoIterator<Item = &'a Entry>,
+    keep: impl Fn(&Entry) -> bool,
+) -> Resources {
     Resources::checked_sum(
-        ledger
-            .entries()
-            .iter()
+        entries
+            .into_iter()
             .filter(|e| keep(e))
             .map(|e| &e.resources),
     )
@@ -344,17 +334,11 @@ fn decide(
             let before = ledger
                 .entry_of(w.uid)
                 .map_or(Resources::ZERO, |e| e.resources);
-            *ledger = NodeLedger::new(
-                ledger.name(),
-                ledger.state(),
-                ledger.capacity(),
-                ledger.edited_entries(&edit),
-            )
-            .unwrap();
+            *ledger = ledger.edited(&edit).unwrap();
             if !edit.entry.as_ref().unwrap().resources.fits_within(&before) {
                 grown.push((age, edit.node.clone()));
                 // 1. Never over-committed: what is written fits.
-                let real = sum_of(ledger, |e| !is_hold(&e.uid));
+                let real = ledger.written();
                 prop_assert!(
                     real.fits_within(&ledger.effective_capacity()),
                     "{}: real entries {} over capacity {} after {:?}",
@@ -384,13 +368,9 @@ struct Exercised {
 /// counting every real entry but its own and the holds of older tenants only.
 fn still_fits(end: &[NodeLedger], node: usize, age: usize, footprint: Resources) -> bool {
     let me = uid(age);
-    let taken = sum_of(&end[node], |e| {
-        if is_hold(&e.uid) {
-            owner_age(&e.uid) < age
-        } else {
-            e.uid != me
-        }
-    });
+    let taken = sum_of(end[node].entries(), |e| e.uid != me)
+        .checked_add(sum_of(end[node].holds(), |e| owner_age(&e.uid) < age))
+        .unwrap();
     footprint.fits_within(&end[node].effective_capacity().saturating_sub(taken))
 }
 
@@ -428,8 +408,8 @@ fn check_resize_batch(
         let holds: Vec<(&str, Resources)> = end
             .ledgers
             .iter()
-            .flat_map(|l| l.entries().iter().map(move |e| (l.name(), e)))
-            .filter(|(_, e)| e.uid == format!("hold:{}", uid(age)))
+            .flat_map(|l| l.holds().iter().map(move |e| (l.name(), e)))
+            .filter(|(_, e)| e.uid == uid(age))
             .map(|(node, e)| (node, e.resources))
             .collect();
         if t.in_batch {
@@ -455,6 +435,7 @@ fn check_resize_batch(
             end.ledgers[node]
                 .entries()
                 .iter()
+                .chain(end.ledgers[node].holds())
                 .filter(|e| owner_age(&e.uid) < age)
                 .chain(
                     initial[node]
@@ -615,7 +596,11 @@ fn a_younger_tenant_does_not_take_the_growth_room_of_an_older_waiting_resize() {
                 "{mode} {policy}: the younger tenant took r-older's growth room: {plan:?}"
             );
             assert_eq!(
-                ledgers[0].entry_of("hold:r-older").map(|e| e.resources),
+                ledgers[0]
+                    .holds()
+                    .iter()
+                    .find(|h| h.uid == "r-older")
+                    .map(|e| e.resources),
                 Some(Resources::new(2, 0, 0)),
                 "{mode} {policy}: r-older holds its growth, 6 - 4 threads"
             );
@@ -647,9 +632,9 @@ fn a_younger_tenant_does_not_take_the_growth_room_of_an_older_waiting_resize() {
                 "{mode} {policy}: a suspended waiter kept the younger tenant out: {plan:?}"
             );
             assert!(
-                ledgers[0].entries().iter().all(|e| !is_hold(&e.uid)),
+                ledgers[0].holds().is_empty(),
                 "{mode} {policy}: a suspended waiter holds room: {:?}",
-                ledgers[0].entries()
+                ledgers[0].holds()
             );
         }
     }
