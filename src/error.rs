@@ -46,6 +46,9 @@ pub enum Error {
 
     #[error("the node cache stopped before it was ready")]
     CacheClosed,
+
+    #[error("the placement engine has stopped (the controller is shutting down or lost its lease)")]
+    EngineStopped,
 }
 
 impl Error {
@@ -65,6 +68,7 @@ impl Error {
             Error::NodeFinalizer { .. } => "node_finalizer",
             Error::TenantReleased { .. } => "tenant_released",
             Error::CacheClosed => "cache_closed",
+            Error::EngineStopped => "engine_stopped",
         }
     }
 }

@@ -21,7 +21,7 @@ use tenant_placer::api::{
     Tenant, TenantMode, TenantPhase, TenantSpec,
 };
 use tenant_placer::controller::tenant::{FINALIZER, reconcile};
-use tenant_placer::controller::{Context, NodeWriter, RetryPolicy, Settings, Synced};
+use tenant_placer::controller::{Context, EngineConfig, NodeWriter, RetryPolicy, Settings, Synced};
 
 type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
 
@@ -102,7 +102,15 @@ fn context(nodes: Vec<Node>) -> (Arc<Context>, Handle, Writer<Node>) {
         jitter: Duration::from_millis(1),
         ..RetryPolicy::default()
     };
-    let node_writer = NodeWriter::new(Api::all(client.clone()), cache, Synced::already(), retry);
+    let node_writer = NodeWriter::start(
+        Api::all(client.clone()),
+        cache,
+        Synced::already(),
+        EngineConfig {
+            retry,
+            ..EngineConfig::default()
+        },
+    );
     let (tenants, mut tenant_cache) = reflector::store::<Tenant>();
     // An empty, synced tenant cache: every entry's tenant must be confirmed by a direct read.
     tenant_cache.apply_watcher_event(&watcher::Event::InitDone);
@@ -798,11 +806,11 @@ async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed()
     feed.apply_watcher_event(&watcher::Event::InitDone);
     // The engine decides nothing before this flag: both jobs wait in its queue, one batch.
     let (raise, synced) = Synced::flag();
-    let writer = Arc::new(NodeWriter::new(
+    let writer = Arc::new(NodeWriter::start(
         Api::all(client),
         cache,
         synced,
-        RetryPolicy::default(),
+        EngineConfig::default(),
     ));
     let wants = placement::TenantWants {
         uid: "uid-acme",
@@ -814,13 +822,13 @@ async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed()
     let (settle, release) = {
         let (w1, w2) = (writer.clone(), writer.clone());
         (
-            tokio::spawn(async move { w1.settle(&wants).await }),
+            tokio::spawn(async move { w1.decide(&wants).await }),
             tokio::spawn(async move { w2.release("uid-acme", "default/acme").await }),
         )
     };
     tokio::time::sleep(Duration::from_millis(50)).await;
     raise.send(true).unwrap();
-    assert!(release.await.unwrap().unwrap().writes.is_empty());
+    assert!(release.await.unwrap().unwrap().is_empty());
     assert!(matches!(
         settle.await.unwrap(),
         Err(tenant_placer::error::Error::TenantReleased { .. })
@@ -828,7 +836,7 @@ async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed()
     expect_no_more_requests(&mut api).await;
     // Once released, never placed again.
     assert!(matches!(
-        writer.settle(&wants).await,
+        writer.decide(&wants).await,
         Err(tenant_placer::error::Error::TenantReleased { .. })
     ));
 }

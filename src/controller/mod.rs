@@ -3,7 +3,7 @@
 //! ```text
 //!   watch Tenants ──▶ tenant::reconcile ──────────────┐   (enters the WaitingRoom before deciding)
 //!        ▲ reconcile_on                               │
-//!   WaitingRoom ◀── node::reconcile ◀── watch Nodes    ├──▶ writer::NodeWriter (the only
+//!   WaitingRoom ◀── node::reconcile ◀── watch Nodes    ├──▶ engine::NodeWriter (the only
 //!                   (could this node take a waiter?)  ┘     Node-status writer)
 //! ```
 //!
@@ -16,12 +16,12 @@
 
 pub mod claims;
 pub mod decode;
+pub mod engine;
 pub mod newest;
 pub mod node;
 pub mod publisher;
 pub mod tenant;
 pub mod waiting;
-pub mod writer;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -43,8 +43,8 @@ use crate::api::{Node, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
+pub use engine::{EngineConfig, NodeWriter, RetryPolicy};
 pub use waiting::WaitingRoom;
-pub use writer::{NodeWriter, RetryPolicy};
 
 /// Tunables of the controller.
 #[derive(Clone, Debug)]
@@ -540,10 +540,17 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
     // The engine decides nothing before both caches are synced and the waiting room holds every
     // tenant that was waiting (a restart, or a new leader, keeps the queue's order).
     let (raise_queue_ready, queue_ready) = Synced::flag();
-    let writer = NodeWriter::new(nodes, node_cache.clone(), queue_ready, settings.retry)
-        .with_metrics(metrics.clone())
-        .with_policy(settings.policy)
-        .with_waiting_room(waiting.clone());
+    let writer = NodeWriter::start(
+        nodes,
+        node_cache.clone(),
+        queue_ready,
+        EngineConfig {
+            retry: settings.retry,
+            policy: settings.policy,
+            waiting: Some(waiting.clone()),
+            metrics: metrics.clone(),
+        },
+    );
     let gone = writer.gone();
     // Deleted tenants are released from their delete event (what a finalizer-less delete needs;
     // with the finalizer it finds nothing left to release). Our own writes' copies go once the

@@ -1,10 +1,10 @@
-//! Tenant reconcile: finalizer, then one settle (or release) through the Node writer, then the
+//! Tenant reconcile: finalizer, then one decision (or release) through the engine, then the
 //! Tenant status as a view of what the Node holds.
 //!
 //! ```text
 //!   Tenant ─▶ finalizer present? ─no─▶ JSON patch (test + add) ─▶ continue with the patched object
 //!        └─ deleting? ─▶ writer.release(uid) ─▶ JSON patch (test + remove) the finalizer
-//!        └─ footprint = resources x replicas (checked) ─▶ writer.settle ─▶ Verdict ─▶ status if changed
+//!        └─ footprint = resources x replicas (checked) ─▶ writer.decide ─▶ WantedStatus ─▶ status if changed
 //! ```
 //!
 //! Rules enforced here (docs/design.md, rules 3 to 6, 9 and 10):
@@ -42,7 +42,7 @@ pub const FINALIZER: &str = "placement.tenant-placer.dev/reservation";
 
 /// What the status should say, before it is merged with the current one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
+pub struct WantedStatus {
     pub phase: TenantPhase,
     pub node_name: String,
     pub reserved: Resources,
@@ -54,8 +54,8 @@ pub struct Verdict {
 /// The reason (condition and Event) of a tenant whose reservation was lost and not restored.
 const LOST: &str = "ReservationLost";
 
-impl Verdict {
-    /// Prefixes the note on a lost reservation; a verdict that holds nothing takes its reason.
+impl WantedStatus {
+    /// Prefixes the note on a lost reservation; a status that holds nothing takes its reason.
     fn with_lost_note(&mut self, note: &str) {
         self.message = format!("{note}; {}", self.message);
         if !self.placed {
@@ -77,9 +77,9 @@ fn lost_note(tenant: &Tenant) -> Option<&str> {
     status.message.split_once("; ").map(|(note, _)| note)
 }
 
-/// The verdict for a tenant at rest. Pure.
-pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
-    let holding = |phase, node: &str, reserved, message, reason| Verdict {
+/// The status a resting plan means. Pure.
+pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> WantedStatus {
+    let holding = |phase, node: &str, reserved, message, reason| WantedStatus {
         phase,
         node_name: node.to_owned(),
         reserved,
@@ -134,7 +134,7 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
                 "ResizeBlocked",
             )
         }
-        Plan::Pending(no_fit) => Verdict {
+        Plan::Pending(no_fit) => WantedStatus {
             phase: TenantPhase::PendingCapacity,
             node_name: String::new(),
             reserved: Resources::ZERO,
@@ -142,7 +142,7 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
             placed: false,
             reason: "NoCapacity",
         },
-        Plan::SuspendedUnplaced => Verdict {
+        Plan::SuspendedUnplaced => WantedStatus {
             phase: TenantPhase::Suspended,
             node_name: String::new(),
             reserved: Resources::ZERO,
@@ -150,7 +150,7 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
             placed: false,
             reason: "Suspended",
         },
-        Plan::Queued { behind } => Verdict {
+        Plan::Queued { behind } => WantedStatus {
             phase: TenantPhase::PendingCapacity,
             node_name: String::new(),
             reserved: Resources::ZERO,
@@ -161,8 +161,8 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
             placed: false,
             reason: "QueuedBehindOlder",
         },
-        // settle() never returns an edit; treat one as "not settled yet".
-        Plan::Edit(edit) => Verdict {
+        // decide() never answers an edit; treat one as "not at rest yet".
+        Plan::Edit(edit) => WantedStatus {
             phase: TenantPhase::Pending,
             node_name: String::new(),
             reserved: Resources::ZERO,
@@ -175,10 +175,10 @@ pub fn verdict(plan: &Plan, suspend: bool, footprint: Resources) -> Verdict {
 
 /// What the status says while a decision cannot be made (an unreadable node, conflicts past the
 /// budget, a failed write): the reservation as last seen, and why nothing moved.
-fn undecided(tenant: &Tenant, error: &Error) -> Verdict {
+fn undecided(tenant: &Tenant, error: &Error) -> WantedStatus {
     let status = tenant.status.clone().unwrap_or_default();
     let placed = !status.node_name.is_empty();
-    Verdict {
+    WantedStatus {
         phase: status.phase,
         node_name: status.node_name,
         reserved: status.reserved.to_resources().unwrap_or_default(),
@@ -188,8 +188,8 @@ fn undecided(tenant: &Tenant, error: &Error) -> Verdict {
     }
 }
 
-/// The full status for a verdict, keeping the condition's transition time when it did not flip.
-pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatus {
+/// The full status for a wanted status, keeping the condition's transition time when it did not flip.
+pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantStatus {
     let previous = tenant
         .status
         .as_ref()
@@ -197,17 +197,17 @@ pub fn status_for(tenant: &Tenant, verdict: &Verdict, now: &Time) -> TenantStatu
         .unwrap_or_default();
     let generation = tenant.metadata.generation;
     TenantStatus {
-        phase: verdict.phase,
-        node_name: verdict.node_name.clone(),
-        reserved: verdict.reserved.into(),
-        message: verdict.message.clone(),
+        phase: wanted.phase,
+        node_name: wanted.node_name.clone(),
+        reserved: wanted.reserved.into(),
+        message: wanted.message.clone(),
         observed_generation: generation,
         conditions: vec![Condition::keeping_time(
             previous,
             PLACED_CONDITION,
-            if verdict.placed { "True" } else { "False" },
-            verdict.reason,
-            verdict.message.clone(),
+            if wanted.placed { "True" } else { "False" },
+            wanted.reason,
+            wanted.message.clone(),
             generation,
             now,
         )],
@@ -255,7 +255,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             ctx.waiting.withdraw(&uid);
             let held = ctx.writer.holding(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
-            let verdict = Verdict {
+            let wanted = WantedStatus {
                 phase: if held.is_some() {
                     TenantPhase::Active
                 } else {
@@ -267,7 +267,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
                 placed: false,
                 reason: "InvalidSpec",
             };
-            write_status(&api, &tenant, &verdict, &key, &ctx).await?;
+            write_status(&api, &tenant, &wanted, &key, &ctx).await?;
             return Ok(Action::await_change());
         }
     };
@@ -283,8 +283,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         suspend: tenant.spec.suspend,
         status_node,
     };
-    let settled = match ctx.writer.settle_created(&wants, created).await {
-        Ok(settled) => settled,
+    let committed = match ctx.writer.decide_created(&wants, created).await {
+        Ok(committed) => committed,
         // Released in the meantime: the tenant is gone or going, nothing to place or tell.
         Err(Error::TenantReleased { .. }) => {
             ctx.waiting.withdraw(&uid);
@@ -296,13 +296,13 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             // status says why; the error requeues it with backoff (it enters again then).
             ctx.waiting.withdraw(&uid);
             announce_failure(&ctx, &tenant, &error).await;
-            let verdict = undecided(&tenant, &error);
-            write_status(&api, &tenant, &verdict, &key, &ctx).await?;
+            let wanted = undecided(&tenant, &error);
+            write_status(&api, &tenant, &wanted, &key, &ctx).await?;
             return Err(error);
         }
     };
-    let mut verdict = verdict(&settled.outcome, tenant.spec.suspend, footprint);
-    if let Some(lost) = status_node.filter(|named| *named != verdict.node_name) {
+    let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
+    if let Some(lost) = status_node.filter(|named| *named != wanted.node_name) {
         // The status named a node that held no entry, and the entry could not go back there.
         tracing::warn!(tenant = %key, node = lost, "reservation lost: the node no longer held it");
         let note = format!(
@@ -310,20 +310,20 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
              take it back now"
         );
         publish(&ctx, &tenant, EventType::Warning, LOST, note.clone()).await;
-        verdict.with_lost_note(&note);
-    } else if !verdict.placed
+        wanted.with_lost_note(&note);
+    } else if !wanted.placed
         && let Some(note) = lost_note(&tenant)
     {
         // Still waiting after the loss: keep saying why it left Active.
-        verdict.with_lost_note(note);
+        wanted.with_lost_note(note);
     }
-    write_status(&api, &tenant, &verdict, &key, &ctx).await?;
-    announce(&ctx, &tenant, &settled.writes, &verdict).await;
+    write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+    announce(&ctx, &tenant, &committed.writes, &wanted).await;
 
-    Ok(match verdict.phase {
+    Ok(match wanted.phase {
         // Kept from room held for an older tenant: look again soon, since that tenant may take
         // other room (or none) and then no node change here would say so.
-        TenantPhase::PendingCapacity if settled.held_back => {
+        TenantPhase::PendingCapacity if committed.held_back => {
             Action::requeue(ctx.settings.requeue_window.saturating_mul(5))
         }
         TenantPhase::PendingCapacity | TenantPhase::Resizing => {
@@ -351,13 +351,13 @@ async fn finalize(
         return Ok(Action::await_change());
     };
     let released = ctx.writer.release(uid, key).await;
-    if let Ok(settled) = &released {
-        announce_writes(ctx, tenant, &settled.writes).await;
+    if let Ok(writes) = &released {
+        announce_writes(ctx, tenant, writes).await;
     }
     if let Err(error) = released {
         announce_failure(ctx, tenant, &error).await;
         // Say plainly why the tenant is stuck terminating; the error requeues it.
-        let verdict = Verdict {
+        let wanted = WantedStatus {
             phase: TenantPhase::Terminating,
             node_name: tenant
                 .status
@@ -373,7 +373,7 @@ async fn finalize(
             placed: false,
             reason: "ReleaseFailed",
         };
-        write_status(api, tenant, &verdict, key, ctx).await?;
+        write_status(api, tenant, &wanted, key, ctx).await?;
         return Err(error);
     }
     ctx.pending_backoff.reset(uid);
@@ -423,19 +423,24 @@ async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<
     })
 }
 
-/// Events for what a settle did: one per node write, and one when the tenant starts waiting.
-async fn announce(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit], verdict: &Verdict) {
+/// Events for what a decision did: one per node write, and one when the tenant starts waiting.
+async fn announce(
+    ctx: &Context,
+    tenant: &Tenant,
+    writes: &[placement::Edit],
+    wanted: &WantedStatus,
+) {
     announce_writes(ctx, tenant, writes).await;
     let was = tenant.status.as_ref().map(|s| s.phase);
-    if was != Some(verdict.phase) {
-        match verdict.phase {
+    if was != Some(wanted.phase) {
+        match wanted.phase {
             TenantPhase::PendingCapacity => {
                 publish(
                     ctx,
                     tenant,
                     EventType::Normal,
                     "Pending",
-                    verdict.message.clone(),
+                    wanted.message.clone(),
                 )
                 .await;
             }
@@ -445,7 +450,7 @@ async fn announce(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit], ve
                     tenant,
                     EventType::Warning,
                     "ResizeBlocked",
-                    verdict.message.clone(),
+                    wanted.message.clone(),
                 )
                 .await;
             }
@@ -468,7 +473,7 @@ pub async fn deleted(tenant: &Tenant, ctx: &Context) {
     let Some(uid) = tenant.uid() else { return };
     ctx.pending_backoff.reset(&uid);
     match ctx.writer.release(&uid, &key).await {
-        Ok(settled) if !settled.writes.is_empty() => {
+        Ok(writes) if !writes.is_empty() => {
             tracing::info!(tenant = %key, %uid, "released the reservation of a deleted tenant");
         }
         Ok(_) => {}
@@ -553,11 +558,11 @@ async fn publish(ctx: &Context, tenant: &Tenant, type_: EventType, reason: &str,
 async fn write_status(
     api: &Api<Tenant>,
     tenant: &Tenant,
-    verdict: &Verdict,
+    wanted: &WantedStatus,
     key: &str,
     ctx: &Context,
 ) -> Result<(), Error> {
-    let status = status_for(tenant, verdict, &Time(k8s_openapi::jiff::Timestamp::now()));
+    let status = status_for(tenant, wanted, &Time(k8s_openapi::jiff::Timestamp::now()));
     if tenant.status.as_ref() == Some(&status) {
         return Ok(());
     }

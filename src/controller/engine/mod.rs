@@ -1,0 +1,475 @@
+//! The placement engine: one task per process that decides every placement and writes every
+//! `Node.status`, behind the [`NodeWriter`] handle.
+//!
+//! ```text
+//!   reconciles ──decide / release / refresh──▶ queue ──▶ engine task (this module: I/O only)
+//!        ▲                                                 │ drain ≤ 1,024 jobs
+//!        │                                                 ▼
+//!        │                        batch::decide_batch (pure): one View, one Draft per job
+//!        │                                                 │
+//!        │             per touched node, concurrently: PUT /status with the resourceVersion read
+//!        │                                                 │
+//!        └── answer ◀── conflicts::resolve (pure): answer, fail, or retry (GET the 409'd nodes)
+//!   view = watch cache, overlaid with what we wrote or re-read (never ahead of the server)
+//! ```
+//!
+//! Rules enforced here (docs/design.md, rules 1, 2, 3 and 9, and "The placement engine"):
+//! - every write is a PUT of the status subresource carrying the resourceVersion of the object
+//!   the batch was decided from; there is no write without that precondition. A node's new
+//!   entries from the whole batch go in ONE write;
+//! - totals (`allocated`, `free`, `tenants`) and the OverCapacity condition are recomputed from
+//!   the ledger's entries on every write; room held for waiting tenants lives in the ledger's
+//!   holds, which are not entries, so it is never written;
+//! - a job is answered only once its writes are committed; a stale view can only cost a 409,
+//!   never an over-commit, because each write is guarded. After a 409 the node is read again
+//!   and the affected jobs are decided again after a jittered pause ([`conflicts`]);
+//! - the engine decides nothing before its node cache has synced (and the waiting room has been
+//!   rebuilt); its options are fixed when it starts ([`EngineConfig`]).
+
+mod batch;
+mod conflicts;
+mod view;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use placement::{NodeLedger, TenantWants};
+use tokio::sync::{mpsc, oneshot};
+
+pub use batch::Committed;
+use batch::{Draft, Job, OwnedWants, Queued, Rules, decide_batch};
+use conflicts::{JobWrites, NodeFailure, Resolution, resolve};
+use view::View;
+
+use super::Synced;
+use super::newest::Newest;
+use super::waiting::WaitingRoom;
+use crate::api::Node;
+use crate::error::{Error, is_conflict, is_not_found};
+use crate::leader::AbortOnDrop;
+use crate::metrics::Metrics;
+
+/// How hard the engine tries before handing a conflict back to the reconcile loop.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryPolicy {
+    /// Conflicting writes in a row before giving up (the reconcile is then requeued).
+    pub max_conflicts: u32,
+    /// The pause after the first conflict is up to this long; it doubles with each conflict.
+    pub jitter: Duration,
+    /// Edits one job may make (a placement makes one; duplicates add one each).
+    pub max_writes: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_conflicts: 5,
+            jitter: Duration::from_millis(20),
+            max_writes: 8,
+        }
+    }
+}
+
+/// Everything the engine decides with, fixed before its task starts.
+#[derive(Clone, Debug, Default)]
+pub struct EngineConfig {
+    pub retry: RetryPolicy,
+    /// How new tenants are placed.
+    pub policy: placement::Policy,
+    /// The tenants waiting for room: tenants are decided in its FIFO order (its mode), holding
+    /// room for the older ones. `None`: no queue (tests of one decision at a time).
+    pub waiting: Option<Arc<WaitingRoom>>,
+    /// Conflicts are counted here.
+    pub metrics: Arc<Metrics>,
+}
+
+/// The UIDs of tenants seen deleted or released lately (UIDs are never reused, so remembering
+/// one is always right; the bound only limits memory: a decision older than this many deletes is
+/// not expected).
+#[derive(Debug, Default)]
+pub struct GoneUids(Mutex<(std::collections::VecDeque<String>, HashSet<String>)>);
+
+impl GoneUids {
+    const KEPT: usize = 65_536;
+
+    /// This tenant is deleted (its delete event, or a release): it is never placed again.
+    pub fn insert(&self, uid: &str) {
+        let mut guard = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (order, set) = &mut *guard;
+        if !set.insert(uid.to_owned()) {
+            return;
+        }
+        order.push_back(uid.to_owned());
+        if order.len() > Self::KEPT
+            && let Some(oldest) = order.pop_front()
+        {
+            set.remove(&oldest);
+        }
+    }
+
+    pub fn contains(&self, uid: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+            .contains(uid)
+    }
+}
+
+/// What the handle and the engine task share: the node API and the freshest copies.
+struct Nodes {
+    api: Api<Node>,
+    cache: Store<Node>,
+    /// Copies newer than the watch cache: what we wrote, or re-read after a conflict.
+    recent: Newest<Node>,
+    synced: Synced,
+}
+
+/// The single Node-status writer: a handle to the one engine task of this process.
+pub struct NodeWriter {
+    nodes: Arc<Nodes>,
+    released: Arc<GoneUids>,
+    jobs: mpsc::UnboundedSender<Job>,
+    _engine: AbortOnDrop,
+}
+
+impl std::fmt::Debug for NodeWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeWriter").finish_non_exhaustive()
+    }
+}
+
+/// The most jobs decided together: a batch answers each of them after one round of writes.
+const MAX_BATCH: usize = 1024;
+
+/// Node writes of one batch in flight at once. Each is a connection to the API server (HTTP/1.1)
+/// with its buffers; a thousand at once (a fleet's first statuses) costs memory here and
+/// runs into the server's max-in-flight limit there.
+const CONCURRENT_NODE_WRITES: usize = 32;
+
+impl NodeWriter {
+    /// Starts the engine task (needs a Tokio runtime). `synced` says when `cache` holds its first
+    /// full list (and anything else the first decision must wait for); no decision is made
+    /// before.
+    pub fn start(api: Api<Node>, cache: Store<Node>, synced: Synced, config: EngineConfig) -> Self {
+        let nodes = Arc::new(Nodes {
+            api,
+            cache,
+            recent: Newest::default(),
+            synced,
+        });
+        let released: Arc<GoneUids> = Arc::default();
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let engine = Engine {
+            nodes: nodes.clone(),
+            released: released.clone(),
+            config,
+            turn: 0,
+        };
+        NodeWriter {
+            nodes,
+            released,
+            jobs,
+            _engine: AbortOnDrop(tokio::spawn(engine.run(queue))),
+        }
+    }
+
+    /// The ledgers of these nodes (all when `None`) as the engine sees them now.
+    pub fn ledgers(&self, names: Option<&HashSet<String>>) -> Vec<NodeLedger> {
+        let nodes = self
+            .nodes
+            .snapshot()
+            .into_iter()
+            .filter(|n| names.is_none_or(|names| names.contains(&n.name_any())))
+            .collect();
+        View::build(nodes).ledgers
+    }
+
+    /// Whether the node cache has synced.
+    pub fn synced(&self) -> &Synced {
+        &self.nodes.synced
+    }
+
+    /// The watch cache, for read-only uses.
+    pub fn cache(&self) -> &Store<Node> {
+        &self.nodes.cache
+    }
+
+    /// Moves a tenant to rest (reserve, restore, resize or drop duplicates, or leave it waiting)
+    /// and answers its resting plan with the edits written.
+    pub async fn decide(&self, wants: &TenantWants<'_>) -> Result<Committed, Error> {
+        self.decide_created(wants, None).await
+    }
+
+    /// [`decide`](Self::decide) for a tenant created at `created` (older tenants go first).
+    pub async fn decide_created(
+        &self,
+        wants: &TenantWants<'_>,
+        created: Option<Timestamp>,
+    ) -> Result<Committed, Error> {
+        let wants = OwnedWants::of(wants, created);
+        self.submit(|reply| Job::Decide { wants, reply }).await
+    }
+
+    /// Removes every entry of this UID and answers the edits written. Releasing what is not
+    /// held writes nothing.
+    pub async fn release(&self, uid: &str, tenant: &str) -> Result<Vec<placement::Edit>, Error> {
+        let (uid, tenant) = (uid.to_owned(), tenant.to_owned());
+        self.submit(|reply| Job::Release { uid, tenant, reply })
+            .await
+    }
+
+    /// Rewrites a node's derived status (totals, condition) when it differs from its allocations,
+    /// e.g. after its capacity changed. Entries are left exactly as they are.
+    pub async fn refresh(&self, node: &str) -> Result<(), Error> {
+        let node = node.to_owned();
+        self.submit(|reply| Job::Refresh { node, reply }).await
+    }
+
+    async fn submit<T>(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Job,
+    ) -> Result<T, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(job(reply))
+            .map_err(|_| Error::EngineStopped)?;
+        answer.await.map_err(|_| Error::EngineStopped)?
+    }
+
+    /// The UIDs of tenants seen deleted: the watch's delete handler records them at once, so a
+    /// decision queued before the delete was seen places nothing.
+    pub fn gone(&self) -> Arc<GoneUids> {
+        self.released.clone()
+    }
+
+    /// Keeps a copy of a node that a write outside the engine (a finalizer patch) returned.
+    pub fn remember(&self, node: Node) {
+        self.nodes.recent.remember(node);
+    }
+
+    /// The newest known copy of one node: the watch cache overlaid with our own writes and
+    /// re-reads. `None` when the cache does not hold it (never created, or deleted).
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        let cached = self.nodes.cache.get(&ObjectRef::new(name))?;
+        Some(self.nodes.recent.freshest(cached))
+    }
+
+    /// The node holding this UID, and what it holds (first by name), from the current view.
+    pub fn holding(&self, uid: &str) -> Option<(String, placement::Resources)> {
+        let view = View::build(self.nodes.snapshot());
+        let mut holders: Vec<_> = view
+            .ledgers
+            .iter()
+            .filter_map(|l| l.entry_of(uid).map(|e| (l.name().to_owned(), e.resources)))
+            .collect();
+        holders.sort_by(|a, b| a.0.cmp(&b.0));
+        holders.into_iter().next()
+    }
+}
+
+impl Nodes {
+    /// The newest known copy of every node in the watch cache.
+    fn snapshot(&self) -> Vec<Arc<Node>> {
+        let cached = self.cache.state();
+        self.recent
+            .retain_present(|_, name| self.cache.get(&ObjectRef::new(name)).is_some());
+        cached
+            .into_iter()
+            .map(|node| self.recent.freshest(node))
+            .collect()
+    }
+}
+
+/// The engine task's state.
+struct Engine {
+    nodes: Arc<Nodes>,
+    released: Arc<GoneUids>,
+    config: EngineConfig,
+    /// Decisions made so far (RoundRobin's turn).
+    turn: u64,
+}
+
+impl Engine {
+    /// Drain what is queued, decide it as one batch, commit each touched node in one guarded
+    /// write (nodes concurrently), answer, and carry over what must be decided again.
+    async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<Job>) {
+        let mut carried: Vec<Queued> = Vec::new();
+        loop {
+            if carried.is_empty() {
+                match jobs.recv().await {
+                    Some(job) => carried.push(Queued::new(job)),
+                    None => return,
+                }
+            }
+            while carried.len() < MAX_BATCH {
+                match jobs.try_recv() {
+                    Ok(job) => carried.push(Queued::new(job)),
+                    Err(_) => break,
+                }
+            }
+            if let Err(error) = self.nodes.synced.wait().await {
+                for queued in carried.drain(..) {
+                    queued.job.fail(Error::CacheClosed);
+                }
+                tracing::error!(%error, "node cache closed: the engine stops");
+                return;
+            }
+            let batch = std::mem::take(&mut carried);
+            carried = self.run_batch(batch).await;
+            if let Some(most) = carried.iter().map(|q| q.conflicts).max() {
+                tokio::time::sleep(self.jitter(most)).await;
+            }
+        }
+    }
+
+    /// One round: decide every job against one view, write the touched nodes, answer.
+    /// Returns the jobs to decide again.
+    async fn run_batch(&mut self, batch: Vec<Queued>) -> Vec<Queued> {
+        let mut view = View::build(self.nodes.snapshot());
+        let waiters = self.waiters_outside(&batch);
+        let waiting: Vec<_> = waiters
+            .iter()
+            .map(|w| ((w.created, w.tenant.clone()), w.wants()))
+            .collect();
+        let now = Time(Timestamp::now());
+        let rules = Rules {
+            policy: self.config.policy,
+            mode: self
+                .config
+                .waiting
+                .as_ref()
+                .map(|room| room.mode())
+                .unwrap_or_default(),
+            waiters: &waiting,
+            released: &self.released,
+            max_writes: self.config.retry.max_writes,
+            turn: self.turn,
+            now: &now,
+        };
+        let (drafts, turn) = decide_batch(batch, &mut view, &rules);
+        self.turn = turn;
+        let mut touched: Vec<&String> = drafts.iter().flat_map(|d| d.nodes.iter()).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let requests: Vec<Node> = touched
+            .into_iter()
+            .filter_map(|name| view.to_write(name, &now))
+            .collect();
+        let failures = self.write(requests).await;
+        let facts: Vec<JobWrites<'_>> = drafts
+            .iter()
+            .map(|d| JobWrites {
+                nodes: &d.nodes,
+                failed: d.decided.failed(),
+                conflicts: d.conflicts,
+            })
+            .collect();
+        let (resolutions, reread) = resolve(&facts, &failures, self.config.retry.max_conflicts);
+        let mut retry = Vec::new();
+        for (draft, resolution) in drafts.into_iter().zip(resolutions) {
+            let Draft { decided, edits, .. } = draft;
+            match resolution {
+                Resolution::Answer => decided.answer(edits),
+                Resolution::Fail(error) => decided.into_job().fail(error),
+                Resolution::Retry { conflicts } => retry.push(Queued {
+                    job: decided.into_job(),
+                    conflicts,
+                }),
+            }
+        }
+        for node in reread {
+            if let Err(error) = self.reread(&node).await {
+                tracing::warn!(%error, node, "re-reading a node after a conflict failed");
+            }
+        }
+        retry
+    }
+
+    /// The waiting tenants older than the youngest tenant decided here, with no job in it.
+    fn waiters_outside(&self, batch: &[Queued]) -> Vec<super::waiting::Waiter> {
+        let Some(room) = &self.config.waiting else {
+            return Vec::new();
+        };
+        let decided: Vec<&OwnedWants> = batch.iter().filter_map(|q| q.job.wants()).collect();
+        // Only waiters older than the youngest tenant decided here can hold room for it.
+        let Some(youngest) = decided.iter().map(|w| (w.created, w.tenant.as_str())).max() else {
+            return Vec::new();
+        };
+        let in_batch: HashSet<&str> = decided.iter().map(|w| w.uid.as_str()).collect();
+        let mut waiters = room.waiters_before(youngest);
+        waiters.retain(|w| !in_batch.contains(w.uid.as_str()));
+        waiters
+    }
+
+    /// Writes each node, concurrently, each guarded by the resourceVersion it was read at.
+    /// Returns the nodes that failed.
+    async fn write(&self, requests: Vec<Node>) -> HashMap<String, NodeFailure> {
+        let api = self.nodes.api.clone();
+        let results: Vec<(String, Result<Node, kube::Error>)> = futures::stream::iter(requests)
+            .map(|updated| {
+                let api = api.clone();
+                async move {
+                    let name = updated.name_any();
+                    let result = api
+                        .replace_status(&name, &PostParams::default(), &updated)
+                        .await;
+                    (name, result)
+                }
+            })
+            .buffer_unordered(CONCURRENT_NODE_WRITES)
+            .collect()
+            .await;
+        let mut failures = HashMap::new();
+        for (node, result) in results {
+            match result {
+                Ok(written) => {
+                    tracing::debug!(node = %node, "node status written");
+                    self.nodes.recent.remember(written);
+                }
+                Err(error) if is_conflict(&error) => {
+                    self.config.metrics.conflict();
+                    tracing::debug!(node = %node, "conflict writing node status");
+                    failures.insert(node, NodeFailure::Conflict);
+                }
+                Err(source) => {
+                    failures.insert(node, NodeFailure::Error(Arc::new(source)));
+                }
+            }
+        }
+        failures
+    }
+
+    /// A pause of up to jitter x 2^(attempt-1), so racing writers spread out.
+    fn jitter(&self, attempt: u32) -> Duration {
+        let ceiling = self
+            .config
+            .retry
+            .jitter
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(8));
+        let millis = u64::try_from(ceiling.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(fastrand::u64(0..=millis))
+    }
+
+    /// Reads one node from the API (not the cache) and makes it the engine's view of that node.
+    async fn reread(&self, name: &str) -> Result<(), Error> {
+        match self.nodes.api.get(name).await {
+            Ok(fresh) => self.nodes.recent.remember(fresh),
+            Err(error) if is_not_found(&error) => self.nodes.recent.forget(None, name),
+            Err(source) => {
+                return Err(Error::ReadNode {
+                    node: name.to_owned(),
+                    source,
+                });
+            }
+        }
+        Ok(())
+    }
+}
