@@ -363,3 +363,237 @@ fn apply(
     edits.push(edit);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::sync::Arc;
+
+    use placement::{EditKind, Resources};
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::Node;
+
+    /// A node of `threads` threads (64 GB, 1000 GB) holding `entries` (uid, threads), each with
+    /// 1 GB and 1 GB; `"bad"` as an amount makes its allocations unreadable.
+    fn node(name: &str, threads: i64, entries: &[(&str, serde_json::Value)]) -> Arc<Node> {
+        let allocations: Vec<_> = entries
+            .iter()
+            .map(|(uid, threads)| {
+                json!({"uid": uid, "tenant": format!("d/{uid}"),
+                       "resources": {"threads": threads, "memoryGb": 1, "storageGb": 1}})
+            })
+            .collect();
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "Node",
+                "metadata": {"name": name, "resourceVersion": "1"},
+                "spec": {"capacity": {"threads": threads, "memoryGb": 64, "storageGb": 1000}},
+                "status": {"allocations": allocations},
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn wants(uid: &str, threads: u64, created: i64) -> OwnedWants {
+        OwnedWants {
+            uid: uid.into(),
+            tenant: format!("d/{uid}"),
+            footprint: Resources::new(threads, 1, 1),
+            suspend: false,
+            status_node: None,
+            created: Some(Timestamp::from_second(created).unwrap()),
+        }
+    }
+
+    type Answer<T> = oneshot::Receiver<Result<T, Error>>;
+
+    fn decide(wants: OwnedWants) -> (Queued, Answer<Committed>) {
+        let (reply, answer) = oneshot::channel();
+        (Queued::new(Job::Decide { wants, reply }), answer)
+    }
+
+    fn release(uid: &str) -> (Queued, Answer<Vec<Edit>>) {
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Release {
+            uid: uid.into(),
+            tenant: format!("d/{uid}"),
+            reply,
+        };
+        (Queued::new(job), answer)
+    }
+
+    fn refresh(node: &str) -> (Queued, Answer<()>) {
+        let (reply, answer) = oneshot::channel();
+        let job = Job::Refresh {
+            node: node.into(),
+            reply,
+        };
+        (Queued::new(job), answer)
+    }
+
+    /// Decides `batch` against `nodes` with `waiters` outside it, answers every draft as if all
+    /// writes were committed, and returns the drafts' nodes and the view.
+    fn run(
+        nodes: Vec<Arc<Node>>,
+        batch: Vec<Queued>,
+        waiters: &[(QueueKey, TenantWants<'_>)],
+        released: &GoneUids,
+        max_writes: u32,
+    ) -> (Vec<Vec<String>>, View) {
+        let mut view = View::build(nodes);
+        let now = Time(Timestamp::now());
+        let rules = Rules {
+            policy: Policy::FirstFit,
+            mode: QueueMode::BestEffortFifo,
+            waiters,
+            released,
+            max_writes,
+            turn: 0,
+            now: &now,
+        };
+        let (drafts, _) = decide_batch(batch, &mut view, &rules);
+        let touched = drafts.iter().map(|d| d.nodes.clone()).collect();
+        for draft in drafts {
+            draft.decided.answer(draft.edits);
+        }
+        (touched, view)
+    }
+
+    fn plan_of(answer: &mut Answer<Committed>) -> Plan {
+        answer.try_recv().unwrap().unwrap().plan
+    }
+
+    #[test]
+    fn releases_go_first_then_tenants_oldest_first_whatever_order_they_came_in() {
+        // n1: 8 threads, "old-t" holds 6 (2 free). Young (4, created at 20) came first, old (4,
+        // created at 10) second, the release of old-t last. Released first: 8 free; old takes
+        // 4 (4 left); young takes the other 4.
+        let nodes = vec![node("n1", 8, &[("old-t", json!(6))])];
+        let (young, mut young_answer) = decide(wants("young", 4, 20));
+        let (old, mut old_answer) = decide(wants("old", 4, 10));
+        let (gone, mut gone_answer) = release("old-t");
+        let (touched, view) = run(nodes, vec![young, old, gone], &[], &GoneUids::default(), 8);
+        let released = gone_answer.try_recv().unwrap().unwrap();
+        assert_eq!(released.len(), 1);
+        assert_eq!(released[0].kind, EditKind::Release);
+        assert!(matches!(plan_of(&mut old_answer), Plan::Holding { node, .. } if node == "n1"));
+        assert!(matches!(plan_of(&mut young_answer), Plan::Holding { node, .. } if node == "n1"));
+        assert_eq!(
+            touched,
+            [vec!["n1".to_owned()], vec!["n1".into()], vec!["n1".into()]]
+        );
+        let uids: Vec<&str> = view.ledgers[0]
+            .entries()
+            .iter()
+            .map(|e| e.uid.as_str())
+            .collect();
+        assert_eq!(uids, ["old", "young"]);
+    }
+
+    #[test]
+    fn a_tenant_released_in_the_same_batch_is_never_placed() {
+        let nodes = vec![node("n1", 8, &[])];
+        let (placed, mut answer) = decide(wants("acme", 2, 10));
+        let (gone, _) = release("acme");
+        let released = GoneUids::default();
+        let (touched, view) = run(nodes, vec![placed, gone], &[], &released, 8);
+        assert!(matches!(
+            answer.try_recv().unwrap(),
+            Err(Error::TenantReleased { .. })
+        ));
+        assert!(released.contains("acme"));
+        assert_eq!(touched, [Vec::<String>::new(), Vec::new()]);
+        assert!(view.ledgers[0].entries().is_empty());
+    }
+
+    #[test]
+    fn a_tenant_on_an_unreadable_node_is_not_decided_and_that_node_is_not_refreshed() {
+        // n1's allocations hold a negative amount: no ledger, never written.
+        let nodes = vec![node("n1", 8, &[("acme", json!(-1))]), node("n2", 8, &[])];
+        let (placed, mut placed_answer) = decide(wants("acme", 2, 10));
+        let (refreshed, mut refresh_answer) = refresh("n1");
+        let (touched, view) = run(nodes, vec![placed, refreshed], &[], &GoneUids::default(), 8);
+        assert!(matches!(
+            placed_answer.try_recv().unwrap(),
+            Err(Error::UnreadableNode { node, .. }) if node == "n1"
+        ));
+        assert!(matches!(
+            refresh_answer.try_recv().unwrap(),
+            Err(Error::UnreadableNode { node, .. }) if node == "n1"
+        ));
+        assert_eq!(touched, [Vec::<String>::new(), Vec::new()]);
+        assert!(view.ledger("n1").is_none() && view.ledger("n2").unwrap().entries().is_empty());
+    }
+
+    #[test]
+    fn a_job_past_its_write_budget_fails_instead_of_looping() {
+        // acme is on n1, n2 and n3 (duplicates): two drops are needed, the budget is one.
+        let nodes = ["n1", "n2", "n3"]
+            .map(|n| node(n, 8, &[("acme", json!(2))]))
+            .to_vec();
+        let (placed, mut answer) = decide(wants("acme", 2, 10));
+        let (touched, _) = run(nodes, vec![placed], &[], &GoneUids::default(), 1);
+        assert!(matches!(
+            answer.try_recv().unwrap(),
+            Err(Error::TooManyWrites { writes: 1, .. })
+        ));
+        assert_eq!(
+            touched,
+            [vec!["n2".to_owned()]],
+            "the one drop made is still written"
+        );
+    }
+
+    #[test]
+    fn room_held_for_an_older_waiter_keeps_a_younger_tenant_out_and_is_never_written() {
+        // n1: 8 threads. "older" (6, created at 5) waits outside the batch: it holds 6, 2 are
+        // left, and the younger tenant (4) waits too, told that room was held back.
+        let nodes = vec![node("n1", 8, &[])];
+        let older = wants("older", 6, 5);
+        let waiters = [(older.key(), older.borrowed())];
+        let (young, mut answer) = decide(wants("young", 4, 20));
+        let (touched, view) = run(nodes, vec![young], &waiters, &GoneUids::default(), 8);
+        let committed = answer.try_recv().unwrap().unwrap();
+        assert!(matches!(committed.plan, Plan::Pending(_)), "{committed:?}");
+        assert!(committed.held_back && committed.writes.is_empty());
+        assert_eq!(touched, [Vec::<String>::new()]);
+        assert_eq!(view.ledgers[0].holds().len(), 1);
+        // Even if n1 were written now, its status would name no hold.
+        let written = view.to_write("n1", &Time(Timestamp::now())).unwrap();
+        assert!(written.allocations().is_empty());
+    }
+
+    #[test]
+    fn a_refresh_waits_on_its_node_only_when_the_status_is_stale() {
+        // "stale": its status has no totals yet. "fresh": its status is what its entries give
+        // (computed earlier, so only a kept transition time makes it equal). "gone": not known.
+        let fresh = {
+            let mut fresh = Node::clone(&node("fresh", 8, &[("acme", json!(2))]));
+            let ledger = fresh.ledger().unwrap();
+            let earlier = Time(Timestamp::from_second(1).unwrap());
+            fresh.status =
+                Some(fresh.status_for(ledger.entries(), ledger.view().capacity, &earlier));
+            Arc::new(fresh)
+        };
+        let (stale, mut stale_answer) = refresh("stale");
+        let (current, mut current_answer) = refresh("fresh");
+        let (missing, mut missing_answer) = refresh("gone");
+        let (touched, _) = run(
+            vec![node("stale", 8, &[]), fresh],
+            vec![stale, current, missing],
+            &[],
+            &GoneUids::default(),
+            8,
+        );
+        // Refreshes are decided by node name: fresh, gone, stale.
+        assert_eq!(
+            touched,
+            [Vec::<String>::new(), Vec::new(), vec!["stale".to_owned()]]
+        );
+        assert!(stale_answer.try_recv().unwrap().is_ok());
+        assert!(current_answer.try_recv().unwrap().is_ok());
+        assert!(missing_answer.try_recv().unwrap().is_ok());
+    }
+}
