@@ -120,7 +120,13 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         tracing::warn!(%status, "could not create the default namespace");
     }
     // The controller runs as in `run`, reporting into the handles its HTTP server shows.
-    let state = serve::State::default();
+    let state = serve::State::new(
+        controller::Handles::default(),
+        serve::Settings {
+            page: true,
+            policy: options.settings.policy.to_string(),
+        },
+    );
     let controller = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
         options.settings.clone(),
@@ -396,5 +402,23 @@ mod tests {
             error.to_string().contains("--allow-non-loopback"),
             "{error}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_page_states_the_policy_the_controller_places_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SandboxOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            allow_non_loopback: false,
+            kubeconfig_out: dir.path().join("kubeconfig"),
+            files: Vec::new(),
+            settings: Settings {
+                policy: placement::Policy::BestFit,
+                ..Settings::default()
+            },
+        };
+        let sandbox = start(&options).await.unwrap();
+        let page = sandbox.state.page().expect("the sandbox serves its page");
+        assert_eq!(page.snapshot().policy.name, "BestFit");
     }
 }
