@@ -6,7 +6,9 @@
 //!     └ writer  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
 //!   leader      leader election on a Lease, guarded by resourceVersion
-//!   metrics     Prometheus metrics and the /healthz, /readyz, /metrics server
+//!   metrics     the counters the controller reports into (prometheus-client)
+//!   serve       the HTTP side: /healthz, /readyz, /metrics (gauges read from the watch caches)
+//!     └ page    the read-only fleet page and /api/fleet
 //!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
 //!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
 //!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
@@ -18,9 +20,9 @@ pub mod invariants;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
-pub mod page;
 pub mod report;
 pub mod sandbox;
+pub mod serve;
 pub mod sim;
 
 pub use error::Error;

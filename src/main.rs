@@ -10,7 +10,7 @@ use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
 use tenant_placer::report::FleetReport;
 use tenant_placer::sim::Fleet;
-use tenant_placer::{manifests, metrics};
+use tenant_placer::{manifests, serve};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -254,14 +254,18 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         ..args.placement.settings()
     };
     tracing::info!(?settings, "starting tenant-placer");
-    let telemetry = controller::Telemetry {
-        page: !args.no_page,
-        policy: args.placement.policy.to_string(),
-        ..controller::Telemetry::default()
-    };
-    let server = metrics::serve(args.metrics_addr, telemetry.clone());
+    // The controller reports into the handles; the server shows them.
+    let handles = controller::Handles::default();
+    let state = serve::State::new(
+        handles.clone(),
+        serve::Settings {
+            page: !args.no_page,
+            policy: args.placement.policy.to_string(),
+        },
+    );
+    let server = serve::serve(args.metrics_addr, state);
     tokio::select! {
-        () = controller::run_with(client, settings, telemetry.clone()) => Ok(()),
+        () = controller::run_with(client, settings, handles) => Ok(()),
         served = server => Err(format!("the metrics server on {} stopped: {served:?}", args.metrics_addr).into()),
     }
 }

@@ -20,9 +20,10 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::controller::{self, Settings, Telemetry};
+use crate::controller::{self, Settings};
 use crate::leader::AbortOnDrop;
 use crate::manifests::{self, ManifestError};
+use crate::serve;
 use crate::sim::{Fleet, FleetError};
 
 /// The annotation `kubectl apply` keeps its last applied configuration in.
@@ -86,8 +87,8 @@ pub struct Sandbox {
     pub page_addr: SocketAddr,
     /// The fleet page's URL (`http://ADDR/`).
     pub page_url: String,
-    /// What the controller reports (readiness, metrics, the fleet page's data).
-    pub telemetry: Telemetry,
+    /// What the page server shows of the controller (readiness, metrics, the fleet page).
+    pub state: serve::State,
     /// The in-memory API.
     pub fleet: Fleet,
     server: JoinHandle<()>,
@@ -118,12 +119,18 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     if let Err(status) = fleet.api.create(default_namespace) {
         tracing::warn!(%status, "could not create the default namespace");
     }
-    // The controller runs as in `run`, reporting into the telemetry its HTTP server shows.
-    let telemetry = Telemetry::default();
+    // The controller runs as in `run`, reporting into the handles its HTTP server shows.
+    let state = serve::State::new(
+        controller::Handles::default(),
+        serve::Settings {
+            page: true,
+            policy: options.settings.policy.to_string(),
+        },
+    );
     let controller = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
         options.settings.clone(),
-        telemetry.clone(),
+        state.handles(),
     )));
     let page_listen = SocketAddr::new(loopback_like(options.listen.ip()), 0);
     let page_listener =
@@ -139,9 +146,9 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
             addr: page_listen,
             source,
         })?;
-    let page_telemetry = telemetry.clone();
+    let page_state = state.clone();
     let page_server = AbortOnDrop(tokio::spawn(async move {
-        if let Err(error) = crate::metrics::serve_on(page_listener, page_telemetry).await {
+        if let Err(error) = serve::serve_on(page_listener, page_state).await {
             tracing::error!(%error, "the page server stopped");
         }
     }));
@@ -183,7 +190,7 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         applied: objects,
         page_addr,
         page_url: format!("http://{page_addr}/"),
-        telemetry,
+        state,
         fleet,
         server,
         _controller: controller,
@@ -395,5 +402,23 @@ mod tests {
             error.to_string().contains("--allow-non-loopback"),
             "{error}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_page_states_the_policy_the_controller_places_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SandboxOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            allow_non_loopback: false,
+            kubeconfig_out: dir.path().join("kubeconfig"),
+            files: Vec::new(),
+            settings: Settings {
+                policy: placement::Policy::BestFit,
+                ..Settings::default()
+            },
+        };
+        let sandbox = start(&options).await.unwrap();
+        let page = sandbox.state.page().expect("the sandbox serves its page");
+        assert_eq!(page.snapshot().policy.name, "BestFit");
     }
 }

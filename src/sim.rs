@@ -122,16 +122,12 @@ impl Fleet {
 
     /// Starts the real controller run loop; a running one is stopped first (a restart).
     pub fn start(&self, settings: Settings) {
-        self.start_with(settings, controller::Telemetry::default());
+        self.start_with(settings, controller::Handles::default());
     }
 
-    /// [`Fleet::start`], reporting metrics and readiness into `telemetry`.
-    pub fn start_with(&self, settings: Settings, telemetry: controller::Telemetry) {
-        let task = tokio::spawn(controller::run_with(
-            self.client.clone(),
-            settings,
-            telemetry,
-        ));
+    /// [`Fleet::start`], reporting readiness, metrics and its caches into `handles`.
+    pub fn start_with(&self, settings: Settings, handles: controller::Handles) {
+        let task = tokio::spawn(controller::run_with(self.client.clone(), settings, handles));
         let mut slot = self
             .controller
             .lock()

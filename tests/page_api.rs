@@ -13,10 +13,11 @@ use http_body_util::BodyExt;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tenant_placer::api::Tenant;
-use tenant_placer::controller::{self, Settings, Telemetry};
+use tenant_placer::controller::{self, Settings};
 use tenant_placer::leader::AbortOnDrop;
+use tenant_placer::manifests;
+use tenant_placer::serve::{self, State};
 use tenant_placer::sim::Fleet;
-use tenant_placer::{manifests, metrics};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How long any one wait may take.
@@ -27,13 +28,13 @@ fn examples() -> PathBuf {
 }
 
 /// The examples applied (Nodes first) to an in-memory API with the controller running and
-/// reporting into `telemetry`; returns when the controller is quiet.
-async fn fleet_with_examples(telemetry: &Telemetry) -> (Fleet, AbortOnDrop) {
+/// reporting into `state`'s handles; returns when the controller is quiet.
+async fn fleet_with_examples(state: &State) -> (Fleet, AbortOnDrop) {
     let fleet = Fleet::new().unwrap();
     let running = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
         Settings::default(),
-        telemetry.clone(),
+        state.handles(),
     )));
     let objects = manifests::read_paths(&[examples()]).unwrap();
     let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
@@ -50,8 +51,8 @@ async fn fleet_with_examples(telemetry: &Telemetry) -> (Fleet, AbortOnDrop) {
     (fleet, running)
 }
 
-async fn get_json(path: &str, telemetry: &Telemetry) -> Value {
-    let response = metrics::respond_with(path, telemetry);
+async fn get_json(path: &str, state: &State) -> Value {
+    let response = serve::respond_with(path, state);
     assert_eq!(response.status(), 200, "GET {path}");
     assert_eq!(
         response.headers()["content-type"],
@@ -87,9 +88,9 @@ async fn patch_acme_to_cluster(fleet: &Fleet) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_shortfall_and_first_fit()
 {
-    let telemetry = Telemetry::default();
-    let (fleet, _running) = fleet_with_examples(&telemetry).await;
-    let view = get_json("/api/fleet", &telemetry).await;
+    let state = State::default();
+    let (fleet, _running) = fleet_with_examples(&state).await;
+    let view = get_json("/api/fleet", &state).await;
 
     assert_eq!(view["live"], true, "{view:#}");
     assert_eq!(view["role"], "leading");
@@ -192,7 +193,7 @@ async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_short
     // The same data again is the same generation; a change makes a new one.
     let generation = view["generation"].as_u64().unwrap();
     assert_eq!(
-        get_json("/api/fleet", &telemetry).await["generation"],
+        get_json("/api/fleet", &state).await["generation"],
         generation
     );
     patch_acme_to_cluster(&fleet).await;
@@ -200,15 +201,15 @@ async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_short
         .settle(Duration::from_millis(100), WAIT)
         .await
         .unwrap();
-    let after = get_json("/api/fleet", &telemetry).await;
+    let after = get_json("/api/fleet", &state).await;
     assert!(after["generation"].as_u64().unwrap() > generation);
     assert_eq!(node(&after, "node-eu-1")["allocated"]["threads"], 4);
 }
 
 #[tokio::test]
 async fn the_page_is_html_with_its_own_assets_and_answers_only_get() {
-    let telemetry = Telemetry::default();
-    let page = metrics::respond_with("/", &telemetry);
+    let state = State::default();
+    let page = serve::respond_with("/", &state);
     assert_eq!(page.status(), 200);
     assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
@@ -226,21 +227,24 @@ async fn the_page_is_html_with_its_own_assets_and_answers_only_get() {
         ("/fleet.css", "text/css; charset=utf-8"),
         ("/fleet.js", "text/javascript; charset=utf-8"),
     ] {
-        let response = metrics::respond_with(path, &telemetry);
+        let response = serve::respond_with(path, &state);
         assert_eq!(response.status(), 200, "{path}");
         assert_eq!(response.headers()["content-type"], content_type);
     }
-    let post = metrics::respond_to(&http::Method::POST, "/api/fleet", &telemetry);
+    let post = serve::respond_to(&http::Method::POST, "/api/fleet", &state);
     assert_eq!(post.status(), 405);
     assert_eq!(post.headers()["allow"], "GET, HEAD");
 }
 
 #[tokio::test]
 async fn with_the_page_off_its_paths_are_404_and_metrics_stay() {
-    let telemetry = Telemetry {
-        page: false,
-        ..Telemetry::default()
-    };
+    let state = State::new(
+        controller::Handles::default(),
+        serve::Settings {
+            page: false,
+            ..serve::Settings::default()
+        },
+    );
     for path in [
         "/",
         "/api/fleet",
@@ -248,20 +252,16 @@ async fn with_the_page_off_its_paths_are_404_and_metrics_stay() {
         "/fleet.js",
         "/fleet.css",
     ] {
-        assert_eq!(
-            metrics::respond_with(path, &telemetry).status(),
-            404,
-            "{path}"
-        );
+        assert_eq!(serve::respond_with(path, &state).status(), 404, "{path}");
     }
-    assert_eq!(metrics::respond_with("/metrics", &telemetry).status(), 200);
-    assert_eq!(metrics::respond_with("/healthz", &telemetry).status(), 200);
+    assert_eq!(serve::respond_with("/metrics", &state).status(), 200);
+    assert_eq!(serve::respond_with("/healthz", &state).status(), 200);
 }
 
 #[tokio::test]
 async fn a_replica_that_does_not_lead_says_so_and_shows_no_numbers() {
-    let telemetry = Telemetry::default();
-    let view = get_json("/api/fleet", &telemetry).await;
+    let state = State::default();
+    let view = get_json("/api/fleet", &state).await;
     assert_eq!(view["live"], false);
     assert_eq!(view["role"], "starting");
     assert!(view["totals"].is_null());
@@ -343,12 +343,12 @@ fn parse_event(text: &str) -> (String, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_event_stream_pushes_a_change_within_seconds_and_heartbeats_while_quiet() {
-    let telemetry = Telemetry::default();
-    let (fleet, _running) = fleet_with_examples(&telemetry).await;
+    let state = State::default();
+    let (fleet, _running) = fleet_with_examples(&state).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let _server = AbortOnDrop(tokio::spawn(async move {
-        metrics::serve_on(listener, telemetry).await.unwrap();
+        serve::serve_on(listener, state).await.unwrap();
     }));
 
     let mut events = EventStream::open(addr, "/api/fleet/events").await;

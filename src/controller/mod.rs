@@ -12,7 +12,10 @@
 //! - tenants waiting for room are re-checked when a node could take them (WaitingRoom) and
 //!   otherwise at a fallback interval that backs off while nothing changes;
 //! - the Node writer decides only from a synced node cache;
-//! - an entry is released as an orphan only after a direct read confirms its tenant is gone.
+//! - an entry is released as an orphan only after a direct read confirms its tenant is gone;
+//! - the controller is handed what it reports into ([`Handles`]: [`Health`], the
+//!   [`Metrics`] it counts into, the [`Caches`] of each term) and knows
+//!   nothing of HTTP, the page or metrics formatting (docs/design.md, "The parts").
 
 pub mod claims;
 pub mod decode;
@@ -390,7 +393,8 @@ pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context
     Action::requeue(delay)
 }
 
-/// What `/readyz` reports: the leader (or the only replica) with synced caches, or a standby.
+/// This replica's part, written by the run loop: the leader (or the only replica) with synced
+/// caches, a standby, or starting. The serving layer answers `/readyz` from it.
 #[derive(Debug, Default)]
 pub struct Health {
     caches_synced: AtomicBool,
@@ -399,7 +403,7 @@ pub struct Health {
     standby: AtomicBool,
 }
 
-/// This replica's part, as `/readyz` and the `tenant_placer_leader` metric show it.
+/// This replica's part (shown by `/readyz`, the `tenant_placer_leader` gauge and the fleet page).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
     /// Reconciling, caches synced.
@@ -429,44 +433,61 @@ impl Health {
     }
 }
 
-/// What the HTTP server shows of a running controller.
-#[derive(Clone, Debug)]
-pub struct Telemetry {
-    pub health: Arc<Health>,
-    pub metrics: Arc<Metrics>,
-    /// The placement policy in force, by name (`FirstFit`, `BestFit`, `LeastLoaded`,
-    /// `RoundRobin`): the fleet page states its rule. Default `FirstFit`.
-    pub policy: String,
-    /// Serve the read-only fleet page (`/`, `/api/fleet`, `/api/fleet/events`) beside the
-    /// metrics; `run --no-page` turns it off (those paths then answer 404). Default on.
-    pub page: bool,
-    /// The fleet page's change counter, shared by every request and live view.
-    pub fleet: Arc<crate::page::FleetFeed>,
+/// The watch caches of the current leadership term, for whoever reads the fleet without asking
+/// the API server (the serving layer's gauges and page). Empty until the controller first runs;
+/// each term replaces them (a past term's stay until then).
+#[derive(Clone, Default)]
+pub struct Caches {
+    stores: Arc<Mutex<Option<Stores>>>,
 }
 
-impl Default for Telemetry {
-    fn default() -> Self {
-        Telemetry {
-            health: Arc::default(),
-            metrics: Arc::default(),
-            policy: "FirstFit".to_owned(),
-            page: true,
-            fleet: Arc::default(),
-        }
+/// The node and tenant watch caches of one term.
+pub type Stores = (Store<Node>, Store<Tenant>);
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caches")
+            .field("set", &self.get().is_some())
+            .finish()
     }
+}
+
+impl Caches {
+    /// Hands out these stores from now on (the controller, at the start of each term; tests
+    /// that fill stores by hand).
+    pub fn set(&self, nodes: Store<Node>, tenants: Store<Tenant>) {
+        *self.stores.lock().unwrap_or_else(PoisonError::into_inner) = Some((nodes, tenants));
+    }
+
+    /// The node and tenant stores, once the controller has set them.
+    pub fn get(&self) -> Option<Stores> {
+        self.stores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// What a running controller reports into: readiness, counters, and its watch caches. Whoever
+/// shows them (the HTTP server, a test) holds clones; the controller knows nothing of them.
+#[derive(Clone, Debug, Default)]
+pub struct Handles {
+    pub health: Arc<Health>,
+    pub metrics: Arc<Metrics>,
+    pub caches: Caches,
 }
 
 /// Runs the controllers until a shutdown signal: at once, or while leading with leader election.
 pub async fn run(client: Client, settings: Settings) {
-    run_with(client, settings, Telemetry::default()).await;
+    run_with(client, settings, Handles::default()).await;
 }
 
-/// [`run`], reporting readiness and metrics into `telemetry`.
-pub async fn run_with(client: Client, settings: Settings, telemetry: Telemetry) {
-    let health = telemetry.health.clone();
+/// [`run`], reporting readiness, counters and its watch caches into `handles`.
+pub async fn run_with(client: Client, settings: Settings, handles: Handles) {
+    let health = handles.health.clone();
     let Some(lease) = settings.leader_election.clone() else {
         health.leading.store(true, Ordering::SeqCst);
-        return run_controllers(client, settings, telemetry).await;
+        return run_controllers(client, settings, handles).await;
     };
     let (mut leading, _election) = leader::spawn(client.clone(), lease);
     loop {
@@ -482,7 +503,7 @@ pub async fn run_with(client: Client, settings: Settings, telemetry: Telemetry) 
         let mut controllers = AbortOnDrop(tokio::spawn(run_controllers(
             client.clone(),
             settings.clone(),
-            telemetry.clone(),
+            handles.clone(),
         )));
         let finished = loop {
             tokio::select! {
@@ -507,10 +528,12 @@ pub async fn run_with(client: Client, settings: Settings, telemetry: Telemetry) 
 }
 
 /// Both controllers, sharing one context and one Node writer.
-async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetry) {
-    let Telemetry {
-        health, metrics, ..
-    } = telemetry;
+async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
+    let Handles {
+        health,
+        metrics,
+        caches,
+    } = handles;
     let nodes: Api<Node> = Api::all(client.clone());
     let (node_cache, node_feed) = reflector::store::<Node>();
     let (tenant_cache, tenant_feed) = reflector::store::<Tenant>();
@@ -594,7 +617,7 @@ async fn run_controllers(client: Client, settings: Settings, telemetry: Telemetr
         tenant_events.predicate_filter(asks_changed, Default::default()),
         tenant_cache.clone(),
     );
-    metrics.watch_caches(node_cache.clone(), tenant_cache.clone());
+    caches.set(node_cache.clone(), tenant_cache.clone());
     let concurrency = settings.concurrency;
     let publisher =
         publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());

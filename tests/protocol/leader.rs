@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use inmem_apiserver::ApiServer;
 use kube::Client;
-use tenant_placer::controller::{self, Role, Telemetry};
+use tenant_placer::controller::{self, Role};
 use tenant_placer::leader::LeaseConfig;
-use tenant_placer::metrics;
+use tenant_placer::serve::{self, State};
 
 use crate::*;
 
@@ -41,10 +41,7 @@ where
     }
 }
 
-fn replica(
-    fleet: &Fleet,
-    identity: &str,
-) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>, Telemetry) {
+fn replica(fleet: &Fleet, identity: &str) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>, State) {
     let writes = Arc::new(AtomicU64::new(0));
     let client = Client::new(
         Counted {
@@ -63,11 +60,11 @@ fn replica(
         leader_election: Some(lease),
         ..settings()
     };
-    let telemetry = Telemetry::default();
+    let state = State::default();
     (
-        tokio::spawn(controller::run_with(client, settings, telemetry.clone())),
+        tokio::spawn(controller::run_with(client, settings, state.handles())),
         writes,
-        telemetry,
+        state,
     )
 }
 
@@ -80,8 +77,8 @@ async fn only_the_leader_writes_and_when_it_dies_the_other_replica_takes_over_an
     {
         fleet.api.apply(object).unwrap();
     }
-    let (a, writes_a, telemetry_a) = replica(&fleet, "replica-a");
-    let (b, writes_b, telemetry_b) = replica(&fleet, "replica-b");
+    let (a, writes_a, state_a) = replica(&fleet, "replica-a");
+    let (b, writes_b, state_b) = replica(&fleet, "replica-b");
     fleet
         .settle(Duration::from_millis(300), Duration::from_secs(20))
         .await
@@ -95,19 +92,16 @@ async fn only_the_leader_writes_and_when_it_dies_the_other_replica_takes_over_an
         "exactly one replica writes: a {a_wrote}, b {b_wrote}"
     );
     // Both are Ready (a standby must not block rollouts); only one says it leads.
-    let roles: Vec<_> = [&telemetry_a, &telemetry_b]
+    let roles: Vec<_> = [&state_a, &state_b]
         .iter()
-        .map(|t| t.health.role())
+        .map(|s| s.health().role())
         .collect();
     assert!(
         roles.contains(&Role::Leading) && roles.contains(&Role::Standby),
         "{roles:?}"
     );
-    for telemetry in [&telemetry_a, &telemetry_b] {
-        assert_eq!(
-            metrics::respond("/readyz", &telemetry.metrics, &telemetry.health).status(),
-            200
-        );
+    for state in [&state_a, &state_b] {
+        assert_eq!(serve::respond_with("/readyz", state).status(), 200);
     }
     let (leader, follower_writes) = if a_wrote > 0 {
         (a, writes_b.clone())

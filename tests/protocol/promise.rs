@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kube::CustomResourceExt;
 use tenant_placer::api::{Node, TenantPhase};
-use tenant_placer::controller::{Settings, Telemetry};
+use tenant_placer::controller::{Handles, Settings};
 
 use crate::*;
 
@@ -179,8 +179,8 @@ async fn same_name_create_delete_churn_without_the_finalizer_never_places_a_rele
         ..settings()
     };
     let h = Harness::start_on(ApiServer::new(), &[node("n1", 64, 256, 8000)], no_finalizer).await;
-    let telemetry = Telemetry::default();
-    h.fleet.start_with(h.settings.clone(), telemetry.clone());
+    let handles = Handles::default();
+    h.fleet.start_with(h.settings.clone(), handles.clone());
     // Slow writes: the engine is busy while a create and its delete queue up behind it, so the
     // settle and the release of one UID meet in one batch.
     h.fleet.api.set_cost_model(Some(inmem_apiserver::CostModel {
@@ -229,7 +229,7 @@ async fn same_name_create_delete_churn_without_the_finalizer_never_places_a_rele
         "placed again after its release: {replaced:?}"
     );
     assert_eq!(
-        telemetry.metrics.orphans_released(),
+        handles.metrics.orphans_released(),
         0,
         "routine churn is not an orphan"
     );

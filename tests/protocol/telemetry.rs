@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use tenant_placer::controller::{self, EventLevel, Telemetry};
-use tenant_placer::metrics;
+use http_body_util::BodyExt;
+use tenant_placer::controller::{self, EventLevel};
+use tenant_placer::serve::{self, State};
 
 use crate::*;
 
@@ -16,10 +17,9 @@ async fn metrics_show_reconciles_tenants_by_phase_and_node_allocation_and_readyz
     {
         fleet.api.apply(object).unwrap();
     }
-    let telemetry = Telemetry::default();
-    let (health, registry) = (telemetry.health.clone(), telemetry.metrics.clone());
+    let state = State::default();
     assert_eq!(
-        metrics::respond("/readyz", &registry, &health).status(),
+        serve::respond_with("/readyz", &state).status(),
         503,
         "not ready before the caches sync"
     );
@@ -29,18 +29,17 @@ async fn metrics_show_reconciles_tenants_by_phase_and_node_allocation_and_readyz
             events: EventLevel::All,
             ..settings()
         },
-        telemetry,
+        state.handles(),
     ));
     fleet
         .settle(Duration::from_millis(100), Duration::from_secs(20))
         .await
         .unwrap();
-    assert_eq!(
-        metrics::respond("/readyz", &registry, &health).status(),
-        200
-    );
+    assert_eq!(serve::respond_with("/readyz", &state).status(), 200);
 
-    let text = registry.render();
+    let metrics = serve::respond_with("/metrics", &state);
+    let body = metrics.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8(body.to_vec()).unwrap();
     for line in [
         "tenant_placer_tenants{phase=\"Active\"} 1\n",
         "tenant_placer_tenants{phase=\"PendingCapacity\"} 1\n",
@@ -48,6 +47,8 @@ async fn metrics_show_reconciles_tenants_by_phase_and_node_allocation_and_readyz
         "tenant_placer_node_allocated{node=\"node-eu-1\",dimension=\"threads\"} 2\n",
         "tenant_placer_node_capacity{node=\"node-eu-1\",dimension=\"threads\"} 64\n",
         "tenant_placer_placement_conflicts_total 0\n",
+        "tenant_placer_undecodable_objects_total{kind=\"node\"} 0\n",
+        "tenant_placer_leader 1\n",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }

@@ -20,8 +20,7 @@ use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::Frame;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{Body, observe, view_of};
-use crate::controller::Telemetry;
+use super::{Body, Page, observe, view_of};
 
 /// How often a stream looks at the caches.
 const TICK: Duration = Duration::from_millis(250);
@@ -32,8 +31,8 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// What EventSource waits before reconnecting, in milliseconds.
 const RETRY_MS: u64 = 2000;
 
-pub(super) fn respond(method: &Method, telemetry: &Telemetry) -> Response<Body> {
-    let Ok(permit) = telemetry.fleet.streams.clone().try_acquire_owned() else {
+pub(super) fn respond(method: &Method, page: &Page) -> Response<Body> {
+    let Ok(permit) = page.feed.streams.clone().try_acquire_owned() else {
         return super::plain(
             StatusCode::SERVICE_UNAVAILABLE,
             &format!(
@@ -45,13 +44,13 @@ pub(super) fn respond(method: &Method, telemetry: &Telemetry) -> Response<Body> 
     let body = if method == Method::HEAD {
         Empty::new().boxed_unsync()
     } else {
-        StreamBody::new(stream(telemetry.clone(), permit)).boxed_unsync()
+        StreamBody::new(stream(page.clone(), permit)).boxed_unsync()
     };
     super::with_headers(body, StatusCode::OK, "text/event-stream", "no-store")
 }
 
 struct Stream {
-    telemetry: Telemetry,
+    page: Page,
     _permit: OwnedSemaphorePermit,
     /// The generation of the last `fleet` event, None before the first.
     sent: Option<u64>,
@@ -60,12 +59,12 @@ struct Stream {
 }
 
 fn stream(
-    telemetry: Telemetry,
+    page: Page,
     permit: OwnedSemaphorePermit,
 ) -> impl futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + 'static {
     let now = Instant::now();
     let state = Stream {
-        telemetry,
+        page,
         _permit: permit,
         sent: None,
         last_push: now,
@@ -77,11 +76,11 @@ fn stream(
             if !first {
                 tokio::time::sleep(TICK).await;
             }
-            let observed = observe(&s.telemetry);
+            let observed = observe(&s.page);
             let now = Instant::now();
             let moved = s.sent != Some(observed.generation);
             let text = if first || (moved && now.duration_since(s.last_push) >= MIN_PUSH) {
-                let view = view_of(&s.telemetry, &observed);
+                let view = view_of(&s.page, &observed);
                 let json = serde_json::to_string(&view).unwrap_or_else(|error| {
                     tracing::warn!(%error, "could not render the fleet for a live view");
                     String::from("{}")

@@ -1,7 +1,8 @@
-//! "Nodes & Capacity": a read-only, live page of the fleet, served beside `/metrics`.
+//! "Nodes & Capacity": a read-only, live page of the fleet, served beside `/metrics` by
+//! [`crate::serve`].
 //!
 //! ```text
-//!   watch caches (Metrics) ──observe──▶ generation (FleetFeed) ──view──▶ FleetView (JSON)
+//!   watch caches (Caches) ──observe──▶ generation (FleetFeed) ──view──▶ FleetView (JSON)
 //!        Node, Tenant stores               bumps when any cached        │
 //!                                          object or the role changes   ├─ GET /api/fleet
 //!                                                                        └─ GET /api/fleet/events (SSE)
@@ -19,7 +20,9 @@
 //! - at most [`MAX_LIVE_VIEWS`] event streams at once (503 beyond), each ended with its
 //!   connection;
 //! - the HTML, CSS and JavaScript are embedded, served with a Content-Security-Policy that
-//!   allows only this origin; the script writes data with `textContent`, never as HTML.
+//!   allows only this origin; the script writes data with `textContent`, never as HTML;
+//! - the page reads what the controller reports into ([`Health`], [`Caches`]) and knows nothing
+//!   of the server that routes to it: the server hands it a request's method and path.
 
 mod events;
 pub mod view;
@@ -37,7 +40,7 @@ use kube::Resource;
 use tokio::sync::Semaphore;
 
 use crate::api::{Node, Tenant};
-use crate::controller::{Role, Telemetry};
+use crate::controller::{Caches, Health, Role};
 pub use view::FleetView;
 
 /// The page.
@@ -63,10 +66,44 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-
 /// The body of every answer on the metrics address (the event stream is not a `Full` one).
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
+/// The page: what it reads (the controller's [`Health`] and [`Caches`]), the policy it states,
+/// and its change feed. One per server; clones share the feed and the live views' budget.
+#[derive(Clone, Debug)]
+pub struct Page {
+    health: Arc<Health>,
+    caches: Caches,
+    /// The placement policy in force, by name (`FirstFit`, `BestFit`, `LeastLoaded`,
+    /// `RoundRobin`): the page states its rule.
+    policy: String,
+    feed: Arc<FleetFeed>,
+}
+
+impl Page {
+    /// The page of a controller reporting into `health` and `caches`, placing by `policy`.
+    pub fn new(health: Arc<Health>, caches: Caches, policy: impl Into<String>) -> Page {
+        Page {
+            health,
+            caches,
+            policy: policy.into(),
+            feed: Arc::default(),
+        }
+    }
+
+    /// The fleet as `/api/fleet` answers it now.
+    pub fn snapshot(&self) -> FleetView {
+        view_of(self, &observe(self))
+    }
+
+    /// The page's answer to a request, or None when `path` is not one of its paths.
+    pub fn respond(&self, method: &Method, path: &str) -> Option<Response<Body>> {
+        respond(method, path, self)
+    }
+}
+
 /// The generation counter the page reads its "has anything changed" from, and the live views'
-/// budget. One per server (it lives in [`Telemetry`]).
+/// budget. One per [`Page`].
 #[derive(Debug)]
-pub struct FleetFeed {
+struct FleetFeed {
     state: Mutex<FeedState>,
     streams: Arc<Semaphore>,
 }
@@ -108,16 +145,16 @@ struct Observed {
 }
 
 /// Reads the caches (cheap: shared pointers) and finds the generation of what they hold.
-fn observe(telemetry: &Telemetry) -> Observed {
-    let role = telemetry.health.role();
-    let caches = telemetry.metrics.caches();
+fn observe(page: &Page) -> Observed {
+    let role = page.health.role();
+    let caches = page.caches.get();
     let live = role == Role::Leading && caches.is_some();
     let (nodes, tenants) = match caches {
         Some((nodes, tenants)) if live => (nodes.state(), tenants.state()),
         _ => (Vec::new(), Vec::new()),
     };
     let mut hasher = std::hash::DefaultHasher::new();
-    (role_name(role), live, &telemetry.policy).hash(&mut hasher);
+    (role_name(role), live, &page.policy).hash(&mut hasher);
     // Order-independent: the stores hand objects out in no particular order.
     let mut objects = 0u64;
     for meta in nodes
@@ -137,7 +174,7 @@ fn observe(telemetry: &Telemetry) -> Observed {
     }
     (objects, nodes.len(), tenants.len()).hash(&mut hasher);
     Observed {
-        generation: telemetry.fleet.generation_of(hasher.finish()),
+        generation: page.feed.generation_of(hasher.finish()),
         role,
         live,
         nodes,
@@ -161,10 +198,10 @@ fn now() -> String {
         .to_string()
 }
 
-fn view_of(telemetry: &Telemetry, observed: &Observed) -> FleetView {
+fn view_of(page: &Page, observed: &Observed) -> FleetView {
     let policy = view::PolicyView {
-        name: telemetry.policy.clone(),
-        rule: view::policy_rule(&telemetry.policy),
+        name: page.policy.clone(),
+        rule: view::policy_rule(&page.policy),
     };
     let message = match observed.role {
         _ if observed.live => String::new(),
@@ -195,11 +232,6 @@ fn view_of(telemetry: &Telemetry, observed: &Observed) -> FleetView {
     }
 }
 
-/// The fleet as `/api/fleet` answers it now.
-pub fn snapshot(telemetry: &Telemetry) -> FleetView {
-    view_of(telemetry, &observe(telemetry))
-}
-
 /// True for the paths the page serves (`/`, `/api/fleet`, `/api/fleet/events` and its assets).
 pub fn is_page_path(path: &str) -> bool {
     matches!(
@@ -208,9 +240,7 @@ pub fn is_page_path(path: &str) -> bool {
     )
 }
 
-/// The page's answer to a request, or None when `path` is not one of its paths. The caller
-/// checks [`Telemetry::page`] first.
-pub fn respond(method: &Method, path: &str, telemetry: &Telemetry) -> Option<Response<Body>> {
+fn respond(method: &Method, path: &str, page: &Page) -> Option<Response<Body>> {
     if !is_page_path(path) {
         return None;
     }
@@ -228,7 +258,7 @@ pub fn respond(method: &Method, path: &str, telemetry: &Telemetry) -> Option<Res
         INDEX_PATH => asset(INDEX_HTML, "text/html; charset=utf-8"),
         CSS_PATH => asset(FLEET_CSS, "text/css; charset=utf-8"),
         JS_PATH => asset(FLEET_JS, "text/javascript; charset=utf-8"),
-        API_PATH => match serde_json::to_vec(&snapshot(telemetry)) {
+        API_PATH => match serde_json::to_vec(&page.snapshot()) {
             Ok(json) => full(
                 StatusCode::OK,
                 "application/json",
@@ -240,7 +270,7 @@ pub fn respond(method: &Method, path: &str, telemetry: &Telemetry) -> Option<Res
                 &format!("could not render the fleet: {error}\n"),
             ),
         },
-        _ => events::respond(method, telemetry),
+        _ => events::respond(method, page),
     })
 }
 
@@ -308,10 +338,13 @@ mod tests {
         assert_eq!(feed.generation_of(7), 3);
     }
 
+    fn page() -> Page {
+        Page::new(Arc::default(), Caches::default(), "FirstFit")
+    }
+
     #[test]
     fn a_replica_that_is_not_leading_shows_no_numbers_and_says_why() {
-        let telemetry = Telemetry::default();
-        let view = snapshot(&telemetry);
+        let view = page().snapshot();
         assert!(!view.live);
         assert_eq!(view.role, "starting");
         assert!(view.totals.is_none() && view.nodes.is_empty() && view.waiting.is_empty());
@@ -321,31 +354,31 @@ mod tests {
 
     #[test]
     fn only_get_and_head_are_answered() {
-        let telemetry = Telemetry::default();
-        let post = respond(&Method::POST, API_PATH, &telemetry).unwrap();
+        let page = page();
+        let post = page.respond(&Method::POST, API_PATH).unwrap();
         assert_eq!(post.status(), StatusCode::METHOD_NOT_ALLOWED);
-        let page = respond(&Method::GET, INDEX_PATH, &telemetry).unwrap();
-        assert_eq!(page.status(), StatusCode::OK);
+        let index = page.respond(&Method::GET, INDEX_PATH).unwrap();
+        assert_eq!(index.status(), StatusCode::OK);
         assert!(
-            page.headers()[header::CONTENT_SECURITY_POLICY]
+            index.headers()[header::CONTENT_SECURITY_POLICY]
                 .to_str()
                 .unwrap()
                 .contains("script-src 'self'")
         );
-        assert!(respond(&Method::GET, "/metrics", &telemetry).is_none());
+        assert!(page.respond(&Method::GET, "/metrics").is_none());
     }
 
     #[test]
     fn live_views_beyond_the_budget_are_refused_until_one_ends() {
-        let telemetry = Telemetry::default();
+        let page = page();
         let open: Vec<_> = (0..MAX_LIVE_VIEWS)
-            .map(|_| respond(&Method::GET, EVENTS_PATH, &telemetry).unwrap())
+            .map(|_| page.respond(&Method::GET, EVENTS_PATH).unwrap())
             .collect();
         assert!(open.iter().all(|r| r.status() == StatusCode::OK));
-        let refused = respond(&Method::GET, EVENTS_PATH, &telemetry).unwrap();
+        let refused = page.respond(&Method::GET, EVENTS_PATH).unwrap();
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         drop(open);
-        let again = respond(&Method::GET, EVENTS_PATH, &telemetry).unwrap();
+        let again = page.respond(&Method::GET, EVENTS_PATH).unwrap();
         assert_eq!(again.status(), StatusCode::OK);
         assert_eq!(again.headers()[header::CONTENT_TYPE], "text/event-stream");
     }

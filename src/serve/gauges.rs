@@ -1,0 +1,121 @@
+//! The gauges `/metrics` reads at scrape time: tenants by phase, waiting tenants, node capacity and
+//! allocation per dimension (from the controller's watch caches), and whether this replica leads.
+//!
+//! Rules enforced here: nothing is stored and nothing is asked of the API server; a gauge is
+//! computed from the caches of the current term when scraped, so it is never a stale count kept
+//! as current. Before the controller has set its caches only `tenant_placer_leader` is shown.
+//! Allocation is summed from each node's allocations ([`Node::ledger`]), the record of
+//! reservations (docs/design.md, rule 1).
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+
+use crate::api::{Node, Tenant, TenantPhase};
+use crate::controller::{Caches, Health, Role};
+
+/// Encodes the gauges from `health` and `caches` on each scrape.
+#[derive(Debug)]
+pub(super) struct Gauges {
+    pub(super) health: Arc<Health>,
+    pub(super) caches: Caches,
+}
+
+impl Collector for Gauges {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        if let Some((nodes, tenants)) = self.caches.get() {
+            encode_tenants(&mut encoder, &tenants.state())?;
+            encode_nodes(&mut encoder, &nodes.state())?;
+        }
+        let leading = u64::from(self.health.role() == Role::Leading);
+        encoder
+            .encode_descriptor(
+                "tenant_placer_leader",
+                "1 while this replica leads (and reconciles), else 0.",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&leading)
+    }
+}
+
+fn encode_tenants(encoder: &mut DescriptorEncoder, tenants: &[Arc<Tenant>]) -> std::fmt::Result {
+    let phase_of = |t: &Tenant| t.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    let mut family = encoder.encode_descriptor(
+        "tenant_placer_tenants",
+        "Tenants by phase.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for phase in TenantPhase::ALL {
+        let n = tenants.iter().filter(|t| phase_of(t) == phase).count();
+        family
+            .encode_family(&[("phase", phase.to_string())])?
+            .encode_gauge(&n)?;
+    }
+    let waiting = tenants
+        .iter()
+        .filter(|t| {
+            matches!(
+                phase_of(t),
+                TenantPhase::PendingCapacity | TenantPhase::Resizing
+            )
+        })
+        .count();
+    encoder
+        .encode_descriptor(
+            "tenant_placer_pending_tenants",
+            "Tenants waiting for room (PendingCapacity or Resizing).",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&waiting)
+}
+
+fn encode_nodes(encoder: &mut DescriptorEncoder, nodes: &[Arc<Node>]) -> std::fmt::Result {
+    // A capacity or an allocation that cannot be read shows as 0.
+    let rows: Vec<_> = nodes
+        .iter()
+        .map(|node| {
+            let capacity = node.spec.capacity.to_resources().unwrap_or_default();
+            let allocated = node.ledger().map(|l| l.allocated()).unwrap_or_default();
+            (node.name_any(), capacity, allocated)
+        })
+        .collect();
+    let mut capacity = encoder.encode_descriptor(
+        "tenant_placer_node_capacity",
+        "Node capacity per dimension.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (name, total, _) in &rows {
+        for dimension in placement::Dimension::ALL {
+            capacity
+                .encode_family(&[
+                    ("node", name.as_str()),
+                    ("dimension", dimension.field_name()),
+                ])?
+                .encode_gauge(&total.get(dimension))?;
+        }
+    }
+    let mut allocated = encoder.encode_descriptor(
+        "tenant_placer_node_allocated",
+        "Reserved per node and dimension, summed from its allocations.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (name, _, held) in &rows {
+        for dimension in placement::Dimension::ALL {
+            allocated
+                .encode_family(&[
+                    ("node", name.as_str()),
+                    ("dimension", dimension.field_name()),
+                ])?
+                .encode_gauge(&held.get(dimension))?;
+        }
+    }
+    Ok(())
+}
