@@ -27,12 +27,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use inmem_apiserver::Verb;
-use serde_json::{Value, json};
 use tenant_placer::api::{GROUP, Node, Tenant};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
-
-const VERSION: &str = "placement.tenant-placer.dev/v1alpha1";
+use tenant_placer::testing;
 
 fn arg_str(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -186,9 +184,8 @@ async fn bench() {
 
     let mut rng = fastrand::Rng::with_seed(42);
     for i in 0..nodes {
-        let node = json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": format!("node-{i:05}")},
-            "spec": {"capacity": {"threads": 64, "memoryGb": 256, "storageGb": 8000}, "state": "Online"}});
-        api.create(node).unwrap();
+        let node = testing::node(&format!("node-{i:05}")).capacity(64, 256, 8000);
+        api.create(node.manifest()).unwrap();
     }
     api.set_cost_model(cost);
     let mut child = spawn_controller(&kubeconfig, concurrency);
@@ -211,11 +208,9 @@ async fn bench() {
         } else {
             (1000, 1, 1)
         };
-        let tenant: Value = json!({"apiVersion": VERSION, "kind": "Tenant",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"resources": {"threads": threads, "memoryGb": memory, "storageGb": storage}, "mode": "Standalone"}});
+        let tenant = testing::tenant(&name).resources(threads, memory, storage);
         clock.lock().unwrap().applied.insert(name, Instant::now());
-        api.create(tenant).unwrap();
+        api.create(tenant.manifest()).unwrap();
     }
     let applied_in = begin.elapsed();
     if backlog {

@@ -12,6 +12,7 @@
 //!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
 //!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
 //!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
+//!   testing     test fixtures: one builder for Nodes and Tenants (tests only, feature `testing`)
 //! ```
 pub mod api;
 pub mod controller;
@@ -24,5 +25,7 @@ pub mod report;
 pub mod sandbox;
 pub mod serve;
 pub mod sim;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use error::Error;

@@ -21,9 +21,9 @@
 )]
 
 mod common;
-use common::{collect_lines, examples};
+use common::sandbox::Sandbox;
+use common::{WAIT, collect_lines, examples, wait_for};
 
-use std::io::Read;
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -35,10 +35,8 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use tungstenite::{Message, WebSocket};
 
-/// How long any one wait (the sandbox, Chromium, the page) may take.
-const WAIT: Duration = Duration::from_secs(30);
 /// How long one DevTools command may take.
-const COMMAND_DEADLINE: Duration = Duration::from_secs(20);
+const DEVTOOLS_DEADLINE: Duration = Duration::from_secs(20);
 
 /// The Chromium binary: `TP_CHROMIUM`, else `chromium` on PATH. Fails the test when missing.
 fn chromium() -> PathBuf {
@@ -57,102 +55,6 @@ fn chromium() -> PathBuf {
              `bash ci/browser-setup.sh` (Debian's chromium package)."
         )
     })
-}
-
-/// Waits until `probe` answers Some, or fails the test after [`WAIT`].
-fn wait_for<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
-    common::wait_for(what, WAIT, Duration::from_millis(100), probe)
-}
-
-/// A running `tenant-placer sandbox`, killed when dropped.
-struct Sandbox {
-    child: Child,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-    page_url: String,
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sandbox {
-    fn start() -> Sandbox {
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
-            .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig)
-            .arg("-f")
-            .arg(examples())
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tenant-placer sandbox");
-        let stdout = collect_lines(child.stdout.take().unwrap());
-        let stderr = collect_lines(child.stderr.take().unwrap());
-        let export = format!("export KUBECONFIG={}", kubeconfig.display());
-        let page_url = wait_for("the sandbox to print its page URL and instructions", || {
-            if let Some(status) = child.try_wait().unwrap() {
-                panic!(
-                    "the sandbox exited ({status}):\nstdout: {:?}\nstderr: {:?}",
-                    stdout.lock().unwrap(),
-                    stderr.lock().unwrap()
-                );
-            }
-            let lines = stdout.lock().unwrap();
-            if !lines.iter().any(|l| l.trim() == export) {
-                return None;
-            }
-            lines.iter().find_map(|l| {
-                let rest = l.strip_prefix("page")?.trim_start();
-                rest.split_whitespace()
-                    .next()
-                    .filter(|url| url.starts_with("http://127.0.0.1:"))
-                    .map(str::to_owned)
-            })
-        });
-        Sandbox {
-            child,
-            dir,
-            kubeconfig,
-            page_url,
-        }
-    }
-
-    fn kubectl(&self, args: &[&str]) {
-        let mut child = Command::new("kubectl")
-            .args(args)
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("kube-cache"))
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("kubectl is not on PATH ({e}); install kubectl"));
-        let started = Instant::now();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if started.elapsed() > WAIT {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("kubectl {args:?} did not finish within {WAIT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stderr = String::new();
-        let _ = child.stderr.take().unwrap().read_to_string(&mut stderr);
-        assert!(status.success(), "kubectl {args:?} failed: {stderr}");
-    }
 }
 
 /// Headless Chromium with one page, driven over the DevTools Protocol. Closed (and its whole
@@ -238,8 +140,8 @@ impl Browser {
             Some((port, path))
         });
         let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.set_read_timeout(Some(COMMAND_DEADLINE)).unwrap();
-        stream.set_write_timeout(Some(COMMAND_DEADLINE)).unwrap();
+        stream.set_read_timeout(Some(DEVTOOLS_DEADLINE)).unwrap();
+        stream.set_write_timeout(Some(DEVTOOLS_DEADLINE)).unwrap();
         let (socket, _) = tungstenite::client(format!("ws://127.0.0.1:{port}{path}"), stream)
             .unwrap_or_else(|e| panic!("DevTools WebSocket handshake failed: {e}"));
         // From here on, reads wake up often so that every wait can check its deadline.
@@ -283,8 +185,8 @@ impl Browser {
         let started = Instant::now();
         loop {
             assert!(
-                started.elapsed() < COMMAND_DEADLINE,
-                "no answer to {method} within {COMMAND_DEADLINE:?}; Chromium said:\n{}",
+                started.elapsed() < DEVTOOLS_DEADLINE,
+                "no answer to {method} within {DEVTOOLS_DEADLINE:?}; Chromium said:\n{}",
                 self.stderr.lock().unwrap().join("\n")
             );
             let message = match self.socket.read() {
@@ -423,9 +325,9 @@ const BIG: &str = "li[data-pending=\"default/big\"]";
 fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_not_current() {
     let started = Instant::now();
     chromium(); // fails here, before anything starts, when Chromium is missing
-    let mut sandbox = Sandbox::start();
+    let mut sandbox = Sandbox::start(&[&examples()]);
     let mut browser = Browser::launch(1280, 900);
-    browser.navigate(&sandbox.page_url);
+    browser.navigate(sandbox.page_url());
 
     // 1. node-eu-1's threads bar: 2 of 64; big waits, short by 194 threads.
     browser.wait_until(
@@ -474,15 +376,17 @@ fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_no
 
     // 2. acme switches to Cluster (2 replicas): the bar moves to 4 without a reload.
     browser.eval("window.__loadedOnce = 'still the same document'");
-    sandbox.kubectl(&[
-        "patch",
-        "tn",
-        "acme",
-        "--type",
-        "merge",
-        "-p",
-        r#"{"spec":{"mode":"Cluster"}}"#,
-    ]);
+    sandbox
+        .kubectl(&[
+            "patch",
+            "tn",
+            "acme",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"mode":"Cluster"}}"#,
+        ])
+        .ok("kubectl patch");
     browser.wait_until(
         "node-eu-1's threads bar to read 4 of 64 after the patch",
         &text_is(EU1_THREADS, "4 of 64 threads"),
@@ -517,8 +421,7 @@ fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_no
     browser.viewport(1280, 900, false);
 
     // 4. The data source goes away: the page says so and greys the numbers out.
-    let _ = sandbox.child.kill();
-    let _ = sandbox.child.wait();
+    sandbox.stop();
     browser.wait_until(
         "the page to say its numbers are not current",
         "!document.getElementById('stale').hidden && document.getElementById('main').classList.contains('stale')",

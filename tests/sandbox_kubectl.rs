@@ -11,216 +11,11 @@
 )]
 
 mod common;
-use common::{collect_lines, examples};
+use common::sandbox::{self, Sandbox};
+use common::{COMMAND_DEADLINE, collect_lines, examples, run, wait_for};
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-/// How long any one wait (for the sandbox, for the controller) may take.
-const WAIT: Duration = Duration::from_secs(20);
-/// How long any one kubectl call may take.
-const KUBECTL_DEADLINE: Duration = Duration::from_secs(30);
-
-fn require_kubectl() {
-    match Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-    {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "`kubectl version --client` failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => panic!(
-            "kubectl is not on PATH ({e}): these tests drive the real kubectl (1.32) against \
-             `tenant-placer sandbox`; install kubectl to run them"
-        ),
-    }
-}
-
-/// What a finished command printed.
-struct Output {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Output {
-    fn ok(self, what: &str) -> String {
-        assert!(
-            self.status.success(),
-            "{what} failed ({}):\nstdout: {}\nstderr: {}",
-            self.status,
-            self.stdout,
-            self.stderr
-        );
-        self.stdout
-    }
-
-    fn failed(self, what: &str) -> String {
-        assert!(
-            !self.status.success(),
-            "{what} should have failed:\nstdout: {}",
-            self.stdout
-        );
-        self.stderr
-    }
-}
-
-/// Runs a command to its end, killing it after `deadline`.
-fn run(mut command: Command, deadline: Duration) -> Output {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the command");
-    let stdout = drain(child.stdout.take().unwrap());
-    let stderr = drain(child.stderr.take().unwrap());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{command:?} did not finish within {deadline:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: stdout.join().unwrap(),
-        stderr: stderr.join().unwrap(),
-    }
-}
-
-fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    })
-}
-
-/// Waits until `probe` answers Some, or fails the test after [`WAIT`].
-fn wait_for<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
-    common::wait_for(what, WAIT, Duration::from_millis(200), probe)
-}
-
-/// A running `tenant-placer sandbox` process, killed when dropped.
-struct Sandbox {
-    child: Child,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-    stdout: Arc<Mutex<Vec<String>>>,
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sandbox {
-    /// Starts the binary on a free loopback port and waits for its kubectl instructions.
-    fn start(files: &[&Path]) -> Sandbox {
-        require_kubectl();
-        let dir = tempfile::tempdir().unwrap();
-        let kubeconfig = dir.path().join("kubeconfig");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_tenant-placer"));
-        command
-            .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-            .arg(&kubeconfig);
-        for file in files {
-            command.arg("-f").arg(file);
-        }
-        let mut child = command
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tenant-placer sandbox");
-        let stdout = collect_lines(child.stdout.take().unwrap());
-        let stderr = collect_lines(child.stderr.take().unwrap());
-        let mut sandbox = Sandbox {
-            child,
-            dir,
-            kubeconfig,
-            stdout,
-        };
-        let export = format!("export KUBECONFIG={}", sandbox.kubeconfig.display());
-        wait_for("the sandbox to print its kubectl instructions", || {
-            if let Some(status) = sandbox.child.try_wait().unwrap() {
-                panic!(
-                    "the sandbox exited ({status}):\nstdout: {:?}\nstderr: {:?}",
-                    sandbox.stdout.lock().unwrap(),
-                    stderr.lock().unwrap()
-                );
-            }
-            let lines = sandbox.stdout.lock().unwrap();
-            lines.iter().any(|l| l.trim() == export).then_some(())
-        });
-        sandbox
-    }
-
-    fn printed(&self) -> String {
-        self.stdout.lock().unwrap().join("\n")
-    }
-
-    fn kubectl_command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .args(args)
-            .arg("--cache-dir")
-            .arg(self.dir.path().join("kube-cache"))
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env_remove("KUBECTL_EXTERNAL_DIFF")
-            .env("HOME", self.dir.path());
-        command
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        run(self.kubectl_command(args), KUBECTL_DEADLINE)
-    }
-
-    /// `kubectl get ... -o jsonpath=...`, or None when it fails.
-    fn jsonpath(&self, resource: &[&str], path: &str) -> Option<String> {
-        let mut args = vec!["get"];
-        args.extend_from_slice(resource);
-        let format = format!("jsonpath={path}");
-        args.extend(["-o", format.as_str()]);
-        let out = self.kubectl(&args);
-        out.status.success().then_some(out.stdout)
-    }
-
-    fn wait_jsonpath(&self, resource: &[&str], path: &str, want: &str) {
-        let mut last = None;
-        wait_for(
-            &format!(
-                "`kubectl get {} -o jsonpath={path}` to be {want}",
-                resource.join(" ")
-            ),
-            || {
-                last = self.jsonpath(resource, path);
-                (last.as_deref() == Some(want)).then_some(())
-            },
-        );
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
+use std::process::Stdio;
 
 /// The whitespace-separated cells of the line of `kubectl get` output naming `name`.
 fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
@@ -419,7 +214,7 @@ fn kubectl_drives_the_seed_scenario_through_the_sandbox() {
     std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut edit = sandbox.kubectl_command(&["edit", "tn", "acme"]);
     edit.env("KUBE_EDITOR", &editor);
-    let edited = run(edit, KUBECTL_DEADLINE).ok("kubectl edit");
+    let edited = run(edit, COMMAND_DEADLINE).ok("kubectl edit");
     assert!(
         edited.contains("tenant.placement.tenant-placer.dev/acme edited"),
         "{edited}"
@@ -559,7 +354,7 @@ fn the_sandbox_applies_its_manifests_as_kubectl_apply_would() {
 
 #[test]
 fn the_sandbox_refuses_a_non_loopback_address() {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_tenant-placer"));
+    let mut command = sandbox::binary();
     command.args([
         "sandbox",
         "--listen",
@@ -567,7 +362,7 @@ fn the_sandbox_refuses_a_non_loopback_address() {
         "--kubeconfig-out",
         "/nonexistent/kc",
     ]);
-    let stderr = run(command, KUBECTL_DEADLINE).failed("a sandbox on 0.0.0.0");
+    let stderr = run(command, COMMAND_DEADLINE).failed("a sandbox on 0.0.0.0");
     assert!(
         stderr.contains("refusing to serve on 0.0.0.0:0"),
         "{stderr}"

@@ -174,35 +174,12 @@ pub fn no_fit<'n, 'a: 'n>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn node(
-        name: &str,
-        state: NodeState,
-        capacity: Resources,
-        allocated: Resources,
-    ) -> NodeView<'_> {
-        NodeView {
-            name,
-            state,
-            capacity,
-            allocated,
-        }
-    }
+    use crate::testing::ledger;
 
     fn seed_nodes() -> Vec<NodeView<'static>> {
         vec![
-            node(
-                "node-eu-2",
-                NodeState::Online,
-                Resources::new(32, 128, 4000),
-                Resources::ZERO,
-            ),
-            node(
-                "node-eu-1",
-                NodeState::Online,
-                Resources::new(64, 256, 8000),
-                Resources::ZERO,
-            ),
+            ledger("node-eu-2").capacity(32, 128, 4000).view(),
+            ledger("node-eu-1").capacity(64, 256, 8000).view(),
         ]
     }
 
@@ -227,18 +204,11 @@ mod tests {
                 // node-eu-1 free threads = 64 - 63 = 1 < 2, so node-eu-2 (free 32) wins.
                 name: "a node short in one dimension is skipped",
                 nodes: vec![
-                    node(
-                        "node-eu-1",
-                        NodeState::Online,
-                        Resources::new(64, 256, 8000),
-                        Resources::new(63, 0, 0),
-                    ),
-                    node(
-                        "node-eu-2",
-                        NodeState::Online,
-                        Resources::new(32, 128, 4000),
-                        Resources::ZERO,
-                    ),
+                    ledger("node-eu-1")
+                        .capacity(64, 256, 8000)
+                        .allocated(63, 0, 0)
+                        .view(),
+                    ledger("node-eu-2").capacity(32, 128, 4000).view(),
                 ],
                 request: Resources::new(2, 4, 20),
                 want: Decision::Place("node-eu-2"),
@@ -246,36 +216,27 @@ mod tests {
             Case {
                 // Exactly full after placing: 64 - 62 = 2 free threads covers 2.
                 name: "free equal to the request fits",
-                nodes: vec![node(
-                    "a",
-                    NodeState::Online,
-                    Resources::new(64, 256, 8000),
-                    Resources::new(62, 252, 7980),
-                )],
+                nodes: vec![
+                    ledger("a")
+                        .capacity(64, 256, 8000)
+                        .allocated(62, 252, 7980)
+                        .view(),
+                ],
                 request: Resources::new(2, 4, 20),
                 want: Decision::Place("a"),
             },
             Case {
                 name: "cordoned and offline nodes are never chosen",
                 nodes: vec![
-                    node(
-                        "a",
-                        NodeState::Cordoned,
-                        Resources::new(64, 256, 8000),
-                        Resources::ZERO,
-                    ),
-                    node(
-                        "b",
-                        NodeState::Offline,
-                        Resources::new(64, 256, 8000),
-                        Resources::ZERO,
-                    ),
-                    node(
-                        "c",
-                        NodeState::Online,
-                        Resources::new(8, 8, 8),
-                        Resources::ZERO,
-                    ),
+                    ledger("a")
+                        .state(NodeState::Cordoned)
+                        .capacity(64, 256, 8000)
+                        .view(),
+                    ledger("b")
+                        .state(NodeState::Offline)
+                        .capacity(64, 256, 8000)
+                        .view(),
+                    ledger("c").capacity(8, 8, 8).view(),
                 ],
                 request: Resources::new(2, 4, 4),
                 want: Decision::Place("c"),
@@ -283,12 +244,7 @@ mod tests {
             Case {
                 // Capacity cut to 4 threads while holding 6: memory is free but the node is over.
                 name: "a node over capacity takes no new tenants even where a dimension is free",
-                nodes: vec![node(
-                    "a",
-                    NodeState::Online,
-                    Resources::new(4, 100, 100),
-                    Resources::new(6, 0, 0),
-                )],
+                nodes: vec![ledger("a").capacity(4, 100, 100).allocated(6, 0, 0).view()],
                 request: Resources::new(0, 1, 1),
                 want: Decision::NoFit(NoFit {
                     eligible_nodes: 0,
@@ -316,18 +272,8 @@ mod tests {
                 // Largest free per dimension is taken across nodes: threads 10 (a), memory 10 (b).
                 name: "each dimension fits somewhere but no node has all three",
                 nodes: vec![
-                    node(
-                        "a",
-                        NodeState::Online,
-                        Resources::new(10, 1, 10),
-                        Resources::ZERO,
-                    ),
-                    node(
-                        "b",
-                        NodeState::Online,
-                        Resources::new(1, 10, 10),
-                        Resources::ZERO,
-                    ),
+                    ledger("a").capacity(10, 1, 10).view(),
+                    ledger("b").capacity(1, 10, 10).view(),
                 ],
                 request: Resources::new(5, 5, 5),
                 want: Decision::NoFit(NoFit {
@@ -369,18 +315,8 @@ mod tests {
             "no node is Online with room to take new tenants"
         );
         let split = vec![
-            node(
-                "a",
-                NodeState::Online,
-                Resources::new(10, 1, 10),
-                Resources::ZERO,
-            ),
-            node(
-                "b",
-                NodeState::Online,
-                Resources::new(1, 10, 10),
-                Resources::ZERO,
-            ),
+            ledger("a").capacity(10, 1, 10).view(),
+            ledger("b").capacity(1, 10, 10).view(),
         ];
         let Decision::NoFit(split) = first_fit(&split, &Resources::new(5, 5, 5)) else {
             panic!("5·5·5 must not fit");

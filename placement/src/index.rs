@@ -302,29 +302,19 @@ impl FirstFitIndex {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-
-    fn node(
-        name: &str,
-        state: NodeState,
-        capacity: Resources,
-        allocated: Resources,
-    ) -> NodeView<'_> {
-        NodeView {
-            name,
-            state,
-            capacity,
-            allocated,
-        }
-    }
+    use crate::testing::ledger;
 
     #[test]
     fn the_picture_in_the_module_doc() {
         let cap = Resources::new(8, 32, 100);
         let nodes = [
-            node("d", NodeState::Online, cap, Resources::new(1, 0, 0)),
-            node("c", NodeState::Cordoned, cap, Resources::ZERO),
-            node("b", NodeState::Online, cap, Resources::new(5, 0, 0)),
-            node("a", NodeState::Online, cap, cap),
+            ledger("d").capacity_of(cap).allocated(1, 0, 0).view(),
+            ledger("c")
+                .state(NodeState::Cordoned)
+                .capacity_of(cap)
+                .view(),
+            ledger("b").capacity_of(cap).allocated(5, 0, 0).view(),
+            ledger("a").capacity_of(cap).allocated_of(cap).view(),
         ];
         let index = FirstFitIndex::new(&nodes);
         // 4 threads: a has 0, b 3, c is cordoned (8 free but not eligible), d 7.
@@ -349,9 +339,12 @@ mod tests {
     fn a_zero_request_never_matches_an_ineligible_node() {
         let cap = Resources::new(8, 8, 8);
         let mut index = FirstFitIndex::new(&[
-            node("a", NodeState::Offline, cap, Resources::ZERO),
+            ledger("a")
+                .state(NodeState::Offline)
+                .capacity_of(cap)
+                .view(),
             // Over capacity: holds 9 threads on 8.
-            node("b", NodeState::Online, cap, Resources::new(9, 0, 0)),
+            ledger("b").capacity_of(cap).allocated(9, 0, 0).view(),
         ]);
         assert_eq!(index.first_fit(&Resources::ZERO), None);
         assert_eq!(index.no_fit(&Resources::ZERO).eligible_nodes, 0);
@@ -366,24 +359,9 @@ mod tests {
         // a: 10 threads 1 GB, b: 1 thread 10 GB, c: 5·5. The left pair's maxima are 10·10,
         // which covers 5·5, but neither a nor b does: the search must come back and try c.
         let nodes = [
-            node(
-                "a",
-                NodeState::Online,
-                Resources::new(10, 1, 9),
-                Resources::ZERO,
-            ),
-            node(
-                "b",
-                NodeState::Online,
-                Resources::new(1, 10, 9),
-                Resources::ZERO,
-            ),
-            node(
-                "c",
-                NodeState::Online,
-                Resources::new(5, 5, 9),
-                Resources::ZERO,
-            ),
+            ledger("a").capacity(10, 1, 9).view(),
+            ledger("b").capacity(1, 10, 9).view(),
+            ledger("c").capacity(5, 5, 9).view(),
         ];
         let index = FirstFitIndex::new(&nodes);
         assert_eq!(index.first_fit(&Resources::new(5, 5, 5)), Some("c"));
@@ -395,12 +373,19 @@ mod tests {
         let mut index = FirstFitIndex::new(&[]);
         assert!(index.is_empty());
         assert_eq!(index.first_fit(&Resources::ZERO), None);
-        assert!(index.set(node("m", NodeState::Online, cap, Resources::ZERO)));
-        assert!(index.set(node("k", NodeState::Online, cap, cap)));
+        assert!(index.set(ledger("m").capacity_of(cap).view()));
+        assert!(index.set(ledger("k").capacity_of(cap).allocated_of(cap).view()));
         assert_eq!(index.first_fit(&Resources::new(1, 1, 1)), Some("m"));
         index.update("k", Resources::new(3, 3, 3)).unwrap();
         assert_eq!(index.first_fit(&Resources::new(1, 1, 1)), Some("k"));
-        assert!(!index.set(node("k", NodeState::Cordoned, cap, Resources::ZERO)));
+        assert!(
+            !index.set(
+                ledger("k")
+                    .state(NodeState::Cordoned)
+                    .capacity_of(cap)
+                    .view()
+            )
+        );
         assert_eq!(index.first_fit(&Resources::new(1, 1, 1)), Some("m"));
         assert!(index.remove("m"));
         assert!(!index.remove("m"));

@@ -8,6 +8,7 @@
 //!   index      FirstFitIndex: first fit in O(log n) per decision and per update
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
+//!   testing    test fixtures: one builder for ledgers and views (tests only, feature `testing`)
 //! ```
 //!
 //! Cargo keeps this crate pure: it depends on nothing but std. The controller turns API objects
@@ -20,6 +21,8 @@ pub mod overcommit;
 pub mod policy;
 pub mod queue;
 pub mod resources;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
 pub use index::{FirstFitIndex, UnknownNode};

@@ -463,15 +463,7 @@ mod tests {
     )]
     use super::*;
     use crate::fit::{NoFit, NodeState, Shortfall};
-
-    fn node(name: &str, capacity: Resources, allocated: Resources) -> NodeView<'_> {
-        NodeView {
-            name,
-            state: NodeState::Online,
-            capacity,
-            allocated,
-        }
-    }
+    use crate::testing::ledger;
 
     fn r(t: u64, m: u64, s: u64) -> Resources {
         Resources::new(t, m, s)
@@ -494,10 +486,10 @@ mod tests {
     /// plentiful as each other, so threads decide).
     fn four_hosts() -> Vec<NodeView<'static>> {
         vec![
-            node("h1", r(8, 32, 100), r(5, 0, 0)),
-            node("h2", r(8, 32, 100), r(5, 0, 0)),
-            node("h3", r(8, 32, 100), r(5, 0, 0)),
-            node("h4", r(8, 32, 100), r(1, 0, 0)),
+            ledger("h1").capacity(8, 32, 100).allocated(5, 0, 0).view(),
+            ledger("h2").capacity(8, 32, 100).allocated(5, 0, 0).view(),
+            ledger("h3").capacity(8, 32, 100).allocated(5, 0, 0).view(),
+            ledger("h4").capacity(8, 32, 100).allocated(1, 0, 0).view(),
         ]
     }
 
@@ -539,10 +531,10 @@ mod tests {
                 // BestFit and LeastLoaded both take h1.
                 name: "round robin wraps past the end of the name order",
                 nodes: vec![
-                    node("h1", r(8, 32, 100), r(5, 0, 0)),
-                    node("h2", r(8, 32, 100), r(5, 0, 0)),
-                    node("h3", r(8, 32, 100), r(5, 0, 0)),
-                    node("h4", r(8, 32, 100), r(7, 0, 0)),
+                    ledger("h1").capacity(8, 32, 100).allocated(5, 0, 0).view(),
+                    ledger("h2").capacity(8, 32, 100).allocated(5, 0, 0).view(),
+                    ledger("h3").capacity(8, 32, 100).allocated(5, 0, 0).view(),
+                    ledger("h4").capacity(8, 32, 100).allocated(7, 0, 0).view(),
                 ],
                 request: r(2, 0, 0),
                 turn: 3,
@@ -556,8 +548,11 @@ mod tests {
                 // same here but no longer dominated by GB. BestFit b, LeastLoaded a.
                 name: "dimensions are normalised by capacity",
                 nodes: vec![
-                    node("a", r(64, 256, 10), r(32, 128, 0)),
-                    node("b", r(8, 16, 10), r(6, 12, 0)),
+                    ledger("a")
+                        .capacity(64, 256, 10)
+                        .allocated(32, 128, 0)
+                        .view(),
+                    ledger("b").capacity(8, 16, 10).allocated(6, 12, 0).view(),
                 ],
                 request: r(2, 4, 0),
                 turn: 1,
@@ -570,8 +565,8 @@ mod tests {
                 // equal 1/2 + 1/2 bit for bit; exactly they tie, and the first name wins both ways.
                 name: "equal sums of different fractions tie and go to the first name",
                 nodes: vec![
-                    node("y", r(2, 2, 1), r(1, 1, 1)),
-                    node("x", r(3, 3, 1), r(2, 1, 1)),
+                    ledger("y").capacity(2, 2, 1).allocated(1, 1, 1).view(),
+                    ledger("x").capacity(3, 3, 1).allocated(2, 1, 1).view(),
                 ],
                 request: r(0, 0, 0),
                 turn: 0,
@@ -603,8 +598,8 @@ mod tests {
         // The loose dimension's leftover matters less, so the node tight in the strict dimension
         // is the better fit. LeastLoaded picks the other one each time.
         let nodes = vec![
-            node("p", r(4, 4, 10), r(0, 2, 0)),
-            node("q", r(4, 4, 10), r(2, 0, 0)),
+            ledger("p").capacity(4, 4, 10).allocated(0, 2, 0).view(),
+            ledger("q").capacity(4, 4, 10).allocated(2, 0, 0).view(),
         ];
         let request = r(1, 1, 0);
         let cpu4 = Overcommit::from_ratios(4.0, 1.0, 1.0).unwrap();
@@ -625,13 +620,13 @@ mod tests {
     #[test]
     fn no_policy_picks_an_ineligible_node_and_all_agree_on_no_fit() {
         let nodes = vec![
-            NodeView {
-                state: NodeState::Cordoned,
-                ..node("a", r(64, 64, 64), r(0, 0, 0))
-            },
+            ledger("a")
+                .state(NodeState::Cordoned)
+                .capacity(64, 64, 64)
+                .view(),
             // Over capacity (4 threads held on 2): not eligible even though memory is free.
-            node("b", r(2, 64, 64), r(4, 0, 0)),
-            node("c", r(8, 8, 8), r(0, 0, 0)),
+            ledger("b").capacity(2, 64, 64).allocated(4, 0, 0).view(),
+            ledger("c").capacity(8, 8, 8).view(),
         ];
         for policy in Policy::ALL {
             for turn in 0..3 {
@@ -658,7 +653,7 @@ mod tests {
     #[test]
     fn a_request_of_zero_in_a_dimension_with_zero_capacity_fits_and_scores_zero_there() {
         // Storage capacity 0: only storage 0 fits; the term counts 0, not 0/0.
-        let nodes = [node("a", r(4, 4, 0), r(0, 0, 0))];
+        let nodes = [ledger("a").capacity(4, 4, 0).view()];
         let slack = weighted_slack(&nodes[0], &r(2, 1, 0), &Overcommit::NONE).unwrap();
         // (4−2)/4 + (4−1)/4 + 0 = 0.5 + 0.75 = 1.25
         assert_eq!(slack.as_f64(), 1.25);
@@ -670,13 +665,13 @@ mod tests {
         // Given out of order; name order a, b, c, d; c is cordoned so positions are a=0, b=1,
         // d=2. b is too small for 5. Turns 0..6: start a, b→(b short)→d, d, a, b→d, d.
         let nodes = vec![
-            node("d", r(8, 8, 8), r(0, 0, 0)),
-            NodeView {
-                state: NodeState::Cordoned,
-                ..node("c", r(8, 8, 8), r(0, 0, 0))
-            },
-            node("b", r(4, 8, 8), r(0, 0, 0)),
-            node("a", r(8, 8, 8), r(0, 0, 0)),
+            ledger("d").capacity(8, 8, 8).view(),
+            ledger("c")
+                .state(NodeState::Cordoned)
+                .capacity(8, 8, 8)
+                .view(),
+            ledger("b").capacity(4, 8, 8).view(),
+            ledger("a").capacity(8, 8, 8).view(),
         ];
         let picks: Vec<_> = (0..6)
             .map(|turn| place(Policy::RoundRobin, &nodes, &r(5, 1, 1), turn))
@@ -743,7 +738,10 @@ mod tests {
                 let scale = if small { 8 } else { Resources::LIMIT };
                 let capacity = Resources::from_fn(|_| bounded(scale) + 1);
                 let allocated = Resources::from_fn(|d| bounded(capacity.get(d) + 1));
-                let n = node("n", capacity, allocated);
+                let n = ledger("n")
+                    .capacity_of(capacity)
+                    .allocated_of(allocated)
+                    .view();
                 let ratio = |bounded: &mut dyn FnMut(u64) -> u64| {
                     if small {
                         [1000, 2000, 4000][bounded(3) as usize]
@@ -775,8 +773,8 @@ mod tests {
         // both round to 1.0 in f64, but 1/L < 1/(L−1), so x keeps more. Memory and storage:
         // capacity 1, nothing left.
         let l = Resources::LIMIT;
-        let x = node("x", r(l, 1, 1), r(1, 1, 1));
-        let y = node("y", r(l - 1, 1, 1), r(1, 1, 1));
+        let x = ledger("x").capacity(l, 1, 1).allocated(1, 1, 1).view();
+        let y = ledger("y").capacity(l - 1, 1, 1).allocated(1, 1, 1).view();
         let sx = weighted_slack(&x, &Resources::ZERO, &Overcommit::NONE).unwrap();
         let sy = weighted_slack(&y, &Resources::ZERO, &Overcommit::NONE).unwrap();
         assert_eq!(sx.as_f64(), sy.as_f64());

@@ -7,9 +7,10 @@
 
 use std::collections::BTreeMap;
 
+use placement::testing::{self, ledger};
 use placement::{
-    Decision, EditKind, Entry, FirstFitIndex, NodeLedger, NodeState, NodeView, Overcommit, Plan,
-    Policy, Resources, TenantWants, first_fit, place, place_ledgers, plan_tenant_with,
+    Decision, EditKind, FirstFitIndex, NodeLedger, NodeState, NodeView, Overcommit, Plan, Policy,
+    Resources, TenantWants, first_fit, place, place_ledgers, plan_tenant_with,
 };
 use proptest::prelude::*;
 
@@ -50,14 +51,12 @@ struct Spec {
 
 impl Spec {
     fn ledger(&self) -> NodeLedger {
-        let entries = vec![Entry {
-            uid: format!("held-{}", self.name),
-            tenant: "default/held".into(),
-            resources: self.allocated,
-        }];
-        NodeLedger::new(self.name.clone(), self.state, self.capacity, entries)
-            .unwrap()
-            .with_overcommit(self.overcommit)
+        ledger(&self.name)
+            .state(self.state)
+            .capacity_of(self.capacity)
+            .overcommit(self.overcommit)
+            .allocated_of(self.allocated)
+            .build()
     }
 }
 
@@ -271,29 +270,18 @@ proptest! {
     ) {
         let mut ledgers: Vec<NodeLedger> = specs
             .iter()
-            .map(|s| {
-                NodeLedger::new(s.name.clone(), s.state, s.capacity, vec![])
-                    .unwrap()
-                    .with_overcommit(s.overcommit)
-            })
+            .map(|s| ledger(&s.name).state(s.state).capacity_of(s.capacity).overcommit(s.overcommit).build())
             .collect();
         for (turn, (tenant, footprint, suspend)) in requests.into_iter().enumerate() {
             let uid = format!("uid-{tenant}");
-            let wants = TenantWants { uid: &uid, tenant: &uid, footprint, suspend, status_node: None };
+            let wants = TenantWants { suspend, ..testing::wants(&uid, footprint) };
             for _ in 0..4 {
                 let Plan::Edit(edit) = plan_tenant_with(policy, &wants, &ledgers, turn as u64) else {
                     break;
                 };
                 let index = ledgers.iter().position(|l| l.name() == edit.node).unwrap();
                 let before = ledgers[index].clone();
-                let after = NodeLedger::new(
-                    edit.node.clone(),
-                    before.state(),
-                    before.capacity(),
-                    before.edited_entries(&edit),
-                )
-                .unwrap()
-                .with_overcommit(before.overcommit());
+                let after = before.edited(&edit).unwrap();
                 if !after.allocated().fits_within(&before.allocated()) {
                     prop_assert!(
                         after.allocated().fits_within(&after.effective_capacity()),
@@ -341,15 +329,19 @@ fn op() -> impl Strategy<Value = Op> {
 
 type Model = BTreeMap<String, (NodeState, Resources, Resources)>;
 
+/// A model node as placement sees it.
+fn view(name: &str, state: NodeState, capacity: Resources, allocated: Resources) -> NodeView<'_> {
+    ledger(name)
+        .state(state)
+        .capacity_of(capacity)
+        .allocated_of(allocated)
+        .view()
+}
+
 fn model_views(model: &Model) -> Vec<NodeView<'_>> {
     model
         .iter()
-        .map(|(name, (state, capacity, allocated))| NodeView {
-            name,
-            state: *state,
-            capacity: *capacity,
-            allocated: *allocated,
-        })
+        .map(|(name, (state, capacity, allocated))| view(name, *state, *capacity, *allocated))
         .collect()
 }
 
@@ -405,7 +397,7 @@ proptest! {
                     let entry = model.get_mut(&name).unwrap();
                     entry.0 = state;
                     let (state, capacity, allocated) = *entry;
-                    let inserted = index.set(NodeView { name: &name, state, capacity, allocated });
+                    let inserted = index.set(view(&name, state, capacity, allocated));
                     prop_assert!(!inserted);
                 }
                 Op::Capacity(i, capacity) => {
@@ -413,12 +405,12 @@ proptest! {
                     let entry = model.get_mut(&name).unwrap();
                     entry.1 = capacity;
                     let (state, capacity, allocated) = *entry;
-                    let inserted = index.set(NodeView { name: &name, state, capacity, allocated });
+                    let inserted = index.set(view(&name, state, capacity, allocated));
                     prop_assert!(!inserted);
                 }
                 Op::Add(name, state, capacity, allocated) => {
                     let new = model.insert(name.clone(), (state, capacity, allocated)).is_none();
-                    prop_assert_eq!(index.set(NodeView { name: &name, state, capacity, allocated }), new);
+                    prop_assert_eq!(index.set(view(&name, state, capacity, allocated)), new);
                 }
                 Op::Remove(i) => {
                     let Some(name) = nth_name(&model, i) else { continue };
@@ -439,11 +431,12 @@ fn the_index_on_the_benchmark_shape_nine_tenths_full() {
     let views: Vec<NodeView<'_>> = names
         .iter()
         .enumerate()
-        .map(|(i, name)| NodeView {
-            name,
-            state: NodeState::Online,
-            capacity,
-            allocated: if i < 9000 { capacity } else { Resources::ZERO },
+        .map(|(i, name)| {
+            let allocated = if i < 9000 { capacity } else { Resources::ZERO };
+            ledger(name)
+                .capacity_of(capacity)
+                .allocated_of(allocated)
+                .view()
         })
         .collect();
     let index = FirstFitIndex::new(&views);

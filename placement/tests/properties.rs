@@ -5,9 +5,10 @@
     clippy::arithmetic_side_effects
 )]
 
+use placement::testing::{self, ledger};
 use placement::{
-    Decision, EditKind, Entry, NodeLedger, NodeState, NodeView, Plan, Resources, TenantWants,
-    first_fit, plan_tenant,
+    Decision, EditKind, NodeLedger, NodeState, NodeView, Plan, Resources, TenantWants, first_fit,
+    plan_tenant,
 };
 use proptest::prelude::*;
 
@@ -33,12 +34,11 @@ struct OwnedNode {
 
 impl OwnedNode {
     fn view(&self) -> NodeView<'_> {
-        NodeView {
-            name: &self.name,
-            state: self.state,
-            capacity: self.capacity,
-            allocated: self.allocated,
-        }
+        ledger(&self.name)
+            .state(self.state)
+            .capacity_of(self.capacity)
+            .allocated_of(self.allocated)
+            .view()
     }
 }
 
@@ -125,18 +125,17 @@ proptest! {
     ) {
         let mut ledgers: Vec<NodeLedger> = nodes
             .iter()
-            .map(|n| NodeLedger::new(n.name.clone(), n.state, n.capacity, vec![]).unwrap())
+            .map(|n| ledger(&n.name).state(n.state).capacity_of(n.capacity).build())
             .collect();
         for (tenant, footprint, suspend) in requests {
             let uid = format!("uid-{tenant}");
-            let wants = TenantWants { uid: &uid, tenant: &uid, footprint, suspend, status_node: None };
+            let wants = TenantWants { suspend, ..testing::wants(&uid, footprint) };
             // Drive the plan to a resting state, as the controller does (one edit at a time).
             for _ in 0..4 {
                 let Plan::Edit(edit) = plan_tenant(&wants, &ledgers) else { break };
                 let index = ledgers.iter().position(|l| l.name() == edit.node).unwrap();
                 let before = ledgers[index].clone();
-                let entries = before.edited_entries(&edit);
-                let after = NodeLedger::new(edit.node.clone(), before.view().state, before.view().capacity, entries).unwrap();
+                let after = before.edited(&edit).unwrap();
                 let grew = !after.allocated().fits_within(&before.allocated());
                 if grew {
                     prop_assert!(after.allocated().fits_within(&after.view().capacity), "{edit:?} over-commits");
@@ -153,26 +152,17 @@ proptest! {
 
 #[test]
 fn plan_release_removes_exactly_one_entry_per_call() {
-    let entry = |uid: &str| Entry {
-        uid: uid.into(),
-        tenant: uid.into(),
-        resources: Resources::new(1, 1, 1),
-    };
     let nodes = vec![
-        NodeLedger::new(
-            "b",
-            NodeState::Online,
-            Resources::new(9, 9, 9),
-            vec![entry("x"), entry("y")],
-        )
-        .unwrap(),
-        NodeLedger::new(
-            "a",
-            NodeState::Offline,
-            Resources::new(9, 9, 9),
-            vec![entry("x")],
-        )
-        .unwrap(),
+        ledger("b")
+            .capacity(9, 9, 9)
+            .holding("x", (1, 1, 1))
+            .holding("y", (1, 1, 1))
+            .build(),
+        ledger("a")
+            .state(NodeState::Offline)
+            .capacity(9, 9, 9)
+            .holding("x", (1, 1, 1))
+            .build(),
     ];
     let edit = placement::plan_release("x", &nodes).unwrap();
     assert_eq!(edit.node, "a");

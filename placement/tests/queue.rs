@@ -5,9 +5,10 @@
     clippy::arithmetic_side_effects
 )]
 
+use placement::testing::{self, entry, ledger};
 use placement::{
-    EditKind, Entry, FifoQueue, NodeLedger, NodeState, Plan, Policy, QueueMode, Resources,
-    TenantWants, plan_tenant_with,
+    EditKind, Entry, FifoQueue, NodeLedger, Plan, Policy, QueueMode, Resources, TenantWants,
+    plan_tenant_with,
 };
 use proptest::prelude::*;
 
@@ -19,15 +20,7 @@ fn fleet() -> impl Strategy<Value = Vec<NodeLedger>> {
     prop::collection::vec(((4..=12u64), (4..=12u64), (4..=12u64)), 1..=4).prop_map(|caps| {
         caps.into_iter()
             .enumerate()
-            .map(|(i, (t, m, s))| {
-                NodeLedger::new(
-                    format!("n{i}"),
-                    NodeState::Online,
-                    Resources::new(t, m, s),
-                    vec![],
-                )
-                .unwrap()
-            })
+            .map(|(i, (t, m, s))| ledger(&format!("n{i}")).capacity(t, m, s).build())
             .collect()
     })
 }
@@ -42,15 +35,13 @@ fn uid(age: usize) -> String {
 }
 
 fn fits_anywhere(ledgers: &[NodeLedger], footprint: Resources) -> bool {
-    let wants = TenantWants {
-        uid: "probe",
-        tenant: "probe",
-        footprint,
-        suspend: false,
-        status_node: None,
-    };
     matches!(
-        plan_tenant_with(Policy::FirstFit, &wants, ledgers, 0),
+        plan_tenant_with(
+            Policy::FirstFit,
+            &testing::wants("probe", footprint),
+            ledgers,
+            0
+        ),
         Plan::Edit(_)
     )
 }
@@ -84,13 +75,7 @@ proptest! {
         let wants: Vec<TenantWants<'_>> = tenants
             .iter()
             .zip(&uids)
-            .map(|((footprint, _), uid)| TenantWants {
-                uid,
-                tenant: uid,
-                footprint: *footprint,
-                suspend: false,
-                status_node: None,
-            })
+            .map(|((footprint, _), uid)| testing::wants(uid, *footprint))
             .collect();
         let waiting = wants
             .iter()
@@ -251,11 +236,7 @@ fn fleet_with_entries(
     for (age, t) in tenants.iter().enumerate() {
         if let Some((node, old)) = t.held {
             let node = node % slack.len();
-            entries[node].push(Entry {
-                uid: uid(age),
-                tenant: uid(age),
-                resources: old,
-            });
+            entries[node].push(entry(&uid(age), old));
             status[age] = Some(format!("n{node}"));
         }
     }
@@ -266,7 +247,10 @@ fn fleet_with_entries(
         .map(|(i, (entries, slack))| {
             let used = Resources::checked_sum(entries.iter().map(|e| &e.resources)).unwrap();
             let capacity = used.checked_add(*slack).unwrap();
-            NodeLedger::new(format!("n{i}"), NodeState::Online, capacity, entries).unwrap()
+            ledger(&format!("n{i}"))
+                .capacity_of(capacity)
+                .entries(entries)
+                .build()
         })
         .collect();
     (ledgers, status)
@@ -394,11 +378,9 @@ fn check_resize_batch(
         .zip(&uids)
         .zip(&status)
         .map(|((t, uid), node)| TenantWants {
-            uid,
-            tenant: uid,
-            footprint: t.footprint,
             suspend: t.suspend,
             status_node: node.as_deref(),
+            ..testing::wants(uid, t.footprint)
         })
         .collect();
     let end = decide(initial.clone(), &wants, tenants, None, mode, policy)?;
@@ -555,27 +537,17 @@ fn the_resize_promise_is_exercised() {
 
 /// One node, `capacity` threads (100 GB of memory and storage); `r-older` holds 4 threads there.
 fn resize_node(name: &str, capacity: u64) -> NodeLedger {
-    let entry = Entry {
-        uid: "r-older".into(),
-        tenant: "d/r-older".into(),
-        resources: Resources::new(4, 1, 1),
-    };
-    NodeLedger::new(
-        name,
-        NodeState::Online,
-        Resources::new(capacity, 100, 100),
-        vec![entry],
-    )
-    .unwrap()
+    ledger(name)
+        .capacity(capacity, 100, 100)
+        .holding("r-older", (4, 1, 1))
+        .build()
 }
 
+/// `uid` asks `threads` threads (1 GB, 1 GB); its status names `status_node`.
 fn wants_threads<'a>(uid: &'a str, threads: u64, status_node: Option<&'a str>) -> TenantWants<'a> {
     TenantWants {
-        uid,
-        tenant: uid,
-        footprint: Resources::new(threads, 1, 1),
-        suspend: false,
         status_node,
+        ..testing::wants(uid, (threads, 1, 1))
     }
 }
 
@@ -646,14 +618,11 @@ fn a_younger_tenant_does_not_take_the_growth_room_of_an_older_waiting_resize() {
 fn behind_a_strict_head_a_younger_resize_does_not_take_an_older_waiting_resize_s_room() {
     // n1: 9 threads; r-older (age 2) holds 4, asks 6; y-resize (age 4) holds 2, asks 4:
     // 3 free, room for one growth of 2. head (age 1, in the batch) asks 20: fits nowhere.
-    let mut n1 = resize_node("n1", 9);
-    let mut entries = n1.entries().to_vec();
-    entries.push(Entry {
-        uid: "y-resize".into(),
-        tenant: "d/y-resize".into(),
-        resources: Resources::new(2, 1, 1),
-    });
-    n1 = NodeLedger::new("n1", NodeState::Online, n1.capacity(), entries).unwrap();
+    let n1 = ledger("n1")
+        .capacity(9, 100, 100)
+        .holding("r-older", (4, 1, 1))
+        .holding("y-resize", (2, 1, 1))
+        .build();
     let mut ledgers = vec![n1];
     let older = wants_threads("r-older", 6, Some("n1"));
     let mut queue = FifoQueue::new(QueueMode::StrictFifo, vec![(2, older)]);

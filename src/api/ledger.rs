@@ -179,7 +179,8 @@ impl Node {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::api::{NodeSpec, NodeState, ResourceAmounts};
+    use crate::api::ResourceAmounts;
+    use crate::testing::node;
 
     fn entry(uid: &str, t: u64) -> Entry {
         Entry {
@@ -195,14 +196,7 @@ mod tests {
 
     #[test]
     fn totals_are_recomputed_from_the_entries() {
-        let node = Node::new(
-            "n",
-            NodeSpec {
-                capacity: ResourceAmounts::new(64, 256, 8000),
-                state: NodeState::Online,
-                overcommit: None,
-            },
-        );
+        let node = node("n").capacity(64, 256, 8000).build();
         let capacity = node.spec.capacity.to_resources().unwrap();
         let status = node.status_for(&[entry("a", 2), entry("b", 4)], capacity, &now());
         // 2+4 threads, 1+1 GB, 1+1 GB; free 64-6, 256-2, 8000-2
@@ -214,14 +208,7 @@ mod tests {
 
     #[test]
     fn a_node_lowered_below_what_it_holds_keeps_its_entries_and_says_so() {
-        let node = Node::new(
-            "n",
-            NodeSpec {
-                capacity: ResourceAmounts::new(4, 256, 8000),
-                state: NodeState::Online,
-                overcommit: None,
-            },
-        );
+        let node = node("n").capacity(4, 256, 8000).build();
         let capacity = node.spec.capacity.to_resources().unwrap();
         let status = node.status_for(&[entry("a", 3), entry("b", 3)], capacity, &now());
         assert_eq!(status.allocations.len(), 2);
@@ -239,14 +226,7 @@ mod tests {
 
     #[test]
     fn a_condition_keeps_its_transition_time_while_its_status_holds() {
-        let mut node = Node::new(
-            "n",
-            NodeSpec {
-                capacity: ResourceAmounts::new(8, 8, 8),
-                state: NodeState::Online,
-                overcommit: None,
-            },
-        );
+        let mut node = node("n").capacity(8, 8, 8).build();
         let capacity = node.spec.capacity.to_resources().unwrap();
         let first = node.status_for(&[entry("a", 1)], capacity, &now());
         node.status = Some(first.clone());

@@ -203,71 +203,38 @@ impl Claims {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::api::{AllocationEntry, NodeSpec, NodeStatus, TenantSpec, TenantStatus};
+    use crate::testing::{node, tenant};
 
-    fn tenant(name: &str, phase: TenantPhase, node: &str, threads: i64) -> Tenant {
-        let mut tenant = Tenant::new(
-            name,
-            TenantSpec {
-                resources: ResourceAmounts::new(threads, 1, 1),
-                mode: Default::default(),
-                replicas: None,
-                suspend: false,
-            },
-        );
-        tenant.metadata.namespace = Some("default".into());
-        tenant.metadata.uid = Some(format!("uid-{name}"));
-        tenant.status = Some(TenantStatus {
-            phase,
-            node_name: node.into(),
-            reserved: ResourceAmounts::new(threads, 1, 1),
-            ..TenantStatus::default()
-        });
-        tenant
-    }
-
-    fn node(name: &str, held: &[(&str, i64)]) -> Arc<Node> {
-        let mut node = Node::new(
-            name,
-            NodeSpec {
-                capacity: ResourceAmounts::new(64, 64, 64),
-                state: Default::default(),
-                overcommit: None,
-            },
-        );
-        node.status = Some(NodeStatus {
-            allocations: held
-                .iter()
-                .map(|(uid, threads)| AllocationEntry {
-                    tenant: format!("default/{uid}"),
-                    uid: format!("uid-{uid}"),
-                    resources: ResourceAmounts::new(*threads, 1, 1),
-                })
-                .collect(),
-            ..NodeStatus::default()
-        });
-        Arc::new(node)
+    /// `name` as its status says: `phase` on `node`, holding `threads` threads (and 1 GB, 1 GB).
+    fn claiming(name: &str, phase: TenantPhase, node: &str, threads: i64) -> Tenant {
+        tenant(name)
+            .resources(threads, 1, 1)
+            .phase(phase)
+            .on(node)
+            .reserved(threads, 1, 1)
+            .build()
     }
 
     #[test]
     fn a_claim_is_backed_only_by_an_entry_of_its_uid_with_its_amounts() {
-        let active = Claim::of(&tenant("acme", TenantPhase::Active, "n1", 2)).unwrap();
+        let active = Claim::of(&claiming("acme", TenantPhase::Active, "n1", 2)).unwrap();
         let cases = [
-            (Some(node("n1", &[("acme", 2)])), true),
+            (Some(node("n1").holding("acme", (2, 1, 1))), true),
             // The entry holds 4 threads, the status says 2: the records disagree.
-            (Some(node("n1", &[("acme", 4)])), false),
-            (Some(node("n1", &[("other", 2)])), false),
-            (Some(node("n1", &[])), false),
+            (Some(node("n1").holding("acme", (4, 1, 1))), false),
+            (Some(node("n1").holding("other", (2, 1, 1))), false),
+            (Some(node("n1")), false),
             // The node is gone.
             (None, false),
         ];
         for (node, backed) in cases {
-            assert_eq!(active.backed_by(node.as_deref()), backed, "{node:?}");
+            let node = node.map(|n| n.build());
+            assert_eq!(active.backed_by(node.as_ref()), backed, "{node:?}");
         }
         // A status that names no node claims nothing, unless its phase says it holds something.
-        let waiting = Claim::of(&tenant("w", TenantPhase::PendingCapacity, "", 0)).unwrap();
+        let waiting = Claim::of(&claiming("w", TenantPhase::PendingCapacity, "", 0)).unwrap();
         assert!(waiting.backed_by(None));
-        let blank = Claim::of(&tenant("b", TenantPhase::Active, "", 2)).unwrap();
+        let blank = Claim::of(&claiming("b", TenantPhase::Active, "", 2)).unwrap();
         assert!(!blank.backed_by(None));
     }
 
@@ -275,16 +242,21 @@ mod tests {
     fn a_node_change_checks_every_claim_on_it_and_a_status_change_checks_that_tenant() {
         let claims = Claims::default();
         let (acme, beta) = (
-            tenant("acme", TenantPhase::Active, "n1", 2),
-            tenant("beta", TenantPhase::Active, "n1", 3),
+            claiming("acme", TenantPhase::Active, "n1", 2),
+            claiming("beta", TenantPhase::Active, "n1", 3),
         );
         assert!(claims.observe(&acme) && claims.observe(&beta));
         assert!(!claims.observe(&acme), "an unchanged claim is no news");
-        let n1 = node("n1", &[("acme", 2), ("beta", 3)]);
+        let n1 = Arc::new(
+            node("n1")
+                .holding("acme", (2, 1, 1))
+                .holding("beta", (3, 1, 1))
+                .build(),
+        );
         assert!(claims.unbacked(|_| Some(n1.clone())).is_empty());
         // n1 is wiped: both are woken at the next check, and only then.
         claims.node_changed("n1");
-        let wiped = node("n1", &[]);
+        let wiped = Arc::new(node("n1").build());
         let mut woken = claims.unbacked(|_| Some(wiped.clone()));
         woken.sort_by(|a, b| a.name.cmp(&b.name));
         assert_eq!(
@@ -296,19 +268,19 @@ mod tests {
         claims.node_changed("n2");
         assert!(claims.unbacked(|_| None).is_empty());
         // beta's status is edited to name n2, where it holds nothing.
-        assert!(claims.observe(&tenant("beta", TenantPhase::Active, "n2", 3)));
+        assert!(claims.observe(&claiming("beta", TenantPhase::Active, "n2", 3)));
         assert_eq!(claims.unbacked(|_| None), [ObjectRef::from_obj(&beta)]);
     }
 
     #[test]
     fn a_status_that_stops_naming_its_node_wakes_the_tenant_and_a_forgotten_one_is_not_checked() {
         let claims = Claims::default();
-        let acme = tenant("acme", TenantPhase::Active, "n1", 2);
+        let acme = claiming("acme", TenantPhase::Active, "n1", 2);
         claims.observe(&acme);
-        let n1 = node("n1", &[("acme", 2)]);
+        let n1 = Arc::new(node("n1").holding("acme", (2, 1, 1)).build());
         assert!(claims.unbacked(|_| Some(n1.clone())).is_empty());
         // Someone blanks the status while n1 still holds the entry.
-        claims.observe(&tenant("acme", TenantPhase::Pending, "", 0));
+        claims.observe(&claiming("acme", TenantPhase::Pending, "", 0));
         assert_eq!(
             claims.unbacked(|_| Some(n1.clone())),
             [ObjectRef::from_obj(&acme)]

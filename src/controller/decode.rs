@@ -175,17 +175,20 @@ impl Reported {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::api::Tenant;
+    use crate::api::{Tenant, TenantMode};
+    use crate::testing;
     use kube::core::ObjectList;
     use serde_json::json;
 
+    /// A Cluster tenant as the API serves it, with `replicas` as given (maybe past what the
+    /// types hold).
     fn tenant(name: &str, replicas: serde_json::Value) -> serde_json::Value {
-        json!({
-            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "Tenant",
-            "metadata": {"name": name, "namespace": "default", "uid": name, "resourceVersion": "7"},
-            "spec": {"resources": {"threads": 1, "memoryGb": 1, "storageGb": 0},
-                     "mode": "Cluster", "replicas": replicas}
-        })
+        let tenant = testing::tenant(name)
+            .resources(1, 1, 0)
+            .mode(TenantMode::Cluster);
+        let mut json = serde_json::to_value(tenant.resource_version(7).build()).unwrap();
+        json["spec"]["replicas"] = replicas;
+        json
     }
 
     #[test]

@@ -145,27 +145,18 @@ fn remove<K>(copies: &mut Copies<K>, namespace: &str, name: &str) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::api::{Node, NodeSpec, ResourceAmounts};
+    use crate::testing::{NodeBuilder, node};
 
-    fn node(rv: &str, threads: i64) -> Node {
-        let spec = NodeSpec {
-            capacity: ResourceAmounts::new(threads, 1, 1),
-            state: Default::default(),
-            overcommit: None,
-        };
-        let mut node = Node::new("n", spec);
-        node.metadata.resource_version = Some(rv.into());
-        node
+    /// Node `n` at resourceVersion `rv`, with `threads` threads: which copy won shows in them.
+    fn at(rv: u64, threads: i64) -> NodeBuilder {
+        node("n").capacity(threads, 1, 1).resource_version(rv)
     }
 
     #[test]
     fn the_newer_copy_of_the_same_object_wins() {
-        let mut recreated = node("20", 3);
-        recreated.metadata.uid = Some("other".into());
-        let mut older = node("10", 1);
-        older.metadata.uid = Some("one".into());
-        let mut newer_copy = node("12", 2);
-        newer_copy.metadata.uid = Some("one".into());
+        let recreated = at(20, 3).uid("other").build();
+        let older = at(10, 1).uid("one").build();
+        let newer_copy = at(12, 2).uid("one").build();
         let given = Arc::new(older);
         assert_eq!(
             newer(given.clone(), Some(Arc::new(newer_copy)))
@@ -188,20 +179,20 @@ mod tests {
     #[test]
     fn a_copy_goes_when_the_watch_delivers_its_version_or_a_newer_one() {
         let newest = Newest::default();
-        newest.remember(node("12", 2));
-        newest.observed(&node("11", 1));
+        newest.remember(at(12, 2).build());
+        newest.observed(&at(11, 1).build());
         assert_eq!(newest.len(), 1, "an older event keeps the copy");
-        newest.observed(&node("12", 2));
+        newest.observed(&at(12, 2).build());
         assert!(newest.is_empty());
     }
 
     #[test]
     fn a_copy_wins_while_newer_and_goes_once_the_cache_catches_up() {
         let newest = Newest::default();
-        newest.remember(node("12", 2));
+        newest.remember(at(12, 2).build());
         assert_eq!(
             newest
-                .freshest(Arc::new(node("10", 1)))
+                .freshest(Arc::new(at(10, 1).build()))
                 .spec
                 .capacity
                 .threads,
@@ -210,7 +201,7 @@ mod tests {
         // The cache caught up (rv 12): the cached object wins and the copy is dropped.
         assert_eq!(
             newest
-                .freshest(Arc::new(node("12", 3)))
+                .freshest(Arc::new(at(12, 3).build()))
                 .spec
                 .capacity
                 .threads,
@@ -218,7 +209,7 @@ mod tests {
         );
         assert_eq!(
             newest
-                .freshest(Arc::new(node("10", 1)))
+                .freshest(Arc::new(at(10, 1).build()))
                 .spec
                 .capacity
                 .threads,

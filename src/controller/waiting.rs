@@ -309,40 +309,18 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
-    use crate::api::{AllocationEntry, Node, NodeSpec, NodeState, NodeStatus, ResourceAmounts};
-
-    fn node(state: NodeState, capacity: ResourceAmounts, held: &[(&str, ResourceAmounts)]) -> Node {
-        let mut node = Node::new(
-            "n",
-            NodeSpec {
-                capacity,
-                state,
-                overcommit: None,
-            },
-        );
-        let allocations = held
-            .iter()
-            .map(|(uid, r)| AllocationEntry {
-                tenant: format!("d/{uid}"),
-                uid: (*uid).into(),
-                resources: *r,
-            })
-            .collect();
-        node.status = Some(NodeStatus {
-            allocations,
-            ..NodeStatus::default()
-        });
-        node
-    }
+    use crate::api::{Node, NodeState};
+    use crate::testing::{self, node};
 
     fn tenant(name: &str) -> ObjectRef<Tenant> {
         ObjectRef::new(name).within("default")
     }
 
-    fn waiter(uid: &str, footprint: Resources, created_second: i64) -> Waiter {
+    /// Tenant `default/{name}` (UID `uid-{name}`, as the fixtures' entries name it) waiting.
+    fn waiter(name: &str, footprint: Resources, created_second: i64) -> Waiter {
         Waiter {
-            uid: uid.into(),
-            tenant: format!("default/{uid}"),
+            uid: format!("uid-{name}"),
+            tenant: format!("default/{name}"),
             footprint,
             suspend: false,
             created: Some(Timestamp::from_second(created_second).unwrap()),
@@ -372,11 +350,7 @@ mod tests {
         assert_eq!(
             changed(
                 &room,
-                &node(
-                    NodeState::Online,
-                    ResourceAmounts::new(8, 8, 8),
-                    &[("x", ResourceAmounts::new(2, 2, 2))]
-                )
+                &node("n").capacity(8, 8, 8).holding("x", (2, 2, 2)).build()
             ),
             1
         );
@@ -385,18 +359,15 @@ mod tests {
         assert_eq!(
             changed(
                 &room,
-                &node(NodeState::Cordoned, ResourceAmounts::new(8, 8, 8), &[])
+                &node("n")
+                    .state(NodeState::Cordoned)
+                    .capacity(8, 8, 8)
+                    .build()
             ),
             0
         );
-        room.withdraw("small");
-        assert_eq!(
-            changed(
-                &room,
-                &node(NodeState::Online, ResourceAmounts::new(8, 8, 8), &[])
-            ),
-            0
-        );
+        room.withdraw("uid-small");
+        assert_eq!(changed(&room, &node("n").capacity(8, 8, 8).build()), 0);
         assert_eq!(room.len(), 1);
     }
 
@@ -405,24 +376,18 @@ mod tests {
         let (room, mut requests) = WaitingRoom::new();
         room.enter(tenant("acme"), waiter("acme", Resources::new(4, 8, 40), 0));
         // others hold 61 threads, acme 2: room = 64 - 61 = 3 < 4.
-        let tight = node(
-            NodeState::Online,
-            ResourceAmounts::new(64, 256, 8000),
-            &[
-                ("acme", ResourceAmounts::new(2, 4, 20)),
-                ("o", ResourceAmounts::new(61, 1, 1)),
-            ],
-        );
+        let tight = node("n")
+            .capacity(64, 256, 8000)
+            .holding("acme", (2, 4, 20))
+            .holding("o", (61, 1, 1))
+            .build();
         assert_eq!(changed(&room, &tight), 0);
         // others hold 60: room = 4, enough.
-        let roomy = node(
-            NodeState::Online,
-            ResourceAmounts::new(64, 256, 8000),
-            &[
-                ("acme", ResourceAmounts::new(2, 4, 20)),
-                ("o", ResourceAmounts::new(60, 1, 1)),
-            ],
-        );
+        let roomy = node("n")
+            .capacity(64, 256, 8000)
+            .holding("acme", (2, 4, 20))
+            .holding("o", (60, 1, 1))
+            .build();
         assert_eq!(changed(&room, &roomy), 1);
         assert_eq!(drain(&mut requests), ["acme"]);
     }
@@ -442,7 +407,7 @@ mod tests {
             tenant("m-mid"),
             waiter("m-mid", Resources::new(1, 1, 1), 200),
         );
-        let empty = node(NodeState::Online, ResourceAmounts::new(8, 8, 8), &[]);
+        let empty = node("n").capacity(8, 8, 8).build();
         assert_eq!(changed(&room, &empty), 3);
         let mut order = Vec::new();
         while let Ok(r) = requests.try_recv() {
@@ -461,7 +426,7 @@ mod tests {
         assert_eq!(names.len(), 2);
         room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
         room.node_changed("n3");
-        room.withdraw("t");
+        room.withdraw("uid-t");
         assert_eq!(room.next_changes().await, None, "every node");
         room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
         room.enter(tenant("t"), waiter("t", Resources::new(1, 1, 1), 0));
@@ -477,12 +442,7 @@ mod tests {
     #[test]
     fn a_waiter_whose_tenant_is_gone_from_the_cache_is_dropped() {
         let (store, mut feed) = kube::runtime::reflector::store::<Tenant>();
-        let kept: Tenant = serde_json::from_value(serde_json::json!({
-            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "Tenant",
-            "metadata": {"name": "kept", "namespace": "default", "uid": "kept"},
-            "spec": {"resources": {"threads": 1, "memoryGb": 1, "storageGb": 1}, "mode": "Standalone"},
-        }))
-        .unwrap();
+        let kept = testing::tenant("kept").build();
         feed.apply_watcher_event(&kube::runtime::watcher::Event::Apply(kept));
         let (room, _requests) = WaitingRoom::new();
         room.enter(tenant("kept"), waiter("kept", Resources::new(1, 1, 1), 0));
@@ -493,6 +453,6 @@ mod tests {
             .into_iter()
             .map(|w| w.uid)
             .collect();
-        assert_eq!(left, ["kept"]);
+        assert_eq!(left, ["uid-kept"]);
     }
 }

@@ -1,10 +1,33 @@
-//! Helpers shared by the tests that drive child processes (the sandbox binary, kubectl, Chromium).
-#![allow(dead_code, clippy::unwrap_used)]
+//! The harness of the tests that drive child processes (the sandbox binary, kubectl, Chromium):
+//! bounded waits, commands run to their end under a deadline with their output collected, and
+//! [`sandbox::Sandbox`], the running `tenant-placer sandbox`.
+//!
+//! ```text
+//!   Sandbox::start(files)  the binary on a free loopback port, killed when dropped
+//!     ├ kubectl(args)      kubectl against it (its own kubeconfig, cache and HOME) → Output
+//!     ├ wait_jsonpath(..)  polls `kubectl get -o jsonpath` until it reads as wanted
+//!     └ page_url()         the fleet page it serves
+//!   run(command, deadline) → Output { status, stdout, stderr }, .ok(what) / .failed(what)
+//!   wait_for(what, probe)  polls until Some, or fails the test after WAIT
+//! ```
+//!
+//! Every wait is bounded and every child is killed at its deadline, so nothing hangs.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod sandbox;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How long any one wait (for the sandbox, the controller, Chromium, the page) may take.
+pub const WAIT: Duration = Duration::from_secs(30);
+/// How often a wait looks again.
+pub const POLL: Duration = Duration::from_millis(100);
+/// How long any one command (kubectl, the binary) may run.
+pub const COMMAND_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The repository's examples directory.
 pub fn examples() -> PathBuf {
@@ -24,22 +47,87 @@ pub fn collect_lines(pipe: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>
     lines
 }
 
-/// Waits until `probe` answers Some, polling every `every`, or fails the test after `limit`.
-pub fn wait_for<T>(
-    what: &str,
-    limit: Duration,
-    every: Duration,
-    mut probe: impl FnMut() -> Option<T>,
-) -> T {
+/// Waits until `probe` answers Some, polling every [`POLL`], or fails the test after [`WAIT`].
+pub fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     let started = Instant::now();
     loop {
         if let Some(found) = probe() {
             return found;
         }
         assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
+            started.elapsed() < WAIT,
+            "timed out after {WAIT:?} waiting for {what}"
         );
-        std::thread::sleep(every);
+        std::thread::sleep(POLL);
     }
+}
+
+/// What a finished command printed.
+#[derive(Debug)]
+pub struct Output {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Its stdout; fails the test, showing both streams, unless it succeeded.
+    pub fn ok(self, what: &str) -> String {
+        assert!(
+            self.status.success(),
+            "{what} failed ({}):\nstdout: {}\nstderr: {}",
+            self.status,
+            self.stdout,
+            self.stderr
+        );
+        self.stdout
+    }
+
+    /// Its stderr; fails the test unless it failed.
+    pub fn failed(self, what: &str) -> String {
+        assert!(
+            !self.status.success(),
+            "{what} should have failed:\nstdout: {}",
+            self.stdout
+        );
+        self.stderr
+    }
+}
+
+/// Runs a command to its end (no stdin), killing it and failing the test after `deadline`.
+pub fn run(mut command: Command, deadline: Duration) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e}"));
+    let stdout = drain(child.stdout.take().unwrap());
+    let stderr = drain(child.stderr.take().unwrap());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} did not finish within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
+}
+
+/// All a pipe says until it closes, read by a thread.
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    })
 }

@@ -32,13 +32,13 @@ async fn harness_with(queue: placement::QueueMode, nodes: &[Value]) -> Harness {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_larger_pending_tenant_gets_freed_room_before_a_younger_smaller_one() {
     for queue in placement::QueueMode::ALL {
-        let h = harness_with(queue, &[node("n1", 8, 64, 1000)]).await;
-        h.apply(&[tenant("filler", 8, 1, 1)]);
+        let h = harness_with(queue, &[node("n1").capacity(8, 64, 1000).manifest()]).await;
+        h.apply(&[tenant("filler").resources(8, 1, 1).manifest()]);
         h.settle().await;
         // The older one sorts last by name, so name order alone would favour the younger one.
-        h.apply(&[tenant("zz-older-large", 6, 1, 1)]);
+        h.apply(&[tenant("zz-older-large").resources(6, 1, 1).manifest()]);
         next_second().await;
-        h.apply(&[tenant("aa-younger-small", 4, 1, 1)]);
+        h.apply(&[tenant("aa-younger-small").resources(4, 1, 1).manifest()]);
         h.settle().await;
         for name in ["zz-older-large", "aa-younger-small"] {
             assert_eq!(
@@ -68,13 +68,13 @@ async fn an_older_larger_pending_tenant_gets_freed_room_before_a_younger_smaller
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn best_effort_lets_a_younger_tenant_pass_one_that_fits_nowhere_and_strict_does_not() {
     for queue in placement::QueueMode::ALL {
-        let h = harness_with(queue, &[node("n1", 8, 64, 1000)]).await;
-        h.apply(&[tenant("filler", 4, 1, 1)]);
+        let h = harness_with(queue, &[node("n1").capacity(8, 64, 1000).manifest()]).await;
+        h.apply(&[tenant("filler").resources(4, 1, 1).manifest()]);
         h.settle().await;
-        h.apply(&[tenant("huge-older", 6, 1, 1)]);
+        h.apply(&[tenant("huge-older").resources(6, 1, 1).manifest()]);
         h.settle().await;
         next_second().await;
-        h.apply(&[tenant("small-younger", 2, 1, 1)]);
+        h.apply(&[tenant("small-younger").resources(2, 1, 1).manifest()]);
         h.settle().await;
         let small = h.tenant("small-younger").unwrap().status.unwrap();
         match queue {
@@ -124,7 +124,10 @@ async fn without_the_finalizer_a_delete_is_released_from_its_event_and_a_missed_
         no_finalizer.clone(),
     )
     .await;
-    h.apply(&[tenant("acme", 2, 4, 20), tenant("beta", 3, 4, 20)]);
+    h.apply(&[
+        tenant("acme").resources(2, 4, 20).manifest(),
+        tenant("beta").resources(3, 4, 20).manifest(),
+    ]);
     h.settle().await;
     assert!(
         h.tenant("acme").unwrap().metadata.finalizers.is_none(),

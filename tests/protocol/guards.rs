@@ -3,7 +3,9 @@
 
 use kube::CustomResourceExt;
 use serde_json::{Value, json};
-use tenant_placer::api::{DRAINED_CONDITION, GROUP, NODE_FINALIZER, Tenant, TenantPhase};
+use tenant_placer::api::{
+    DRAINED_CONDITION, GROUP, NODE_FINALIZER, Tenant, TenantMode, TenantPhase,
+};
 
 use super::*;
 
@@ -51,10 +53,10 @@ async fn a_tenant_the_types_cannot_hold_is_skipped_and_reported_and_placement_go
         .api
         .install_crd(tenant_crd_without_replica_bounds())
         .unwrap();
-    let mut poisoned = tenant("poisoned", 1, 1, 1);
-    poisoned["spec"]["mode"] = json!("Cluster");
+    let mut poisoned = tenant("poisoned").mode(TenantMode::Cluster).manifest();
+    // Past int32: the types cannot hold it (the older schema lets it in).
     poisoned["spec"]["replicas"] = json!(2_147_483_648_i64);
-    h.apply(&[poisoned, tenant("acme", 2, 4, 20)]);
+    h.apply(&[poisoned, tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
     assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
 
@@ -65,7 +67,7 @@ async fn a_tenant_the_types_cannot_hold_is_skipped_and_reported_and_placement_go
         .unwrap();
     h.fleet.stop();
     h.fleet.start(h.settings.clone());
-    h.apply(&[tenant("after-restart", 4, 4, 4)]);
+    h.apply(&[tenant("after-restart").resources(4, 4, 4).manifest()]);
     h.settle().await;
     assert_eq!(
         phase(&h, "after-restart"),
@@ -88,7 +90,7 @@ async fn a_tenant_the_types_cannot_hold_is_skipped_and_reported_and_placement_go
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wiped_allocations_are_written_back_where_they_still_fit() {
     let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
     wipe_allocations(&h, "node-eu-1");
     h.settle().await;
@@ -96,7 +98,7 @@ async fn wiped_allocations_are_written_back_where_they_still_fit() {
     assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
     assert_eq!(events_with_reason(&h, "ReservationRestored").len(), 1);
     // The trap the wipe set: a 64-thread tenant finds 62 threads free there, not 64.
-    h.apply(&[tenant("wide", 64, 4, 4)]);
+    h.apply(&[tenant("wide").resources(64, 4, 4).manifest()]);
     h.settle().await;
     assert_eq!(phase(&h, "wide").0, TenantPhase::PendingCapacity);
     h.assert_invariants();
@@ -105,7 +107,7 @@ async fn wiped_allocations_are_written_back_where_they_still_fit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_reservation_that_no_longer_fits_leaves_active_says_so_and_is_placed_again() {
     let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
     // While no controller runs: acme's entry is wiped, node-eu-1 shrinks below it, node-eu-2
     // goes Offline. Nowhere can take it.
@@ -145,7 +147,7 @@ async fn a_lost_reservation_that_no_longer_fits_leaves_active_says_so_and_is_pla
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_holding_reservations_is_not_deleted_until_its_tenants_go() {
     let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
     assert_eq!(
         h.node("node-eu-1").metadata.finalizers,
@@ -181,7 +183,7 @@ async fn a_node_holding_reservations_is_not_deleted_until_its_tenants_go() {
     );
     assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
     // A node being deleted takes no one new.
-    h.apply(&[tenant("late", 2, 4, 20)]);
+    h.apply(&[tenant("late").resources(2, 4, 20).manifest()]);
     h.settle().await;
     assert_eq!(phase(&h, "late"), (TenantPhase::Active, "node-eu-2".into()));
     h.delete_tenant("acme");
@@ -199,7 +201,7 @@ async fn a_node_holding_reservations_is_not_deleted_until_its_tenants_go() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_deleted_from_under_its_tenants_and_re_created_gets_their_entries_back() {
     let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
     // Another actor strips the finalizer and deletes the node; it comes back empty.
     h.fleet.stop();
@@ -208,7 +210,7 @@ async fn a_node_deleted_from_under_its_tenants_and_re_created_gets_their_entries
         .api
         .delete(GROUP, "nodes", None, "node-eu-1")
         .unwrap();
-    h.apply(&[node("node-eu-1", 64, 256, 8000)]);
+    h.apply(&[node("node-eu-1").capacity(64, 256, 8000).manifest()]);
     h.fleet.start(h.settings.clone());
     h.settle().await;
     assert_eq!(h.allocated_threads("node-eu-1"), 2);
@@ -220,7 +222,7 @@ async fn a_node_deleted_from_under_its_tenants_and_re_created_gets_their_entries
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_deleted_while_the_controller_runs_has_its_tenants_placed_again_elsewhere() {
     let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
     h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-1", "finalizers": []}})]);
     h.fleet
@@ -244,7 +246,10 @@ async fn with_the_charts_admission_policies_the_controller_spends_no_write_on_fi
     h.fleet.admit_finalizers(true);
     h.fleet.api.reset_stats();
     h.apply(&seed_nodes());
-    h.apply(&[tenant("acme", 2, 4, 20), tenant("beta", 2, 4, 20)]);
+    h.apply(&[
+        tenant("acme").resources(2, 4, 20).manifest(),
+        tenant("beta").resources(2, 4, 20).manifest(),
+    ]);
     h.settle().await;
     assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
     let stats = h.fleet.api.stats();

@@ -71,10 +71,10 @@ fn replica(fleet: &Fleet, identity: &str) -> (tokio::task::JoinHandle<()>, Arc<A
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_leader_writes_and_when_it_dies_the_other_replica_takes_over_and_converges() {
     let fleet = Fleet::new().unwrap();
-    for object in seed_nodes()
-        .into_iter()
-        .chain([tenant("acme", 2, 4, 20), tenant("big", 256, 1024, 100_000)])
-    {
+    for object in seed_nodes().into_iter().chain([
+        tenant("acme").resources(2, 4, 20).manifest(),
+        tenant("big").resources(256, 1024, 100_000).manifest(),
+    ]) {
         fleet.api.apply(object).unwrap();
     }
     let (a, writes_a, state_a) = replica(&fleet, "replica-a");
@@ -121,7 +121,10 @@ async fn only_the_leader_writes_and_when_it_dies_the_other_replica_takes_over_an
 
     // Kill the leader; change things; the follower must take over once the lease expires.
     leader.abort();
-    fleet.api.apply(tenant("late", 1, 1, 1)).unwrap();
+    fleet
+        .api
+        .apply(tenant("late").resources(1, 1, 1).manifest())
+        .unwrap();
     fleet
         .api
         .apply(tenant_spec("acme", serde_json::json!({"mode": "Cluster"})))

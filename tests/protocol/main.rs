@@ -31,6 +31,8 @@ use tenant_placer::api::{GROUP, Node, Tenant};
 use tenant_placer::controller::{RetryPolicy, Settings};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
+/// Nodes and tenants are the crate's fixtures, sent as the manifests a client applies.
+pub use tenant_placer::testing::{entry, node, tenant};
 
 pub const VERSION: &str = "placement.tenant-placer.dev/v1alpha1";
 
@@ -53,20 +55,6 @@ pub fn settings() -> Settings {
     }
 }
 
-pub fn node(name: &str, threads: i64, memory_gb: i64, storage_gb: i64) -> Value {
-    json!({
-        "apiVersion": VERSION, "kind": "Node", "metadata": {"name": name},
-        "spec": {"capacity": {"threads": threads, "memoryGb": memory_gb, "storageGb": storage_gb}, "state": "Online"},
-    })
-}
-
-pub fn tenant(name: &str, threads: i64, memory_gb: i64, storage_gb: i64) -> Value {
-    json!({
-        "apiVersion": VERSION, "kind": "Tenant", "metadata": {"name": name, "namespace": "default"},
-        "spec": {"resources": {"threads": threads, "memoryGb": memory_gb, "storageGb": storage_gb}, "mode": "Standalone"},
-    })
-}
-
 /// A spec change as a merge patch of one object (applied directly, as a user's edit).
 pub fn tenant_spec(name: &str, spec: Value) -> Value {
     json!({"apiVersion": VERSION, "kind": "Tenant", "metadata": {"name": name, "namespace": "default"}, "spec": spec})
@@ -79,8 +67,8 @@ pub fn node_spec(name: &str, spec: Value) -> Value {
 /// The seed's two nodes.
 pub fn seed_nodes() -> Vec<Value> {
     vec![
-        node("node-eu-1", 64, 256, 8000),
-        node("node-eu-2", 32, 128, 4000),
+        node("node-eu-1").capacity(64, 256, 8000).manifest(),
+        node("node-eu-2").capacity(32, 128, 4000).manifest(),
     ]
 }
 

@@ -1,16 +1,16 @@
 //! Policies and overcommit through the run loop.
 
-use serde_json::json;
-
 use crate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_overcommitted_node_places_against_capacity_times_ratio_and_reports_free_that_way() {
-    let mut a = node("a", 8, 64, 1000);
-    a["spec"]["overcommit"] = json!({"threads": 2.0});
-    let h = Harness::start(&[a, node("b", 64, 64, 1000)]).await;
+    let a = node("a")
+        .capacity(8, 64, 1000)
+        .overcommit(2.0, 1.0, 1.0)
+        .manifest();
+    let h = Harness::start(&[a, node("b").capacity(64, 64, 1000).manifest()]).await;
     // 8 threads x 2.0 = 16 effective: a 10-thread tenant fits on a (first by name).
-    h.apply(&[tenant("big-cpu", 10, 1, 1)]);
+    h.apply(&[tenant("big-cpu").resources(10, 1, 1).manifest()]);
     h.settle().await;
     assert_eq!(h.tenant("big-cpu").unwrap().status.unwrap().node_name, "a");
     let status = h.node("a").status.unwrap();
@@ -28,7 +28,10 @@ async fn an_overcommitted_node_places_against_capacity_times_ratio_and_reports_f
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn best_fit_packs_onto_the_tightest_node_where_first_fit_takes_the_first() {
-    let nodes = [node("a", 64, 256, 8000), node("b", 8, 32, 1000)];
+    let nodes = [
+        node("a").capacity(64, 256, 8000).manifest(),
+        node("b").capacity(8, 32, 1000).manifest(),
+    ];
     for (policy, expected) in [
         (placement::Policy::FirstFit, "a"),
         (placement::Policy::BestFit, "b"),
@@ -42,7 +45,7 @@ async fn best_fit_packs_onto_the_tightest_node_where_first_fit_takes_the_first()
             },
         )
         .await;
-        h.apply(&[tenant("small", 6, 24, 800)]);
+        h.apply(&[tenant("small").resources(6, 24, 800).manifest()]);
         h.settle().await;
         assert_eq!(
             h.tenant("small").unwrap().status.unwrap().node_name,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::CustomResourceExt;
-use tenant_placer::api::{Node, TenantPhase};
+use tenant_placer::api::{AllocationEntry, Node, TenantPhase};
 use tenant_placer::controller::{Handles, Settings};
 
 use crate::*;
@@ -36,8 +36,16 @@ async fn room_an_older_resize_could_use_is_not_taken_by_a_younger_tenant() {
             requeue_window: Duration::from_millis(3000),
             ..with_queue(queue)
         };
-        let h = Harness::start_on(ApiServer::new(), &[node("n1", 10, 64, 1000)], slow_passes).await;
-        h.apply(&[tenant("r-older", 4, 1, 1), tenant("filler", 6, 1, 1)]);
+        let h = Harness::start_on(
+            ApiServer::new(),
+            &[node("n1").capacity(10, 64, 1000).manifest()],
+            slow_passes,
+        )
+        .await;
+        h.apply(&[
+            tenant("r-older").resources(4, 1, 1).manifest(),
+            tenant("filler").resources(6, 1, 1).manifest(),
+        ]);
         h.settle().await;
         h.apply(&[tenant_spec(
             "r-older",
@@ -52,7 +60,7 @@ async fn room_an_older_resize_could_use_is_not_taken_by_a_younger_tenant() {
         next_second().await;
         h.delete_tenant("filler");
         tokio::time::sleep(Duration::from_millis(300)).await;
-        h.apply(&[tenant("younger", 5, 1, 1)]);
+        h.apply(&[tenant("younger").resources(5, 1, 1).manifest()]);
         h.settle().await;
         // 10 - 4 held = 6 free, of which 2 are r-older's growth: 4 left, the younger asks 5.
         assert_eq!(
@@ -89,30 +97,31 @@ fn node_crd_without_status_minimums() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_that_cannot_be_decided_holds_no_room_and_says_why() {
-    let h = Harness::start(&[node("n1", 8, 64, 1000)]).await;
+    let h = Harness::start(&[node("n1").capacity(8, 64, 1000).manifest()]).await;
     h.fleet
         .api
         .install_crd(node_crd_without_status_minimums())
         .unwrap();
-    h.apply(&[tenant("filler", 8, 1, 1)]);
+    h.apply(&[tenant("filler").resources(8, 1, 1).manifest()]);
     h.settle().await;
-    h.apply(&[tenant("stuck-older", 4, 1, 1)]);
+    h.apply(&[tenant("stuck-older").resources(4, 1, 1).manifest()]);
     h.settle().await;
-    let stuck_uid = h.tenant("stuck-older").unwrap().metadata.uid.unwrap();
+    let stuck = AllocationEntry {
+        uid: h.tenant("stuck-older").unwrap().metadata.uid.unwrap(),
+        ..entry("stuck-older", (1, 1, 1))
+    };
     // Another actor writes a node whose allocations cannot be read, naming stuck-older's UID.
-    h.apply(&[node("broken", 8, 64, 1000)]);
+    h.apply(&[node("broken").capacity(8, 64, 1000).manifest()]);
     h.settle().await;
     h.apply(&[json!({
         "apiVersion": VERSION, "kind": "Node", "metadata": {"name": "broken"},
-        "status": {"allocations": [
-            {"tenant": "default/stuck-older", "uid": stuck_uid, "resources": {"threads": 1, "memoryGb": 1, "storageGb": 1}},
-            {"tenant": "default/ghost", "uid": "uid-ghost", "resources": {"threads": -3, "memoryGb": 1, "storageGb": 1}}],
+        "status": {"allocations": [stuck, entry("ghost", (-3, 1, 1))],
             "allocated": {"threads": 0, "memoryGb": 0, "storageGb": 0},
             "free": {"threads": 0, "memoryGb": 0, "storageGb": 0}, "tenants": 2},
     })]);
     next_second().await;
     h.delete_tenant("filler");
-    h.apply(&[tenant("younger", 4, 1, 1)]);
+    h.apply(&[tenant("younger").resources(4, 1, 1).manifest()]);
     h.settle().await;
     assert_eq!(
         phase_and_node(&h, "younger"),
@@ -139,15 +148,19 @@ async fn after_a_restart_room_that_appeared_meanwhile_goes_to_the_oldest_waiting
             concurrency: 1,
             ..with_queue(queue)
         };
-        let h =
-            Harness::start_on(ApiServer::new(), &[node("n1", 8, 64, 1000)], one_at_a_time).await;
-        h.apply(&[tenant("filler", 8, 1, 1)]);
+        let h = Harness::start_on(
+            ApiServer::new(),
+            &[node("n1").capacity(8, 64, 1000).manifest()],
+            one_at_a_time,
+        )
+        .await;
+        h.apply(&[tenant("filler").resources(8, 1, 1).manifest()]);
         h.settle().await;
-        h.apply(&[tenant("older", 6, 1, 1)]);
+        h.apply(&[tenant("older").resources(6, 1, 1).manifest()]);
         next_second().await;
         let younger: Vec<String> = (0..5).map(|i| format!("younger-{i}")).collect();
         for name in &younger {
-            h.apply(&[tenant(name, 2, 1, 1)]);
+            h.apply(&[tenant(name).resources(2, 1, 1).manifest()]);
         }
         h.settle().await;
         h.fleet.stop();
@@ -178,7 +191,12 @@ async fn same_name_create_delete_churn_without_the_finalizer_never_places_a_rele
         finalizer: false,
         ..settings()
     };
-    let h = Harness::start_on(ApiServer::new(), &[node("n1", 64, 256, 8000)], no_finalizer).await;
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("n1").capacity(64, 256, 8000).manifest()],
+        no_finalizer,
+    )
+    .await;
     let handles = Handles::default();
     h.fleet.start_with(h.settings.clone(), handles.clone());
     // Slow writes: the engine is busy while a create and its delete queue up behind it, so the
@@ -211,7 +229,7 @@ async fn same_name_create_delete_churn_without_the_finalizer_never_places_a_rele
         }
     });
     for round in 0..40u64 {
-        h.apply(&[tenant("churn", 2, 4, 20)]);
+        h.apply(&[tenant("churn").resources(2, 4, 20).manifest()]);
         tokio::time::sleep(Duration::from_millis(round % 4)).await;
         h.delete_tenant("churn");
     }
@@ -239,8 +257,11 @@ async fn same_name_create_delete_churn_without_the_finalizer_never_places_a_rele
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspended_tenant_waiting_to_resize_keeps_its_reservation_and_asks_for_nothing() {
-    let h = Harness::start(&[node("n1", 10, 64, 1000)]).await;
-    h.apply(&[tenant("r", 4, 1, 1), tenant("filler", 6, 1, 1)]);
+    let h = Harness::start(&[node("n1").capacity(10, 64, 1000).manifest()]).await;
+    h.apply(&[
+        tenant("r").resources(4, 1, 1).manifest(),
+        tenant("filler").resources(6, 1, 1).manifest(),
+    ]);
     h.settle().await;
     h.apply(&[tenant_spec(
         "r",
@@ -265,7 +286,7 @@ async fn a_suspended_tenant_waiting_to_resize_keeps_its_reservation_and_asks_for
     // Room frees up: a younger tenant may take it, the suspended one holds nothing.
     next_second().await;
     h.delete_tenant("filler");
-    h.apply(&[tenant("younger", 6, 1, 1)]);
+    h.apply(&[tenant("younger").resources(6, 1, 1).manifest()]);
     h.settle().await;
     assert_eq!(
         phase_and_node(&h, "younger"),

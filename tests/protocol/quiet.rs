@@ -16,7 +16,11 @@ async fn a_thousand_pending_tenants_cause_zero_api_writes_while_nothing_changes(
     };
     let h = Harness::start_on(inmem_apiserver::ApiServer::new(), &seed_nodes(), quick).await;
     let crowd: Vec<_> = (0..1000)
-        .map(|i| tenant(&format!("big{i:04}"), 100 + i, 1, 1))
+        .map(|i| {
+            tenant(&format!("big{i:04}"))
+                .resources(100 + i, 1, 1)
+                .manifest()
+        })
         .collect();
     h.apply(&crowd);
     h.settle().await;

@@ -10,21 +10,18 @@ fn crowd(seed: u64) -> Vec<serde_json::Value> {
     let mut rng = fastrand::Rng::with_seed(seed);
     (0..200)
         .map(|i| {
-            tenant(
-                &format!("t{i:03}"),
-                rng.i64(1..=12),
-                rng.i64(1..=48),
-                rng.i64(1..=400),
-            )
+            tenant(&format!("t{i:03}"))
+                .resources(rng.i64(1..=12), rng.i64(1..=48), rng.i64(1..=400))
+                .manifest()
         })
         .collect()
 }
 
 fn three_nodes() -> Vec<serde_json::Value> {
     vec![
-        node("n1", 64, 256, 8000),
-        node("n2", 48, 192, 6000),
-        node("n3", 32, 128, 4000),
+        node("n1").capacity(64, 256, 8000).manifest(),
+        node("n2").capacity(48, 192, 6000).manifest(),
+        node("n3").capacity(32, 128, 4000).manifest(),
     ]
 }
 

@@ -89,11 +89,11 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
         .inject(Fault::on(Verb::Update).resource("nodes").conflict());
     crate::seed::seed_scenario(&h).await;
     for suspend in [true, false, true, false] {
-        h.apply(&[tenant("waits", 1000, 1, 1)]);
+        h.apply(&[tenant("waits").resources(1000, 1, 1).manifest()]);
         h.apply(&[tenant_spec("waits", json!({"suspend": suspend}))]);
         h.settle().await;
     }
-    let ghost = json!({"tenant": "default/ghost", "uid": "uid-ghost", "resources": {"threads": 1, "memoryGb": 1, "storageGb": 1}});
+    let ghost = entry("ghost", (1, 1, 1));
     h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-2"}, "status": {"allocations": [ghost]}})]);
     h.settle().await;
 

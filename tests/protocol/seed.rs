@@ -1,7 +1,7 @@
 //! The seed's scenarios end to end, through the controller's run loop.
 
 use serde_json::json;
-use tenant_placer::api::TenantPhase;
+use tenant_placer::api::{AllocationEntry, TenantPhase};
 
 use crate::*;
 
@@ -12,7 +12,10 @@ fn phase_and_node(h: &Harness, name: &str) -> (TenantPhase, String) {
 
 /// The seed trace and pending capacity, step by step, checking each step. Crash tests replay it.
 pub async fn seed_scenario(h: &Harness) {
-    h.apply(&[tenant("acme", 2, 4, 20), tenant("big", 256, 1024, 100_000)]);
+    h.apply(&[
+        tenant("acme").resources(2, 4, 20).manifest(),
+        tenant("big").resources(256, 1024, 100_000).manifest(),
+    ]);
     h.settle().await;
     assert_eq!(
         h.allocated_threads("node-eu-1"),
@@ -77,7 +80,7 @@ pub async fn seed_scenario(h: &Harness) {
     assert!(h.tenant("acme").is_none(), "the finalizer was removed");
 
     // A node big fits on arrives; nobody touches big.
-    h.apply(&[node("node-xl", 256, 1024, 100_000)]);
+    h.apply(&[node("node-xl").capacity(256, 1024, 100_000).manifest()]);
     h.settle().await;
     assert_eq!(
         phase_and_node(h, "big"),
@@ -94,10 +97,10 @@ async fn the_seed_trace_pending_capacity_and_suspend_run_end_to_end() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_resize_waits_in_resizing_and_completes_when_room_is_released() {
-    let h = Harness::start(&[node("n", 64, 256, 8000)]).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    let h = Harness::start(&[node("n").capacity(64, 256, 8000).manifest()]).await;
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
-    h.apply(&[tenant("other", 61, 1, 1)]);
+    h.apply(&[tenant("other").resources(61, 1, 1).manifest()]);
     h.settle().await;
     // Cluster needs 4 threads; room for acme = 64 - 61 = 3.
     h.apply(&[tenant_spec("acme", json!({"mode": "Cluster"}))]);
@@ -119,13 +122,20 @@ async fn a_blocked_resize_waits_in_resizing_and_completes_when_room_is_released(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_lowered_below_what_it_holds_keeps_its_tenants_takes_no_new_ones_and_says_so() {
-    let mut h = Harness::start(&[node("a", 8, 64, 64), node("b", 8, 64, 64)]).await;
-    h.apply(&[tenant("t1", 3, 1, 1), tenant("t2", 3, 1, 1)]);
+    let mut h = Harness::start(&[
+        node("a").capacity(8, 64, 64).manifest(),
+        node("b").capacity(8, 64, 64).manifest(),
+    ])
+    .await;
+    h.apply(&[
+        tenant("t1").resources(3, 1, 1).manifest(),
+        tenant("t2").resources(3, 1, 1).manifest(),
+    ]);
     h.settle().await;
     assert_eq!(h.allocated_threads("a"), 6);
     h.lowered.insert("a".into());
     h.apply(&[node_spec("a", json!({"capacity": {"threads": 4}}))]);
-    h.apply(&[tenant("t3", 1, 1, 1)]);
+    h.apply(&[tenant("t3").resources(1, 1, 1).manifest()]);
     h.settle().await;
     let a = h.node("a").status.unwrap();
     assert_eq!(a.allocations.len(), 2, "keeps its tenants");
@@ -154,15 +164,18 @@ async fn a_node_lowered_below_what_it_holds_keeps_its_tenants_takes_no_new_ones_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphaned_and_duplicate_entries_are_repaired_and_hand_edited_totals_recomputed() {
     let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.settle().await;
     let uid = h.tenant("acme").unwrap().metadata.uid.unwrap();
     // By hand: acme's UID also on node-eu-2 (a duplicate), and an entry of a tenant that is gone,
     // with totals that do not add up.
-    let entry = |tenant: &str, uid: &str| json!({"tenant": tenant, "uid": uid, "resources": {"threads": 2, "memoryGb": 4, "storageGb": 20}});
+    let duplicate = AllocationEntry {
+        uid,
+        ..entry("acme", (2, 4, 20))
+    };
     h.apply(&[json!({
         "apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-2"},
-        "status": {"allocations": [entry("default/acme", &uid), entry("default/ghost", "uid-ghost")],
+        "status": {"allocations": [duplicate, entry("ghost", (2, 4, 20))],
                    "allocated": {"threads": 99, "memoryGb": 0, "storageGb": 0}, "free": {"threads": 0, "memoryGb": 0, "storageGb": 0}, "tenants": 7},
     })]);
     h.settle().await;

@@ -6,6 +6,7 @@
 
 use inmem_apiserver::{Fault, Verb};
 use serde_json::json;
+use tenant_placer::api::TenantMode;
 
 use crate::*;
 
@@ -36,7 +37,11 @@ async fn soak_case(seed: u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let nodes: Vec<_> = NODE_NAMES[..3]
         .iter()
-        .map(|n| node(n, rng.i64(8..=64), rng.i64(32..=256), rng.i64(500..=8000)))
+        .map(|n| {
+            node(n)
+                .capacity(rng.i64(8..=64), rng.i64(32..=256), rng.i64(500..=8000))
+                .manifest()
+        })
         .collect();
     let mut h = Harness::start(&nodes).await;
     // An older schema lets in tenants the types cannot hold (replicas past int32).
@@ -54,12 +59,9 @@ async fn soak_case(seed: u64) {
             0..=3 => {
                 let name = format!("t{next}");
                 next += 1;
-                h.apply(&[tenant(
-                    &name,
-                    rng.i64(1..=16),
-                    rng.i64(1..=64),
-                    rng.i64(1..=1000),
-                )]);
+                h.apply(&[tenant(&name)
+                    .resources(rng.i64(1..=16), rng.i64(1..=64), rng.i64(1..=1000))
+                    .manifest()]);
                 tenants.push(name);
             }
             4 if !tenants.is_empty() => {
@@ -92,7 +94,7 @@ async fn soak_case(seed: u64) {
                     h.lowered.insert(name.to_owned());
                     h.apply(&[node_spec(name, json!({"capacity": {"threads": threads}}))]);
                 } else {
-                    h.apply(&[node(name, threads, 128, 4000)]);
+                    h.apply(&[node(name).capacity(threads, 128, 4000).manifest()]);
                 }
             }
             9 => {
@@ -123,8 +125,8 @@ async fn soak_case(seed: u64) {
             12 => {
                 let name = format!("poisoned{next}");
                 next += 1;
-                let mut poisoned = tenant(&name, 1, 1, 1);
-                poisoned["spec"]["mode"] = json!("Cluster");
+                let mut poisoned = tenant(&name).mode(TenantMode::Cluster).manifest();
+                // Past int32: the types cannot hold it (the older schema lets it in).
                 poisoned["spec"]["replicas"] = json!(2_147_483_648_i64);
                 h.apply(&[poisoned]);
             }
@@ -148,12 +150,9 @@ async fn soak_case(seed: u64) {
                     tokio::time::sleep(std::time::Duration::from_millis(4)).await;
                 }
                 if gone {
-                    h.apply(&[tenant(
-                        &name,
-                        rng.i64(1..=16),
-                        rng.i64(1..=64),
-                        rng.i64(1..=1000),
-                    )]);
+                    h.apply(&[tenant(&name)
+                        .resources(rng.i64(1..=16), rng.i64(1..=64), rng.i64(1..=1000))
+                        .manifest()]);
                 } else {
                     tenants.swap_remove(at);
                 }

@@ -11,10 +11,10 @@ use crate::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_show_reconciles_tenants_by_phase_and_node_allocation_and_readyz_turns_ready() {
     let fleet = Fleet::new().unwrap();
-    for object in seed_nodes()
-        .into_iter()
-        .chain([tenant("acme", 2, 4, 20), tenant("big", 256, 1024, 100_000)])
-    {
+    for object in seed_nodes().into_iter().chain([
+        tenant("acme").resources(2, 4, 20).manifest(),
+        tenant("big").resources(256, 1024, 100_000).manifest(),
+    ]) {
         fleet.api.apply(object).unwrap();
     }
     let state = State::default();

@@ -10,7 +10,7 @@ use crate::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_watches_mid_scenario_are_re_established_and_the_controller_converges() {
     let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme", 2, 4, 20)]);
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
     h.fleet.api.break_watches();
     h.settle().await;
     h.fleet.api.break_watches();
@@ -33,7 +33,7 @@ async fn a_410_gone_on_re_watch_makes_the_controller_relist_and_converge() {
         .inject(Fault::on(Verb::Watch).watch_gone().times(4));
     h.fleet.api.break_watches();
     for i in 0..10 {
-        h.apply(&[tenant(&format!("t{i}"), 1, 1, 1)]);
+        h.apply(&[tenant(&format!("t{i}")).resources(1, 1, 1).manifest()]);
     }
     h.fleet.api.compact_history();
     h.settle().await;

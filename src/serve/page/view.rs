@@ -437,92 +437,26 @@ fn totals(rows: &[NodeRow], tenants: &[Arc<Tenant>], waiting: usize) -> Totals {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use kube::api::ObjectMeta;
-
     use super::*;
-    use crate::api::{AllocationEntry, NodeSpec, NodeStatus, TenantMode, TenantSpec, TenantStatus};
+    use crate::testing::{node, tenant};
 
-    fn node(
-        name: &str,
-        capacity: [i64; 3],
-        state: NodeState,
-        held: &[(&str, [i64; 3])],
-    ) -> Arc<Node> {
-        let [t, m, s] = capacity;
-        let mut node = Node::new(
-            name,
-            NodeSpec {
-                capacity: ResourceAmounts::new(t, m, s),
-                state,
-                overcommit: None,
-            },
-        );
-        node.status = Some(NodeStatus {
-            allocations: held
-                .iter()
-                .map(|(tenant, [t, m, s])| AllocationEntry {
-                    tenant: format!("default/{tenant}"),
-                    uid: format!("uid-{tenant}"),
-                    resources: ResourceAmounts::new(*t, *m, *s),
-                })
-                .collect(),
-            ..NodeStatus::default()
-        });
-        Arc::new(node)
-    }
-
-    fn tenant(
-        name: &str,
-        asks: [i64; 3],
-        phase: TenantPhase,
-        node: &str,
-        created: &str,
-    ) -> Arc<Tenant> {
-        let [t, m, s] = asks;
-        let mut tenant = Tenant::new(
-            name,
-            TenantSpec {
-                resources: ResourceAmounts::new(t, m, s),
-                mode: TenantMode::Standalone,
-                replicas: None,
-                suspend: false,
-            },
-        );
-        tenant.metadata = ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some("default".to_owned()),
-            uid: Some(format!("uid-{name}")),
-            creation_timestamp: Some(Time(created.parse().unwrap())),
-            ..ObjectMeta::default()
-        };
-        tenant.status = Some(TenantStatus {
-            phase,
-            node_name: node.to_owned(),
-            message: format!("{name} message"),
-            ..TenantStatus::default()
-        });
-        Arc::new(tenant)
-    }
+    const NEW_YEAR: &str = "2026-01-01T00:00:00Z";
 
     #[test]
     fn nodes_come_in_name_order_with_allocations_from_their_ledger() {
         let nodes = [
-            node("node-eu-2", [32, 128, 4000], NodeState::Online, &[]),
-            node(
-                "node-eu-1",
-                [64, 256, 8000],
-                NodeState::Online,
-                &[("acme", [2, 4, 20])],
-            ),
-        ];
-        let tenants = [tenant(
-            "acme",
-            [2, 4, 20],
-            TenantPhase::Active,
-            "node-eu-1",
-            "2026-01-01T00:00:00Z",
-        )];
+            node("node-eu-2").capacity(32, 128, 4000),
+            node("node-eu-1")
+                .capacity(64, 256, 8000)
+                .holding("acme", (2, 4, 20)),
+        ]
+        .map(|n| Arc::new(n.build()));
+        let tenants = [tenant("acme")
+            .resources(2, 4, 20)
+            .phase(TenantPhase::Active)
+            .on("node-eu-1")
+            .created(NEW_YEAR)]
+        .map(|t| Arc::new(t.build()));
         let (totals, rows, waiting) = fleet_rows(&nodes, &tenants);
         let names: Vec<_> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["node-eu-1", "node-eu-2"]);
@@ -541,37 +475,30 @@ mod tests {
     #[test]
     fn waiting_tenants_are_oldest_first_with_their_shortfall() {
         let nodes = [
-            node(
-                "node-eu-1",
-                [64, 256, 8000],
-                NodeState::Online,
-                &[("acme", [2, 4, 20])],
-            ),
-            node("node-eu-2", [32, 128, 4000], NodeState::Cordoned, &[]),
-        ];
+            node("node-eu-1")
+                .capacity(64, 256, 8000)
+                .holding("acme", (2, 4, 20)),
+            node("node-eu-2")
+                .capacity(32, 128, 4000)
+                .state(NodeState::Cordoned),
+        ]
+        .map(|n| Arc::new(n.build()));
         let tenants = [
-            tenant(
-                "young",
-                [100, 1, 1],
-                TenantPhase::PendingCapacity,
-                "",
-                "2026-01-02T00:00:00Z",
-            ),
-            tenant(
-                "big",
-                [256, 1024, 100_000],
-                TenantPhase::PendingCapacity,
-                "",
-                "2026-01-01T00:00:00Z",
-            ),
-            tenant(
-                "acme",
-                [2, 4, 20],
-                TenantPhase::Active,
-                "node-eu-1",
-                "2026-01-01T00:00:00Z",
-            ),
-        ];
+            tenant("young")
+                .resources(100, 1, 1)
+                .phase(TenantPhase::PendingCapacity)
+                .created("2026-01-02T00:00:00Z"),
+            tenant("big")
+                .resources(256, 1024, 100_000)
+                .phase(TenantPhase::PendingCapacity)
+                .created(NEW_YEAR),
+            tenant("acme")
+                .resources(2, 4, 20)
+                .phase(TenantPhase::Active)
+                .on("node-eu-1")
+                .created(NEW_YEAR),
+        ]
+        .map(|t| Arc::new(t.build()));
         let (totals, _, waiting) = fleet_rows(&nodes, &tenants);
         let names: Vec<_> = waiting.iter().map(|w| w.tenant.as_str()).collect();
         assert_eq!(names, ["default/big", "default/young"]);
@@ -589,18 +516,20 @@ mod tests {
 
     #[test]
     fn a_resize_is_measured_against_its_own_node_counting_its_own_reservation() {
-        let nodes = [node(
-            "n1",
-            [8, 8, 8],
-            NodeState::Online,
-            &[("a", [4, 4, 4]), ("b", [3, 1, 1])],
+        let nodes = [Arc::new(
+            node("n1")
+                .capacity(8, 8, 8)
+                .holding("a", (4, 4, 4))
+                .holding("b", (3, 1, 1))
+                .build(),
         )];
-        let tenants = [tenant(
-            "a",
-            [6, 4, 4],
-            TenantPhase::Resizing,
-            "n1",
-            "2026-01-01T00:00:00Z",
+        let tenants = [Arc::new(
+            tenant("a")
+                .resources(6, 4, 4)
+                .phase(TenantPhase::Resizing)
+                .on("n1")
+                .created(NEW_YEAR)
+                .build(),
         )];
         let (_, _, waiting) = fleet_rows(&nodes, &tenants);
         let shortfall = waiting[0].shortfall.as_ref().unwrap();
@@ -612,11 +541,8 @@ mod tests {
 
     #[test]
     fn a_node_holding_more_than_its_capacity_is_flagged_and_not_placeable() {
-        let nodes = [node(
-            "n1",
-            [4, 8, 8],
-            NodeState::Online,
-            &[("a", [6, 1, 1])],
+        let nodes = [Arc::new(
+            node("n1").capacity(4, 8, 8).holding("a", (6, 1, 1)).build(),
         )];
         let (totals, rows, _) = fleet_rows(&nodes, &[]);
         assert!(rows[0].over_capacity);
@@ -632,11 +558,11 @@ mod tests {
 
     #[test]
     fn an_unreadable_node_says_why_and_counts_in_no_sum() {
-        let nodes = [node(
-            "n1",
-            [4, 8, 8],
-            NodeState::Online,
-            &[("a", [-1, 1, 1])],
+        let nodes = [Arc::new(
+            node("n1")
+                .capacity(4, 8, 8)
+                .holding("a", (-1, 1, 1))
+                .build(),
         )];
         let (totals, rows, _) = fleet_rows(&nodes, &[]);
         assert!(

@@ -1,0 +1,311 @@
+//! Test fixtures: one builder per kind, so that a test node or tenant is one expression.
+//!
+//! ```text
+//!   node("node-eu-1").capacity(64, 256, 8000).holding("acme", (2, 4, 20)).resource_version(10)
+//!   tenant("acme").resources(2, 4, 20).mode(TenantMode::Cluster).phase(TenantPhase::Active).on("node-eu-1")
+//!   entry("acme", (2, 4, 20))       acme's AllocationEntry: tenant default/acme, UID uid-acme
+//!        .build()                   the typed object (Node, Tenant; also `Node::from(builder)`)
+//!        .manifest()                the JSON a client creates: without uid, resourceVersion,
+//!                                   generation and creationTimestamp, which the server sets
+//! ```
+//!
+//! Conventions, so that fixtures agree without saying so: a tenant named `x` lives in namespace
+//! `default` with UID `uid-x`, and an entry held for `x` (`holding("x", ..)`, `entry("x", ..)`)
+//! names that tenant and that UID. Objects are as stored, at generation 1. A node's status holds
+//! its entries with zero totals unless `settled()` derives them as the controller writes them.
+//!
+//! Why a feature and not an always-compiled module: the fixtures are compiled for this crate's
+//! unit tests (`cfg(test)`) and, through the `testing` feature that the crate's dev-dependency on
+//! itself turns on, for its integration tests and benches; a plain `cargo build` of the operator
+//! leaves them out, so they never ship and never become API anyone leans on.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::Value;
+
+use crate::api::{
+    AllocationEntry, Node, NodeSpec, NodeState, NodeStatus, OvercommitRatios, ResourceAmounts,
+    Tenant, TenantMode, TenantPhase, TenantSpec, TenantStatus,
+};
+
+/// Amounts in the three dimensions (threads, memory GB, storage GB): a tuple or a value.
+pub trait Amounts {
+    fn amounts(self) -> ResourceAmounts;
+}
+
+impl Amounts for (i64, i64, i64) {
+    fn amounts(self) -> ResourceAmounts {
+        ResourceAmounts::new(self.0, self.1, self.2)
+    }
+}
+
+impl Amounts for ResourceAmounts {
+    fn amounts(self) -> ResourceAmounts {
+        self
+    }
+}
+
+/// The entry a node holds for tenant `default/{name}` (UID `uid-{name}`).
+pub fn entry(name: &str, amounts: impl Amounts) -> AllocationEntry {
+    AllocationEntry {
+        tenant: format!("default/{name}"),
+        uid: format!("uid-{name}"),
+        resources: amounts.amounts(),
+    }
+}
+
+/// A Node named `name`: Online, capacity 0 until `capacity` says otherwise, holding nothing.
+pub fn node(name: &str) -> NodeBuilder {
+    let mut node = Node::new(
+        name,
+        NodeSpec {
+            capacity: ResourceAmounts::default(),
+            state: NodeState::Online,
+            overcommit: None,
+        },
+    );
+    node.metadata.generation = Some(1);
+    NodeBuilder {
+        node,
+        settled: false,
+    }
+}
+
+/// A Tenant `default/{name}` (UID `uid-{name}`): Standalone, 1 thread, 1 GB, 1 GB per replica,
+/// no status.
+pub fn tenant(name: &str) -> TenantBuilder {
+    let mut tenant = Tenant::new(
+        name,
+        TenantSpec {
+            resources: ResourceAmounts::new(1, 1, 1),
+            mode: TenantMode::Standalone,
+            replicas: None,
+            suspend: false,
+        },
+    );
+    tenant.metadata.namespace = Some("default".into());
+    tenant.metadata.uid = Some(format!("uid-{name}"));
+    tenant.metadata.generation = Some(1);
+    TenantBuilder { tenant }
+}
+
+/// Builds a [`Node`]; see the module doc.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct NodeBuilder {
+    node: Node,
+    settled: bool,
+}
+
+impl NodeBuilder {
+    pub fn capacity(mut self, threads: i64, memory_gb: i64, storage_gb: i64) -> Self {
+        self.node.spec.capacity = ResourceAmounts::new(threads, memory_gb, storage_gb);
+        self
+    }
+
+    pub fn state(mut self, state: NodeState) -> Self {
+        self.node.spec.state = state;
+        self
+    }
+
+    pub fn overcommit(mut self, threads: f64, memory_gb: f64, storage_gb: f64) -> Self {
+        self.node.spec.overcommit = Some(OvercommitRatios {
+            threads,
+            memory_gb,
+            storage_gb,
+        });
+        self
+    }
+
+    /// One more entry, held for tenant `default/{tenant}` (UID `uid-{tenant}`).
+    pub fn holding(self, tenant: &str, amounts: impl Amounts) -> Self {
+        self.entry(entry(tenant, amounts))
+    }
+
+    /// One more entry of any shape (another UID, another namespace).
+    pub fn entry(mut self, entry: AllocationEntry) -> Self {
+        self.node
+            .status
+            .get_or_insert_with(NodeStatus::default)
+            .allocations
+            .push(entry);
+        self
+    }
+
+    /// The status the controller would write for these entries (totals and conditions).
+    pub fn settled(mut self) -> Self {
+        self.settled = true;
+        self
+    }
+
+    pub fn resource_version(mut self, rv: u64) -> Self {
+        self.node.metadata.resource_version = Some(rv.to_string());
+        self
+    }
+
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.node.metadata.uid = Some(uid.into());
+        self
+    }
+
+    pub fn finalizer(mut self, finalizer: &str) -> Self {
+        self.node
+            .metadata
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(finalizer.into());
+        self
+    }
+
+    pub fn build(self) -> Node {
+        let mut node = self.node;
+        if self.settled {
+            let ledger = node
+                .ledger()
+                .unwrap_or_else(|e| panic!("a settled fixture needs readable amounts: {e}"));
+            let now = Time(k8s_openapi::jiff::Timestamp::now());
+            node.status = Some(node.status_for(ledger.entries(), ledger.view().capacity, &now));
+        }
+        node
+    }
+
+    /// The JSON a client creates (see the module doc).
+    pub fn manifest(self) -> Value {
+        manifest(&self.build())
+    }
+}
+
+impl From<NodeBuilder> for Node {
+    fn from(builder: NodeBuilder) -> Node {
+        builder.build()
+    }
+}
+
+/// Builds a [`Tenant`]; see the module doc.
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct TenantBuilder {
+    tenant: Tenant,
+}
+
+impl TenantBuilder {
+    /// Resources of one replica.
+    pub fn resources(mut self, threads: i64, memory_gb: i64, storage_gb: i64) -> Self {
+        self.tenant.spec.resources = ResourceAmounts::new(threads, memory_gb, storage_gb);
+        self
+    }
+
+    pub fn mode(mut self, mode: TenantMode) -> Self {
+        self.tenant.spec.mode = mode;
+        self
+    }
+
+    pub fn replicas(mut self, replicas: i32) -> Self {
+        self.tenant.spec.replicas = Some(replicas);
+        self
+    }
+
+    pub fn suspended(mut self) -> Self {
+        self.tenant.spec.suspend = true;
+        self
+    }
+
+    /// Moves the tenant to another namespace (its entries then name `{namespace}/{name}`).
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.tenant.metadata.namespace = Some(namespace.into());
+        self
+    }
+
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.tenant.metadata.uid = Some(uid.into());
+        self
+    }
+
+    pub fn generation(mut self, generation: i64) -> Self {
+        self.tenant.metadata.generation = Some(generation);
+        self
+    }
+
+    pub fn resource_version(mut self, rv: u64) -> Self {
+        self.tenant.metadata.resource_version = Some(rv.to_string());
+        self
+    }
+
+    pub fn finalizer(mut self, finalizer: &str) -> Self {
+        self.tenant
+            .metadata
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(finalizer.into());
+        self
+    }
+
+    /// Created at an RFC 3339 time, e.g. `2026-01-01T00:00:00Z`.
+    pub fn created(mut self, at: &str) -> Self {
+        let at = at
+            .parse()
+            .unwrap_or_else(|e| panic!("{at:?} is not an RFC 3339 time: {e}"));
+        self.tenant.metadata.creation_timestamp = Some(Time(at));
+        self
+    }
+
+    /// Being deleted (since now).
+    pub fn deleting(mut self) -> Self {
+        self.tenant.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        self
+    }
+
+    /// Status: the phase.
+    pub fn phase(mut self, phase: TenantPhase) -> Self {
+        self.status().phase = phase;
+        self
+    }
+
+    /// Status: the node it names.
+    pub fn on(mut self, node: &str) -> Self {
+        self.status().node_name = node.into();
+        self
+    }
+
+    /// Status: what it says it holds.
+    pub fn reserved(mut self, threads: i64, memory_gb: i64, storage_gb: i64) -> Self {
+        self.status().reserved = ResourceAmounts::new(threads, memory_gb, storage_gb);
+        self
+    }
+
+    /// Status: the message.
+    pub fn message(mut self, message: &str) -> Self {
+        self.status().message = message.into();
+        self
+    }
+
+    fn status(&mut self) -> &mut TenantStatus {
+        self.tenant.status.get_or_insert_with(TenantStatus::default)
+    }
+
+    pub fn build(self) -> Tenant {
+        self.tenant
+    }
+
+    /// The JSON a client creates (see the module doc).
+    pub fn manifest(self) -> Value {
+        manifest(&self.build())
+    }
+}
+
+impl From<TenantBuilder> for Tenant {
+    fn from(builder: TenantBuilder) -> Tenant {
+        builder.build()
+    }
+}
+
+/// The object as JSON without the metadata the server sets.
+fn manifest(object: &impl serde::Serialize) -> Value {
+    let mut json =
+        serde_json::to_value(object).unwrap_or_else(|e| panic!("a fixture always serializes: {e}"));
+    if let Some(metadata) = json.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["uid", "resourceVersion", "generation", "creationTimestamp"] {
+            metadata.remove(field);
+        }
+    }
+    json
+}
