@@ -196,7 +196,7 @@ pub fn check(
     }
 }
 
-/// At rest, a tenant waiting for room has none: the plan the writer would make now writes nothing.
+/// At rest, a tenant waiting for room has none: the plan the engine would make now writes nothing.
 fn check_not_left_waiting(
     tenant: &Tenant,
     uid: &str,

@@ -58,7 +58,7 @@ impl LeaseConfig {
 
 /// What to do with the lease as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum Choice {
     /// There is no lease: create it, held by us.
     Create,
     /// We hold it: renew it.
@@ -70,16 +70,16 @@ pub enum Decision {
 }
 
 /// The pure decision. `now` and the lease's times are compared in whole microseconds.
-pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
+pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Choice {
     let Some(spec) = lease else {
-        return Decision::Create;
+        return Choice::Create;
     };
     let holder = spec.holder_identity.as_deref().unwrap_or_default();
     if holder == identity {
-        return Decision::Renew;
+        return Choice::Renew;
     }
     if holder.is_empty() {
-        return Decision::TakeOver;
+        return Choice::TakeOver;
     }
     let renewed = spec
         .renew_time
@@ -88,8 +88,8 @@ pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Deci
         .map(|t| t.0);
     let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(0)));
     match renewed.and_then(|at| at.checked_add(duration).ok()) {
-        Some(expires) if expires > now => Decision::Follow,
-        _ => Decision::TakeOver,
+        Some(expires) if expires > now => Choice::Follow,
+        _ => Choice::TakeOver,
     }
 }
 
@@ -97,15 +97,15 @@ pub fn decide(lease: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Deci
 fn held_by_us(
     config: &LeaseConfig,
     current: Option<&LeaseSpec>,
-    decision: Decision,
+    decision: Choice,
     now: Timestamp,
 ) -> LeaseSpec {
     let transitions = current.and_then(|s| s.lease_transitions).unwrap_or(0);
     let seconds = i32::try_from(config.lease_duration.as_secs()).unwrap_or(i32::MAX);
     let (acquire_time, lease_transitions) = match decision {
-        Decision::Renew => (current.and_then(|s| s.acquire_time.clone()), transitions),
-        Decision::TakeOver => (Some(MicroTime(now)), transitions.saturating_add(1)),
-        Decision::Create | Decision::Follow => (Some(MicroTime(now)), 0),
+        Choice::Renew => (current.and_then(|s| s.acquire_time.clone()), transitions),
+        Choice::TakeOver => (Some(MicroTime(now)), transitions.saturating_add(1)),
+        Choice::Create | Choice::Follow => (Some(MicroTime(now)), 0),
     };
     LeaseSpec {
         holder_identity: Some(config.identity.clone()),
@@ -133,8 +133,8 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
         now,
     );
     let written = match (decision, current) {
-        (Decision::Follow, _) => return Ok(false),
-        (Decision::Create, _) | (_, None) => {
+        (Choice::Follow, _) => return Ok(false),
+        (Choice::Create, _) | (_, None) => {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(config.name.clone()),
@@ -144,7 +144,7 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
             };
             api.create(&PostParams::default(), &lease).await
         }
-        (Decision::Renew | Decision::TakeOver, Some(mut lease)) => {
+        (Choice::Renew | Choice::TakeOver, Some(mut lease)) => {
             // The resourceVersion read travels with the PUT: a concurrent writer makes it 409.
             lease.spec = Some(spec);
             api.replace(&config.name, &PostParams::default(), &lease)
@@ -220,18 +220,15 @@ mod tests {
     fn the_lease_decision_table() {
         let now = Timestamp::from_second(1_000_000).unwrap();
         // renewed 5 s ago with 15 s duration: valid for 10 s more.
-        assert_eq!(decide(Some(&lease("b", 5, 15)), "a", now), Decision::Follow);
+        assert_eq!(decide(Some(&lease("b", 5, 15)), "a", now), Choice::Follow);
         // renewed 20 s ago with 15 s duration: expired 5 s ago.
         assert_eq!(
             decide(Some(&lease("b", 20, 15)), "a", now),
-            Decision::TakeOver
+            Choice::TakeOver
         );
-        assert_eq!(decide(Some(&lease("a", 5, 15)), "a", now), Decision::Renew);
-        assert_eq!(
-            decide(Some(&lease("", 0, 15)), "a", now),
-            Decision::TakeOver
-        );
-        assert_eq!(decide(None, "a", now), Decision::Create);
+        assert_eq!(decide(Some(&lease("a", 5, 15)), "a", now), Choice::Renew);
+        assert_eq!(decide(Some(&lease("", 0, 15)), "a", now), Choice::TakeOver);
+        assert_eq!(decide(None, "a", now), Choice::Create);
         // No renew time at all: nothing proves it is held.
         assert_eq!(
             decide(
@@ -242,7 +239,7 @@ mod tests {
                 "a",
                 now
             ),
-            Decision::TakeOver
+            Choice::TakeOver
         );
     }
 
@@ -252,12 +249,12 @@ mod tests {
         let now = Timestamp::from_second(1_000_000).unwrap();
         let mut old = lease("b", 20, 15);
         old.lease_transitions = Some(3);
-        let taken = held_by_us(&config, Some(&old), Decision::TakeOver, now);
+        let taken = held_by_us(&config, Some(&old), Choice::TakeOver, now);
         assert_eq!(
             (taken.holder_identity.as_deref(), taken.lease_transitions),
             (Some("a"), Some(4))
         );
-        let renewed = held_by_us(&config, Some(&taken), Decision::Renew, now);
+        let renewed = held_by_us(&config, Some(&taken), Choice::Renew, now);
         assert_eq!(renewed.acquire_time, taken.acquire_time);
         assert_eq!(renewed.lease_transitions, Some(4));
     }

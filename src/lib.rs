@@ -3,7 +3,7 @@
 //! ```text
 //!   api         Tenant, Node (CRD types)         no logic beyond checked conversions
 //!   controller  reconcile Tenants and Nodes      compute a plan (placement crate), then write it
-//!     └ writer  the single Node-status writer    every write guarded by resourceVersion
+//!     └ engine  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
 //!   leader      leader election on a Lease, guarded by resourceVersion
 //!   metrics     the counters the controller reports into (prometheus-client)

@@ -20,7 +20,14 @@ const LAYERS: &[&[&str]] = &[
     // Each stands alone over the types: leader election, the metrics the controller counts into,
     // the invariants, the fleet report, manifest reading.
     // Test fixtures (compiled for tests only) are built from the types too.
-    &["leader", "metrics", "invariants", "report", "manifests", "testing"],
+    &[
+        "leader",
+        "metrics",
+        "invariants",
+        "report",
+        "manifests",
+        "testing",
+    ],
     // The run loop: knows nothing of HTTP, the page or metrics formatting.
     &["controller"],
     // What reads a running controller (the HTTP server and its page), and the in-process fleet.

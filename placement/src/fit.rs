@@ -127,9 +127,9 @@ impl fmt::Display for NoFit {
     }
 }
 
-/// The outcome of a placement decision.
+/// The node a policy picks for a tenant that holds nothing, or why none fits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision<'a> {
+pub enum Choice<'a> {
     /// Reserve on this node.
     Place(&'a str),
     /// Nothing fits; the tenant waits in PendingCapacity.
@@ -137,7 +137,7 @@ pub enum Decision<'a> {
 }
 
 /// First fit: the eligible node first by name whose free headroom covers the whole request.
-pub fn first_fit<'a>(nodes: &[NodeView<'a>], request: &Resources) -> Decision<'a> {
+pub fn first_fit<'a>(nodes: &[NodeView<'a>], request: &Resources) -> Choice<'a> {
     let eligible = nodes.iter().filter(|node| node.takes_new_tenants());
     // The minimum name among fitting nodes is the first in name order, without sorting.
     let chosen = eligible
@@ -145,8 +145,8 @@ pub fn first_fit<'a>(nodes: &[NodeView<'a>], request: &Resources) -> Decision<'a
         .filter(|node| request.fits_within(&node.free()))
         .min_by(|a, b| a.name.cmp(b.name));
     match chosen {
-        Some(node) => Decision::Place(node.name),
-        None => Decision::NoFit(no_fit(eligible, request)),
+        Some(node) => Choice::Place(node.name),
+        None => Choice::NoFit(no_fit(eligible, request)),
     }
 }
 
@@ -187,7 +187,7 @@ mod tests {
         name: &'static str,
         nodes: Vec<NodeView<'static>>,
         request: Resources,
-        want: Decision<'static>,
+        want: Choice<'static>,
     }
 
     #[test]
@@ -198,7 +198,7 @@ mod tests {
                 name: "acme goes to node-eu-1, first by name",
                 nodes: seed_nodes(),
                 request: Resources::new(2, 4, 20),
-                want: Decision::Place("node-eu-1"),
+                want: Choice::Place("node-eu-1"),
             },
             Case {
                 // node-eu-1 free threads = 64 - 63 = 1 < 2, so node-eu-2 (free 32) wins.
@@ -211,7 +211,7 @@ mod tests {
                     ledger("node-eu-2").capacity(32, 128, 4000).view(),
                 ],
                 request: Resources::new(2, 4, 20),
-                want: Decision::Place("node-eu-2"),
+                want: Choice::Place("node-eu-2"),
             },
             Case {
                 // Exactly full after placing: 64 - 62 = 2 free threads covers 2.
@@ -223,7 +223,7 @@ mod tests {
                         .view(),
                 ],
                 request: Resources::new(2, 4, 20),
-                want: Decision::Place("a"),
+                want: Choice::Place("a"),
             },
             Case {
                 name: "cordoned and offline nodes are never chosen",
@@ -239,14 +239,14 @@ mod tests {
                     ledger("c").capacity(8, 8, 8).view(),
                 ],
                 request: Resources::new(2, 4, 4),
-                want: Decision::Place("c"),
+                want: Choice::Place("c"),
             },
             Case {
                 // Capacity cut to 4 threads while holding 6: memory is free but the node is over.
                 name: "a node over capacity takes no new tenants even where a dimension is free",
                 nodes: vec![ledger("a").capacity(4, 100, 100).allocated(6, 0, 0).view()],
                 request: Resources::new(0, 1, 1),
-                want: Decision::NoFit(NoFit {
+                want: Choice::NoFit(NoFit {
                     eligible_nodes: 0,
                     shortfall: Shortfall {
                         requested: Resources::new(0, 1, 1),
@@ -260,7 +260,7 @@ mod tests {
                 name: "big fits nowhere and the answer names every shortfall",
                 nodes: seed_nodes(),
                 request: Resources::new(256, 1024, 100_000),
-                want: Decision::NoFit(NoFit {
+                want: Choice::NoFit(NoFit {
                     eligible_nodes: 2,
                     shortfall: Shortfall {
                         requested: Resources::new(256, 1024, 100_000),
@@ -276,7 +276,7 @@ mod tests {
                     ledger("b").capacity(1, 10, 10).view(),
                 ],
                 request: Resources::new(5, 5, 5),
-                want: Decision::NoFit(NoFit {
+                want: Choice::NoFit(NoFit {
                     eligible_nodes: 2,
                     shortfall: Shortfall {
                         requested: Resources::new(5, 5, 5),
@@ -297,7 +297,7 @@ mod tests {
 
     #[test]
     fn no_fit_messages_say_what_no_node_has() {
-        let Decision::NoFit(big) = first_fit(&seed_nodes(), &Resources::new(256, 1024, 100_000))
+        let Choice::NoFit(big) = first_fit(&seed_nodes(), &Resources::new(256, 1024, 100_000))
         else {
             panic!("big must not fit");
         };
@@ -307,7 +307,7 @@ mod tests {
              memoryGb: needs 1024, at most 256 free (short by 768); \
              storageGb: needs 100000, at most 8000 free (short by 92000)"
         );
-        let Decision::NoFit(empty) = first_fit(&[], &Resources::new(1, 1, 1)) else {
+        let Choice::NoFit(empty) = first_fit(&[], &Resources::new(1, 1, 1)) else {
             panic!("nothing fits on no nodes");
         };
         assert_eq!(
@@ -318,7 +318,7 @@ mod tests {
             ledger("a").capacity(10, 1, 10).view(),
             ledger("b").capacity(1, 10, 10).view(),
         ];
-        let Decision::NoFit(split) = first_fit(&split, &Resources::new(5, 5, 5)) else {
+        let Choice::NoFit(split) = first_fit(&split, &Resources::new(5, 5, 5)) else {
             panic!("5·5·5 must not fit");
         };
         assert_eq!(

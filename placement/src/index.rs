@@ -31,7 +31,7 @@
 
 use std::fmt;
 
-use crate::fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit};
+use crate::fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit};
 use crate::{Dimension, Resources};
 
 /// One node as the index keeps it.
@@ -284,15 +284,15 @@ impl FirstFitIndex {
     }
 
     /// [`first_fit`]'s decision, from the index.
-    pub fn decide(&self, request: &Resources) -> Decision<'_> {
+    pub fn decide(&self, request: &Resources) -> Choice<'_> {
         match self.first_fit(request) {
-            Some(name) => Decision::Place(name),
-            None => Decision::NoFit(self.no_fit(request)),
+            Some(name) => Choice::Place(name),
+            None => Choice::NoFit(self.no_fit(request)),
         }
     }
 
     /// The scan the index replaces, over the indexed nodes: for checking and benchmarking.
-    pub fn scan(&self, request: &Resources) -> Decision<'_> {
+    pub fn scan(&self, request: &Resources) -> Choice<'_> {
         let views: Vec<NodeView<'_>> = self.views().collect();
         first_fit(&views, request)
     }
@@ -325,7 +325,7 @@ mod tests {
         assert_eq!(index.eligible_nodes(), 3);
         assert_eq!(
             index.decide(&Resources::new(8, 1, 1)),
-            Decision::NoFit(NoFit {
+            Choice::NoFit(NoFit {
                 eligible_nodes: 3,
                 shortfall: Shortfall {
                     requested: Resources::new(8, 1, 1),

@@ -25,7 +25,7 @@
 //! - a new tenant is placed by the policy given to [`plan_tenant_with`]; [`plan_tenant`] is
 //!   first fit.
 
-use crate::fit::{Decision, NoFit, NodeState, NodeView, Shortfall};
+use crate::fit::{Choice, NoFit, NodeState, NodeView, Shortfall};
 use crate::policy::{Policy, place_ledgers};
 use crate::{Overcommit, Resources};
 
@@ -372,13 +372,13 @@ fn plan_unplaced(policy: Policy, wants: &TenantWants<'_>, nodes: &[NodeLedger], 
         return Plan::SuspendedUnplaced;
     }
     match place_ledgers(policy, nodes, &wants.footprint, turn) {
-        Decision::Place(node) => Plan::Edit(Edit {
+        Choice::Place(node) => Plan::Edit(Edit {
             kind: EditKind::Reserve,
             node: node.to_owned(),
             uid: wants.uid.to_owned(),
             entry: Some(entry_for(wants)),
         }),
-        Decision::NoFit(no_fit) => Plan::Pending(no_fit),
+        Choice::NoFit(no_fit) => Plan::Pending(no_fit),
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!   resources  Resources, Dimension           checked int64-bounded arithmetic
-//!   fit        NodeView ─first_fit─▶ Decision  Place(node) | NoFit(shortfall per dimension)
-//!   policy     Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Decision
+//!   fit        NodeView ─first_fit─▶ Choice  Place(node) | NoFit(shortfall per dimension)
+//!   policy     Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Choice
 //!   overcommit Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
 //!   index      FirstFitIndex: first fit in O(log n) per decision and per update
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
@@ -24,7 +24,7 @@ pub mod resources;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use fit::{Decision, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
+pub use fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
     Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,

@@ -2,7 +2,7 @@
 //!
 //! Every policy chooses among the same candidates, the eligible nodes (Online, not over their
 //! capacity) whose free room covers the whole request, and gives the same answer when there are
-//! none: `Decision::NoFit` built by [`no_fit`]. So a request fits under one policy exactly when
+//! none: `Choice::NoFit` built by [`no_fit`]. So a request fits under one policy exactly when
 //! it fits under all of them; the policies differ only in which candidate wins. No policy
 //! depends on the order the nodes are given in.
 //!
@@ -55,7 +55,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::fit::{Decision, NodeView, first_fit, no_fit};
+use crate::fit::{Choice, NodeView, first_fit, no_fit};
 use crate::ledger::NodeLedger;
 use crate::{Dimension, Overcommit, Resources};
 
@@ -135,7 +135,7 @@ pub fn place<'a>(
     nodes: &[NodeView<'a>],
     request: &Resources,
     turn: u64,
-) -> Decision<'a> {
+) -> Choice<'a> {
     place_by(policy, nodes, request, turn, |_| Overcommit::NONE)
 }
 
@@ -148,7 +148,7 @@ pub fn place_with<'a>(
     request: &Resources,
     turn: u64,
     overcommit: &Overcommit,
-) -> Decision<'a> {
+) -> Choice<'a> {
     place_by(policy, nodes, request, turn, |_| *overcommit)
 }
 
@@ -158,7 +158,7 @@ pub fn place_ledgers<'a>(
     nodes: &'a [NodeLedger],
     request: &Resources,
     turn: u64,
-) -> Decision<'a> {
+) -> Choice<'a> {
     let views: Vec<NodeView<'a>> = nodes.iter().map(NodeLedger::view).collect();
     place_by(policy, &views, request, turn, |i| {
         nodes.get(i).map(NodeLedger::overcommit).unwrap_or_default()
@@ -180,7 +180,7 @@ fn place_by<'a>(
     request: &Resources,
     turn: u64,
     weights: impl Fn(usize) -> Overcommit,
-) -> Decision<'a> {
+) -> Choice<'a> {
     let chosen = match policy {
         Policy::FirstFit => return first_fit(nodes, request),
         Policy::BestFit => by_slack(nodes, request, &weights, Ordering::Less),
@@ -188,8 +188,8 @@ fn place_by<'a>(
         Policy::RoundRobin => round_robin(nodes, request, turn),
     };
     match chosen {
-        Some(name) => Decision::Place(name),
-        None => Decision::NoFit(no_fit(
+        Some(name) => Choice::Place(name),
+        None => Choice::NoFit(no_fit(
             nodes.iter().filter(|node| node.takes_new_tenants()),
             request,
         )),
@@ -577,7 +577,7 @@ mod tests {
             for (policy, want) in Policy::ALL.into_iter().zip(case.want) {
                 assert_eq!(
                     place(policy, &case.nodes, &case.request, case.turn),
-                    Decision::Place(want),
+                    Choice::Place(want),
                     "{}: {policy}",
                     case.name
                 );
@@ -606,12 +606,12 @@ mod tests {
         let mem4 = Overcommit::from_ratios(1.0, 4.0, 1.0).unwrap();
         let best = |o: &Overcommit| place_with(Policy::BestFit, &nodes, &request, 0, o);
         let least = |o: &Overcommit| place_with(Policy::LeastLoaded, &nodes, &request, 0, o);
-        assert_eq!(best(&Overcommit::NONE), Decision::Place("p"));
-        assert_eq!(least(&Overcommit::NONE), Decision::Place("p"));
-        assert_eq!(best(&cpu4), Decision::Place("p"));
-        assert_eq!(least(&cpu4), Decision::Place("q"));
-        assert_eq!(best(&mem4), Decision::Place("q"));
-        assert_eq!(least(&mem4), Decision::Place("p"));
+        assert_eq!(best(&Overcommit::NONE), Choice::Place("p"));
+        assert_eq!(least(&Overcommit::NONE), Choice::Place("p"));
+        assert_eq!(best(&cpu4), Choice::Place("p"));
+        assert_eq!(least(&cpu4), Choice::Place("q"));
+        assert_eq!(best(&mem4), Choice::Place("q"));
+        assert_eq!(least(&mem4), Choice::Place("p"));
         let p = weighted_slack(&nodes[0], &request, &cpu4).unwrap();
         let q = weighted_slack(&nodes[1], &request, &cpu4).unwrap();
         assert_eq!((p.as_f64(), q.as_f64()), (1.4375, 1.8125));
@@ -630,14 +630,11 @@ mod tests {
         ];
         for policy in Policy::ALL {
             for turn in 0..3 {
-                assert_eq!(
-                    place(policy, &nodes, &r(0, 1, 1), turn),
-                    Decision::Place("c")
-                );
+                assert_eq!(place(policy, &nodes, &r(0, 1, 1), turn), Choice::Place("c"));
                 // 9 threads: only c is eligible and it has 8 free → no fit, short by 1.
                 assert_eq!(
                     place(policy, &nodes, &r(9, 1, 1), turn),
-                    Decision::NoFit(NoFit {
+                    Choice::NoFit(NoFit {
                         eligible_nodes: 1,
                         shortfall: Shortfall {
                             requested: r(9, 1, 1),
@@ -678,13 +675,13 @@ mod tests {
             .collect();
         let want: Vec<_> = ["a", "d", "d", "a", "d", "d"]
             .into_iter()
-            .map(Decision::Place)
+            .map(Choice::Place)
             .collect();
         assert_eq!(picks, want);
         // u64::MAX % 3 = 0 → a.
         assert_eq!(
             place(Policy::RoundRobin, &nodes, &r(5, 1, 1), u64::MAX),
-            Decision::Place("a")
+            Choice::Place("a")
         );
     }
 
@@ -782,11 +779,11 @@ mod tests {
         let nodes = [x, y];
         assert_eq!(
             place(Policy::BestFit, &nodes, &Resources::ZERO, 0),
-            Decision::Place("y")
+            Choice::Place("y")
         );
         assert_eq!(
             place(Policy::LeastLoaded, &nodes, &Resources::ZERO, 0),
-            Decision::Place("x")
+            Choice::Place("x")
         );
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use placement::testing::{self, ledger};
 use placement::{
-    Decision, EditKind, FirstFitIndex, NodeLedger, NodeState, NodeView, Overcommit, Plan, Policy,
+    Choice, EditKind, FirstFitIndex, NodeLedger, NodeState, NodeView, Overcommit, Plan, Policy,
     Resources, TenantWants, first_fit, place, place_ledgers, plan_tenant_with,
 };
 use proptest::prelude::*;
@@ -143,7 +143,7 @@ proptest! {
     ) {
         let ledgers: Vec<NodeLedger> = specs.iter().map(Spec::ledger).collect();
         for policy in Policy::ALL {
-            if let Decision::Place(name) = place_ledgers(policy, &ledgers, &request, turn) {
+            if let Choice::Place(name) = place_ledgers(policy, &ledgers, &request, turn) {
                 let spec = specs.iter().find(|s| s.name == name).unwrap();
                 // Effective capacity, computed here independently: floor(capacity × ‰ / 1000).
                 let effective = Resources::from_fn(|d| {
@@ -170,8 +170,8 @@ proptest! {
         for policy in Policy::ALL {
             let decision = place_ledgers(policy, &ledgers, &request, turn);
             match (&first, &decision) {
-                (Decision::Place(_), Decision::Place(_)) => {}
-                (Decision::NoFit(a), Decision::NoFit(b)) => prop_assert_eq!(a, b),
+                (Choice::Place(_), Choice::Place(_)) => {}
+                (Choice::NoFit(a), Choice::NoFit(b)) => prop_assert_eq!(a, b),
                 _ => prop_assert!(false, "{policy}: {decision:?} but first fit says {first:?}"),
             }
         }
@@ -221,8 +221,8 @@ proptest! {
                 .min()
         });
         let pick = |policy| match place_ledgers(policy, &ledgers, &request, 0) {
-            Decision::Place(name) => Some(name),
-            Decision::NoFit(_) => None,
+            Choice::Place(name) => Some(name),
+            Choice::NoFit(_) => None,
         };
         prop_assert_eq!(pick(Policy::BestFit), best);
         prop_assert_eq!(pick(Policy::LeastLoaded), least_loaded);
@@ -254,8 +254,8 @@ proptest! {
                 .map(|v| v.name)
         };
         let got = match place_ledgers(Policy::RoundRobin, &ledgers, &request, turn) {
-            Decision::Place(name) => Some(name),
-            Decision::NoFit(_) => None,
+            Choice::Place(name) => Some(name),
+            Choice::NoFit(_) => None,
         };
         prop_assert_eq!(got, expected);
     }
@@ -441,6 +441,6 @@ fn the_index_on_the_benchmark_shape_nine_tenths_full() {
         .collect();
     let index = FirstFitIndex::new(&views);
     let request = Resources::new(2, 4, 20);
-    assert_eq!(index.decide(&request), Decision::Place("node-09000"));
-    assert_eq!(first_fit(&views, &request), Decision::Place("node-09000"));
+    assert_eq!(index.decide(&request), Choice::Place("node-09000"));
+    assert_eq!(first_fit(&views, &request), Choice::Place("node-09000"));
 }

@@ -7,7 +7,7 @@
 
 use placement::testing::{self, ledger};
 use placement::{
-    Decision, EditKind, NodeLedger, NodeState, NodeView, Plan, Resources, TenantWants, first_fit,
+    Choice, EditKind, NodeLedger, NodeState, NodeView, Plan, Resources, TenantWants, first_fit,
     plan_tenant,
 };
 use proptest::prelude::*;
@@ -70,7 +70,7 @@ proptest! {
     #[test]
     fn first_fit_never_picks_a_node_short_in_any_dimension(nodes in fleet(), request in resources(40)) {
         let views: Vec<_> = nodes.iter().map(OwnedNode::view).collect();
-        if let Decision::Place(name) = first_fit(&views, &request) {
+        if let Choice::Place(name) = first_fit(&views, &request) {
             let chosen = views.iter().find(|v| v.name == name).unwrap();
             prop_assert!(chosen.takes_new_tenants());
             prop_assert!(request.fits_within(&chosen.free()));
@@ -90,8 +90,8 @@ proptest! {
             .find(|n| n.takes_new_tenants() && request.fits_within(&n.free()))
             .map(|n| n.name);
         match first_fit(&views, &request) {
-            Decision::Place(name) => prop_assert_eq!(Some(name), expected),
-            Decision::NoFit(no_fit) => {
+            Choice::Place(name) => prop_assert_eq!(Some(name), expected),
+            Choice::NoFit(no_fit) => {
                 prop_assert_eq!(expected, None);
                 // The reported shortfall is real: some dimension is short, or no node has all three.
                 let eligible = views.iter().filter(|v| v.takes_new_tenants()).count();

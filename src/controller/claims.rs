@@ -3,7 +3,7 @@
 //! ```text
 //!   Tenant status (nodeName, reserved) ──▶ Claims (by node) ◀── node changed / deleted
 //!                                              │  one check per requeue window, against the
-//!                                              ▼  writer's view (never behind our own writes)
+//!                                              ▼  engine's view (never behind our own writes)
 //!                            not backed by the node's entry ──▶ wake the tenant
 //! ```
 //!
@@ -17,7 +17,7 @@
 //!   stops naming a node is woken too (another actor may have wiped it while the node holds the
 //!   entry). An unbacked tenant is woken: its reconcile restores the entry where it still fits,
 //!   or places it again (see `placement::plan_restore`);
-//! - checks run in the waiting room's passes, against the writer's view, so our own write in
+//! - checks run in the waiting room's passes, against the engine's view, so our own write in
 //!   flight (node first, tenant status second) is never mistaken for a loss.
 
 use std::collections::{HashMap, HashSet};
@@ -50,7 +50,7 @@ impl Claim {
         })
     }
 
-    /// Whether `node` (the node this claim names, as the writer sees it; `None` when there is no
+    /// Whether `node` (the node this claim names, as the engine sees it; `None` when there is no
     /// such node) backs the claim.
     pub fn backed_by(&self, node: Option<&Node>) -> bool {
         if self.node.is_empty() {
@@ -160,7 +160,7 @@ impl Claims {
     }
 
     /// Takes what changed and returns the tenants to wake: those whose claims the nodes they
-    /// name (looked up by name as the writer sees them now) do not back, and those whose status
+    /// name (looked up by name as the engine sees them now) do not back, and those whose status
     /// stopped naming a node.
     pub fn unbacked(&self, node: impl Fn(&str) -> Option<Arc<Node>>) -> Vec<ObjectRef<Tenant>> {
         let (mut wake, to_check) = {

@@ -1,9 +1,9 @@
-//! Wiring: two controllers (Tenants, Nodes) sharing one context and one Node writer.
+//! Wiring: two controllers (Tenants, Nodes) sharing one context and one placement engine.
 //!
 //! ```text
 //!   watch Tenants ──▶ tenant::reconcile ──────────────┐   (enters the WaitingRoom before deciding)
 //!        ▲ reconcile_on                               │
-//!   WaitingRoom ◀── node::reconcile ◀── watch Nodes    ├──▶ engine::NodeWriter (the only
+//!   WaitingRoom ◀── node::reconcile ◀── watch Nodes    ├──▶ engine::Engine (the only
 //!                   (could this node take a waiter?)  ┘     Node-status writer)
 //! ```
 //!
@@ -11,7 +11,7 @@
 //! - failed reconciles are re-queued with per-object exponential backoff;
 //! - tenants waiting for room are re-checked when a node could take them (WaitingRoom) and
 //!   otherwise at a fallback interval that backs off while nothing changes;
-//! - the Node writer decides only from a synced node cache;
+//! - the engine decides only from a synced node cache;
 //! - an entry is released as an orphan only after a direct read confirms its tenant is gone;
 //! - the controller is handed what it reports into ([`Handles`]: [`Health`], the
 //!   [`Metrics`] it counts into, the [`Caches`] of each term) and knows
@@ -46,7 +46,7 @@ use crate::api::{Node, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
-pub use engine::{EngineConfig, NodeWriter, RetryPolicy};
+pub use engine::{Engine, EngineConfig, RetryPolicy};
 pub use waiting::WaitingRoom;
 
 /// Tunables of the controller.
@@ -317,14 +317,15 @@ fn asks_changed(tenant: &Tenant) -> Option<u64> {
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
-    pub writer: NodeWriter,
+    /// The placement engine: the only writer of Node status.
+    pub engine: Engine,
     /// The tenant watch cache, to find orphaned entries without a read per entry.
     pub tenants: Store<Tenant>,
     /// Raised once the tenant cache holds its first full list.
     pub tenants_synced: Synced,
     /// Tenants as our own writes left them, until the cache catches up.
     pub tenant_copies: Arc<newest::Newest<Tenant>>,
-    /// Tenants waiting for room, re-queued by node changes (shared with the writer's queue).
+    /// Tenants waiting for room, re-queued by node changes (shared with the engine's queue).
     pub waiting: Arc<WaitingRoom>,
     /// What each tenant's status claims, checked against its node in the waiting room's passes.
     pub claims: Arc<claims::Claims>,
@@ -347,7 +348,7 @@ impl std::fmt::Debug for Context {
 impl Context {
     pub fn new(
         client: Client,
-        writer: NodeWriter,
+        engine: Engine,
         tenants: Store<Tenant>,
         tenants_synced: Synced,
         waiting: Arc<WaitingRoom>,
@@ -355,7 +356,7 @@ impl Context {
     ) -> Self {
         Context {
             client,
-            writer,
+            engine,
             tenants,
             tenants_synced,
             tenant_copies: Arc::default(),
@@ -527,7 +528,7 @@ pub async fn run_with(client: Client, settings: Settings, handles: Handles) {
     }
 }
 
-/// Both controllers, sharing one context and one Node writer.
+/// Both controllers, sharing one context and one placement engine.
 async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let Handles {
         health,
@@ -563,7 +564,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // The engine decides nothing before both caches are synced and the waiting room holds every
     // tenant that was waiting (a restart, or a new leader, keeps the queue's order).
     let (raise_queue_ready, queue_ready) = Synced::flag();
-    let writer = NodeWriter::start(
+    let engine = Engine::start(
         nodes,
         node_cache.clone(),
         queue_ready,
@@ -574,7 +575,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             metrics: metrics.clone(),
         },
     );
-    let gone = writer.gone();
+    let gone = engine.gone();
     // Deleted tenants are released from their delete event (what a finalizer-less delete needs;
     // with the finalizer it finds nothing left to release). Our own writes' copies go once the
     // watch delivers them.
@@ -626,7 +627,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         claims,
         ..Context::new(
             client,
-            writer,
+            engine,
             tenant_cache,
             tenants_synced.clone(),
             waiting,

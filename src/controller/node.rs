@@ -2,7 +2,7 @@
 //! waiting tenants when room can have appeared.
 //!
 //! Rules enforced here (docs/design.md, rules 6, 7, 8 and 11):
-//! - totals and the OverCapacity condition are rewritten (through the single writer) only when
+//! - totals and the OverCapacity condition are rewritten (through the engine) only when
 //!   they differ from what the allocations and capacity give, e.g. after a capacity change;
 //! - a node lowered below what it holds keeps every entry and says so in its condition;
 //! - an entry whose tenant is gone (confirmed by a direct read, not only the cache) is released;
@@ -39,7 +39,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     let name = node.name_any();
     ctx.claims.node_changed(&name);
     ctx.waiting.node_changed(&name);
-    ctx.writer.refresh(&name).await?;
+    ctx.engine.refresh(&name).await?;
     repair_entries(&node, &ctx).await?;
     keep_finalizer(&name, &ctx).await?;
     // The periodic sweep: what a missed delete left behind is released within this interval.
@@ -83,14 +83,14 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
             }
         };
         if !alive {
-            if ctx.writer.gone().contains(&entry.uid) {
+            if ctx.engine.gone().contains(&entry.uid) {
                 // Seen deleted: routine (the delete's own release may not have run yet).
                 tracing::debug!(node = %node_name, tenant = %entry.tenant, "releasing the entry of a deleted tenant");
             } else {
                 tracing::warn!(node = %node_name, tenant = %entry.tenant, uid = %entry.uid, "releasing orphaned entry");
                 ctx.metrics.orphan_released();
             }
-            ctx.writer.release(&entry.uid, &entry.tenant).await?;
+            ctx.engine.release(&entry.uid, &entry.tenant).await?;
         }
     }
     Ok(())
@@ -99,7 +99,7 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
 /// Adds the reservations finalizer to a node that holds entries, and removes it from a node being
 /// deleted that holds none. Decided from the newest copy of the node (our own writes included).
 async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
-    let Some(node) = ctx.writer.node(name) else {
+    let Some(node) = ctx.engine.node(name) else {
         return Ok(());
     };
     let holds = node
@@ -133,7 +133,7 @@ async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
     {
         Ok(patched) => {
             // Our next status write must carry the version this patch made.
-            ctx.writer.remember(patched);
+            ctx.engine.remember(patched);
             Ok(())
         }
         // Gone already: nothing holds it.

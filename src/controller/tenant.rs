@@ -3,8 +3,8 @@
 //!
 //! ```text
 //!   Tenant ─▶ finalizer present? ─no─▶ JSON patch (test + add) ─▶ continue with the patched object
-//!        └─ deleting? ─▶ writer.release(uid) ─▶ JSON patch (test + remove) the finalizer
-//!        └─ footprint = resources x replicas (checked) ─▶ writer.decide ─▶ WantedStatus ─▶ status if changed
+//!        └─ deleting? ─▶ engine.release(uid) ─▶ JSON patch (test + remove) the finalizer
+//!        └─ footprint = resources x replicas (checked) ─▶ engine.decide ─▶ WantedStatus ─▶ status if changed
 //! ```
 //!
 //! Rules enforced here (docs/design.md, rules 3 to 6, 9 and 10):
@@ -253,7 +253,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         Err(problem) => {
             // Keep whatever is held; say why nothing else happens.
             ctx.waiting.withdraw(&uid);
-            let held = ctx.writer.holding(&uid);
+            let held = ctx.engine.holding(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
             let wanted = WantedStatus {
                 phase: if held.is_some() {
@@ -283,7 +283,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         suspend: tenant.spec.suspend,
         status_node,
     };
-    let committed = match ctx.writer.decide_created(&wants, created).await {
+    let committed = match ctx.engine.decide_created(&wants, created).await {
         Ok(committed) => committed,
         // Released in the meantime: the tenant is gone or going, nothing to place or tell.
         Err(Error::TenantReleased { .. }) => {
@@ -350,7 +350,7 @@ async fn finalize(
     let Some(index) = tenant.finalizers().iter().position(|f| f == FINALIZER) else {
         return Ok(Action::await_change());
     };
-    let released = ctx.writer.release(uid, key).await;
+    let released = ctx.engine.release(uid, key).await;
     if let Ok(writes) = &released {
         announce_writes(ctx, tenant, writes).await;
     }
@@ -472,7 +472,7 @@ pub async fn deleted(tenant: &Tenant, ctx: &Context) {
         .forget(tenant.namespace().as_deref(), &tenant.name_any());
     let Some(uid) = tenant.uid() else { return };
     ctx.pending_backoff.reset(&uid);
-    match ctx.writer.release(&uid, &key).await {
+    match ctx.engine.release(&uid, &key).await {
         Ok(writes) if !writes.is_empty() => {
             tracing::info!(tenant = %key, %uid, "released the reservation of a deleted tenant");
         }

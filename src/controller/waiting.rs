@@ -5,10 +5,10 @@
 //! - a tenant enters before its decision reads the node view, so a node change is either in the
 //!   view its decision reads, or is seen after it entered and triggers it: no change is missed;
 //! - node changes are recorded, and one pass per requeue window (at most) judges the changed
-//!   nodes as the writer sees them now, so a burst of capacity events costs one pass, and a
+//!   nodes as the engine sees them now, so a burst of capacity events costs one pass, and a
 //!   triggered tenant's next decision sees the room that triggered it;
 //! - a node triggers a waiting tenant only when that node, as it is now, could take it: the same
-//!   plan the writer would make, run on that node alone, says Reserve or Resize. Judging the
+//!   plan the engine would make, run on that node alone, says Reserve or Resize. Judging the
 //!   current state, not the delta, means coalesced events lose nothing;
 //! - a pass wakes tenants oldest first (creationTimestamp, then namespace/name); the engine
 //!   holds room for older waiting tenants (see `placement::queue`), so the order of reconciles
@@ -20,7 +20,7 @@
 //! - a tenant left waiting by a decision that held room for older tenants looks again after five
 //!   requeue windows: the older tenant may take other room, or none, and then no node change
 //!   would wake the younger one (see `tenant::reconcile`);
-//! - triggering sends a reconcile request and nothing else; deciding stays with the writer.
+//! - triggering sends a reconcile request and nothing else; deciding stays with the engine.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -281,22 +281,22 @@ impl WaitingRoom {
     }
 }
 
-/// Runs the passes: wait for a change, judge the changed nodes as the writer sees them, wake
+/// Runs the passes: wait for a change, judge the changed nodes as the engine sees them, wake
 /// who they could take and whose claims they do not back (see `claims`), then let at least one
 /// requeue window pass before the next.
 pub async fn run_passes(ctx: std::sync::Arc<super::Context>) {
     loop {
         let changed = ctx.waiting.next_changes().await;
-        if ctx.writer.synced().wait().await.is_err() {
+        if ctx.engine.synced().wait().await.is_err() {
             return;
         }
-        let ledgers = ctx.writer.ledgers(changed.as_ref());
+        let ledgers = ctx.engine.ledgers(changed.as_ref());
         let woken = ctx.waiting.pass(&ledgers);
         if woken > 0 {
             tracing::debug!(woken, nodes = ledgers.len(), "room for waiting tenants");
         }
         // The same window serves the claims: statuses their nodes do not back.
-        for tenant in ctx.claims.unbacked(|node| ctx.writer.node(node)) {
+        for tenant in ctx.claims.unbacked(|node| ctx.engine.node(node)) {
             tracing::debug!(tenant = %tenant, "status and node disagree: woken");
             ctx.waiting.wake(tenant);
         }

@@ -28,7 +28,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tenant_placer::api::{AllocationEntry, Node, ResourceAmounts, Tenant, TenantStatus};
 use tenant_placer::controller::tenant::FINALIZER;
-use tenant_placer::controller::{Context, EngineConfig, NodeWriter, RetryPolicy, Settings, Synced};
+use tenant_placer::controller::{Context, Engine, EngineConfig, RetryPolicy, Settings, Synced};
 use tenant_placer::testing::{self, NodeBuilder, TenantBuilder};
 
 pub type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -87,7 +87,7 @@ pub fn context(
         jitter: Duration::from_millis(1),
         ..RetryPolicy::default()
     };
-    let node_writer = NodeWriter::start(
+    let node_writer = Engine::start(
         Api::all(client.clone()),
         cache,
         Synced::already(),

@@ -8,7 +8,7 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use tenant_placer::api::{TenantMode, TenantPhase};
 use tenant_placer::controller::tenant::{FINALIZER, reconcile};
-use tenant_placer::controller::{EngineConfig, NodeWriter, Synced};
+use tenant_placer::controller::{Engine, EngineConfig, Synced};
 use tenant_placer::testing::entry;
 
 use crate::*;
@@ -466,7 +466,7 @@ async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed()
     feed.apply_watcher_event(&watcher::Event::InitDone);
     // The engine decides nothing before this flag: both jobs wait in its queue, one batch.
     let (raise, synced) = Synced::flag();
-    let writer = Arc::new(NodeWriter::start(
+    let writer = Arc::new(Engine::start(
         Api::all(client),
         cache,
         synced,

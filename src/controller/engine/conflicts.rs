@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn a_conflict_retries_the_jobs_on_that_node_and_the_later_ones_that_touched_nothing() {
-        // Decision order: j0 touched a, j1 nothing (before the failed node's first job: kept),
+        // Choice order: j0 touched a, j1 nothing (before the failed node's first job: kept),
         // j2 touched b (409), j3 touched a, j4 nothing (after j2: it may have counted b's room).
         let (a, b, none) = (names(&["a"]), names(&["b"]), names(&[]));
         let jobs = [

@@ -1,5 +1,5 @@
 //! The placement engine: one task per process that decides every placement and writes every
-//! `Node.status`, behind the [`NodeWriter`] handle.
+//! `Node.status`, behind the [`Engine`] handle.
 //!
 //! ```text
 //!   reconciles ──decide / release / refresh──▶ queue ──▶ engine task (this module: I/O only)
@@ -133,16 +133,16 @@ struct Nodes {
 }
 
 /// The single Node-status writer: a handle to the one engine task of this process.
-pub struct NodeWriter {
+pub struct Engine {
     nodes: Arc<Nodes>,
     released: Arc<GoneUids>,
     jobs: mpsc::UnboundedSender<Job>,
-    _engine: AbortOnDrop,
+    _task: AbortOnDrop,
 }
 
-impl std::fmt::Debug for NodeWriter {
+impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeWriter").finish_non_exhaustive()
+        f.debug_struct("Engine").finish_non_exhaustive()
     }
 }
 
@@ -154,7 +154,7 @@ const MAX_BATCH: usize = 1024;
 /// runs into the server's max-in-flight limit there.
 const CONCURRENT_NODE_WRITES: usize = 32;
 
-impl NodeWriter {
+impl Engine {
     /// Starts the engine task (needs a Tokio runtime). `synced` says when `cache` holds its first
     /// full list (and anything else the first decision must wait for); no decision is made
     /// before.
@@ -167,17 +167,17 @@ impl NodeWriter {
         });
         let released: Arc<GoneUids> = Arc::default();
         let (jobs, queue) = mpsc::unbounded_channel();
-        let engine = Engine {
+        let task = EngineTask {
             nodes: nodes.clone(),
             released: released.clone(),
             config,
             turn: 0,
         };
-        NodeWriter {
+        Engine {
             nodes,
             released,
             jobs,
-            _engine: AbortOnDrop(tokio::spawn(engine.run(queue))),
+            _task: AbortOnDrop(tokio::spawn(task.run(queue))),
         }
     }
 
@@ -289,7 +289,7 @@ impl Nodes {
 }
 
 /// The engine task's state.
-struct Engine {
+struct EngineTask {
     nodes: Arc<Nodes>,
     released: Arc<GoneUids>,
     config: EngineConfig,
@@ -297,7 +297,7 @@ struct Engine {
     turn: u64,
 }
 
-impl Engine {
+impl EngineTask {
     /// Drain what is queued, decide it as one batch, commit each touched node in one guarded
     /// write (nodes concurrently), answer, and carry over what must be decided again.
     async fn run(mut self, mut jobs: mpsc::UnboundedReceiver<Job>) {

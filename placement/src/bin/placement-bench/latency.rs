@@ -1,4 +1,4 @@
-//! Decision latency per policy and fleet size, and the first-fit index against the scan.
+//! Choice latency per policy and fleet size, and the first-fit index against the scan.
 //!
 //! Each case runs one decision many times on an unchanging fleet. A sample is the time of a
 //! batch of back-to-back decisions divided by the batch size, the batch chosen so that a sample
@@ -129,7 +129,7 @@ pub fn target(budget: Duration) -> Target {
 pub fn render(rows: &[Row], target: &Target) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "Decision latency, request {} (ns per decision)\n\n",
+        "Choice latency, request {} (ns per decision)\n\n",
         REQUEST
     ));
     out.push_str("| case | nodes | median ns | p99 ns | samples x batch |\n");
