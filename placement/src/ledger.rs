@@ -454,26 +454,17 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    /// A node on the crate's one builder ([`crate::testing`]), Online, holding `entries`.
     fn ledger(name: &str, capacity: Resources, entries: &[(&str, Resources)]) -> NodeLedger {
-        let entries = entries
+        let node = crate::testing::ledger(name).capacity_of(capacity);
+        entries
             .iter()
-            .map(|(uid, r)| Entry {
-                uid: (*uid).into(),
-                tenant: format!("default/{uid}"),
-                resources: *r,
-            })
-            .collect();
-        NodeLedger::new(name, NodeState::Online, capacity, entries).unwrap()
+            .fold(node, |node, (uid, r)| node.holding(uid, *r))
+            .build()
     }
 
     fn wants(uid: &str, footprint: Resources) -> TenantWants<'_> {
-        TenantWants {
-            uid,
-            tenant: "default/t",
-            footprint,
-            suspend: false,
-            status_node: None,
-        }
+        crate::testing::wants(uid, footprint)
     }
 
     const EU1: Resources = Resources::new(64, 256, 8000);

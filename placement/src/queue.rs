@@ -293,34 +293,18 @@ fn hold(ledgers: &mut [NodeLedger], edit: Edit) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::{NodeState, Resources};
 
+    /// A node of `threads` threads (100 GB, 100 GB) on the crate's one builder, holding `held`
+    /// (uid, threads) with 1 GB and 1 GB each.
     fn node(name: &str, threads: u64, held: &[(&str, u64)]) -> NodeLedger {
-        let entries = held
-            .iter()
-            .map(|(uid, t)| Entry {
-                uid: (*uid).into(),
-                tenant: format!("d/{uid}"),
-                resources: Resources::new(*t, 1, 1),
-            })
-            .collect();
-        NodeLedger::new(
-            name,
-            NodeState::Online,
-            Resources::new(threads, 100, 100),
-            entries,
-        )
-        .unwrap()
+        let node = crate::testing::ledger(name).capacity(threads, 100, 100);
+        held.iter()
+            .fold(node, |node, (uid, t)| node.holding(uid, (*t, 1, 1)))
+            .build()
     }
 
-    fn wants(uid: &'static str, threads: u64) -> TenantWants<'static> {
-        TenantWants {
-            uid,
-            tenant: uid,
-            footprint: Resources::new(threads, 1, 1),
-            suspend: false,
-            status_node: None,
-        }
+    fn wants(uid: &str, threads: u64) -> TenantWants<'_> {
+        crate::testing::wants(uid, (threads, 1, 1))
     }
 
     #[test]

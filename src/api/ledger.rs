@@ -183,11 +183,7 @@ mod tests {
     use crate::testing::node;
 
     fn entry(uid: &str, t: u64) -> Entry {
-        Entry {
-            uid: uid.into(),
-            tenant: format!("d/{uid}"),
-            resources: placement::Resources::new(t, 1, 1),
-        }
+        placement::testing::entry(uid, (t, 1, 1))
     }
 
     fn now() -> Time {

@@ -370,36 +370,26 @@ mod tests {
     use std::sync::Arc;
 
     use placement::{EditKind, Resources};
-    use serde_json::json;
 
     use super::*;
     use crate::api::Node;
+    use crate::testing;
 
-    /// A node of `threads` threads (64 GB, 1000 GB) holding `entries` (uid, threads), each with
-    /// 1 GB and 1 GB; `"bad"` as an amount makes its allocations unreadable.
-    fn node(name: &str, threads: i64, entries: &[(&str, serde_json::Value)]) -> Arc<Node> {
-        let allocations: Vec<_> = entries
+    /// A node of `threads` threads (64 GB, 1000 GB) holding `entries` (tenant, threads), each
+    /// with 1 GB and 1 GB; a negative amount makes its allocations unreadable.
+    fn node(name: &str, threads: i64, entries: &[(&str, i64)]) -> Arc<Node> {
+        let node = testing::node(name).capacity(threads, 64, 1000);
+        let node = entries
             .iter()
-            .map(|(uid, threads)| {
-                json!({"uid": uid, "tenant": format!("d/{uid}"),
-                       "resources": {"threads": threads, "memoryGb": 1, "storageGb": 1}})
-            })
-            .collect();
-        Arc::new(
-            serde_json::from_value(json!({
-                "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "Node",
-                "metadata": {"name": name, "resourceVersion": "1"},
-                "spec": {"capacity": {"threads": threads, "memoryGb": 64, "storageGb": 1000}},
-                "status": {"allocations": allocations},
-            }))
-            .unwrap(),
-        )
+            .fold(node, |node, (tenant, t)| node.holding(tenant, (*t, 1, 1)));
+        Arc::new(node.resource_version(1).build())
     }
 
-    fn wants(uid: &str, threads: u64, created: i64) -> OwnedWants {
+    /// What tenant `name` (UID `uid-{name}`, as the builder names it) asks, created at `created`.
+    fn wants(name: &str, threads: u64, created: i64) -> OwnedWants {
         OwnedWants {
-            uid: uid.into(),
-            tenant: format!("d/{uid}"),
+            uid: format!("uid-{name}"),
+            tenant: format!("default/{name}"),
             footprint: Resources::new(threads, 1, 1),
             suspend: false,
             status_node: None,
@@ -414,11 +404,11 @@ mod tests {
         (Queued::new(Job::Decide { wants, reply }), answer)
     }
 
-    fn release(uid: &str) -> (Queued, Answer<Vec<Edit>>) {
+    fn release(name: &str) -> (Queued, Answer<Vec<Edit>>) {
         let (reply, answer) = oneshot::channel();
         let job = Job::Release {
-            uid: uid.into(),
-            tenant: format!("d/{uid}"),
+            uid: format!("uid-{name}"),
+            tenant: format!("default/{name}"),
             reply,
         };
         (Queued::new(job), answer)
@@ -470,7 +460,7 @@ mod tests {
         // n1: 8 threads, "old-t" holds 6 (2 free). Young (4, created at 20) came first, old (4,
         // created at 10) second, the release of old-t last. Released first: 8 free; old takes
         // 4 (4 left); young takes the other 4.
-        let nodes = vec![node("n1", 8, &[("old-t", json!(6))])];
+        let nodes = vec![node("n1", 8, &[("old-t", 6)])];
         let (young, mut young_answer) = decide(wants("young", 4, 20));
         let (old, mut old_answer) = decide(wants("old", 4, 10));
         let (gone, mut gone_answer) = release("old-t");
@@ -489,7 +479,7 @@ mod tests {
             .iter()
             .map(|e| e.uid.as_str())
             .collect();
-        assert_eq!(uids, ["old", "young"]);
+        assert_eq!(uids, ["uid-old", "uid-young"]);
     }
 
     #[test]
@@ -503,7 +493,7 @@ mod tests {
             answer.try_recv().unwrap(),
             Err(Error::TenantReleased { .. })
         ));
-        assert!(released.contains("acme"));
+        assert!(released.contains("uid-acme"));
         assert_eq!(touched, [Vec::<String>::new(), Vec::new()]);
         assert!(view.ledgers[0].entries().is_empty());
     }
@@ -511,7 +501,7 @@ mod tests {
     #[test]
     fn a_tenant_on_an_unreadable_node_is_not_decided_and_that_node_is_not_refreshed() {
         // n1's allocations hold a negative amount: no ledger, never written.
-        let nodes = vec![node("n1", 8, &[("acme", json!(-1))]), node("n2", 8, &[])];
+        let nodes = vec![node("n1", 8, &[("acme", -1)]), node("n2", 8, &[])];
         let (placed, mut placed_answer) = decide(wants("acme", 2, 10));
         let (refreshed, mut refresh_answer) = refresh("n1");
         let (touched, view) = run(nodes, vec![placed, refreshed], &[], &GoneUids::default(), 8);
@@ -531,7 +521,7 @@ mod tests {
     fn a_job_past_its_write_budget_fails_instead_of_looping() {
         // acme is on n1, n2 and n3 (duplicates): two drops are needed, the budget is one.
         let nodes = ["n1", "n2", "n3"]
-            .map(|n| node(n, 8, &[("acme", json!(2))]))
+            .map(|n| node(n, 8, &[("acme", 2)]))
             .to_vec();
         let (placed, mut answer) = decide(wants("acme", 2, 10));
         let (touched, _) = run(nodes, vec![placed], &[], &GoneUids::default(), 1);
@@ -570,7 +560,7 @@ mod tests {
         // "stale": its status has no totals yet. "fresh": its status is what its entries give
         // (computed earlier, so only a kept transition time makes it equal). "gone": not known.
         let fresh = {
-            let mut fresh = Node::clone(&node("fresh", 8, &[("acme", json!(2))]));
+            let mut fresh = Node::clone(&node("fresh", 8, &[("acme", 2)]));
             let ledger = fresh.ledger().unwrap();
             let earlier = Time(Timestamp::from_second(1).unwrap());
             fresh.status =
