@@ -8,10 +8,13 @@
 //!   lowered (then it keeps what it holds);
 //! - per write ([`check_node_write`]): a write that adds or grows an entry leaves the node within
 //!   capacity, so nothing is ever over-committed, at any moment;
-//! - each live tenant UID holds entries on at most one node, and at most one entry there;
+//! - each live tenant UID holds entries on at most one node, and at most one entry there, but
+//!   while its status names both ends of a move (`migration`: from, to);
 //! - at rest ([`Quiescence::Settled`]): no entry belongs to a tenant that is gone, every
 //!   tenant's status agrees with the entries (node, reserved, phase), and no tenant waits for
-//!   room that is there (PendingCapacity or Resizing while the plan would place or resize it);
+//!   room that is there (PendingCapacity or Resizing while the plan would place or resize it),
+//!   no tenant stays on a draining node another node could take it to, and no move is left
+//!   half done (`Migrating`);
 //!   no tenant is Active (or Resizing) without an entry that holds it.
 
 use std::collections::{HashMap, HashSet};
@@ -167,7 +170,8 @@ pub fn check(
         .filter_map(|t| t.uid().map(|u| (u, t)))
         .collect();
     for (uid, held) in &holders {
-        if held.len() > 1 && live.contains_key(uid) {
+        let moving = live.get(uid).is_some_and(|t| status_names_both(t, held));
+        if held.len() > 1 && live.contains_key(uid) && !moving {
             let names: Vec<_> = held.iter().map(|(n, _)| n.as_str()).collect();
             violations.push(format!(
                 "tenant {uid} holds entries on {}",
@@ -196,7 +200,19 @@ pub fn check(
     }
 }
 
+/// A UID may be on two nodes only while its status names both: a move in flight (`migration`,
+/// from one to the other).
+fn status_names_both(tenant: &Tenant, held: &[(String, Resources)]) -> bool {
+    let Some(migration) = tenant.status.as_ref().and_then(|s| s.migration.as_ref()) else {
+        return false;
+    };
+    held.len() == 2
+        && held.iter().any(|(n, _)| *n == migration.from)
+        && held.iter().any(|(n, _)| *n == migration.to)
+}
+
 /// At rest, a tenant waiting for room has none: the plan the engine would make now writes nothing.
+/// Likewise a tenant left on a draining node: no other node could take it now.
 fn check_not_left_waiting(
     tenant: &Tenant,
     uid: &str,
@@ -209,10 +225,20 @@ fn check_not_left_waiting(
             TenantPhase::PendingCapacity | TenantPhase::Resizing
         )
     });
+    let on_draining = tenant
+        .status
+        .as_ref()
+        .map(|s| s.node_name.as_str())
+        .filter(|n| !n.is_empty())
+        .filter(|n| {
+            ledgers
+                .iter()
+                .any(|l| l.name() == *n && l.state() == placement::NodeState::Draining)
+        });
     let Ok(footprint) = tenant.spec.footprint() else {
         return;
     };
-    if !waiting {
+    if !waiting && on_draining.is_none() {
         return;
     }
     let key = tenant.key();
@@ -221,7 +247,8 @@ fn check_not_left_waiting(
         tenant: &key,
         footprint,
         suspend: tenant.spec.suspend,
-        status_node: None,
+        status_node: on_draining,
+        migration: None,
     };
     if let placement::Plan::Edit(edit) = placement::plan_tenant(&wants, ledgers) {
         violations.push(format!(

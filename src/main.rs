@@ -104,6 +104,9 @@ struct PlacementArgs {
     /// Seconds between sweeps of every node for orphaned entries and stale totals (at least 1).
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     orphan_sweep_seconds: u64,
+    /// Moves off draining nodes in flight at once, at most (at least 1).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..), env = "TENANT_PLACER_MAX_MIGRATIONS")]
+    max_migrations: u16,
 }
 
 impl PlacementArgs {
@@ -111,7 +114,7 @@ impl PlacementArgs {
     fn describe(&self) -> String {
         format!(
             "--policy {} --queue {} --events {} --requeue-window-ms {} --pending-recheck-seconds {} \
-             --orphan-sweep-seconds {} --concurrency {}{}",
+             --orphan-sweep-seconds {} --max-migrations {} --concurrency {}{}",
             self.policy,
             self.queue,
             match self.events {
@@ -121,6 +124,7 @@ impl PlacementArgs {
             self.requeue_window_ms,
             self.pending_recheck_seconds,
             self.orphan_sweep_seconds,
+            self.max_migrations,
             self.concurrency,
             if self.no_finalizer {
                 " --no-finalizer"
@@ -140,6 +144,7 @@ impl PlacementArgs {
             queue: self.queue,
             requeue_window: Duration::from_millis(self.requeue_window_ms),
             orphan_sweep: Duration::from_secs(self.orphan_sweep_seconds),
+            max_migrations: self.max_migrations,
             ..Settings::default()
         }
     }

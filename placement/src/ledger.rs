@@ -19,6 +19,7 @@
 //!   without counting its own old entry, or when it shrinks in every dimension; otherwise the old
 //!   entry stays (`ResizeBlocked`). Growing on an Offline node is blocked;
 //! - a suspended tenant keeps what it holds and is not placed when it holds nothing;
+//! - a tenant on a draining node is moved off it, make-before-break ([`crate::migration`]);
 //! - planning never over-commits a node: every `Reserve` and growing `Resize` it returns fits.
 //!   "Fits" is measured against the node's effective capacity (capacity × its overcommit ratio,
 //!   1.0 unless [`NodeLedger::with_overcommit`] says otherwise), for placing and resizing alike;
@@ -26,6 +27,7 @@
 //!   first fit.
 
 use crate::fit::{Choice, NoFit, NodeState, NodeView, Shortfall};
+use crate::migration::{Migration, MoveBlock, plan_in_flight, plan_move};
 use crate::policy::{Policy, place_ledgers};
 use crate::{Overcommit, Resources};
 
@@ -230,6 +232,8 @@ pub struct TenantWants<'a> {
     pub suspend: bool,
     /// The node the tenant's status names, which wins when duplicates are found.
     pub status_node: Option<&'a str>,
+    /// The move its status records, if any (see [`crate::migration`]).
+    pub migration: Option<Migration<'a>>,
 }
 
 /// Why an edit is made; it names the event and the log line.
@@ -241,6 +245,13 @@ pub enum EditKind {
     Resize,
     DropDuplicate,
     Release,
+    /// The target entry of a move off a draining node (make).
+    Migrate,
+    /// The source entry of a recorded move, released once the target holds the tenant (break).
+    FinishMigration,
+    /// The target entry of a recorded move that cannot finish (the drain was cancelled, or the
+    /// target stopped taking tenants): the tenant stays on its source.
+    AbortMigration,
 }
 
 /// One change to one node's entries: set (or remove, with `entry: None`) the UID's entry.
@@ -273,6 +284,20 @@ pub enum Plan {
     /// The tenant holds nothing and waits its turn behind an older tenant that fits nowhere
     /// (StrictFIFO; only [`crate::FifoQueue`] answers this).
     Queued { behind: String },
+    /// The tenant holds `reserved` on both nodes: the target entry of its move is written, and
+    /// its status must record the move before the source is released. Only the engine answers
+    /// this, right after writing the target entry.
+    Migrating {
+        from: String,
+        to: String,
+        reserved: Resources,
+    },
+    /// The tenant holds `reserved` on `node`, which is draining, and does not move now.
+    MoveBlocked {
+        node: String,
+        reserved: Resources,
+        why: MoveBlock,
+    },
 }
 
 /// The next step that moves a tenant toward its wanted footprint, placing by first fit. Pure:
@@ -320,6 +345,9 @@ pub fn plan_tenant_held_by(
         .filter(|n| n.entry_of(wants.uid).is_some())
         .collect();
     holders.sort_by(|a, b| a.name.cmp(&b.name));
+    if let Some(step) = plan_in_flight(wants, &holders) {
+        return step;
+    }
     let kept_index = holders
         .iter()
         .position(|n| Some(n.name.as_str()) == wants.status_node)
@@ -333,6 +361,9 @@ pub fn plan_tenant_held_by(
         });
     }
     match holders.first() {
+        Some(node) if node.state == NodeState::Draining => {
+            plan_move(policy, wants, node, nodes, turn)
+        }
         Some(node) => plan_held(wants, node),
         None => match plan_restore(wants, nodes) {
             Some(restore) => restore,

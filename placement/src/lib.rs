@@ -17,6 +17,7 @@
 pub mod fit;
 pub mod index;
 pub mod ledger;
+pub mod migration;
 pub mod overcommit;
 pub mod policy;
 pub mod queue;
@@ -30,6 +31,7 @@ pub use ledger::{
     Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,
     plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
 };
+pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{
     Policy, Slack, UnknownPolicy, effective_view, place, place_ledgers, place_with, weighted_slack,

@@ -56,6 +56,7 @@ pub fn wants(tenant: &str, footprint: impl Amounts) -> TenantWants<'_> {
         footprint: footprint.resources(),
         suspend: false,
         status_node: None,
+        migration: None,
     }
 }
 

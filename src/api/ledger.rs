@@ -67,16 +67,30 @@ impl Node {
         }
     }
 
-    /// The Drained condition of a node being deleted: which tenants it waits for.
+    /// The Drained condition of a node being drained (`spec.state: Draining`) or deleted:
+    /// whether it still holds tenants, and which. Each tenant's status says why it has not moved
+    /// yet (moving, waiting its turn, or no room elsewhere).
     fn drained(&self, entries: &[Entry]) -> Option<(&'static str, &'static str, String)> {
         let node = self;
-        node.metadata.deletion_timestamp.as_ref()?;
+        if node.placement_state() != placement::NodeState::Draining {
+            return None;
+        }
+        let deleting = node.metadata.deletion_timestamp.is_some();
+        let doing = if deleting {
+            "being deleted"
+        } else {
+            "draining"
+        };
         if entries.is_empty() {
+            let then = if deleting {
+                "goes once its finalizer is removed"
+            } else {
+                "can be taken out of service"
+            };
             return Some((
                 "True",
                 "Empty",
-                "being deleted; holds no reservations and goes once its finalizer is removed"
-                    .into(),
+                format!("{doing}; holds no reservations and {then}"),
             ));
         }
         const NAMED: usize = 10;
@@ -93,8 +107,9 @@ impl Node {
             "False",
             "TenantsRemain",
             format!(
-                "being deleted; waits for its {} tenant(s) to go ({}): their reservations are kept \
-             until each tenant is deleted",
+                "{doing}; {} tenant(s) remain ({}): each is moved to another node, oldest first, \
+                 and its status says why while it stays (moving, waiting its turn, or no room \
+                 elsewhere)",
                 entries.len(),
                 names.join(", ")
             ),
@@ -102,7 +117,7 @@ impl Node {
     }
 
     /// The status this node should carry for these entries: totals recomputed, OverCapacity
-    /// (and while it is being deleted, Drained) set, each condition's transition time kept
+    /// (and while it is draining or being deleted, Drained) set, each condition's transition time kept
     /// while its status stays the same.
     pub fn status_for(
         &self,

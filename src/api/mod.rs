@@ -19,7 +19,8 @@ pub use node::{
     OVER_CAPACITY_CONDITION, OvercommitRatios,
 };
 pub use tenant::{
-    MAX_REPLICAS, PLACED_CONDITION, Tenant, TenantMode, TenantPhase, TenantSpec, TenantStatus,
+    MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, Tenant, TenantMode, TenantPhase, TenantSpec,
+    TenantStatus,
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -80,7 +80,8 @@ pub const NODE_FINALIZER: &str = "placement.tenant-placer.dev/reservations";
 pub struct NodeSpec {
     /// What the node offers in each dimension.
     pub capacity: ResourceAmounts,
-    /// Online takes tenants; Cordoned keeps its tenants and takes no new ones; Offline likewise.
+    /// Online takes tenants; Cordoned keeps its tenants and takes no new ones; Offline likewise;
+    /// Draining takes no new ones and moves its tenants to other nodes, make-before-break.
     #[serde(default)]
     pub state: NodeState,
     /// How far each dimension may be overcommitted: placement counts capacity x ratio, rounded
@@ -126,13 +127,14 @@ impl NodeSpec {
     }
 }
 
-/// Whether a node takes tenants.
+/// Whether a node takes tenants (see `NodeSpec::state`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum NodeState {
     #[default]
     Online,
     Cordoned,
     Offline,
+    Draining,
 }
 
 impl From<NodeState> for placement::NodeState {
@@ -141,6 +143,7 @@ impl From<NodeState> for placement::NodeState {
             NodeState::Online => placement::NodeState::Online,
             NodeState::Cordoned => placement::NodeState::Cordoned,
             NodeState::Offline => placement::NodeState::Offline,
+            NodeState::Draining => placement::NodeState::Draining,
         }
     }
 }

@@ -142,17 +142,21 @@ pub enum TenantPhase {
     Suspended,
     /// Being deleted; its reservation is being released.
     Terminating,
+    /// Moving off a draining node: reserved on both nodes (`status.migration`) until the move
+    /// completes.
+    Migrating,
 }
 
 impl TenantPhase {
     /// Every phase, in lifecycle order.
-    pub const ALL: [TenantPhase; 6] = [
+    pub const ALL: [TenantPhase; 7] = [
         TenantPhase::Pending,
         TenantPhase::Active,
         TenantPhase::PendingCapacity,
         TenantPhase::Resizing,
         TenantPhase::Suspended,
         TenantPhase::Terminating,
+        TenantPhase::Migrating,
     ];
 }
 
@@ -185,6 +189,29 @@ pub struct TenantStatus {
     /// The Placed condition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The move in flight: the tenant is reserved on both nodes until it completes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrationStatus>,
+}
+
+/// A move off a draining node, make-before-break: the target entry is written first, then the
+/// source entry is released and `nodeName` names the target.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MigrationStatus {
+    /// The node it leaves (draining).
+    pub from: String,
+    /// The node it goes to.
+    pub to: String,
+}
+
+impl MigrationStatus {
+    /// The move as placement reads it.
+    pub fn as_placement(&self) -> placement::Migration<'_> {
+        placement::Migration {
+            from: &self.from,
+            to: &self.to,
+        }
+    }
 }
 
 /// Why a spec cannot be turned into a footprint. Only an old schema or overflow lets these in.

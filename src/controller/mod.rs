@@ -82,6 +82,8 @@ pub struct Settings {
     pub requeue_window: Duration,
     /// How often every node is looked at again for orphaned entries and stale totals.
     pub orphan_sweep: Duration,
+    /// Moves off draining nodes in flight at once, at most.
+    pub max_migrations: u16,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -115,6 +117,7 @@ impl Default for Settings {
             queue: placement::QueueMode::BestEffortFifo,
             requeue_window: Duration::from_millis(100),
             orphan_sweep: Duration::from_secs(300),
+            max_migrations: 16,
         }
     }
 }
@@ -573,6 +576,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             policy: settings.policy,
             waiting: Some(waiting.clone()),
             metrics: metrics.clone(),
+            max_migrations: usize::from(settings.max_migrations),
         },
     );
     let gone = engine.gone();

@@ -12,8 +12,10 @@
 //!   the waiting tenants the node could take now;
 //! - a node holding reservations carries [`NODE_FINALIZER`], so that deleting it waits for its
 //!   tenants (its Drained condition names them); once a node being deleted holds nothing, the
-//!   finalizer is removed by a patch guarded by the resourceVersion that showed it empty. A node
-//!   is never emptied or released for being deleted: its tenants keep their reservations;
+//!   finalizer is removed by a patch guarded by the resourceVersion that showed it empty;
+//! - a node being deleted, or Draining, has its tenants moved off it (make-before-break, see
+//!   `placement::migration`): oldest first, at most `--max-migrations` at once; a tenant that
+//!   fits nowhere else keeps its reservation there and waits for room;
 //! - every node change is shown to the claims (see `claims`): tenants whose status names this
 //!   node without an entry here are woken;
 //! - every node is looked at again every `orphan_sweep` (5 minutes by default), so an entry left
@@ -41,6 +43,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     ctx.waiting.node_changed(&name);
     ctx.engine.refresh(&name).await?;
     repair_entries(&node, &ctx).await?;
+    start_moves(&node, &ctx);
     keep_finalizer(&name, &ctx).await?;
     // The periodic sweep: what a missed delete left behind is released within this interval.
     Ok(Action::requeue(ctx.settings.orphan_sweep))
@@ -94,6 +97,49 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Wakes the tenants of a draining node (or one being deleted) that are to move next: oldest
+/// first, as many as `--max-migrations` leaves beside the moves off this node in flight. Those
+/// that no other node can take wait in the waiting room instead, woken when room appears; the
+/// rest are woken as moves complete (each completion changes this node).
+fn start_moves(node: &Node, ctx: &Context) {
+    if node.placement_state() != placement::NodeState::Draining {
+        return;
+    }
+    let name = node.name_any();
+    let mut in_flight = 0usize;
+    let mut next: Vec<Arc<Tenant>> = Vec::new();
+    for entry in node.allocations() {
+        let Some((namespace, tenant_name)) = entry.tenant.split_once('/') else {
+            continue;
+        };
+        let Some(tenant) = ctx
+            .tenants
+            .get(&ObjectRef::new(tenant_name).within(namespace))
+            .filter(|t| t.uid().as_deref() == Some(entry.uid.as_str()))
+        else {
+            continue;
+        };
+        let moving = tenant
+            .status
+            .as_ref()
+            .and_then(|s| s.migration.as_ref())
+            .is_some_and(|m| m.from == name);
+        if moving {
+            in_flight = in_flight.saturating_add(1);
+        } else if !super::waiting::Waiter::is_blocked_move(&tenant) {
+            next.push(tenant);
+        }
+    }
+    let room = usize::from(ctx.settings.max_migrations).saturating_sub(in_flight);
+    next.sort_by(|a, b| {
+        let age = |t: &Tenant| t.metadata.creation_timestamp.as_ref().map(|c| c.0);
+        (age(a), a.key()).cmp(&(age(b), b.key()))
+    });
+    for tenant in next.into_iter().take(room) {
+        ctx.waiting.wake(ObjectRef::from_obj(tenant.as_ref()));
+    }
 }
 
 /// Adds the reservations finalizer to a node that holds entries, and removes it from a node being

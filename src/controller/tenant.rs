@@ -27,14 +27,15 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use placement::{EditKind, Plan, Resources, TenantWants};
+use placement::{EditKind, MoveBlock, Plan, Resources, TenantWants};
 use serde_json::json;
 
+use super::engine::Committed;
 use super::newest;
 use super::publisher::Occurrence;
 use super::waiting::Waiter;
 use super::{Context, EventLevel};
-use crate::api::{Condition, PLACED_CONDITION, Tenant, TenantPhase, TenantStatus};
+use crate::api::{Condition, MigrationStatus, PLACED_CONDITION, Tenant, TenantPhase, TenantStatus};
 use crate::error::Error;
 
 /// The finalizer every Tenant carries until its reservation is released.
@@ -49,7 +50,15 @@ pub struct WantedStatus {
     pub message: String,
     pub placed: bool,
     pub reason: &'static str,
+    /// The move in flight, while the tenant is reserved on both nodes.
+    pub migration: Option<MigrationStatus>,
 }
+
+/// The reason of a tenant on a draining node that no other node can take now: it waits in the
+/// waiting room for room to appear, holding its reservation.
+pub const MIGRATION_BLOCKED: &str = "MigrationBlocked";
+/// The reason of a tenant on a draining node waiting for a move in flight to complete.
+const MIGRATION_WAITING: &str = "MigrationWaiting";
 
 /// The reason (condition and Event) of a tenant whose reservation was lost and not restored.
 const LOST: &str = "ReservationLost";
@@ -86,6 +95,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
         message,
         placed: true,
         reason,
+        migration: None,
     };
     match plan {
         Plan::Holding { node, reserved } if suspend => holding(
@@ -141,6 +151,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             message: format!("waiting for capacity for {footprint}: {no_fit}"),
             placed: false,
             reason: "NoCapacity",
+            migration: None,
         },
         Plan::SuspendedUnplaced => WantedStatus {
             phase: TenantPhase::Suspended,
@@ -149,7 +160,54 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             message: "suspended; holds no reservation and will be placed when resumed".into(),
             placed: false,
             reason: "Suspended",
+            migration: None,
         },
+        Plan::Migrating { from, to, reserved } => WantedStatus {
+            phase: TenantPhase::Migrating,
+            node_name: from.clone(),
+            reserved: *reserved,
+            message: format!(
+                "moving from {from} to {to} ({from} is draining): reserved on both until the move \
+                 completes"
+            ),
+            placed: true,
+            reason: "Migrating",
+            migration: Some(MigrationStatus {
+                from: from.clone(),
+                to: to.clone(),
+            }),
+        },
+        Plan::MoveBlocked {
+            node,
+            reserved,
+            why,
+        } => {
+            let (why, reason) = match why {
+                MoveBlock::NoRoom(no_fit) => (
+                    format!("no other node can take it now ({no_fit}); it moves when room appears"),
+                    MIGRATION_BLOCKED,
+                ),
+                MoveBlock::Turn { in_flight } => (
+                    format!(
+                        "it moves when one of the {in_flight} moves in flight completes \
+                         (--max-migrations)"
+                    ),
+                    MIGRATION_WAITING,
+                ),
+            };
+            let phase = if suspend {
+                TenantPhase::Suspended
+            } else {
+                TenantPhase::Active
+            };
+            holding(
+                phase,
+                node,
+                *reserved,
+                format!("holds {reserved} on {node}, which is draining; {why}"),
+                reason,
+            )
+        }
         Plan::Queued { behind } => WantedStatus {
             phase: TenantPhase::PendingCapacity,
             node_name: String::new(),
@@ -160,6 +218,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             ),
             placed: false,
             reason: "QueuedBehindOlder",
+            migration: None,
         },
         // decide() never answers an edit; treat one as "not at rest yet".
         Plan::Edit(edit) => WantedStatus {
@@ -169,6 +228,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             message: format!("placement in progress on {}", edit.node),
             placed: false,
             reason: "InProgress",
+            migration: None,
         },
     }
 }
@@ -185,6 +245,7 @@ fn undecided(tenant: &Tenant, error: &Error) -> WantedStatus {
         message: format!("cannot be decided now, will retry: {error}"),
         placed,
         reason: "Undecided",
+        migration: status.migration,
     }
 }
 
@@ -202,6 +263,7 @@ pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantS
         reserved: wanted.reserved.into(),
         message: wanted.message.clone(),
         observed_generation: generation,
+        migration: wanted.migration.clone(),
         conditions: vec![Condition::keeping_time(
             previous,
             PLACED_CONDITION,
@@ -266,43 +328,42 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
                 message: format!("spec cannot be used, nothing changed: {problem}"),
                 placed: false,
                 reason: "InvalidSpec",
+                migration: None,
             };
             write_status(&api, &tenant, &wanted, &key, &ctx).await?;
             return Ok(Action::await_change());
         }
     };
-    let status_node = tenant
-        .status
-        .as_ref()
+    let Some(mut committed) = decide(&api, &tenant, &uid, &key, footprint, created, &ctx).await?
+    else {
+        return Ok(Action::await_change());
+    };
+    let mut tenant = tenant;
+    if let Plan::Migrating { .. } = &committed.plan {
+        // The target entry is written: record the move, then finish it (the source goes). A
+        // crash in between leaves a recorded move, which the next decision finishes.
+        let wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
+        let recorded = write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+        announce(&ctx, &tenant, &committed.writes, &wanted).await;
+        if let Some(recorded) = recorded {
+            tenant = Arc::new(recorded);
+        }
+        let Some(next) = decide(&api, &tenant, &uid, &key, footprint, created, &ctx).await? else {
+            return Ok(Action::await_change());
+        };
+        committed = next;
+    }
+    let status = tenant.status.as_ref();
+    let status_node = status
         .map(|s| s.node_name.as_str())
         .filter(|n| !n.is_empty());
-    let wants = TenantWants {
-        uid: &uid,
-        tenant: &key,
-        footprint,
-        suspend: tenant.spec.suspend,
-        status_node,
-    };
-    let committed = match ctx.engine.decide_created(&wants, created).await {
-        Ok(committed) => committed,
-        // Released in the meantime: the tenant is gone or going, nothing to place or tell.
-        Err(Error::TenantReleased { .. }) => {
-            ctx.waiting.withdraw(&uid);
-            tracing::debug!(tenant = %key, "released while its decision waited; not placed");
-            return Ok(Action::await_change());
-        }
-        Err(error) => {
-            // Undecided: it holds no room against others while it cannot be decided, and its
-            // status says why; the error requeues it with backoff (it enters again then).
-            ctx.waiting.withdraw(&uid);
-            announce_failure(&ctx, &tenant, &error).await;
-            let wanted = undecided(&tenant, &error);
-            write_status(&api, &tenant, &wanted, &key, &ctx).await?;
-            return Err(error);
-        }
-    };
+    let moved_to = status
+        .and_then(|s| s.migration.as_ref())
+        .map(|m| m.to.as_str());
     let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
-    if let Some(lost) = status_node.filter(|named| *named != wanted.node_name) {
+    if let Some(lost) = status_node
+        .filter(|named| *named != wanted.node_name && moved_to != Some(wanted.node_name.as_str()))
+    {
         // The status named a node that held no entry, and the entry could not go back there.
         tracing::warn!(tenant = %key, node = lost, "reservation lost: the node no longer held it");
         let note = format!(
@@ -329,6 +390,9 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         TenantPhase::PendingCapacity | TenantPhase::Resizing => {
             Action::requeue(ctx.pending_backoff.next(&uid))
         }
+        // On a draining node with no room elsewhere: it stays in the waiting room, woken when a
+        // node could take it.
+        _ if wanted.reason == MIGRATION_BLOCKED => Action::requeue(ctx.pending_backoff.next(&uid)),
         _ => {
             // At rest. (A suspended waiter never had room held: it asks for nothing, and
             // becoming suspended already asked every node to be judged again.)
@@ -337,6 +401,50 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             Action::requeue(ctx.settings.resync)
         }
     })
+}
+
+/// Asks the engine to move the tenant to rest, as its spec (`footprint`) and status (the node
+/// it names, the move it records) say. `None` when the tenant was released meanwhile (it is
+/// gone or going: nothing to place or tell). A failure is written to the status and returned.
+async fn decide(
+    api: &Api<Tenant>,
+    tenant: &Tenant,
+    uid: &str,
+    key: &str,
+    footprint: Resources,
+    created: Option<k8s_openapi::jiff::Timestamp>,
+    ctx: &Context,
+) -> Result<Option<Committed>, Error> {
+    let status = tenant.status.as_ref();
+    let wants = TenantWants {
+        uid,
+        tenant: key,
+        footprint,
+        suspend: tenant.spec.suspend,
+        status_node: status
+            .map(|s| s.node_name.as_str())
+            .filter(|n| !n.is_empty()),
+        migration: status
+            .and_then(|s| s.migration.as_ref())
+            .map(MigrationStatus::as_placement),
+    };
+    match ctx.engine.decide_created(&wants, created).await {
+        Ok(committed) => Ok(Some(committed)),
+        Err(Error::TenantReleased { .. }) => {
+            ctx.waiting.withdraw(uid);
+            tracing::debug!(tenant = %key, "released while its decision waited; not placed");
+            Ok(None)
+        }
+        Err(error) => {
+            // Undecided: it holds no room against others while it cannot be decided, and its
+            // status says why; the error requeues it with backoff (it enters again then).
+            ctx.waiting.withdraw(uid);
+            announce_failure(ctx, tenant, &error).await;
+            let wanted = undecided(tenant, &error);
+            write_status(api, tenant, &wanted, key, ctx).await?;
+            Err(error)
+        }
+    }
 }
 
 /// Deleting: release the entry, then drop the finalizer. Both steps are idempotent.
@@ -372,6 +480,7 @@ async fn finalize(
             message: format!("releasing the reservation failed, will retry: {error}"),
             placed: false,
             reason: "ReleaseFailed",
+            migration: None,
         };
         write_status(api, tenant, &wanted, key, ctx).await?;
         return Err(error);
@@ -431,6 +540,15 @@ async fn announce(
     wanted: &WantedStatus,
 ) {
     announce_writes(ctx, tenant, writes).await;
+    let was_blocked = tenant
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == PLACED_CONDITION))
+        .is_some_and(|c| c.reason == MIGRATION_BLOCKED);
+    if wanted.reason == MIGRATION_BLOCKED && !was_blocked {
+        let note = wanted.message.clone();
+        publish(ctx, tenant, EventType::Warning, MIGRATION_BLOCKED, note).await;
+    }
     let was = tenant.status.as_ref().map(|s| s.phase);
     if was != Some(wanted.phase) {
         match wanted.phase {
@@ -525,6 +643,31 @@ async fn announce_writes(ctx: &Context, tenant: &Tenant, writes: &[placement::Ed
                 "Released",
                 format!("released its reservation on {}", edit.node),
             ),
+            EditKind::Migrate => (
+                EventType::Normal,
+                "Migrating",
+                format!(
+                    "reserved {held} on {} to move there, make-before-break",
+                    edit.node
+                ),
+            ),
+            EditKind::FinishMigration => (
+                EventType::Normal,
+                "Migrated",
+                format!(
+                    "released its reservation on {}: the move is complete",
+                    edit.node
+                ),
+            ),
+            EditKind::AbortMigration => (
+                EventType::Normal,
+                "MigrationCancelled",
+                format!(
+                    "released the reservation on {}: the move cannot complete (the drain was \
+                     cancelled, or the target stopped taking tenants)",
+                    edit.node
+                ),
+            ),
         };
         publish(ctx, tenant, kind, reason, note).await;
     }
@@ -554,19 +697,24 @@ async fn publish(ctx: &Context, tenant: &Tenant, type_: EventType, reason: &str,
     }
 }
 
-/// Writes the status when it differs from the current one (merge patch of the status subresource).
+/// Writes the status when it differs from the current one (merge patch of the status
+/// subresource). Returns the tenant as written, when a write was made.
 async fn write_status(
     api: &Api<Tenant>,
     tenant: &Tenant,
     wanted: &WantedStatus,
     key: &str,
     ctx: &Context,
-) -> Result<(), Error> {
+) -> Result<Option<Tenant>, Error> {
     let status = status_for(tenant, wanted, &Time(k8s_openapi::jiff::Timestamp::now()));
     if tenant.status.as_ref() == Some(&status) {
-        return Ok(());
+        return Ok(None);
     }
-    let patch = json!({"status": status});
+    let mut patch = json!({"status": status});
+    // A merge patch keeps what it leaves out: a finished move's record is removed by a null.
+    if status.migration.is_none() {
+        patch["status"]["migration"] = serde_json::Value::Null;
+    }
     match api
         .patch_status(
             &tenant.name_any(),
@@ -576,11 +724,11 @@ async fn write_status(
         .await
     {
         Ok(patched) => {
-            ctx.tenant_copies.remember(patched);
-            Ok(())
+            ctx.tenant_copies.remember(patched.clone());
+            Ok(Some(patched))
         }
         // Deleted meanwhile (without a finalizer nothing holds it): nothing left to tell.
-        Err(error) if crate::error::is_not_found(&error) => Ok(()),
+        Err(error) if crate::error::is_not_found(&error) => Ok(None),
         Err(source) => Err(Error::WriteTenantStatus {
             tenant: key.to_owned(),
             source,

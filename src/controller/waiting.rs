@@ -1,4 +1,5 @@
-//! The waiting room: tenants waiting for room (PendingCapacity or Resizing), and the passes
+//! The waiting room: tenants waiting for room (PendingCapacity, Resizing, or held on a draining
+//! node that no other node can take yet: `MigrationBlocked`), and the passes
 //! that re-queue them, oldest first, as soon as a node could take them.
 //!
 //! Rules enforced here (docs/design.md, rule 6 and "The queue"):
@@ -31,7 +32,8 @@ use kube::runtime::reflector::ObjectRef;
 use placement::{EditKind, NodeLedger, Plan, QueueMode, Resources, TenantWants, plan_tenant};
 use tokio::sync::Notify;
 
-use crate::api::{Tenant, TenantPhase};
+use super::tenant::MIGRATION_BLOCKED;
+use crate::api::{PLACED_CONDITION, Tenant, TenantPhase};
 
 /// What a waiting tenant needs, and its place in the queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +52,12 @@ impl Waiter {
     /// The waiter a tenant is, as its spec and status say; `None` without a UID or with a spec
     /// that cannot be used (it asks for nothing).
     pub fn of(tenant: &Tenant) -> Option<Waiter> {
-        let footprint = tenant.spec.footprint().ok()?;
+        // A tenant that cannot leave a draining node waits for room for what it holds.
+        let footprint = if Self::is_blocked_move(tenant) {
+            tenant.status.as_ref()?.reserved.to_resources().ok()?
+        } else {
+            tenant.spec.footprint().ok()?
+        };
         Some(Waiter {
             uid: tenant.metadata.uid.clone()?,
             tenant: tenant.key(),
@@ -68,12 +75,23 @@ impl Waiter {
     /// Whether the tenant's status says it waits for room (what a restart rebuilds the room from).
     pub fn is_waiting(tenant: &Tenant) -> bool {
         tenant.metadata.deletion_timestamp.is_none()
-            && tenant.status.as_ref().is_some_and(|s| {
-                matches!(
-                    s.phase,
-                    TenantPhase::PendingCapacity | TenantPhase::Resizing
-                )
-            })
+            && (Self::is_blocked_move(tenant)
+                || tenant.status.as_ref().is_some_and(|s| {
+                    matches!(
+                        s.phase,
+                        TenantPhase::PendingCapacity | TenantPhase::Resizing
+                    )
+                }))
+    }
+
+    /// Whether the tenant's status says it holds room on a draining node that no other node can
+    /// take now (it is woken like any waiting tenant when a node could).
+    pub fn is_blocked_move(tenant: &Tenant) -> bool {
+        tenant.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == PLACED_CONDITION && c.reason == MIGRATION_BLOCKED)
+        })
     }
 
     /// The queue order: older first, then by `namespace/name`.
@@ -88,6 +106,7 @@ impl Waiter {
             footprint: self.footprint,
             suspend: self.suspend,
             status_node: self.status_node.as_deref(),
+            migration: None,
         }
     }
 }

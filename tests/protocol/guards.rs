@@ -146,8 +146,14 @@ async fn a_lost_reservation_that_no_longer_fits_leaves_active_says_so_and_is_pla
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_holding_reservations_is_not_deleted_until_its_tenants_go() {
-    let h = Harness::start(&seed_nodes()).await;
-    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
+    // node-eu-2 is too small for acme: deleting node-eu-1 cannot move it (see drain.rs for
+    // deletes that can).
+    let h = Harness::start(&[
+        node("node-eu-1").capacity(64, 256, 8000).manifest(),
+        node("node-eu-2").capacity(2, 8, 100).manifest(),
+    ])
+    .await;
+    h.apply(&[tenant("acme").resources(4, 4, 20).manifest()]);
     h.settle().await;
     assert_eq!(
         h.node("node-eu-1").metadata.finalizers,
@@ -183,7 +189,7 @@ async fn a_node_holding_reservations_is_not_deleted_until_its_tenants_go() {
     );
     assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
     // A node being deleted takes no one new.
-    h.apply(&[tenant("late").resources(2, 4, 20).manifest()]);
+    h.apply(&[tenant("late").resources(1, 4, 20).manifest()]);
     h.settle().await;
     assert_eq!(phase(&h, "late"), (TenantPhase::Active, "node-eu-2".into()));
     h.delete_tenant("acme");

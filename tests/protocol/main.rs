@@ -8,6 +8,7 @@
 )]
 
 mod crash;
+mod drain;
 mod fifo;
 mod guards;
 mod leader;

@@ -478,6 +478,7 @@ async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed()
         footprint: placement::Resources::new(2, 4, 20),
         suspend: false,
         status_node: None,
+        migration: None,
     };
     let (settle, release) = {
         let (w1, w2) = (writer.clone(), writer.clone());

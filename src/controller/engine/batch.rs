@@ -16,7 +16,9 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use placement::{Edit, FifoQueue, Plan, Policy, QueueMode, TenantWants, plan_release};
+use placement::{
+    Edit, EditKind, FifoQueue, MoveBlock, Plan, Policy, QueueMode, TenantWants, plan_release,
+};
 use tokio::sync::oneshot;
 
 use super::GoneUids;
@@ -48,6 +50,8 @@ pub(super) struct OwnedWants {
     pub footprint: placement::Resources,
     pub suspend: bool,
     pub status_node: Option<String>,
+    /// The move its status records: (from, to).
+    pub migration: Option<(String, String)>,
     /// The tenant's creationTimestamp: older tenants are decided first.
     pub created: Option<Timestamp>,
 }
@@ -60,6 +64,9 @@ impl OwnedWants {
             footprint: wants.footprint,
             suspend: wants.suspend,
             status_node: wants.status_node.map(str::to_owned),
+            migration: wants
+                .migration
+                .map(|m| (m.from.to_owned(), m.to.to_owned())),
             created,
         }
     }
@@ -71,6 +78,10 @@ impl OwnedWants {
             footprint: self.footprint,
             suspend: self.suspend,
             status_node: self.status_node.as_deref(),
+            migration: self
+                .migration
+                .as_ref()
+                .map(|(from, to)| placement::Migration { from, to }),
         }
     }
 
@@ -219,6 +230,8 @@ pub(super) struct Rules<'a> {
     pub released: &'a GoneUids,
     /// Edits one job may make.
     pub max_writes: u32,
+    /// Moves off draining nodes in flight at once, at most.
+    pub max_migrations: usize,
     /// RoundRobin's turn for the first tenant; each decision takes the next.
     pub turn: u64,
     /// The time the refreshed statuses are compared at.
@@ -244,6 +257,10 @@ pub(super) fn decide_batch(
             .collect(),
     );
     let mut turn = rules.turn;
+    let mut moves = Moves {
+        in_flight: view.moves_in_flight(),
+        max: rules.max_migrations,
+    };
     let drafts = batch
         .into_iter()
         .map(|queued| {
@@ -251,8 +268,9 @@ pub(super) fn decide_batch(
             let mut nodes = Vec::new();
             let decided = match queued.job {
                 Job::Decide { wants, reply } => {
-                    let rested =
-                        decide_tenant(&wants, view, &mut queue, rules, &mut turn, &mut edits);
+                    let rested = decide_tenant(
+                        &wants, view, &mut queue, rules, &mut turn, &mut moves, &mut edits,
+                    );
                     Decided::Decide {
                         wants,
                         reply,
@@ -292,13 +310,23 @@ pub(super) fn decide_batch(
     (drafts, turn)
 }
 
-/// Plans one tenant until its plan rests, applying each edit to the view.
+/// Moves off draining nodes: how many are in flight, and how many may be.
+#[derive(Debug)]
+struct Moves {
+    in_flight: usize,
+    max: usize,
+}
+
+/// Plans one tenant until its plan rests, applying each edit to the view. A move rests as soon
+/// as its target entry is written: its status must record the move before the source goes
+/// (docs/design.md, "Moves").
 fn decide_tenant(
     wants: &OwnedWants,
     view: &mut View,
     queue: &mut FifoQueue<'_, QueueKey>,
     rules: &Rules<'_>,
     turn: &mut u64,
+    moves: &mut Moves,
     edits: &mut Vec<Edit>,
 ) -> Result<(Plan, bool), Error> {
     let key = wants.key();
@@ -322,7 +350,44 @@ fn decide_tenant(
         );
         *turn = turn.wrapping_add(1);
         match plan {
-            Plan::Edit(edit) => apply(view, edit, edits, rules.max_writes, &wants.tenant)?,
+            Plan::Edit(edit) if edit.kind == EditKind::Migrate => {
+                let source = view.held_at(&wants.uid).and_then(|i| view.name_at(i));
+                let (Some(from), Some(reserved)) = (
+                    source.map(str::to_owned),
+                    edit.entry.as_ref().map(|e| e.resources),
+                ) else {
+                    // A move plan always names the entry it copies; nothing to move otherwise.
+                    return Err(Error::UnreadableNode {
+                        node: edit.node,
+                        reason: format!("a move of {} without its source entry", wants.tenant),
+                    });
+                };
+                if moves.in_flight >= moves.max {
+                    let why = MoveBlock::Turn {
+                        in_flight: moves.in_flight,
+                    };
+                    let blocked = Plan::MoveBlocked {
+                        node: from,
+                        reserved,
+                        why,
+                    };
+                    return Ok((blocked, queue.holds_placed()));
+                }
+                let to = edit.node.clone();
+                apply(view, edit, edits, rules.max_writes, &wants.tenant)?;
+                moves.in_flight = moves.in_flight.saturating_add(1);
+                let migrating = Plan::Migrating { from, to, reserved };
+                return Ok((migrating, queue.holds_placed()));
+            }
+            Plan::Edit(edit) => {
+                if matches!(
+                    edit.kind,
+                    EditKind::FinishMigration | EditKind::AbortMigration
+                ) {
+                    moves.in_flight = moves.in_flight.saturating_sub(1);
+                }
+                apply(view, edit, edits, rules.max_writes, &wants.tenant)?;
+            }
             resting => return Ok((resting, queue.holds_placed())),
         }
     }
@@ -393,6 +458,7 @@ mod tests {
             footprint: Resources::new(threads, 1, 1),
             suspend: false,
             status_node: None,
+            migration: None,
             created: Some(Timestamp::from_second(created).unwrap()),
         }
     }
@@ -440,6 +506,7 @@ mod tests {
             waiters,
             released,
             max_writes,
+            max_migrations: 16,
             turn: 0,
             now: &now,
         };

@@ -88,6 +88,8 @@ pub struct EngineConfig {
     pub waiting: Option<Arc<WaitingRoom>>,
     /// Conflicts are counted here.
     pub metrics: Arc<Metrics>,
+    /// Moves off draining nodes in flight at once, at most (0 moves nothing).
+    pub max_migrations: usize,
 }
 
 /// The UIDs of tenants seen deleted or released lately (UIDs are never reused, so remembering
@@ -351,6 +353,7 @@ impl EngineTask {
             waiters: &waiting,
             released: &self.released,
             max_writes: self.config.retry.max_writes,
+            max_migrations: self.config.max_migrations,
             turn: self.turn,
             now: &now,
         };

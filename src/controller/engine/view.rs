@@ -106,6 +106,21 @@ impl View {
         })
     }
 
+    /// How many tenants are held on two nodes or more: moves in flight (and the rare duplicate).
+    /// A gate on starting moves, not a safety rule, so a hash collision may miscount by one.
+    pub(super) fn moves_in_flight(&self) -> usize {
+        self.holders
+            .0
+            .chunk_by(|a, b| a.0 == b.0)
+            .filter(|group| group.len() > 1)
+            .count()
+    }
+
+    /// The name of the node at a ledger position.
+    pub(super) fn name_at(&self, position: usize) -> Option<&str> {
+        self.ledgers.get(position).map(NodeLedger::name)
+    }
+
     pub(super) fn node(&self, name: &str) -> Option<&Arc<Node>> {
         self.node_position
             .positions(HashIndex::hash(name))

@@ -291,6 +291,7 @@ pub fn replay(policy: Policy, trace: &Trace) -> Outcome {
                     footprint: *resources,
                     suspend: false,
                     status_node: None,
+                    migration: None,
                 };
                 let plan = plan_tenant_with(policy, &wants, &ledgers, turn);
                 turn = turn.wrapping_add(1);

@@ -1,0 +1,278 @@
+//! Moving tenants off a draining node, make-before-break.
+//!
+//! ```text
+//!   holds on S (Draining) ──plan_move──▶ Edit Migrate: the target entry on T (policy, not S)
+//!                                   └──▶ MoveBlocked { NoRoom }: stays on S until room appears
+//!   (the caller records the move in the tenant's status: Migrating, migration {S → T})
+//!   holds on S and T, status records S → T ──plan_in_flight──▶ Edit FinishMigration: release S
+//!                                                         └──▶ Edit AbortMigration: release T
+//!   holds on T alone ──▶ an ordinary tenant of T (its status drops the record)
+//! ```
+//!
+//! Rules enforced here (docs/design.md, "Moves"):
+//! - a tenant always holds at least one entry: the target entry is written before the source is
+//!   released, and a move is finished only while its status records it, so a crash between any
+//!   two writes leaves a state these rules carry on from;
+//! - a move carries the entry as held (its amounts); a resize is a separate step on the target;
+//! - the target is chosen by the caller's policy among nodes that take new tenants (never the
+//!   source, which is draining), seeing the room held for older waiting tenants;
+//! - a recorded move is finished only while its source is still draining and its target Online;
+//!   otherwise it is aborted (the target entry released) and the tenant stays on its source;
+//! - two entries without a recorded move are duplicates (the ordinary rule keeps the one the
+//!   status names): a crash before the status recorded the move rolls it back.
+
+use crate::fit::{Choice, NoFit, NodeState};
+use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants};
+use crate::policy::{Policy, place_ledgers};
+
+/// A move a tenant's status records: from the node it leaves to the node it goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Migration<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+}
+
+/// Why a tenant on a draining node is not moving now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MoveBlock {
+    /// No other node that takes new tenants has room for its entry.
+    NoRoom(NoFit),
+    /// As many moves as allowed are in flight; it moves when one finishes.
+    Turn { in_flight: usize },
+}
+
+/// The next step of a move the status records, when both its nodes hold the tenant (`holders`
+/// sorted by name, each holding an entry of `wants.uid`). `None` when no such move is in flight.
+pub(crate) fn plan_in_flight(wants: &TenantWants<'_>, holders: &[&NodeLedger]) -> Option<Plan> {
+    let migration = wants.migration?;
+    let from = holders.iter().find(|n| n.name() == migration.from)?;
+    let to = holders.iter().find(|n| n.name() == migration.to)?;
+    // A third holder is a duplicate: it goes first.
+    if let Some(other) = holders
+        .iter()
+        .find(|n| n.name() != migration.from && n.name() != migration.to)
+    {
+        return Some(release(EditKind::DropDuplicate, other, wants));
+    }
+    let proceed = from.state() == NodeState::Draining && to.state() == NodeState::Online;
+    Some(if proceed {
+        release(EditKind::FinishMigration, from, wants)
+    } else {
+        release(EditKind::AbortMigration, to, wants)
+    })
+}
+
+/// The move of a tenant holding its only entry on `source`, which is draining: the target entry
+/// on the node `policy` chooses among those that take new tenants, or why it stays.
+pub(crate) fn plan_move(
+    policy: Policy,
+    wants: &TenantWants<'_>,
+    source: &NodeLedger,
+    nodes: &[NodeLedger],
+    turn: u64,
+) -> Plan {
+    let Some(held) = source.entry_of(wants.uid) else {
+        return Plan::Holding {
+            node: source.name().to_owned(),
+            reserved: crate::Resources::ZERO,
+        };
+    };
+    // The source takes no new tenants (it is draining), so the policy never picks it.
+    match place_ledgers(policy, nodes, &held.resources, turn) {
+        Choice::Place(target) => Plan::Edit(Edit {
+            kind: EditKind::Migrate,
+            node: target.to_owned(),
+            uid: wants.uid.to_owned(),
+            entry: Some(Entry {
+                uid: wants.uid.to_owned(),
+                tenant: wants.tenant.to_owned(),
+                resources: held.resources,
+            }),
+        }),
+        Choice::NoFit(no_fit) => Plan::MoveBlocked {
+            node: source.name().to_owned(),
+            reserved: held.resources,
+            why: MoveBlock::NoRoom(no_fit),
+        },
+    }
+}
+
+fn release(kind: EditKind, node: &NodeLedger, wants: &TenantWants<'_>) -> Plan {
+    Plan::Edit(Edit {
+        kind,
+        node: node.name().to_owned(),
+        uid: wants.uid.to_owned(),
+        entry: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::ledger::plan_tenant_with;
+    use crate::testing::{ledger, wants};
+
+    const S: &str = "s";
+    const T: &str = "t";
+
+    fn moving<'a>(uid: &'a str, migration: Option<Migration<'a>>) -> TenantWants<'a> {
+        TenantWants {
+            migration,
+            status_node: Some(S),
+            ..wants(uid, (2, 2, 2))
+        }
+    }
+
+    fn recorded() -> Option<Migration<'static>> {
+        Some(Migration { from: S, to: T })
+    }
+
+    #[test]
+    fn a_tenant_on_a_draining_node_moves_to_the_node_the_policy_chooses_with_its_entry_as_held() {
+        // s is draining and holds acme's 2/2/2; a (4 threads) and t (8) are Online: first fit
+        // takes a, by name, with the same 2/2/2 (not acme's wanted 3/3/3: a resize comes later).
+        let nodes = [
+            ledger("a").capacity(4, 4, 4).build(),
+            ledger(S)
+                .capacity(8, 8, 8)
+                .state(NodeState::Draining)
+                .holding("acme", (2, 2, 2))
+                .build(),
+            ledger(T).capacity(8, 8, 8).build(),
+        ];
+        let acme = TenantWants {
+            footprint: crate::Resources::new(3, 3, 3),
+            ..moving("acme", None)
+        };
+        let plan = plan_tenant_with(Policy::FirstFit, &acme, &nodes, 0);
+        let Plan::Edit(edit) = plan else {
+            panic!("{plan:?}")
+        };
+        assert_eq!((edit.kind, edit.node.as_str()), (EditKind::Migrate, "a"));
+        assert_eq!(
+            edit.entry.unwrap().resources,
+            crate::Resources::new(2, 2, 2)
+        );
+    }
+
+    #[test]
+    fn a_tenant_that_fits_nowhere_else_stays_and_says_why() {
+        // t has 1 thread free: acme's 2 fit nowhere but on its draining source.
+        let nodes = [
+            ledger(S)
+                .capacity(8, 8, 8)
+                .state(NodeState::Draining)
+                .holding("acme", (2, 2, 2))
+                .build(),
+            ledger(T).capacity(1, 8, 8).build(),
+        ];
+        let plan = plan_tenant_with(Policy::FirstFit, &moving("acme", None), &nodes, 0);
+        assert!(
+            matches!(&plan, Plan::MoveBlocked { node, why: MoveBlock::NoRoom(_), .. } if node == S),
+            "{plan:?}"
+        );
+    }
+
+    /// The plan for acme holding 2/2/2 on both s (in `source` state) and t (in `target` state).
+    fn both(source: NodeState, target: NodeState, migration: Option<Migration<'_>>) -> Plan {
+        let nodes = [
+            ledger(S)
+                .capacity(8, 8, 8)
+                .state(source)
+                .holding("acme", (2, 2, 2))
+                .build(),
+            ledger(T)
+                .capacity(8, 8, 8)
+                .state(target)
+                .holding("acme", (2, 2, 2))
+                .build(),
+        ];
+        plan_tenant_with(Policy::FirstFit, &moving("acme", migration), &nodes, 0)
+    }
+
+    fn edit_of(plan: &Plan) -> (EditKind, &str) {
+        match plan {
+            Plan::Edit(edit) => (edit.kind, edit.node.as_str()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_recorded_move_finishes_by_releasing_the_source_and_never_the_other_way() {
+        let plan = both(NodeState::Draining, NodeState::Online, recorded());
+        assert_eq!(edit_of(&plan), (EditKind::FinishMigration, S));
+    }
+
+    #[test]
+    fn a_move_not_yet_recorded_is_rolled_back_like_any_duplicate() {
+        // A crash after the target write, before the status recorded the move: the status
+        // names s, so t's entry is the duplicate.
+        let plan = both(NodeState::Draining, NodeState::Online, None);
+        assert_eq!(edit_of(&plan), (EditKind::DropDuplicate, T));
+    }
+
+    #[test]
+    fn a_move_is_aborted_when_the_drain_is_cancelled_or_the_target_stops_taking_tenants() {
+        // | source   | target   | step              |
+        // | Online   | Online   | abort (cancelled) |
+        // | Cordoned | Online   | abort             |
+        // | Draining | Offline  | abort             |
+        // | Draining | Cordoned | abort             |
+        // | Draining | Draining | abort             |
+        for (source, target) in [
+            (NodeState::Online, NodeState::Online),
+            (NodeState::Cordoned, NodeState::Online),
+            (NodeState::Draining, NodeState::Offline),
+            (NodeState::Draining, NodeState::Cordoned),
+            (NodeState::Draining, NodeState::Draining),
+        ] {
+            let plan = both(source, target, recorded());
+            assert_eq!(
+                edit_of(&plan),
+                (EditKind::AbortMigration, T),
+                "{source:?} → {target:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_third_holder_of_a_moving_tenant_is_dropped_first() {
+        let nodes = [
+            ledger("a")
+                .capacity(8, 8, 8)
+                .holding("acme", (2, 2, 2))
+                .build(),
+            ledger(S)
+                .capacity(8, 8, 8)
+                .state(NodeState::Draining)
+                .holding("acme", (2, 2, 2))
+                .build(),
+            ledger(T)
+                .capacity(8, 8, 8)
+                .holding("acme", (2, 2, 2))
+                .build(),
+        ];
+        let plan = plan_tenant_with(Policy::FirstFit, &moving("acme", recorded()), &nodes, 0);
+        assert_eq!(edit_of(&plan), (EditKind::DropDuplicate, "a"));
+    }
+
+    #[test]
+    fn once_only_the_target_holds_it_the_tenant_rests_there() {
+        let nodes = [
+            ledger(S)
+                .capacity(8, 8, 8)
+                .state(NodeState::Draining)
+                .build(),
+            ledger(T)
+                .capacity(8, 8, 8)
+                .holding("acme", (2, 2, 2))
+                .build(),
+        ];
+        let plan = plan_tenant_with(Policy::FirstFit, &moving("acme", recorded()), &nodes, 0);
+        assert!(
+            matches!(&plan, Plan::Holding { node, .. } if node == T),
+            "{plan:?}"
+        );
+    }
+}
