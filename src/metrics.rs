@@ -29,6 +29,14 @@ pub const DURATION_BUCKETS: [f64; 10] =
 /// The kinds an undecodable object can be of, shown from the start.
 const KINDS: [&str; 2] = ["tenant", "node"];
 
+/// How a move off a draining node ended.
+const MOVE_RESULTS: [&str; 2] = ["done", "cancelled"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MoveLabel {
+    result: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReconcileLabels {
     kind: &'static str,
@@ -57,6 +65,8 @@ pub struct Metrics {
     orphans_released: Counter,
     /// Objects (versions) the controller could not decode and skipped, by kind.
     undecodable: Family<KindLabel, Counter>,
+    /// Moves off draining nodes that ended, by result.
+    migrations: Family<MoveLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -66,7 +76,12 @@ impl Default for Metrics {
             // Created at 0, so that both kinds show before anything is skipped.
             drop(undecodable.get_or_create(&KindLabel { kind }));
         }
+        let migrations = Family::<MoveLabel, Counter>::default();
+        for result in MOVE_RESULTS {
+            drop(migrations.get_or_create(&MoveLabel { result }));
+        }
         Metrics {
+            migrations,
             reconciles: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
             conflicts: Counter::default(),
@@ -106,6 +121,11 @@ impl Metrics {
             self.orphans_released.clone(),
         );
         registry.register(
+            "tenant_placer_migrations",
+            "Moves off draining nodes that ended: done (the source released) or cancelled (the target released)",
+            self.migrations.clone(),
+        );
+        registry.register(
             "tenant_placer_undecodable_objects",
             "Object versions the controller could not decode and skipped (see the error log)",
             self.undecodable.clone(),
@@ -140,6 +160,12 @@ impl Metrics {
     /// How many orphaned entries were released.
     pub fn orphans_released(&self) -> u64 {
         self.orphans_released.get()
+    }
+
+    /// A move off a draining node ended: done (`true`) or cancelled.
+    pub fn migration_ended(&self, done: bool) {
+        let result = if done { "done" } else { "cancelled" };
+        self.migrations.get_or_create(&MoveLabel { result }).inc();
     }
 
     /// An object of `kind` could not be decoded and was skipped (each version once).

@@ -380,6 +380,13 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     }
     write_status(&api, &tenant, &wanted, &key, &ctx).await?;
     announce(&ctx, &tenant, &committed.writes, &wanted).await;
+    for edit in &committed.writes {
+        match edit.kind {
+            EditKind::FinishMigration => ctx.metrics.migration_ended(true),
+            EditKind::AbortMigration => ctx.metrics.migration_ended(false),
+            _ => {}
+        }
+    }
 
     Ok(match wanted.phase {
         // Kept from room held for an older tenant: look again soon, since that tenant may take

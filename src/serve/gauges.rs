@@ -15,6 +15,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
 use crate::api::{Node, Tenant, TenantPhase};
+use crate::controller::waiting::Waiter;
 use crate::controller::{Caches, Health, Role};
 
 /// Encodes the gauges from `health` and `caches` on each scrape.
@@ -72,7 +73,31 @@ fn encode_tenants(encoder: &mut DescriptorEncoder, tenants: &[Arc<Tenant>]) -> s
             None,
             MetricType::Gauge,
         )?
-        .encode_gauge(&waiting)
+        .encode_gauge(&waiting)?;
+    let in_flight = tenants
+        .iter()
+        .filter(|t| t.status.as_ref().is_some_and(|s| s.migration.is_some()))
+        .count();
+    encoder
+        .encode_descriptor(
+            "tenant_placer_migrations_in_flight",
+            "Tenants reserved on two nodes while they move off a draining node.",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&in_flight)?;
+    let blocked = tenants
+        .iter()
+        .filter(|t| Waiter::is_blocked_move(t))
+        .count();
+    encoder
+        .encode_descriptor(
+            "tenant_placer_migrations_blocked",
+            "Tenants on a draining node that no other node can take now (MigrationBlocked).",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&blocked)
 }
 
 fn encode_nodes(encoder: &mut DescriptorEncoder, nodes: &[Arc<Node>]) -> std::fmt::Result {

@@ -209,7 +209,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// README use.
-const FAMILIES: [(&str, &str, &str); 11] = [
+const FAMILIES: [(&str, &str, &str); 14] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -236,6 +236,11 @@ const FAMILIES: [(&str, &str, &str); 11] = [
         "Entries released because their tenant was gone without the controller seeing it go.",
     ),
     (
+        "tenant_placer_migrations_total",
+        "counter",
+        "Moves off draining nodes that ended: done (the source released) or cancelled (the target released).",
+    ),
+    (
         "tenant_placer_undecodable_objects_total",
         "counter",
         "Object versions the controller could not decode and skipped (see the error log).",
@@ -245,6 +250,16 @@ const FAMILIES: [(&str, &str, &str); 11] = [
         "tenant_placer_pending_tenants",
         "gauge",
         "Tenants waiting for room (PendingCapacity or Resizing).",
+    ),
+    (
+        "tenant_placer_migrations_in_flight",
+        "gauge",
+        "Tenants reserved on two nodes while they move off a draining node.",
+    ),
+    (
+        "tenant_placer_migrations_blocked",
+        "gauge",
+        "Tenants on a draining node that no other node can take now (MigrationBlocked).",
     ),
     (
         "tenant_placer_node_capacity",
@@ -275,6 +290,9 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.retries_exhausted();
     metrics.orphan_released();
     metrics.undecodable("node");
+    metrics.migration_ended(true);
+    metrics.migration_ended(true);
+    metrics.migration_ended(false);
     let (nodes, mut node_feed) = reflector::store::<Node>();
     let (tenants, mut tenant_feed) = reflector::store::<Tenant>();
     node_feed.apply_watcher_event(&Event::Apply(node("n1", [64, 256, 8000], &[[2, 4, 20]])));
@@ -383,11 +401,18 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         ("Resizing", 1.0),
         ("Suspended", 1.0),
         ("Terminating", 0.0),
+        ("Migrating", 0.0),
     ] {
         assert_eq!(scraped.get(phases, &[("phase", phase)]), n, "{phase}");
     }
     // PendingCapacity + Resizing = 2.
     assert_eq!(scraped.get("tenant_placer_pending_tenants", &[]), 2.0);
+    // Two moves done, one cancelled; none in flight or blocked among these tenants.
+    let moves = "tenant_placer_migrations_total";
+    assert_eq!(scraped.get(moves, &[("result", "done")]), 2.0);
+    assert_eq!(scraped.get(moves, &[("result", "cancelled")]), 1.0);
+    assert_eq!(scraped.get("tenant_placer_migrations_in_flight", &[]), 0.0);
+    assert_eq!(scraped.get("tenant_placer_migrations_blocked", &[]), 0.0);
     for (name, node, dimension, n) in [
         ("tenant_placer_node_capacity", "n1", "threads", 64.0),
         ("tenant_placer_node_capacity", "n1", "memoryGb", 256.0),
@@ -442,6 +467,7 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_placement_conflicts_total",
             "tenant_placer_placement_retries_exhausted_total",
             "tenant_placer_orphaned_entries_released_total",
+            "tenant_placer_migrations_total",
             "tenant_placer_undecodable_objects_total",
             "tenant_placer_leader",
         ]

@@ -252,3 +252,48 @@ async fn a_tenant_resized_mid_move_finishes_the_move_then_grows_on_its_new_node(
     assert_eq!(h.allocated_threads("node-eu-2"), 3);
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_racing_a_drain_move_every_tenant_once_and_never_over_commit() {
+    // 30 tenants of 2 threads on n1 (64); n2 (40) and n3 (24) can take them all, but not twice.
+    let h = Harness::start(&[
+        node("n1").capacity(64, 256, 8000).manifest(),
+        node("n2").capacity(40, 256, 8000).manifest(),
+        node("n3").capacity(24, 256, 8000).manifest(),
+    ])
+    .await;
+    let crowd: Vec<Value> = (0..30)
+        .map(|i| tenant(&format!("t{i:02}")).resources(2, 4, 20).manifest())
+        .collect();
+    h.apply(&[
+        node_spec("n2", json!({"state": "Cordoned"})),
+        node_spec("n3", json!({"state": "Cordoned"})),
+    ]);
+    h.apply(&crowd);
+    h.settle().await;
+    assert_eq!(h.allocated_threads("n1"), 60);
+    let other = tokio::spawn(tenant_placer::controller::run(
+        h.fleet.client.clone(),
+        settings(),
+    ));
+    h.apply(&[
+        node_spec("n2", json!({"state": "Online"})),
+        node_spec("n3", json!({"state": "Online"})),
+        drain("n1"),
+    ]);
+    h.settle().await;
+    other.abort();
+    assert_eq!(h.allocated_threads("n1"), 0);
+    assert_eq!(h.allocated_threads("n2") + h.allocated_threads("n3"), 60);
+    for t in h.fleet.tenants() {
+        let status = t.status.unwrap();
+        assert_eq!(
+            (status.phase, status.migration),
+            (TenantPhase::Active, None)
+        );
+        assert!(["n2", "n3"].contains(&status.node_name.as_str()));
+    }
+    // Every committed Node write was checked: none over-committed (assert_invariants reports
+    // the write checks too).
+    h.assert_invariants();
+}

@@ -1,5 +1,5 @@
 //! A seeded random soak: applies, resizes, mode switches, suspends, deletes, node capacity and
-//! state changes, and what other actors do (wiped node statuses, nodes deleted with and without
+//! state changes (drains and cancelled drains among them), and what other actors do (wiped node statuses, nodes deleted with and without
 //! their finalizer and re-created, tenants the types cannot hold), restarts mid-queue and
 //! same-name re-creates, with injected API faults; the invariants are checked after quiescence.
 //! `TP_SOAK_CASES` sets the number of cases (default 3, for CI); `TP_SOAK_SEED` the first seed.
@@ -99,7 +99,9 @@ async fn soak_case(seed: u64) {
             }
             9 => {
                 let name = NODE_NAMES[rng.usize(0..3)];
-                let state = ["Online", "Cordoned", "Offline"][rng.usize(0..3)];
+                // Draining moves its tenants off; a later step may cancel it (back to Online)
+                // or change it again while moves are in flight.
+                let state = ["Online", "Cordoned", "Offline", "Draining"][rng.usize(0..4)];
                 if exists(&h, name) {
                     h.apply(&[node_spec(name, json!({"state": state}))]);
                 }

@@ -498,6 +498,18 @@ mod tests {
         released: &GoneUids,
         max_writes: u32,
     ) -> (Vec<Vec<String>>, View) {
+        run_moving(nodes, batch, waiters, released, max_writes, 16)
+    }
+
+    /// [`run`] with at most `max_migrations` moves in flight.
+    fn run_moving(
+        nodes: Vec<Arc<Node>>,
+        batch: Vec<Queued>,
+        waiters: &[(QueueKey, TenantWants<'_>)],
+        released: &GoneUids,
+        max_writes: u32,
+        max_migrations: usize,
+    ) -> (Vec<Vec<String>>, View) {
         let mut view = View::build(nodes);
         let now = Time(Timestamp::now());
         let rules = Rules {
@@ -506,7 +518,7 @@ mod tests {
             waiters,
             released,
             max_writes,
-            max_migrations: 16,
+            max_migrations,
             turn: 0,
             now: &now,
         };
@@ -652,5 +664,45 @@ mod tests {
         assert!(stale_answer.try_recv().unwrap().is_ok());
         assert!(current_answer.try_recv().unwrap().is_ok());
         assert!(missing_answer.try_recv().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_move_rests_once_its_target_is_written_and_the_next_waits_for_its_turn() {
+        // s is draining and holds a (created at 10) and b (at 20); t has room for both. With one
+        // move allowed: a's target entry is written on t and a rests Migrating; b waits.
+        let source = testing::node("s")
+            .capacity(8, 64, 1000)
+            .state(crate::api::NodeState::Draining)
+            .holding("a", (2, 1, 1))
+            .holding("b", (2, 1, 1))
+            .resource_version(1)
+            .build();
+        let nodes = vec![Arc::new(source), node("t", 8, &[])];
+        let (a, mut a_answer) = decide(wants("a", 2, 10));
+        let (b, mut b_answer) = decide(wants("b", 2, 20));
+        let (touched, view) = run_moving(nodes, vec![b, a], &[], &GoneUids::default(), 8, 1);
+        let a_plan = a_answer.try_recv().unwrap().unwrap();
+        assert_eq!(
+            a_plan.plan,
+            Plan::Migrating {
+                from: "s".into(),
+                to: "t".into(),
+                reserved: Resources::new(2, 1, 1),
+            }
+        );
+        assert_eq!(a_plan.writes.len(), 1);
+        assert_eq!(a_plan.writes[0].kind, EditKind::Migrate);
+        assert!(matches!(
+            plan_of(&mut b_answer),
+            Plan::MoveBlocked {
+                why: MoveBlock::Turn { in_flight: 1 },
+                ..
+            }
+        ));
+        assert_eq!(touched, [vec!["t".to_owned()], Vec::new()]);
+        // Made before broken: a is on both nodes until its status records the move.
+        assert!(view.ledger("s").unwrap().entry_of("uid-a").is_some());
+        assert!(view.ledger("t").unwrap().entry_of("uid-a").is_some());
+        assert_eq!(view.moves_in_flight(), 1);
     }
 }
