@@ -1,14 +1,16 @@
-//! The tenant-placer binary: `run` the controller, or print the `crd`s.
+//! The tenant-placer binary: `run` the controller, `simulate` a fleet offline, `plan` its
+//! consolidation, serve a `sandbox`, or print the `crd`s.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use tenant_placer::api::{Node, Tenant};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
-use tenant_placer::report::FleetReport;
+use tenant_placer::report::{ConsolidationReport, FleetReport};
 use tenant_placer::sim::Fleet;
 use tenant_placer::{manifests, serve};
 
@@ -58,6 +60,20 @@ enum Command {
         /// text (tables and bars), json or yaml.
         #[arg(short, long, value_enum, default_value_t = Output::Text)]
         output: Output,
+        #[command(flatten)]
+        placement: PlacementArgs,
+    },
+    /// Plan a rebalance offline: place the fleet as `simulate` does, then print the moves that
+    /// would empty the most nodes (BestFit consolidation, whole nodes only) and the nodes they
+    /// free. Executes nothing: draining the freed nodes carries it out.
+    Plan {
+        /// Manifest files or directories (Nodes, Tenants). Default: the embedded examples.
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<PathBuf>,
+        /// text (a table and the drain commands), json or yaml.
+        #[arg(short, long, value_enum, default_value_t = Output::Text)]
+        output: Output,
+        /// How the fleet is placed before the plan is made (the plan itself is BestFit).
         #[command(flatten)]
         placement: PlacementArgs,
     },
@@ -217,6 +233,11 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
             output,
             placement,
         } => simulate(&files, output, &placement).await?,
+        Command::Plan {
+            files,
+            output,
+            placement,
+        } => plan(&files, output, &placement).await?,
         Command::Sandbox {
             listen,
             allow_non_loopback,
@@ -275,11 +296,20 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-async fn simulate(
+/// A fleet as the controller leaves it: the objects at rest and the invariants checked on them.
+struct Settled {
+    nodes: Vec<Node>,
+    tenants: Vec<Tenant>,
+    checked: Result<(), Vec<String>>,
+}
+
+/// The in-process fleet `simulate` and `plan` start from: the manifests (default: the embedded
+/// examples) applied to an in-memory API, Nodes first, with the controller running under the
+/// placement flags until it is quiet.
+async fn settle(
     files: &[PathBuf],
-    output: Output,
     placement: &PlacementArgs,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<Settled, Box<dyn std::error::Error>> {
     let manifests = if files.is_empty() {
         let mut manifests = Vec::new();
         for (name, text) in manifests::EMBEDDED_EXAMPLES {
@@ -316,6 +346,23 @@ async fn simulate(
         return Err(format!("the API holds an object simulate cannot read: {unreadable}").into());
     }
     let checked = invariants::check(&nodes, &tenants, &HashSet::new(), Quiescence::Settled);
+    Ok(Settled {
+        nodes,
+        tenants,
+        checked,
+    })
+}
+
+async fn simulate(
+    files: &[PathBuf],
+    output: Output,
+    placement: &PlacementArgs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Settled {
+        nodes,
+        tenants,
+        checked,
+    } = settle(files, placement).await?;
     let report = FleetReport::new(&nodes, &tenants);
     match output {
         Output::Text => {
@@ -334,4 +381,31 @@ async fn simulate(
         Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
     }
     checked.map_err(|violations| format!("{} invariant violations", violations.len()).into())
+}
+
+/// `simulate`'s fleet, then its consolidation: printed, never executed.
+async fn plan(
+    files: &[PathBuf],
+    output: Output,
+    placement: &PlacementArgs,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let settled = settle(files, placement).await?;
+    if let Err(violations) = &settled.checked {
+        return Err(format!(
+            "the simulated fleet breaks {} invariant(s), so no plan is made:\n  {}",
+            violations.len(),
+            violations.join("\n  ")
+        )
+        .into());
+    }
+    let report = ConsolidationReport::new(&settled.nodes)?;
+    match output {
+        Output::Text => {
+            println!("settings: {}\n", placement.describe());
+            print!("{}", report.render_text());
+        }
+        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
+    }
+    Ok(())
 }

@@ -1,11 +1,16 @@
 //! A fleet report: tenants (phase, node, footprint) and per-node utilisation, built from API
-//! objects, rendered as text with bars, or serialised for scripts.
+//! objects, rendered as text with bars, or serialised for scripts; and the consolidation report
+//! (`tenant-placer plan`): the moves that would free whole nodes, and how to carry them out.
 //!
 //! Rules enforced here:
 //! - nodes are listed in name order (as first fit sees them), tenants by namespace/name;
 //! - utilisation is allocated against capacity as recorded in the Node's allocations (the source
 //!   of truth), not the tenants' status;
-//! - a bar never claims more than full: a node over capacity shows a full bar and a `!`.
+//! - a bar never claims more than full: a node over capacity shows a full bar and a `!`;
+//! - a consolidation is computed from the Nodes' ledgers (`Node::ledger`, the allocations and
+//!   the effective capacity) by `placement::consolidate`, in the order it plans them; a Node
+//!   whose ledger cannot be built stops it with the node and the field named;
+//! - a consolidation is only printed: the way to carry it out is to drain the freed nodes.
 
 use std::fmt::Write as _;
 
@@ -14,6 +19,9 @@ use placement::Dimension;
 use serde::Serialize;
 
 use crate::api::{Node, NodeState, ResourceAmounts, Tenant, TenantPhase};
+
+/// How `tenant-placer plan` chooses its moves, as its output says it.
+pub const CONSOLIDATION_RULE: &str = "BestFit consolidation, whole nodes only";
 
 /// One tenant as the report shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -112,6 +120,132 @@ impl FleetReport {
     }
 }
 
+/// One move of a consolidation as the report shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveRow {
+    /// `namespace/name`.
+    pub tenant: String,
+    pub uid: String,
+    /// What the tenant holds, and takes along.
+    pub resources: ResourceAmounts,
+    pub from: String,
+    pub to: String,
+}
+
+/// The moves that would empty the most nodes under BestFit, and the nodes they free: a plan
+/// to read (and to carry out by draining), never executed by tenant-placer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsolidationReport {
+    /// How the moves were chosen ([`CONSOLIDATION_RULE`]).
+    pub rule: &'static str,
+    /// Grouped by the node they leave, in the order the plan frees the nodes.
+    pub moves: Vec<MoveRow>,
+    /// The nodes that would hold nothing after the moves.
+    pub freed: Vec<String>,
+    /// Nodes holding at least one reservation now.
+    pub nodes_in_use: usize,
+    /// Nodes holding at least one reservation after the moves.
+    pub nodes_in_use_after: usize,
+    /// One command per freed node that carries the plan out: drain it.
+    pub drain_commands: Vec<String>,
+}
+
+/// The command that drains a node: `kubectl patch pnode <name> --type merge -p …`.
+pub fn drain_command(node: &str) -> String {
+    format!(r#"kubectl patch pnode {node} --type merge -p '{{"spec":{{"state":"Draining"}}}}'"#)
+}
+
+impl ConsolidationReport {
+    /// The consolidation of these Nodes, or which node cannot be read and why.
+    pub fn new(nodes: &[Node]) -> Result<Self, String> {
+        let ledgers = nodes
+            .iter()
+            .map(|node| {
+                node.ledger()
+                    .map_err(|error| format!("node {} cannot be planned: {error}", node.name_any()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let consolidation = placement::consolidate(&ledgers);
+        let nodes_in_use = ledgers.iter().filter(|l| !l.entries().is_empty()).count();
+        Ok(ConsolidationReport {
+            rule: CONSOLIDATION_RULE,
+            moves: consolidation
+                .moves
+                .into_iter()
+                .map(|m| MoveRow {
+                    tenant: m.tenant,
+                    uid: m.uid,
+                    resources: m.resources.into(),
+                    from: m.from,
+                    to: m.to,
+                })
+                .collect(),
+            nodes_in_use,
+            nodes_in_use_after: nodes_in_use.saturating_sub(consolidation.freed.len()),
+            drain_commands: consolidation
+                .freed
+                .iter()
+                .map(|node| drain_command(node))
+                .collect(),
+            freed: consolidation.freed,
+        })
+    }
+
+    /// The moves as a table, the freed nodes, and the commands that carry it out.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "REBALANCE PLAN ({CONSOLIDATION_RULE}; nothing is executed)"
+        );
+        if self.freed.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nNo node can be freed: no Online node's tenants all fit on the other nodes in \
+                 use ({} in use).",
+                self.nodes_in_use
+            );
+            return out;
+        }
+        let _ = writeln!(out, "\nMOVES");
+        let _ = writeln!(
+            out,
+            "{:<24} {:>8} {:>10} {:>11}  {:<12} TO",
+            "TENANT", "THREADS", "MEMORY-GB", "STORAGE-GB", "FROM"
+        );
+        for m in &self.moves {
+            let _ = writeln!(
+                out,
+                "{:<24} {:>8} {:>10} {:>11}  {:<12} {}",
+                m.tenant,
+                m.resources.threads,
+                m.resources.memory_gb,
+                m.resources.storage_gb,
+                m.from,
+                m.to
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nFREED: {} ({} of {} nodes in use would hold nothing; {} after the moves)",
+            self.freed.join(", "),
+            self.freed.len(),
+            self.nodes_in_use,
+            self.nodes_in_use_after
+        );
+        let _ = writeln!(
+            out,
+            "\nTo carry it out, drain the freed nodes (the controller moves their tenants):"
+        );
+        for command in &self.drain_commands {
+            let _ = writeln!(out, "  {command}");
+        }
+        out
+    }
+}
+
 const BAR_WIDTH: u64 = 30;
 
 /// `[######------------------------]   2 / 64   (3%)`
@@ -180,7 +314,9 @@ fn tenant_row(tenant: &Tenant) -> TenantRow {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::testing::node;
 
     #[test]
     fn bars_show_any_use_and_never_more_than_full() {
@@ -199,6 +335,94 @@ mod tests {
                 "[{}]       6 / 4       (150%) !over capacity",
                 "#".repeat(30)
             )
+        );
+    }
+
+    #[test]
+    fn a_consolidation_report_lists_the_moves_the_freed_nodes_and_how_to_drain_them() {
+        // a holds 1 of 8 threads, b 6: a's tenant fits b (8 − 6 = 2 free), so a is freed.
+        // c is empty and stays out of it; d is Cordoned and keeps its tenant.
+        let nodes = [
+            node("a")
+                .capacity(8, 32, 100)
+                .holding("web", (1, 4, 10))
+                .build(),
+            node("b")
+                .capacity(8, 32, 100)
+                .holding("db", (6, 8, 10))
+                .build(),
+            node("c").capacity(8, 32, 100).build(),
+            node("d")
+                .capacity(8, 32, 100)
+                .state(NodeState::Cordoned)
+                .holding("old", (1, 1, 1))
+                .build(),
+        ];
+        let report = ConsolidationReport::new(&nodes).unwrap();
+        assert_eq!(
+            report.moves,
+            [MoveRow {
+                tenant: "default/web".into(),
+                uid: "uid-web".into(),
+                resources: ResourceAmounts::new(1, 4, 10),
+                from: "a".into(),
+                to: "b".into(),
+            }]
+        );
+        assert_eq!(report.freed, ["a"]);
+        // a, b and d hold something; a would not.
+        assert_eq!((report.nodes_in_use, report.nodes_in_use_after), (3, 2));
+        let text = report.render_text();
+        assert!(
+            text.contains(
+                "default/web                     1          4          10  a            b"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("FREED: a (1 of 3 nodes in use would hold nothing; 2 after the moves)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"  kubectl patch pnode a --type merge -p '{"spec":{"state":"Draining"}}'"#
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["moves"][0]["resources"]["memoryGb"], 4);
+        assert_eq!(json["drainCommands"][0], drain_command("a"));
+    }
+
+    #[test]
+    fn a_fleet_with_nothing_to_free_says_so_and_names_no_command() {
+        let nodes = [
+            node("a")
+                .capacity(8, 32, 100)
+                .holding("web", (4, 4, 10))
+                .build(),
+            node("b")
+                .capacity(8, 32, 100)
+                .holding("db", (6, 8, 10))
+                .build(),
+        ];
+        let report = ConsolidationReport::new(&nodes).unwrap();
+        assert!(report.moves.is_empty() && report.drain_commands.is_empty());
+        assert!(
+            report.render_text().contains("No node can be freed"),
+            "{}",
+            report.render_text()
+        );
+    }
+
+    #[test]
+    fn a_node_whose_ledger_cannot_be_built_stops_the_plan_with_its_name() {
+        let mut bad = node("bad").capacity(8, 32, 100).build();
+        bad.spec.capacity.threads = -1;
+        let error = ConsolidationReport::new(&[bad]).unwrap_err();
+        assert!(
+            error.starts_with("node bad cannot be planned: spec.capacity.threads"),
+            "{error}"
         );
     }
 }

@@ -1,9 +1,11 @@
 //! Criterion benches: decision latency per policy at 100, 1k, 10k and 100k nodes, the indexed
-//! first fit beside the scan, and the target case (10,000 nodes, the first 9,000 by name full).
+//! first fit beside the scan, the target case (10,000 nodes, the first 9,000 by name full), and
+//! a consolidation of 1,000 nodes holding 10,000 tenants.
 //!
 //! ```text
 //! CARGO_TARGET_DIR=/work/target-placement cargo bench -p placement
 //! CARGO_TARGET_DIR=/work/target-placement cargo bench -p placement -- nine-thousand-full
+//! CARGO_TARGET_DIR=/work/target-placement cargo bench -p placement -- consolidate
 //! ```
 #![allow(
     clippy::unwrap_used,
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use fleet::{Fleet, REQUEST};
-use placement::{FirstFitIndex, Policy, Resources, first_fit, place};
+use placement::{FirstFitIndex, Policy, Resources, consolidate, first_fit, place};
 
 fn per_policy(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
@@ -78,5 +80,20 @@ fn nine_thousand_full(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_policy, nine_thousand_full);
+fn consolidation(c: &mut Criterion) {
+    let mut group = c.benchmark_group("consolidate");
+    group
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(5))
+        .sample_size(20);
+    for n in [100usize, 1_000] {
+        let ledgers = fleet::consolidation_ledgers(n, 10, 0x5EED_0002);
+        group.bench_with_input(BenchmarkId::new("BestFit", n), &ledgers, |b, ledgers| {
+            b.iter(|| consolidate(black_box(ledgers)))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, per_policy, nine_thousand_full, consolidation);
 criterion_main!(benches);

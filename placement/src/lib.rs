@@ -8,6 +8,7 @@
 //!   index      FirstFitIndex: first fit in O(log n) per decision and per update
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
+//!   rebalance  NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes (BestFit)
 //!   testing    test fixtures: one builder for ledgers and views (tests only, feature `testing`)
 //! ```
 //!
@@ -21,6 +22,7 @@ pub mod migration;
 pub mod overcommit;
 pub mod policy;
 pub mod queue;
+pub mod rebalance;
 pub mod resources;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
@@ -34,7 +36,9 @@ pub use ledger::{
 pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{
-    Policy, Slack, UnknownPolicy, effective_view, place, place_ledgers, place_with, weighted_slack,
+    Policy, Slack, UnknownPolicy, best_fit_among, effective_view, place, place_ledgers, place_with,
+    weighted_slack,
 };
 pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};
+pub use rebalance::{Consolidation, Move, consolidate};
 pub use resources::{Dimension, Resources};

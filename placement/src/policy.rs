@@ -4,7 +4,8 @@
 //! capacity) whose free room covers the whole request, and gives the same answer when there are
 //! none: `Choice::NoFit` built by [`no_fit`]. So a request fits under one policy exactly when
 //! it fits under all of them; the policies differ only in which candidate wins. No policy
-//! depends on the order the nodes are given in.
+//! depends on the order the nodes are given in. [`best_fit_among`] is BestFit's rule over
+//! candidates the caller chooses (the consolidation in [`crate::rebalance`] leaves some out).
 //!
 //! | policy        | winner among the candidates                                        | ties        |
 //! |---------------|--------------------------------------------------------------------|-------------|
@@ -183,8 +184,8 @@ fn place_by<'a>(
 ) -> Choice<'a> {
     let chosen = match policy {
         Policy::FirstFit => return first_fit(nodes, request),
-        Policy::BestFit => by_slack(nodes, request, &weights, Ordering::Less),
-        Policy::LeastLoaded => by_slack(nodes, request, &weights, Ordering::Greater),
+        Policy::BestFit => by_slack(weighted(nodes, &weights), request, Ordering::Less),
+        Policy::LeastLoaded => by_slack(weighted(nodes, &weights), request, Ordering::Greater),
         Policy::RoundRobin => round_robin(nodes, request, turn),
     };
     match chosen {
@@ -196,17 +197,36 @@ fn place_by<'a>(
     }
 }
 
+/// Each view with its overcommit weights.
+fn weighted<'v, 'a>(
+    nodes: &'v [NodeView<'a>],
+    weights: &'v impl Fn(usize) -> Overcommit,
+) -> impl Iterator<Item = (&'v NodeView<'a>, Overcommit)> {
+    nodes.iter().enumerate().map(|(i, node)| (node, weights(i)))
+}
+
+/// BestFit among some nodes of a fleet, each with its own overcommit weights: the node whose
+/// weighted slack after taking `request` is the smallest, ties by name; nodes that are not
+/// eligible or lack room are skipped. The rule of `place(Policy::BestFit, ..)`, for a caller that
+/// chooses the candidates itself (the consolidation in [`crate::rebalance`] leaves out the nodes it
+/// empties). `None` when none fits.
+pub fn best_fit_among<'v, 'a: 'v>(
+    candidates: impl IntoIterator<Item = (&'v NodeView<'a>, Overcommit)>,
+    request: &Resources,
+) -> Option<&'a str> {
+    by_slack(candidates, request, Ordering::Less)
+}
+
 /// The candidate whose slack compares as `want` against every other (`Less`: smallest), ties by
 /// name.
-fn by_slack<'a>(
-    nodes: &[NodeView<'a>],
+fn by_slack<'v, 'a: 'v>(
+    candidates: impl IntoIterator<Item = (&'v NodeView<'a>, Overcommit)>,
     request: &Resources,
-    weights: &impl Fn(usize) -> Overcommit,
     want: Ordering,
 ) -> Option<&'a str> {
     let mut best: Option<(Slack, &'a str)> = None;
-    for (i, node) in nodes.iter().enumerate() {
-        let Some(slack) = weighted_slack(node, request, &weights(i)) else {
+    for (node, overcommit) in candidates {
+        let Some(slack) = weighted_slack(node, request, &overcommit) else {
             continue;
         };
         let better = match &best {

@@ -1,7 +1,7 @@
 //! Deterministic fleets for latency measurements, shared by `placement-bench` and the criterion
 //! benches (`benches/placement.rs` includes this file). Std only.
 
-use placement::{NodeState, NodeView, Resources};
+use placement::{Entry, NodeLedger, NodeState, NodeView, Resources};
 
 /// SplitMix64: a tiny seeded generator, the same sequence on every machine.
 #[derive(Clone, Debug)]
@@ -119,4 +119,43 @@ impl Fleet {
             })
             .collect()
     }
+}
+
+/// `nodes` ledgers of mixed shapes holding `per_node` entries each, for the consolidation: each
+/// node is filled to its own random level (5–85% of its capacity in every dimension, with
+/// jitter), split into entries of random sizes; 5% Cordoned and 2% Offline, as in
+/// [`Fleet::mixed`].
+pub fn consolidation_ledgers(nodes: usize, per_node: usize, seed: u64) -> Vec<NodeLedger> {
+    let mut rng = Rng::new(seed);
+    let per_node_u64 = u64::try_from(per_node).unwrap_or(u64::MAX).max(1);
+    (0..nodes)
+        .filter_map(|i| {
+            let shape_index = usize::try_from(rng.below(4)).unwrap_or(0);
+            let capacity = SHAPES.get(shape_index).copied().unwrap_or(SHAPES[0]);
+            let level = rng.below(81).saturating_add(5);
+            let entries = (0..per_node)
+                .map(|j| {
+                    // Each entry takes 0.5x to 1.5x of an even share of the node's level.
+                    let resources = Resources::from_fn(|d| {
+                        let share = (capacity.get(d).saturating_mul(level) / 100)
+                            .checked_div(per_node_u64)
+                            .unwrap_or(0);
+                        let scale = rng.below(101).saturating_add(50);
+                        (share.saturating_mul(scale) / 100).max(1)
+                    });
+                    Entry {
+                        uid: format!("t-{i:06}-{j:03}"),
+                        tenant: format!("bench/t-{i:06}-{j:03}"),
+                        resources,
+                    }
+                })
+                .collect();
+            let state = match rng.below(100) {
+                0..=4 => NodeState::Cordoned,
+                5..=6 => NodeState::Offline,
+                _ => NodeState::Online,
+            };
+            NodeLedger::new(node_name(i), state, capacity, entries).ok()
+        })
+        .collect()
 }

@@ -8,9 +8,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use placement::{FirstFitIndex, Policy, Resources, first_fit, place};
+use placement::{FirstFitIndex, Policy, Resources, consolidate, first_fit, place};
 
-use crate::fleet::{Fleet, REQUEST};
+use crate::fleet::{Fleet, REQUEST, consolidation_ledgers};
 
 /// One measured case.
 #[derive(Clone, Debug)]
@@ -177,4 +177,62 @@ fn ns(value: f64) -> String {
     } else {
         format!("{value:.1}")
     }
+}
+
+/// Entries per node in the consolidation case: 1,000 nodes hold 10,000 tenants.
+pub const ENTRIES_PER_NODE: usize = 10;
+
+/// One consolidation measured: the fleet, what the plan frees, and the time per plan.
+#[derive(Clone, Debug)]
+pub struct ConsolidationRow {
+    pub nodes: usize,
+    pub entries: usize,
+    pub freed: usize,
+    pub moves: usize,
+    pub timing: Row,
+}
+
+/// `consolidate` over a seeded fleet of each size (see [`consolidation_ledgers`]).
+pub fn consolidation_rows(sizes: &[usize], budget: Duration) -> Vec<ConsolidationRow> {
+    sizes
+        .iter()
+        .map(|&n| {
+            let ledgers = consolidation_ledgers(n, ENTRIES_PER_NODE, 0x5EED_0002);
+            let plan = consolidate(&ledgers);
+            let timing = row("consolidate", n, budget, || {
+                black_box(consolidate(black_box(&ledgers)));
+            });
+            ConsolidationRow {
+                nodes: n,
+                entries: ledgers.iter().map(|l| l.entries().len()).sum(),
+                freed: plan.freed.len(),
+                moves: plan.moves.len(),
+                timing,
+            }
+        })
+        .collect()
+}
+
+/// The consolidation table, in Markdown.
+pub fn render_consolidation(rows: &[ConsolidationRow]) -> String {
+    let mut out = String::from(
+        "Consolidation (BestFit, whole nodes only), each node filled to a random 5-85% \
+         in 10 entries\n\n\
+         | nodes | entries | nodes freed | moves | median ms | p99 ms | samples x batch |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {} x {} |\n",
+            row.nodes,
+            row.entries,
+            row.freed,
+            row.moves,
+            row.timing.median_ns / 1e6,
+            row.timing.p99_ns / 1e6,
+            row.timing.samples,
+            row.timing.batch
+        ));
+    }
+    out
 }

@@ -1,9 +1,11 @@
-//! `placement-bench`: decision latency per policy and the fragmentation study, as tables.
+//! `placement-bench`: decision latency per policy, the fragmentation study and the time a
+//! consolidation takes, as tables.
 //!
 //! ```text
 //! cargo run --release -p placement --bin placement-bench                 # latency (default)
 //! cargo run --release -p placement --bin placement-bench -- latency --budget-ms 300
 //! cargo run --release -p placement --bin placement-bench -- fragmentation --svg frag.svg
+//! cargo run --release -p placement --bin placement-bench -- consolidation --sizes 100,1000
 //! ```
 //!
 //! Std only, like the library. Run it in `--release`: debug timings mean nothing.
@@ -21,18 +23,23 @@ use placement::Policy;
 const USAGE: &str = "\
 usage: placement-bench [latency] [--budget-ms MS] [--sizes N,N,...]
        placement-bench fragmentation [--svg PATH] [--seed N] [--arrivals N]
+       placement-bench consolidation [--budget-ms MS] [--sizes N,N,...]
 
 latency        median and p99 ns per decision for every policy at 100, 1k, 10k and 100k nodes,
                the first-fit index against the scan, and the target case (10,000 nodes, the
                first 9,000 by name full). --budget-ms is the time spent per case (default 400).
 fragmentation  one seeded trace (the seed's four-host example, then a random mix of arrivals
                and departures) replayed under each policy; prints Markdown tables and, with
-               --svg, writes a picture.";
+               --svg, writes a picture.
+consolidation  the time to plan a consolidation (rebalance::consolidate) of a seeded fleet of
+               10 tenants per node, each node filled to a random level; --sizes are node
+               counts (default 1000).";
 
 struct Args {
     command: String,
     budget_ms: u64,
-    sizes: Vec<usize>,
+    /// Node counts; `None`: each command's default.
+    sizes: Option<Vec<usize>>,
     svg: Option<String>,
     seed: u64,
     arrivals: usize,
@@ -42,7 +49,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut parsed = Args {
         command: "latency".to_owned(),
         budget_ms: 400,
-        sizes: vec![100, 1_000, 10_000, 100_000],
+        sizes: None,
         svg: None,
         seed: 0x00C0_FFEE,
         arrivals: 3000,
@@ -51,13 +58,15 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
-            "latency" | "fragmentation" if first => parsed.command = arg,
+            "latency" | "fragmentation" | "consolidation" if first => parsed.command = arg,
             "--budget-ms" => parsed.budget_ms = number(&value("--budget-ms")?)?,
             "--sizes" => {
-                parsed.sizes = value("--sizes")?
-                    .split(',')
-                    .map(number)
-                    .collect::<Result<_, _>>()?
+                parsed.sizes = Some(
+                    value("--sizes")?
+                        .split(',')
+                        .map(number)
+                        .collect::<Result<_, _>>()?,
+                )
             }
             "--svg" => parsed.svg = Some(value("--svg")?),
             "--seed" => parsed.seed = number(&value("--seed")?)?,
@@ -95,6 +104,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         "fragmentation" => fragmentation_study(&args),
+        "consolidation" => consolidation_table(&args),
         _ => latency_table(&args),
     }
 }
@@ -104,9 +114,24 @@ fn latency_table(args: &Args) -> ExitCode {
         eprintln!("placement-bench: a debug build; run with --release for meaningful figures");
     }
     let budget = Duration::from_millis(args.budget_ms);
-    let rows = latency::policy_rows(&args.sizes, budget);
+    let sizes = args
+        .sizes
+        .clone()
+        .unwrap_or_else(|| vec![100, 1_000, 10_000, 100_000]);
+    let rows = latency::policy_rows(&sizes, budget);
     let target = latency::target(budget);
     print!("{}", latency::render(&rows, &target));
+    ExitCode::SUCCESS
+}
+
+fn consolidation_table(args: &Args) -> ExitCode {
+    if cfg!(debug_assertions) {
+        eprintln!("placement-bench: a debug build; run with --release for meaningful figures");
+    }
+    let budget = Duration::from_millis(args.budget_ms);
+    let sizes = args.sizes.clone().unwrap_or_else(|| vec![1_000]);
+    let rows = latency::consolidation_rows(&sizes, budget);
+    print!("{}", latency::render_consolidation(&rows));
     ExitCode::SUCCESS
 }
 
@@ -147,7 +172,7 @@ mod tests {
         let a = args("--sizes 10,20 --budget-ms 5").unwrap();
         assert_eq!(
             (a.command.as_str(), a.sizes, a.budget_ms),
-            ("latency", vec![10, 20], 5)
+            ("latency", Some(vec![10, 20]), 5)
         );
         assert!(args("--svg").is_err());
         assert!(args("latency latency").is_err());
@@ -171,6 +196,20 @@ mod tests {
             picture.matches("<text").count(),
             picture.matches("</text>").count()
         );
+    }
+
+    #[test]
+    fn the_consolidation_case_frees_nodes_and_is_timed() {
+        let a = args("consolidation --sizes 40").unwrap();
+        assert_eq!(
+            (a.command.as_str(), a.sizes),
+            ("consolidation", Some(vec![40]))
+        );
+        let rows = latency::consolidation_rows(&[40], Duration::from_millis(2));
+        let row = &rows[0];
+        assert_eq!(row.entries, 400);
+        assert!(row.freed > 0 && row.moves >= row.freed, "{row:?}");
+        assert!(latency::render_consolidation(&rows).contains("| 40 | 400 |"));
     }
 
     #[test]
