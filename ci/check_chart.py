@@ -170,7 +170,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
              release="prod", rbac=False, service_account_created=False, service=False),
         Case("page.enabled=false", {"page": {"enabled": False}}, page=False),
         Case("lean writes: no finalizer, problem events only, StrictFIFO",
-             {"controller": {"finalizer": False, "events": "problems", "queue": "StrictFIFO"}},
+             {"controller": {"finalizer": False, "events": "problems", "queue": "StrictFIFO",
+                             "maxMigrations": 4}},
              tenant_finalizer_policy=False),
         Case("admission guards off (clusters before 1.30)",
              {"admissionGuards": {"validating": {"enabled": False},
@@ -192,6 +193,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
         BadCase("controller.concurrency=0", {"controller": {"concurrency": 0}}, "concurrency"),
         BadCase("controller.policy=Random", {"controller": {"policy": "Random"}}, "policy"),
         BadCase("controller.queue=LIFO", {"controller": {"queue": "LIFO"}}, "queue"),
+        BadCase("controller.maxMigrations=0", {"controller": {"maxMigrations": 0}},
+                "maxMigrations"),
         BadCase("controller.events=some", {"controller": {"events": "some"}}, "events"),
         BadCase("controller.finalizer='no'", {"controller": {"finalizer": "no"}}, "finalizer"),
         BadCase("metrics.port=70000", {"metrics": {"port": 70000}}, "port"),
@@ -474,7 +477,8 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                  f"--concurrency={controller.get('concurrency', 96)}",
                  f"--policy={controller.get('policy', 'FirstFit')}",
                  f"--events={controller.get('events', 'problems')}",
-                 f"--queue={controller.get('queue', 'BestEffortFIFO')}"]
+                 f"--queue={controller.get('queue', 'BestEffortFIFO')}",
+                 f"--max-migrations={controller.get('maxMigrations', 16)}"]
     want_args += [] if controller.get("finalizer", True) else ["--no-finalizer"]
     want_args += ["--leader-election"] if case.leader_election else []
     want_args += [] if case.page else ["--no-page"]

@@ -353,6 +353,61 @@ fn the_sandbox_applies_its_manifests_as_kubectl_apply_would() {
 }
 
 #[test]
+fn kubectl_drains_a_node_and_deletes_one_and_the_tenant_moves_each_time() {
+    let sandbox = Sandbox::start(&[&examples()]);
+    sandbox.wait_jsonpath(&["tn", "acme"], "{.status.nodeName}", "node-eu-1");
+    sandbox
+        .kubectl(&[
+            "patch",
+            "pnode",
+            "node-eu-1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"state":"Draining"}}"#,
+        ])
+        .ok("kubectl patch pnode (Draining)");
+    sandbox.wait_jsonpath(&["tn", "acme"], "{.status.nodeName}", "node-eu-2");
+    sandbox.wait_jsonpath(
+        &["pnode", "node-eu-1"],
+        r#"{.status.conditions[?(@.type=="Drained")].reason}"#,
+        "Empty",
+    );
+    let nodes = sandbox.kubectl(&["get", "pnodes"]).ok("kubectl get pnodes");
+    assert_eq!(
+        &row(&nodes, "node-eu-1")[..2],
+        ["node-eu-1", "Draining"],
+        "{nodes}"
+    );
+    let tenants = sandbox.kubectl(&["get", "tn"]).ok("kubectl get tn");
+    assert_eq!(
+        &row(&tenants, "acme")[..3],
+        ["acme", "Active", "node-eu-2"],
+        "{tenants}"
+    );
+    // Back in service; then deleting node-eu-2 drains it, and it goes once acme has moved.
+    sandbox
+        .kubectl(&[
+            "patch",
+            "pnode",
+            "node-eu-1",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"state":"Online"}}"#,
+        ])
+        .ok("kubectl patch pnode (Online)");
+    sandbox
+        .kubectl(&["delete", "pnode", "node-eu-2", "--timeout=30s"])
+        .ok("kubectl delete pnode node-eu-2");
+    sandbox.wait_jsonpath(&["tn", "acme"], "{.status.nodeName}", "node-eu-1");
+    let gone = sandbox
+        .kubectl(&["get", "pnode", "node-eu-2"])
+        .failed("kubectl get pnode node-eu-2 (deleted)");
+    assert!(gone.contains("NotFound"), "{gone}");
+}
+
+#[test]
 fn the_sandbox_refuses_a_non_loopback_address() {
     let mut command = sandbox::binary();
     command.args([
