@@ -6,12 +6,8 @@ use serde_json::{Value, json};
 use tenant_placer::api::{DRAINED_CONDITION, GROUP, TenantPhase};
 use tenant_placer::controller::EventLevel;
 
+use crate::guards::{events_with_reason, phase};
 use crate::*;
-
-fn phase(h: &Harness, name: &str) -> (TenantPhase, String) {
-    let status = h.tenant(name).unwrap().status.unwrap();
-    (status.phase, status.node_name)
-}
 
 fn drain(name: &str) -> Value {
     node_spec(name, json!({"state": "Draining"}))
@@ -27,15 +23,6 @@ fn drained(h: &Harness, node: &str) -> (String, String, String) {
         .find(|c| c.type_ == DRAINED_CONDITION)
         .unwrap();
     (condition.status, condition.reason, condition.message)
-}
-
-fn events_with_reason(h: &Harness, reason: &str) -> Vec<Value> {
-    h.fleet
-        .api
-        .list("events.k8s.io", "events")
-        .into_iter()
-        .filter(|e| e["reason"] == reason)
-        .collect()
 }
 
 fn uid(h: &Harness, tenant: &str) -> String {

@@ -23,7 +23,7 @@ pub fn tenant_crd_without_replica_bounds() -> Value {
     crd
 }
 
-fn events_with_reason(h: &Harness, reason: &str) -> Vec<Value> {
+pub fn events_with_reason(h: &Harness, reason: &str) -> Vec<Value> {
     h.fleet
         .api
         .list("events.k8s.io", "events")
@@ -32,7 +32,7 @@ fn events_with_reason(h: &Harness, reason: &str) -> Vec<Value> {
         .collect()
 }
 
-fn phase(h: &Harness, name: &str) -> (TenantPhase, String) {
+pub fn phase(h: &Harness, name: &str) -> (TenantPhase, String) {
     let status = h.tenant(name).unwrap().status.unwrap();
     (status.phase, status.node_name)
 }
