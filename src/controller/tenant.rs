@@ -195,16 +195,22 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
                     MIGRATION_WAITING,
                 ),
             };
-            let phase = if suspend {
-                TenantPhase::Suspended
+            // A new footprint waits too: it is asked for on the node the tenant moves to.
+            let (phase, resize) = if suspend {
+                (TenantPhase::Suspended, String::new())
+            } else if footprint != *reserved {
+                (
+                    TenantPhase::Resizing,
+                    format!("; its new footprint of {footprint} is asked for once it has moved"),
+                )
             } else {
-                TenantPhase::Active
+                (TenantPhase::Active, String::new())
             };
             holding(
                 phase,
                 node,
                 *reserved,
-                format!("holds {reserved} on {node}, which is draining; {why}"),
+                format!("holds {reserved} on {node}, which is draining; {why}{resize}"),
                 reason,
             )
         }
