@@ -3,6 +3,7 @@
 //! ```text
 //!   node("node-eu-1").capacity(64, 256, 8000).holding("acme", (2, 4, 20)).resource_version(10)
 //!   tenant("acme").resources(2, 4, 20).mode(TenantMode::Cluster).phase(TenantPhase::Active).on("node-eu-1")
+//!   tenant("acme").migrating("node-eu-1", "node-eu-2").placed("Migrating")   a move in flight
 //!   entry("acme", (2, 4, 20))       acme's AllocationEntry: tenant default/acme, UID uid-acme
 //!        .build()                   the typed object (Node, Tenant; also `Node::from(builder)`)
 //!        .manifest()                the JSON a client creates: without uid, resourceVersion,
@@ -23,8 +24,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use crate::api::{
-    AllocationEntry, Node, NodeSpec, NodeState, NodeStatus, OvercommitRatios, ResourceAmounts,
-    Tenant, TenantMode, TenantPhase, TenantSpec, TenantStatus,
+    AllocationEntry, Condition, MigrationStatus, Node, NodeSpec, NodeState, NodeStatus,
+    OvercommitRatios, PLACED_CONDITION, ResourceAmounts, Tenant, TenantMode, TenantPhase,
+    TenantSpec, TenantStatus,
 };
 
 /// Amounts in the three dimensions (threads, memory GB, storage GB): a tuple or a value.
@@ -144,6 +146,12 @@ impl NodeBuilder {
 
     pub fn uid(mut self, uid: &str) -> Self {
         self.node.metadata.uid = Some(uid.into());
+        self
+    }
+
+    /// Being deleted (since now): placement sees it as draining.
+    pub fn deleting(mut self) -> Self {
+        self.node.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
         self
     }
 
@@ -275,6 +283,37 @@ impl TenantBuilder {
     /// Status: the message.
     pub fn message(mut self, message: &str) -> Self {
         self.status().message = message.into();
+        self
+    }
+
+    /// Status: a move in flight from `from` to `to` (phase Migrating, on `from`).
+    pub fn migrating(mut self, from: &str, to: &str) -> Self {
+        let status = self.status();
+        status.phase = TenantPhase::Migrating;
+        status.node_name = from.into();
+        status.migration = Some(MigrationStatus {
+            from: from.into(),
+            to: to.into(),
+        });
+        self
+    }
+
+    /// Status: the Placed condition with this reason, True when the status names a node.
+    pub fn placed(mut self, reason: &str) -> Self {
+        let status = self.status();
+        let placed = if status.node_name.is_empty() {
+            "False"
+        } else {
+            "True"
+        };
+        status.conditions = vec![Condition {
+            type_: PLACED_CONDITION.into(),
+            status: placed.into(),
+            reason: reason.into(),
+            message: status.message.clone(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+            observed_generation: None,
+        }];
         self
     }
 

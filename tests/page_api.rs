@@ -1,5 +1,6 @@
 //! The "Nodes & Capacity" page's data: `/api/fleet` and `/api/fleet/events`, from the real
-//! controller running against the in-memory API with the examples applied.
+//! controller running against the in-memory API with the examples applied: the fleet at rest,
+//! drains (a drained node, a tenant that cannot leave one) and a move caught in flight.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -7,12 +8,13 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_body_util::BodyExt;
+use inmem_apiserver::Fault;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
-use tenant_placer::api::Tenant;
+use tenant_placer::api::{GROUP, Tenant};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::leader::AbortOnDrop;
 use tenant_placer::manifests;
@@ -73,6 +75,33 @@ fn node<'a>(fleet: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no node {name} in {fleet:#}"))
 }
 
+/// Polls `/api/fleet` until `done` holds for its answer (at most [`WAIT`]); returns that answer.
+async fn wait_for_view(state: &State, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let view = get_json("/api/fleet", state).await;
+        if done(&view) {
+            return view;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "timed out after {WAIT:?} waiting for {what}; /api/fleet says {view:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A Node's `spec.state`, set (merged into its spec) as `kubectl patch` would.
+fn set_state(fleet: &Fleet, node: &str, state: &str) {
+    fleet
+        .api
+        .apply(
+            json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": "Node",
+                      "metadata": {"name": node}, "spec": {"state": state}}),
+        )
+        .unwrap();
+}
+
 async fn patch_acme_to_cluster(fleet: &Fleet) {
     let tenants: Api<Tenant> = Api::namespaced(fleet.client.clone(), "default");
     tenants
@@ -104,7 +133,8 @@ async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_short
     let rule = view["policy"]["rule"].as_str().unwrap();
     assert!(
         rule.starts_with("Each tenant goes to the first Online node, by name")
-            && rule.contains("no rebalancing or migration"),
+            && rule.contains("no rebalancing")
+            && rule.contains("except off a draining node"),
         "{rule}"
     );
 
@@ -132,6 +162,8 @@ async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_short
         json!({"threads": 62, "memoryGb": 252, "storageGb": 7980})
     );
     assert_eq!(eu1["overCapacity"], false);
+    assert_eq!(eu1["draining"], false);
+    assert!(eu1["drained"].is_null());
     assert_eq!(eu1["tenants"][0]["tenant"], "default/acme");
     assert_eq!(eu1["tenants"][0]["phase"], "Active");
     assert_eq!(node(&view, "node-eu-2")["tenants"], json!([]));
@@ -155,6 +187,10 @@ async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_short
     assert_eq!(totals["placeable"], totals["free"]);
     assert_eq!(totals["tenantsByPhase"]["PendingCapacity"], 1);
     assert_eq!(totals["waiting"], 1);
+    assert_eq!(totals["drainingNodes"], 0);
+    assert_eq!(totals["movesInFlight"], 0);
+    assert_eq!(view["moves"], json!([]));
+    assert_eq!(view["blocked"], json!([]));
 
     // big waits; against the most free on an eligible node (node-eu-1: 62 threads, 252 GB,
     // 7980 GB) it is short by 256 - 62 = 194 threads, 1024 - 252 = 772 GB, 100000 - 7980 = 92020 GB.
@@ -395,4 +431,164 @@ async fn the_event_stream_pushes_a_change_within_seconds_and_heartbeats_while_qu
         "{:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_fleet_shows_a_drained_node_and_then_a_tenant_that_cannot_leave_a_draining_one() {
+    let state = State::default();
+    let (fleet, _running) = fleet_with_examples(&state).await;
+
+    // node-eu-1 drains: acme (2 threads) moves to node-eu-2, and node-eu-1 says it is drained.
+    set_state(&fleet, "node-eu-1", "Draining");
+    fleet
+        .settle(Duration::from_millis(100), WAIT)
+        .await
+        .unwrap();
+    let view = wait_for_view(&state, "node-eu-1 drained", |v| {
+        node(v, "node-eu-1")["drained"]["status"] == "True"
+    })
+    .await;
+    let eu1 = node(&view, "node-eu-1");
+    assert_eq!(eu1["state"], "Draining");
+    assert_eq!(eu1["draining"], true);
+    assert_eq!(eu1["beingDeleted"], false);
+    assert_eq!(eu1["takesNewTenants"], false);
+    assert_eq!(eu1["drained"]["reason"], "Empty");
+    let message = eu1["drained"]["message"].as_str().unwrap();
+    assert!(message.contains("holds no reservations"), "{message}");
+    assert_eq!(eu1["tenants"], json!([]));
+    let eu2 = node(&view, "node-eu-2");
+    assert_eq!(eu2["draining"], false);
+    assert_eq!(eu2["tenants"][0]["tenant"], "default/acme");
+    assert_eq!(eu2["tenants"][0]["phase"], "Active");
+    assert!(eu2["tenants"][0]["movingFrom"].is_null());
+    // At rest: no move in flight, none blocked.
+    assert_eq!(view["moves"], json!([]));
+    assert_eq!(view["blocked"], json!([]));
+    let totals = &view["totals"];
+    assert_eq!(totals["drainingNodes"], 1);
+    assert_eq!(totals["nodesByState"]["Draining"], 1);
+    assert_eq!(totals["movesInFlight"], 0);
+    // Only node-eu-2's room is placeable now: 32 - 2 = 30 threads.
+    assert_eq!(totals["placeable"]["threads"], 30);
+
+    // node-eu-2 drains too: acme has nowhere to go, stays and says why.
+    set_state(&fleet, "node-eu-2", "Draining");
+    let view = wait_for_view(&state, "acme blocked on node-eu-2", |v| {
+        v["blocked"].as_array().is_some_and(|b| !b.is_empty())
+    })
+    .await;
+    let blocked = &view["blocked"][0];
+    assert_eq!(blocked["tenant"], "default/acme");
+    assert_eq!(blocked["node"], "node-eu-2");
+    assert_eq!(blocked["phase"], "Active");
+    assert_eq!(
+        blocked["reserved"],
+        json!({"threads": 2, "memoryGb": 4, "storageGb": 20})
+    );
+    let message = blocked["message"].as_str().unwrap();
+    assert!(message.contains("no other node can take it"), "{message}");
+    assert_eq!(blocked["shortfall"]["eligibleNodes"], 0);
+    let eu2 = node(&view, "node-eu-2");
+    assert_eq!(eu2["draining"], true);
+    assert_eq!(eu2["tenants"][0]["moveBlocked"], true);
+    assert_eq!(view["totals"]["blockedMoves"], 1);
+    assert_eq!(view["totals"]["drainingNodes"], 2);
+    assert_eq!(view["moves"], json!([]));
+    let drained = wait_for_view(&state, "node-eu-2's Drained condition", |v| {
+        node(v, "node-eu-2")["drained"]["status"] == "False"
+    })
+    .await;
+    let drained = &node(&drained, "node-eu-2")["drained"];
+    assert_eq!(drained["reason"], "TenantsRemain");
+    assert!(
+        drained["message"]
+            .as_str()
+            .unwrap()
+            .contains("default/acme"),
+        "{drained}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_fleet_shows_a_move_in_flight_on_both_nodes_until_it_completes() {
+    let state = State::default();
+    let (fleet, mut running) = fleet_with_examples(&state).await;
+    let acme = fleet
+        .tenants()
+        .into_iter()
+        .find(|t| t.metadata.name.as_deref() == Some("acme"))
+        .and_then(|t| t.metadata.uid)
+        .unwrap();
+
+    // A move caught in flight, built with the controller stopped: node-eu-1 drains, both nodes
+    // hold acme and its status records the move (as after the target entry is written).
+    running.0.abort();
+    assert!((&mut running.0).await.unwrap_err().is_cancelled());
+    set_state(&fleet, "node-eu-1", "Draining");
+    let version = format!("{GROUP}/v1alpha1");
+    for object in [
+        json!({"apiVersion": version, "kind": "Node", "metadata": {"name": "node-eu-2"},
+               "status": {"allocations": [{"tenant": "default/acme", "uid": acme,
+                   "resources": {"threads": 2, "memoryGb": 4, "storageGb": 20}}]}}),
+        json!({"apiVersion": version, "kind": "Tenant",
+               "metadata": {"name": "acme", "namespace": "default"},
+               "status": {"phase": "Migrating", "nodeName": "node-eu-1",
+                          "reserved": {"threads": 2, "memoryGb": 4, "storageGb": 20},
+                          "migration": {"from": "node-eu-1", "to": "node-eu-2"}}}),
+    ] {
+        fleet.api.apply(object).unwrap();
+    }
+    // The controller starts again but cannot write a Node status, so the move stays in flight
+    // (its status keeps the record while the step fails) and the page shows it, live.
+    fleet.api.inject(
+        Fault::writes()
+            .resource("nodes")
+            .subresource("status")
+            .always(),
+    );
+    let settings = Settings {
+        error_backoff: Duration::from_millis(50),
+        error_backoff_max: Duration::from_millis(200),
+        ..Settings::default()
+    };
+    let _running = AbortOnDrop(tokio::spawn(controller::run_with(
+        fleet.client.clone(),
+        settings,
+        state.handles(),
+    )));
+    let view = wait_for_view(&state, "the move in flight", |v| {
+        v["live"] == true && v["moves"].as_array().is_some_and(|m| !m.is_empty())
+    })
+    .await;
+    assert_eq!(
+        view["moves"],
+        json!([{"tenant": "default/acme", "from": "node-eu-1", "to": "node-eu-2",
+                "resources": {"threads": 2, "memoryGb": 4, "storageGb": 20}}])
+    );
+    let eu1 = node(&view, "node-eu-1");
+    assert_eq!(eu1["draining"], true);
+    assert_eq!(eu1["tenants"][0]["phase"], "Migrating");
+    assert_eq!(eu1["tenants"][0]["movingTo"], "node-eu-2");
+    let eu2 = node(&view, "node-eu-2");
+    assert_eq!(eu2["tenants"][0]["tenant"], "default/acme");
+    assert_eq!(eu2["tenants"][0]["movingFrom"], "node-eu-1");
+    // Reserved on both while it moves: 2 threads on each.
+    assert_eq!(eu1["allocated"]["threads"], 2);
+    assert_eq!(eu2["allocated"]["threads"], 2);
+    assert_eq!(view["totals"]["movesInFlight"], 1);
+    assert_eq!(view["totals"]["tenantsByPhase"]["Migrating"], 1);
+
+    // Node writes succeed again: the move completes, and at rest there is none in flight.
+    fleet.api.clear_faults();
+    let view = wait_for_view(&state, "the move to complete", |v| {
+        v["moves"] == json!([]) && node(v, "node-eu-1")["drained"]["status"] == "True"
+    })
+    .await;
+    assert_eq!(node(&view, "node-eu-1")["tenants"], json!([]));
+    let eu2 = node(&view, "node-eu-2");
+    assert_eq!(eu2["tenants"][0]["phase"], "Active");
+    assert!(eu2["tenants"][0]["movingFrom"].is_null());
+    assert_eq!(view["totals"]["movesInFlight"], 0);
+    assert_eq!(view["totals"]["drainingNodes"], 1);
 }

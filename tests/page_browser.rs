@@ -7,7 +7,13 @@
 //! 2. `kubectl patch tn acme --type merge -p '{"spec":{"mode":"Cluster"}}'` through the sandbox
 //!    API moves the bar to "4 of 64 threads" without a reload;
 //! 3. screenshots at 1280x900 and at phone width (no sideways scrolling there);
-//! 4. the sandbox is stopped and the page says its numbers are not current, greyed out.
+//! 4. `kubectl patch pnode node-eu-1` to `Draining`: acme moves to node-eu-2, and node-eu-1 is
+//!    marked draining and drained (badge, line, banner), with no move left in flight;
+//! 5. node-eu-2 drains too: acme cannot leave it, and is listed as such with its status message;
+//! 6. the sandbox is stopped and the page says its numbers are not current, greyed out.
+//!
+//! Each check waits for the state at rest, never for a moment in between, so the speed of the
+//! controller cannot make it flaky.
 //!
 //! Chromium must be installed (`bash ci/browser-setup.sh`; `TP_CHROMIUM` names another binary):
 //! without it this test fails, saying so. kubectl must be on PATH, as for the sandbox tests.
@@ -320,6 +326,24 @@ fn text_is(selector: &str, want: &str) -> String {
 const EU1_THREADS: &str = "tr[data-node=\"node-eu-1\"] .meter[data-dim=\"threads\"] .used";
 const EU1_THREADS_BAR: &str = "tr[data-node=\"node-eu-1\"] .meter[data-dim=\"threads\"] .bar";
 const BIG: &str = "li[data-pending=\"default/big\"]";
+const EU1_ROW: &str = "tr[data-node=\"node-eu-1\"]";
+const EU2_ROW: &str = "tr[data-node=\"node-eu-2\"]";
+const ACME_BLOCKED: &str = "li[data-blocked=\"default/acme\"]";
+
+/// `kubectl patch pnode NAME` to `spec.state: Draining`.
+fn drain(sandbox: &Sandbox, node: &str) {
+    sandbox
+        .kubectl(&[
+            "patch",
+            "pnode",
+            node,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"state":"Draining"}}"#,
+        ])
+        .ok("kubectl patch pnode");
+}
 
 #[test]
 fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_not_current() {
@@ -365,7 +389,8 @@ fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_no
     assert!(
         policy.contains("FirstFit")
             && policy.contains("first Online node, by name")
-            && policy.contains("no rebalancing or migration"),
+            && policy.contains("no rebalancing")
+            && policy.contains("except off a draining node"),
         "{policy}"
     );
     assert!(
@@ -420,7 +445,75 @@ fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_no
     browser.screenshot(&shots.join("nodes-and-capacity-phone.png"), true);
     browser.viewport(1280, 900, false);
 
-    // 4. The data source goes away: the page says so and greys the numbers out.
+    // 4. node-eu-1 drains: at rest acme is on node-eu-2 and node-eu-1 says it is drained.
+    drain(&sandbox, "node-eu-1");
+    browser.wait_until(
+        "node-eu-1 drained, acme active on node-eu-2 and no move in flight",
+        &format!(
+            "{} && {} && document.getElementById('moves-section').hidden",
+            text_is(
+                &format!("{EU1_ROW} .drain-note"),
+                "draining: drained, holds nothing"
+            ),
+            text_is(
+                &format!("{EU2_ROW} li[data-tenant=\"default/acme\"] .badge"),
+                "Active"
+            ),
+        ),
+    );
+    let eu1 = browser.text(&format!("{EU1_ROW} th"));
+    assert!(eu1.contains("Draining"), "node-eu-1's name cell: {eu1}");
+    let banner = browser.text("[data-draining=\"node-eu-1\"]");
+    assert!(
+        banner.contains("node-eu-1 is draining (Drained: True)")
+            && banner.contains("holds no reservations"),
+        "{banner}"
+    );
+    let tooltip = browser.eval(&format!(
+        "document.querySelector({}).title",
+        json!(format!("{EU1_ROW} .badge.state-draining"))
+    ));
+    assert!(
+        tooltip.as_str().unwrap().contains("holds no reservations"),
+        "the Draining badge's tooltip is the Drained message: {tooltip}"
+    );
+
+    // 5. node-eu-2 drains too: acme has nowhere to go; it stays, marked, and says why.
+    drain(&sandbox, "node-eu-2");
+    browser.wait_until(
+        "acme to be listed as unable to leave node-eu-2",
+        &format!(
+            "!document.getElementById('blocked-section').hidden && !!document.querySelector({})",
+            json!(ACME_BLOCKED)
+        ),
+    );
+    let blocked = browser.text(ACME_BLOCKED);
+    for part in [
+        "default/acme",
+        "cannot move",
+        "on node-eu-2, which is draining",
+        "no other node can take it",
+    ] {
+        assert!(
+            blocked.contains(part),
+            "acme's entry lacks {part:?}: {blocked}"
+        );
+    }
+    browser.wait_until(
+        "node-eu-2 to say a tenant remains",
+        &text_is(
+            &format!("{EU2_ROW} .drain-note"),
+            "draining: 1 tenant remains",
+        ),
+    );
+    let eu2 = browser.text(EU2_ROW);
+    assert!(
+        eu2.contains("Draining") && eu2.contains("cannot move: no room elsewhere"),
+        "{eu2}"
+    );
+    browser.screenshot(&shots.join("nodes-and-capacity-draining.png"), true);
+
+    // 6. The data source goes away: the page says so and greys the numbers out.
     sandbox.stop();
     browser.wait_until(
         "the page to say its numbers are not current",

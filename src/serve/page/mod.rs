@@ -213,11 +213,11 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
             "The controller is starting: its watch caches are not synced yet.".to_owned()
         }
     };
-    let (totals, nodes, waiting) = if observed.live {
-        let (totals, nodes, waiting) = view::fleet_rows(&observed.nodes, &observed.tenants);
-        (Some(totals), nodes, waiting)
+    let (totals, rows) = if observed.live {
+        let (totals, rows) = view::fleet_rows(&observed.nodes, &observed.tenants);
+        (Some(totals), rows)
     } else {
-        (None, Vec::new(), Vec::new())
+        (None, view::FleetRows::default())
     };
     FleetView {
         generation: observed.generation,
@@ -227,8 +227,10 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
         message,
         policy,
         totals,
-        nodes,
-        waiting,
+        nodes: rows.nodes,
+        waiting: rows.waiting,
+        moves: rows.moves,
+        blocked: rows.blocked,
     }
 }
 
@@ -348,6 +350,7 @@ mod tests {
         assert!(!view.live);
         assert_eq!(view.role, "starting");
         assert!(view.totals.is_none() && view.nodes.is_empty() && view.waiting.is_empty());
+        assert!(view.moves.is_empty() && view.blocked.is_empty());
         assert!(view.message.contains("not synced"), "{}", view.message);
         assert_eq!(view.policy.name, "FirstFit");
     }

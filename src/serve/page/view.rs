@@ -8,6 +8,14 @@
 //!   tenants' status; free is capacity - allocated, never below 0;
 //! - a node is over capacity when its `OverCapacity` condition is True or it holds more than its
 //!   capacity in some dimension;
+//! - a node drains when its `spec.state` is `Draining` or it is being deleted (placement sees both
+//!   as `Draining`); its `Drained` condition is shown as it carries it, never guessed;
+//! - a move is in flight while the tenant's status records it (`status.migration`); it is shown
+//!   on both nodes (moving to, moving from) and in `moves`, by namespace/name, carrying the
+//!   entry as held (the target's entry, else the source's);
+//! - a tenant that cannot leave its draining node is one whose Placed condition says
+//!   `MigrationBlocked` (as the waiting room and the gauge read it); `blocked` lists them oldest
+//!   first, with the shortfall of what it holds against the nodes that take new tenants;
 //! - waiting tenants (PendingCapacity, Resizing) oldest first by creationTimestamp, then by
 //!   namespace/name, each with its status message and the shortfall computed with the placement
 //!   crate: against the largest free amount among the nodes that take new tenants, or, for a
@@ -21,7 +29,11 @@ use kube::ResourceExt;
 use placement::{Dimension, NodeLedger, Resources, Shortfall};
 use serde::Serialize;
 
-use crate::api::{Node, NodeState, OVER_CAPACITY_CONDITION, ResourceAmounts, Tenant, TenantPhase};
+use crate::api::{
+    DRAINED_CONDITION, Node, NodeState, OVER_CAPACITY_CONDITION, ResourceAmounts, Tenant,
+    TenantPhase,
+};
+use crate::controller::waiting::Waiter;
 
 /// The whole answer of `/api/fleet`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -33,7 +45,8 @@ pub struct FleetView {
     /// When this answer was made (server clock, RFC 3339 UTC).
     pub generated_at: String,
     /// True when the numbers are live: this replica leads and its watch caches are synced.
-    /// When false, `totals` is null, `nodes` and `waiting` are empty, and `message` says why.
+    /// When false, `totals` is null, `nodes`, `waiting`, `moves` and `blocked` are empty, and
+    /// `message` says why.
     pub live: bool,
     /// This replica's role: `leading`, `standby` or `starting`.
     pub role: &'static str,
@@ -43,6 +56,10 @@ pub struct FleetView {
     pub totals: Option<Totals>,
     pub nodes: Vec<NodeRow>,
     pub waiting: Vec<WaitingTenant>,
+    /// Moves in flight off draining nodes, by tenant (namespace/name).
+    pub moves: Vec<MoveView>,
+    /// Tenants on a draining node that no other node can take now, oldest first.
+    pub blocked: Vec<BlockedMove>,
 }
 
 /// The placement policy in force and its rule in one sentence.
@@ -58,8 +75,11 @@ pub struct PolicyView {
 #[serde(rename_all = "camelCase")]
 pub struct Totals {
     pub nodes: usize,
-    /// Online, Cordoned and Offline, each present (0 when none).
+    /// By `spec.state`: Online, Cordoned, Offline and Draining, each present (0 when none). A
+    /// node being deleted counts under its spec state here and in `drainingNodes`.
     pub nodes_by_state: BTreeMap<String, usize>,
+    /// Nodes draining: `spec.state: Draining`, or being deleted.
+    pub draining_nodes: usize,
     /// Nodes holding more than their capacity (capacity lowered below what they hold).
     pub over_capacity_nodes: usize,
     /// Nodes whose status cannot be read (negative amounts, hand edits); counted in no sum.
@@ -76,6 +96,10 @@ pub struct Totals {
     pub tenants_by_phase: BTreeMap<String, usize>,
     /// Tenants waiting for room (PendingCapacity or Resizing).
     pub waiting: usize,
+    /// Tenants reserved on two nodes while they move off a draining one (`moves`).
+    pub moves_in_flight: usize,
+    /// Tenants on a draining node that no other node can take now (`blocked`).
+    pub blocked_moves: usize,
 }
 
 /// One node, as first fit sees it.
@@ -86,6 +110,14 @@ pub struct NodeRow {
     pub state: NodeState,
     /// Online and not over capacity: placement may choose it for a new reservation.
     pub takes_new_tenants: bool,
+    /// True while it drains (`spec.state: Draining`, or being deleted): it takes no new tenants
+    /// and its tenants are moved to other nodes, make-before-break.
+    pub draining: bool,
+    /// True while it is being deleted (a deletionTimestamp): it drains, then goes.
+    pub being_deleted: bool,
+    /// Its `Drained` condition; null when it carries none (a node carries one while it drains,
+    /// once the controller has written its status since the drain began).
+    pub drained: Option<DrainedView>,
     pub capacity: ResourceAmounts,
     pub allocated: ResourceAmounts,
     pub free: ResourceAmounts,
@@ -108,6 +140,63 @@ pub struct NodeTenant {
     pub resources: ResourceAmounts,
     /// The tenant's phase; null when the tenant is not in the cache (an orphan being released).
     pub phase: Option<TenantPhase>,
+    /// While it moves off this node: the node it goes to; null otherwise.
+    pub moving_to: Option<String>,
+    /// While it moves onto this node: the node it leaves; null otherwise.
+    pub moving_from: Option<String>,
+    /// True when it cannot leave this draining node now: no other node can take it
+    /// (`MigrationBlocked`).
+    pub move_blocked: bool,
+}
+
+/// A node's `Drained` condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DrainedView {
+    /// `True` once it holds no reservations, `False` while tenants remain.
+    pub status: String,
+    /// `Empty` or `TenantsRemain`.
+    pub reason: String,
+    /// Whom it still holds, or that it holds nothing and can go.
+    pub message: String,
+}
+
+/// A move in flight: the tenant is reserved on both nodes until the move completes (the source
+/// entry is then released).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveView {
+    /// namespace/name.
+    pub tenant: String,
+    /// The node it leaves (draining, or being deleted).
+    pub from: String,
+    /// The node it goes to.
+    pub to: String,
+    /// What moves: the entry as held on `to`, else on `from`, else what its status says it holds
+    /// (per replica x replicas).
+    pub resources: ResourceAmounts,
+}
+
+/// A tenant held on a draining node that no other node can take now (its Placed condition's
+/// reason is `MigrationBlocked`). It keeps its reservation and moves when room appears.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockedMove {
+    /// namespace/name.
+    pub tenant: String,
+    /// Active, or Suspended (a suspended tenant keeps its reservation and moves like any other).
+    pub phase: TenantPhase,
+    /// The draining node it stays on.
+    pub node: String,
+    /// metadata.creationTimestamp (RFC 3339), the order of the list.
+    pub created_at: Option<String>,
+    /// What it holds there and needs elsewhere: its entry on `node`, else what its status says.
+    pub reserved: ResourceAmounts,
+    /// The tenant's status message (it says why it cannot move).
+    pub message: String,
+    /// What it holds against the most free room on the nodes that take new tenants; null when
+    /// the amounts cannot be read.
+    pub shortfall: Option<ShortfallView>,
 }
 
 /// A tenant waiting for room.
@@ -150,93 +239,152 @@ pub struct ShortfallView {
 
 /// The rule of a placement policy in one honest sentence.
 pub fn policy_rule(policy: &str) -> String {
-    const NO_MOVES: &str = "nothing is moved once placed (no rebalancing or migration).";
+    const MOVES: &str = "nothing placed is moved (no rebalancing), except off a draining node: its \
+                         tenants go to other nodes by this same rule, make-before-break.";
     match policy {
         "FirstFit" => format!(
             "Each tenant goes to the first Online node, by name, with room in all three \
-             dimensions (threads, memory, storage); {NO_MOVES}"
+             dimensions (threads, memory, storage); {MOVES}"
         ),
         "BestFit" => format!(
             "Each tenant goes to the Online node with room in all three dimensions that it leaves \
              fullest (least room left, each dimension as a share of the node's capacity; ties go \
-             to the first name), packing tenants tightly; {NO_MOVES}"
+             to the first name), packing tenants tightly; {MOVES}"
         ),
         "LeastLoaded" => format!(
             "Each tenant goes to the Online node with room in all three dimensions that has the \
              most room left after placing it (each dimension as a share of the node's capacity; \
-             ties go to the first name), spreading tenants out; {NO_MOVES}"
+             ties go to the first name), spreading tenants out; {MOVES}"
         ),
         "RoundRobin" => format!(
             "Tenants take turns over the Online nodes in name order: each goes to the first node \
              with room in all three dimensions, starting from the next node in turn and wrapping \
-             around; {NO_MOVES}"
+             around; {MOVES}"
         ),
         other => format!(
             "Policy {other:?}: each tenant goes to an Online node with room in all three \
-             dimensions; {NO_MOVES}"
+             dimensions; {MOVES}"
         ),
     }
 }
 
-/// The live part of the view: totals, nodes and waiting tenants.
-pub fn fleet_rows(
-    nodes: &[Arc<Node>],
-    tenants: &[Arc<Tenant>],
-) -> (Totals, Vec<NodeRow>, Vec<WaitingTenant>) {
+/// The live lists of the view (with [`Totals`], what [`fleet_rows`] answers).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FleetRows {
+    pub nodes: Vec<NodeRow>,
+    pub waiting: Vec<WaitingTenant>,
+    pub moves: Vec<MoveView>,
+    pub blocked: Vec<BlockedMove>,
+}
+
+/// The live part of the view: totals, nodes, waiting tenants, moves in flight and blocked moves.
+pub fn fleet_rows(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> (Totals, FleetRows) {
     let mut sorted: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     sorted.sort_by_key(|n| n.name_any());
     let ledgers: Vec<(&Node, Result<NodeLedger, String>)> =
         sorted.iter().map(|n| (*n, n.ledger())).collect();
-    let phases: HashMap<String, TenantPhase> = tenants
+    let by_uid: HashMap<String, &Tenant> = tenants
         .iter()
-        .filter_map(|t| Some((t.uid()?, phase_of(t))))
+        .filter_map(|t| Some((t.uid()?, t.as_ref())))
         .collect();
 
     let rows: Vec<NodeRow> = ledgers
         .iter()
-        .map(|(node, ledger)| node_row(node, ledger.as_ref(), &phases))
+        .map(|(node, ledger)| node_row(node, ledger.as_ref(), &by_uid))
         .collect();
     let readable: Vec<&NodeLedger> = ledgers
         .iter()
         .filter_map(|(_, l)| l.as_ref().ok())
         .collect();
 
-    let mut waiting: Vec<(&Tenant, WaitingTenant)> = tenants
+    let waiting = oldest_first(
+        tenants
+            .iter()
+            .filter(|t| {
+                matches!(
+                    phase_of(t),
+                    TenantPhase::PendingCapacity | TenantPhase::Resizing
+                )
+            })
+            .map(|t| (t.as_ref(), waiting_tenant(t, &readable))),
+        |w| &w.tenant,
+    );
+    let blocked = oldest_first(
+        tenants
+            .iter()
+            .filter(|t| Waiter::is_blocked_move(t))
+            .map(|t| (t.as_ref(), blocked_move(t, &readable))),
+        |b| &b.tenant,
+    );
+    let mut moves: Vec<MoveView> = tenants
         .iter()
-        .filter(|t| {
-            matches!(
-                phase_of(t),
-                TenantPhase::PendingCapacity | TenantPhase::Resizing
-            )
-        })
-        .map(|t| (t.as_ref(), waiting_tenant(t, &readable)))
+        .filter_map(|t| move_view(t, &readable))
         .collect();
-    waiting.sort_by(|(a, ra), (b, rb)| {
+    moves.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+    let totals = totals(&rows, tenants, waiting.len(), moves.len(), blocked.len());
+    (
+        totals,
+        FleetRows {
+            nodes: rows,
+            waiting,
+            moves,
+            blocked,
+        },
+    )
+}
+
+/// The queue's order: oldest first by creationTimestamp, then by namespace/name.
+fn oldest_first<'t, R>(
+    items: impl Iterator<Item = (&'t Tenant, R)>,
+    key: impl Fn(&R) -> &String,
+) -> Vec<R> {
+    let mut items: Vec<(&Tenant, R)> = items.collect();
+    items.sort_by(|(a, ra), (b, rb)| {
         let created = |t: &Tenant| t.metadata.creation_timestamp.as_ref().map(|c| c.0);
         // A tenant without a creationTimestamp (none from a real API server) goes last.
-        let key = |t: &Tenant| (created(t).is_none(), created(t));
-        key(a).cmp(&key(b)).then_with(|| ra.tenant.cmp(&rb.tenant))
+        let order = |t: &Tenant| (created(t).is_none(), created(t));
+        order(a).cmp(&order(b)).then_with(|| key(ra).cmp(key(rb)))
     });
-    let waiting: Vec<WaitingTenant> = waiting.into_iter().map(|(_, w)| w).collect();
-    let totals = totals(&rows, tenants, waiting.len());
-    (totals, rows, waiting)
+    items.into_iter().map(|(_, r)| r).collect()
 }
 
 fn phase_of(tenant: &Tenant) -> TenantPhase {
     tenant.status.as_ref().map(|s| s.phase).unwrap_or_default()
 }
 
+fn created_at(tenant: &Tenant) -> Option<String> {
+    tenant
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+}
+
 fn node_row(
     node: &Node,
     ledger: Result<&NodeLedger, &String>,
-    phases: &HashMap<String, TenantPhase>,
+    tenants: &HashMap<String, &Tenant>,
 ) -> NodeRow {
+    let name = node.name_any();
     let capacity = node.spec.capacity;
-    let condition = node.status.as_ref().and_then(|s| {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == OVER_CAPACITY_CONDITION && c.status == "True")
-    });
+    let conditions = node
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    let condition = conditions
+        .iter()
+        .find(|c| c.type_ == OVER_CAPACITY_CONDITION && c.status == "True");
+    let drained = conditions
+        .iter()
+        .find(|c| c.type_ == DRAINED_CONDITION)
+        .map(|c| DrainedView {
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        });
+    let draining = node.placement_state() == placement::NodeState::Draining;
+    let being_deleted = node.metadata.deletion_timestamp.is_some();
     match ledger {
         Ok(ledger) => {
             let view = ledger.view();
@@ -262,34 +410,51 @@ fn node_row(
                 )),
                 None => None,
             };
-            let mut tenants: Vec<NodeTenant> = ledger
+            let mut held: Vec<NodeTenant> = ledger
                 .entries()
                 .iter()
-                .map(|e| NodeTenant {
-                    tenant: e.tenant.clone(),
-                    uid: e.uid.clone(),
-                    resources: e.resources.into(),
-                    phase: phases.get(&e.uid).copied(),
+                .map(|e| {
+                    let tenant = tenants.get(&e.uid);
+                    let status = tenant.and_then(|t| t.status.as_ref());
+                    let migration = status.and_then(|s| s.migration.as_ref());
+                    NodeTenant {
+                        tenant: e.tenant.clone(),
+                        uid: e.uid.clone(),
+                        resources: e.resources.into(),
+                        phase: tenant.map(|t| phase_of(t)),
+                        moving_to: migration.filter(|m| m.from == name).map(|m| m.to.clone()),
+                        moving_from: migration.filter(|m| m.to == name).map(|m| m.from.clone()),
+                        move_blocked: tenant.is_some_and(|t| {
+                            Waiter::is_blocked_move(t)
+                                && status.is_some_and(|s| s.node_name == name)
+                        }),
+                    }
                 })
                 .collect();
-            tenants.sort_by(|a, b| a.tenant.cmp(&b.tenant).then_with(|| a.uid.cmp(&b.uid)));
+            held.sort_by(|a, b| a.tenant.cmp(&b.tenant).then_with(|| a.uid.cmp(&b.uid)));
             NodeRow {
-                name: node.name_any(),
+                name,
                 state: node.spec.state,
                 takes_new_tenants: view.takes_new_tenants(),
+                draining,
+                being_deleted,
+                drained,
                 capacity,
                 allocated: allocated.into(),
                 free: cap.saturating_sub(allocated).into(),
                 over_capacity,
                 over_capacity_message,
                 error: None,
-                tenants,
+                tenants: held,
             }
         }
         Err(error) => NodeRow {
-            name: node.name_any(),
+            name,
             state: node.spec.state,
             takes_new_tenants: false,
+            draining,
+            being_deleted,
+            drained,
             capacity,
             allocated: ResourceAmounts::default(),
             free: ResourceAmounts::default(),
@@ -298,6 +463,41 @@ fn node_row(
             error: Some(format!("its status cannot be read: {error}")),
             tenants: Vec::new(),
         },
+    }
+}
+
+/// The entry `node` holds for the tenant, if that node is readable and holds one.
+fn held_on(tenant: &Tenant, node: &str, ledgers: &[&NodeLedger]) -> Option<Resources> {
+    let uid = tenant.uid()?;
+    let ledger = ledgers.iter().find(|l| l.name() == node)?;
+    ledger.entry_of(&uid).map(|e| e.resources)
+}
+
+fn move_view(tenant: &Tenant, ledgers: &[&NodeLedger]) -> Option<MoveView> {
+    let status = tenant.status.as_ref()?;
+    let migration = status.migration.as_ref()?;
+    let resources = held_on(tenant, &migration.to, ledgers)
+        .or_else(|| held_on(tenant, &migration.from, ledgers))
+        .map_or(status.reserved, Into::into);
+    Some(MoveView {
+        tenant: tenant.key(),
+        from: migration.from.clone(),
+        to: migration.to.clone(),
+        resources,
+    })
+}
+
+fn blocked_move(tenant: &Tenant, ledgers: &[&NodeLedger]) -> BlockedMove {
+    let status = tenant.status.clone().unwrap_or_default();
+    let held = held_on(tenant, &status.node_name, ledgers).or(status.reserved.to_resources().ok());
+    BlockedMove {
+        tenant: tenant.key(),
+        phase: status.phase,
+        created_at: created_at(tenant),
+        reserved: held.map_or(status.reserved, Into::into),
+        message: status.message,
+        shortfall: held.map(|held| eligible_shortfall(held, ledgers)),
+        node: status.node_name,
     }
 }
 
@@ -312,11 +512,7 @@ fn waiting_tenant(tenant: &Tenant, ledgers: &[&NodeLedger]) -> WaitingTenant {
         tenant: tenant.key(),
         phase: status.phase,
         node: status.node_name,
-        created_at: tenant
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string()),
+        created_at: created_at(tenant),
         requested: requested.map(Into::into),
         reserved: status.reserved,
         message: status.message,
@@ -378,8 +574,14 @@ fn shortfall_view(
     }
 }
 
-fn totals(rows: &[NodeRow], tenants: &[Arc<Tenant>], waiting: usize) -> Totals {
-    let mut nodes_by_state: BTreeMap<String, usize> = ["Online", "Cordoned", "Offline"]
+fn totals(
+    rows: &[NodeRow],
+    tenants: &[Arc<Tenant>],
+    waiting: usize,
+    moves_in_flight: usize,
+    blocked_moves: usize,
+) -> Totals {
+    let mut nodes_by_state: BTreeMap<String, usize> = ["Online", "Cordoned", "Offline", "Draining"]
         .into_iter()
         .map(|s| (s.to_owned(), 0))
         .collect();
@@ -422,6 +624,7 @@ fn totals(rows: &[NodeRow], tenants: &[Arc<Tenant>], waiting: usize) -> Totals {
     Totals {
         nodes: rows.len(),
         nodes_by_state,
+        draining_nodes: rows.iter().filter(|r| r.draining).count(),
         over_capacity_nodes: rows.iter().filter(|r| r.over_capacity).count(),
         unreadable_nodes: rows.iter().filter(|r| r.error.is_some()).count(),
         capacity: amounts(capacity),
@@ -431,6 +634,8 @@ fn totals(rows: &[NodeRow], tenants: &[Arc<Tenant>], waiting: usize) -> Totals {
         tenants: tenants.len(),
         tenants_by_phase,
         waiting,
+        moves_in_flight,
+        blocked_moves,
     }
 }
 
@@ -457,7 +662,14 @@ mod tests {
             .on("node-eu-1")
             .created(NEW_YEAR)]
         .map(|t| Arc::new(t.build()));
-        let (totals, rows, waiting) = fleet_rows(&nodes, &tenants);
+        let (
+            totals,
+            FleetRows {
+                nodes: rows,
+                waiting,
+                ..
+            },
+        ) = fleet_rows(&nodes, &tenants);
         let names: Vec<_> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["node-eu-1", "node-eu-2"]);
         assert_eq!(rows[0].allocated, ResourceAmounts::new(2, 4, 20));
@@ -499,7 +711,7 @@ mod tests {
                 .created(NEW_YEAR),
         ]
         .map(|t| Arc::new(t.build()));
-        let (totals, _, waiting) = fleet_rows(&nodes, &tenants);
+        let (totals, FleetRows { waiting, .. }) = fleet_rows(&nodes, &tenants);
         let names: Vec<_> = waiting.iter().map(|w| w.tenant.as_str()).collect();
         assert_eq!(names, ["default/big", "default/young"]);
         let big = waiting[0].shortfall.as_ref().unwrap();
@@ -531,7 +743,7 @@ mod tests {
                 .created(NEW_YEAR)
                 .build(),
         )];
-        let (_, _, waiting) = fleet_rows(&nodes, &tenants);
+        let (_, FleetRows { waiting, .. }) = fleet_rows(&nodes, &tenants);
         let shortfall = waiting[0].shortfall.as_ref().unwrap();
         // Room for a: 8 - 3 (b's) = 5 threads; it asks 6: short by 1.
         assert_eq!(shortfall.against, "ownNode");
@@ -544,7 +756,7 @@ mod tests {
         let nodes = [Arc::new(
             node("n1").capacity(4, 8, 8).holding("a", (6, 1, 1)).build(),
         )];
-        let (totals, rows, _) = fleet_rows(&nodes, &[]);
+        let (totals, FleetRows { nodes: rows, .. }) = fleet_rows(&nodes, &[]);
         assert!(rows[0].over_capacity);
         assert!(!rows[0].takes_new_tenants);
         let message = rows[0].over_capacity_message.as_deref().unwrap();
@@ -564,7 +776,7 @@ mod tests {
                 .holding("a", (-1, 1, 1))
                 .build(),
         )];
-        let (totals, rows, _) = fleet_rows(&nodes, &[]);
+        let (totals, FleetRows { nodes: rows, .. }) = fleet_rows(&nodes, &[]);
         assert!(
             rows[0].error.as_deref().unwrap().contains("threads"),
             "{:?}",
@@ -575,11 +787,213 @@ mod tests {
     }
 
     #[test]
-    fn every_policy_has_a_sentence_that_admits_nothing_is_moved() {
+    fn draining_and_deleted_nodes_say_so_with_their_drained_condition() {
+        let nodes = [
+            node("node-eu-1")
+                .capacity(64, 256, 8000)
+                .state(NodeState::Draining)
+                .holding("acme", (2, 4, 20))
+                .settled(),
+            node("node-eu-2").capacity(32, 128, 4000).settled(),
+            node("node-eu-3")
+                .capacity(16, 64, 1000)
+                .deleting()
+                .settled(),
+        ]
+        .map(|n| Arc::new(n.build()));
+        let tenants = [Arc::new(
+            tenant("acme")
+                .resources(2, 4, 20)
+                .phase(TenantPhase::Active)
+                .on("node-eu-1")
+                .created(NEW_YEAR)
+                .build(),
+        )];
+        let (
+            totals,
+            FleetRows {
+                nodes: rows, moves, ..
+            },
+        ) = fleet_rows(&nodes, &tenants);
+
+        let eu1 = &rows[0];
+        assert!(eu1.draining && !eu1.being_deleted && !eu1.takes_new_tenants);
+        let drained = eu1.drained.as_ref().unwrap();
+        assert_eq!(
+            (drained.status.as_str(), drained.reason.as_str()),
+            ("False", "TenantsRemain")
+        );
+        assert!(
+            drained.message.contains("default/acme"),
+            "{}",
+            drained.message
+        );
+
+        let eu2 = &rows[1];
+        assert!(!eu2.draining && eu2.drained.is_none() && eu2.takes_new_tenants);
+
+        // Being deleted drains whatever its spec state says; it holds nothing, so it is drained.
+        let eu3 = &rows[2];
+        assert_eq!(eu3.state, NodeState::Online);
+        assert!(eu3.draining && eu3.being_deleted && !eu3.takes_new_tenants);
+        let drained = eu3.drained.as_ref().unwrap();
+        assert_eq!(
+            (drained.status.as_str(), drained.reason.as_str()),
+            ("True", "Empty")
+        );
+
+        assert_eq!(totals.draining_nodes, 2);
+        // By spec state: node-eu-3 is Online there (and draining above).
+        assert_eq!(totals.nodes_by_state["Draining"], 1);
+        assert_eq!(totals.nodes_by_state["Online"], 2);
+        // Only node-eu-2's room is placeable: 32 threads.
+        assert_eq!(totals.placeable.threads, 32);
+        assert!(moves.is_empty());
+        assert_eq!(totals.moves_in_flight, 0);
+    }
+
+    #[test]
+    fn a_move_in_flight_is_marked_on_both_nodes_and_listed_with_the_entry_it_carries() {
+        let nodes = [
+            node("node-eu-1")
+                .capacity(64, 256, 8000)
+                .state(NodeState::Draining)
+                .holding("acme", (2, 4, 20))
+                .holding("globex", (4, 8, 40)),
+            node("node-eu-2")
+                .capacity(32, 128, 4000)
+                .holding("acme", (2, 4, 20)),
+        ]
+        .map(|n| Arc::new(n.build()));
+        let tenants = [
+            tenant("acme")
+                .resources(2, 4, 20)
+                .reserved(2, 4, 20)
+                .migrating("node-eu-1", "node-eu-2")
+                .placed("Migrating")
+                .created(NEW_YEAR),
+            tenant("globex")
+                .resources(4, 8, 40)
+                .phase(TenantPhase::Active)
+                .on("node-eu-1")
+                .created(NEW_YEAR),
+        ]
+        .map(|t| Arc::new(t.build()));
+        let (
+            totals,
+            FleetRows {
+                nodes: rows,
+                moves,
+                blocked,
+                ..
+            },
+        ) = fleet_rows(&nodes, &tenants);
+
+        assert_eq!(
+            moves,
+            [MoveView {
+                tenant: "default/acme".into(),
+                from: "node-eu-1".into(),
+                to: "node-eu-2".into(),
+                resources: ResourceAmounts::new(2, 4, 20),
+            }]
+        );
+        let on = |row: &NodeRow, tenant: &str| {
+            row.tenants
+                .iter()
+                .find(|t| t.tenant == tenant)
+                .cloned()
+                .unwrap()
+        };
+        let leaving = on(&rows[0], "default/acme");
+        assert_eq!(leaving.phase, Some(TenantPhase::Migrating));
+        assert_eq!(leaving.moving_to.as_deref(), Some("node-eu-2"));
+        assert_eq!(leaving.moving_from, None);
+        let arriving = on(&rows[1], "default/acme");
+        assert_eq!(arriving.moving_from.as_deref(), Some("node-eu-1"));
+        assert_eq!(arriving.moving_to, None);
+        // globex waits its turn: no move of its own, not blocked.
+        let waits = on(&rows[0], "default/globex");
+        assert!(waits.moving_to.is_none() && !waits.move_blocked);
+        assert!(blocked.is_empty());
+        // Both nodes count acme: 2 + 0 on node-eu-2's 32 threads while the move is in flight.
+        assert_eq!(rows[1].allocated.threads, 2);
+        assert_eq!(totals.moves_in_flight, 1);
+        assert_eq!(totals.tenants_by_phase["Migrating"], 1);
+    }
+
+    #[test]
+    fn tenants_that_cannot_leave_a_draining_node_are_listed_oldest_first_with_their_shortfall() {
+        let nodes = [
+            node("node-eu-1")
+                .capacity(1, 64, 64)
+                .holding("small", (1, 1, 1)),
+            node("solo")
+                .capacity(8, 32, 100)
+                .state(NodeState::Draining)
+                .holding("young", (2, 4, 20))
+                .holding("old", (3, 4, 20)),
+        ]
+        .map(|n| Arc::new(n.build()));
+        let blocked_on_solo = |name: &str, threads: i64, created: &str| {
+            tenant(name)
+                .resources(threads, 4, 20)
+                .phase(TenantPhase::Active)
+                .on("solo")
+                .reserved(threads, 4, 20)
+                .message("holds … on solo, which is draining; no other node can take it now")
+                .placed(crate::controller::tenant::MIGRATION_BLOCKED)
+                .created(created)
+        };
+        let tenants = [
+            blocked_on_solo("young", 2, "2026-01-02T00:00:00Z"),
+            blocked_on_solo("old", 3, NEW_YEAR),
+            tenant("small")
+                .phase(TenantPhase::Active)
+                .on("node-eu-1")
+                .created(NEW_YEAR),
+        ]
+        .map(|t| Arc::new(t.build()));
+        let (
+            totals,
+            FleetRows {
+                nodes: rows,
+                blocked,
+                moves,
+                waiting,
+            },
+        ) = fleet_rows(&nodes, &tenants);
+
+        let names: Vec<_> = blocked.iter().map(|b| b.tenant.as_str()).collect();
+        assert_eq!(names, ["default/old", "default/young"]);
+        let old = &blocked[0];
+        assert_eq!(old.node, "solo");
+        assert_eq!(old.phase, TenantPhase::Active);
+        assert_eq!(old.reserved, ResourceAmounts::new(3, 4, 20));
+        assert!(
+            old.message.contains("no other node can take it"),
+            "{}",
+            old.message
+        );
+        let shortfall = old.shortfall.as_ref().unwrap();
+        // Only node-eu-1 takes new tenants, with 1 - 1 = 0 threads free: short by 3 - 0 = 3.
+        assert_eq!(shortfall.against, "eligibleNodes");
+        assert_eq!(shortfall.eligible_nodes, 1);
+        assert_eq!(shortfall.short_by, ResourceAmounts::new(3, 0, 0));
+        let solo = &rows[1];
+        assert!(solo.tenants.iter().all(|t| t.move_blocked));
+        assert!(rows[0].tenants.iter().all(|t| !t.move_blocked));
+        assert!(moves.is_empty() && waiting.is_empty());
+        assert_eq!(totals.blocked_moves, 2);
+        assert_eq!(totals.draining_nodes, 1);
+    }
+
+    #[test]
+    fn every_policy_has_a_sentence_that_admits_only_drains_move_tenants() {
         for policy in ["FirstFit", "BestFit", "LeastLoaded", "RoundRobin", "Other"] {
             let rule = policy_rule(policy);
             assert!(
-                rule.contains("no rebalancing or migration"),
+                rule.contains("no rebalancing") && rule.contains("except off a draining node"),
                 "{policy}: {rule}"
             );
         }

@@ -5,7 +5,8 @@
 // - a number is shown as current only while the stream is alive: on a stream error, or when no
 //   event or heartbeat arrived for STALE_AFTER_MS, the page says so and greys the numbers out;
 // - when the controller says its numbers are not live (a standby, or starting), none are shown;
-// - the tenants lists a reader opened stay open across updates.
+// - the tenants lists a reader opened stay open across updates;
+// - a drain, a move and a blocked move are said in words (badges, lines), never by colour alone.
 'use strict';
 
 (function () {
@@ -17,8 +18,8 @@
     { key: 'memoryGb', title: 'Memory', unit: 'GB', long: 'GB memory' },
     { key: 'storageGb', title: 'Storage', unit: 'GB', long: 'GB storage' },
   ];
-  const STATES = ['Online', 'Cordoned', 'Offline'];
-  const PHASES = ['Active', 'Pending', 'PendingCapacity', 'Resizing', 'Suspended', 'Terminating'];
+  const STATES = ['Online', 'Cordoned', 'Offline', 'Draining'];
+  const PHASES = ['Active', 'Pending', 'PendingCapacity', 'Resizing', 'Migrating', 'Suspended', 'Terminating'];
   const number = new Intl.NumberFormat('en-US');
   const $ = (id) => document.getElementById(id);
 
@@ -36,7 +37,7 @@
       else if (name === 'text') node.textContent = value;
       else node.setAttribute(name, value === true ? '' : String(value));
     }
-    for (const child of children) {
+    for (const child of children.flat(Infinity)) {
       if (child === undefined || child === null || child === false) continue;
       node.append(typeof child === 'string' ? document.createTextNode(child) : child);
     }
@@ -99,7 +100,10 @@
     $('policy-rule').textContent = view.policy.rule;
   }
 
-  function renderTotals(totals) {
+  const amounts = (r) => `${fmt(r.threads)} threads · ${fmt(r.memoryGb)} GB memory · ${fmt(r.storageGb)} GB storage`;
+  const plural = (n, one, many) => `${fmt(n)} ${n === 1 ? one : many}`;
+
+  function renderTotals(totals, nodes) {
     $('nodes-total').textContent = fmt(totals.nodes);
     const states = $('nodes-by-state');
     const byState = STATES.concat(Object.keys(totals.nodesByState).filter((s) => !STATES.includes(s)))
@@ -112,6 +116,10 @@
     }
     if (totals.unreadableNodes > 0) {
       states.append(el('li', { class: 'chip over' }, el('span', { class: 'num', text: fmt(totals.unreadableNodes) }), ' unreadable'));
+    }
+    const deleting = nodes.filter((n) => n.beingDeleted).length;
+    if (deleting > 0) {
+      states.append(el('li', { class: 'chip state-draining' }, el('span', { class: 'num', text: fmt(deleting) }), ' being deleted'));
     }
     for (const dimension of DIMENSIONS) {
       const card = $(`card-${dimension.key}`);
@@ -133,6 +141,9 @@
       .filter(([, n]) => n > 0);
     $('tenants-by-phase').replaceChildren(...phases.map(([phase, n]) =>
       el('li', { class: `chip phase-${slug(phase)}` }, el('span', { class: 'num', text: fmt(n) }), ` ${phase}`)));
+    if (totals.blockedMoves > 0) {
+      $('tenants-by-phase').append(el('li', { class: 'chip over' }, el('span', { class: 'num', text: fmt(totals.blockedMoves) }), ' cannot move'));
+    }
   }
 
   function renderOverCapacity(nodes) {
@@ -144,14 +155,48 @@
       n.overCapacityMessage || 'it holds more than its capacity; it keeps its tenants and takes no new ones.')));
   }
 
+  // What a draining node's row says under its name: whether it is drained yet.
+  function drainNote(node) {
+    const doing = node.beingDeleted ? 'being deleted' : 'draining';
+    let text;
+    if (node.drained && node.drained.status === 'True') text = `${doing}: drained, holds nothing`;
+    else if (node.tenants.length > 0) text = `${doing}: ${plural(node.tenants.length, 'tenant remains', 'tenants remain')}`;
+    else text = `${doing}: its tenants are moved to other nodes`;
+    return el('span', { class: 'drain-note', text, title: node.drained ? node.drained.message : null });
+  }
+
+  function renderDraining(nodes) {
+    const draining = nodes.filter((n) => n.draining);
+    const box = $('draining');
+    box.hidden = draining.length === 0;
+    box.replaceChildren(...draining.map((n) => el('p', { class: 'drain-item', 'data-draining': n.name },
+      el('strong', { text: `${n.name} is ${n.beingDeleted ? 'being deleted' : 'draining'}` +
+        (n.drained ? ` (Drained: ${n.drained.status}): ` : ': ') }),
+      n.drained ? n.drained.message
+        : 'it takes no new tenants and its tenants are moved to other nodes, make-before-break.')));
+  }
+
+  function tenantItem(t) {
+    return el('li', { 'data-tenant': t.tenant },
+      el('span', { class: 'tn', text: t.tenant }), ' ',
+      t.phase ? badge(t.phase, `phase-${slug(t.phase)}`) : badge('tenant gone: being released', 'muted'),
+      t.movingTo ? [' ', badge(`moving to ${t.movingTo}`, 'move')] : null,
+      t.movingFrom ? [' ', badge(`moving from ${t.movingFrom}`, 'move')] : null,
+      t.moveBlocked ? [' ', badge('cannot move: no room elsewhere', 'over')] : null,
+      el('span', { class: 'res num', text: `${fmt(t.resources.threads)} threads · ${fmt(t.resources.memoryGb)} GB · ${fmt(t.resources.storageGb)} GB` }));
+  }
+
   function tenantList(node) {
     if (node.tenants.length === 0) return el('span', { class: 'none', text: 'none' });
+    const count = (f) => node.tenants.filter(f).length;
+    const notes = [
+      [count((t) => t.movingTo), 'moving out'],
+      [count((t) => t.movingFrom), 'moving in'],
+      [count((t) => t.moveBlocked), 'cannot move'],
+    ].filter(([n]) => n > 0).map(([n, what]) => ` · ${fmt(n)} ${what}`).join('');
     const details = el('details', { 'data-node': node.name },
-      el('summary', { text: `${node.tenants.length} tenant${node.tenants.length === 1 ? '' : 's'}` }),
-      el('ul', { class: 'tenants' }, ...node.tenants.map((t) => el('li', {},
-        el('span', { class: 'tn', text: t.tenant }), ' ',
-        t.phase ? badge(t.phase, `phase-${slug(t.phase)}`) : badge('tenant gone: being released', 'muted'),
-        el('span', { class: 'res num', text: `${fmt(t.resources.threads)} threads · ${fmt(t.resources.memoryGb)} GB · ${fmt(t.resources.storageGb)} GB` })))));
+      el('summary', { text: plural(node.tenants.length, 'tenant', 'tenants') + notes }),
+      el('ul', { class: 'tenants' }, ...node.tenants.map(tenantItem)));
     details.open = openNodes.has(node.name);
     details.addEventListener('toggle', () => {
       if (details.open) openNodes.add(node.name); else openNodes.delete(node.name);
@@ -162,11 +207,20 @@
   function nodeRow(node) {
     const classes = [`state-${slug(node.state)}`];
     if (node.overCapacity) classes.push('over');
+    if (node.draining) classes.push('draining');
+    const drainedMessage = node.drained ? node.drained.message : null;
+    const state = badge(node.state, `state-${slug(node.state)}`);
+    if (node.state === 'Draining' && drainedMessage) state.title = drainedMessage;
     const name = el('th', { scope: 'row', 'data-label': 'Node' },
-      el('span', { class: 'node-name', text: node.name }), ' ',
-      badge(node.state, `state-${slug(node.state)}`));
+      el('span', { class: 'node-name', text: node.name }), ' ', state);
+    if (node.beingDeleted) {
+      const deleting = badge('Being deleted', 'state-draining');
+      if (drainedMessage) deleting.title = drainedMessage;
+      name.append(' ', deleting);
+    }
     if (node.overCapacity) name.append(' ', badge('over capacity', 'over'));
-    if (!node.takesNewTenants && !node.error) name.append(el('span', { class: 'takes-none', text: 'takes no new tenants' }));
+    if (node.draining) name.append(drainNote(node));
+    else if (!node.takesNewTenants && !node.error) name.append(el('span', { class: 'takes-none', text: 'takes no new tenants' }));
     if (node.error) {
       return el('tr', { class: classes.join(' '), 'data-node': node.name }, name,
         el('td', { colspan: 4, class: 'error', text: `Cannot show this node: ${node.error}` }));
@@ -175,6 +229,30 @@
       meter(node.name, d, node.allocated[d.key], node.capacity[d.key], node.free[d.key])));
     return el('tr', { class: classes.join(' '), 'data-node': node.name }, name, ...cells,
       el('td', { 'data-label': 'Tenants', class: 'tenants-cell' }, tenantList(node)));
+  }
+
+  // Needs, free and shortfall per dimension, as measured by the controller's page.
+  function shortfallTable(s, caption) {
+    const rows = DIMENSIONS.map((d) => {
+      const short = s.shortBy[d.key];
+      return el('tr', { class: short > 0 ? 'short' : 'fits', 'data-dim': d.key },
+        el('th', { scope: 'row', text: d.title }),
+        el('td', { class: 'num', text: fmt(s.requested[d.key]) }),
+        el('td', { class: 'num', text: fmt(s.available[d.key]) }),
+        el('td', { class: 'num', text: short > 0 ? `short by ${fmt(short)}` : 'fits' }));
+    });
+    return el('table', { class: 'shortfall' },
+      el('caption', { text: caption }),
+      el('thead', {}, el('tr', {},
+        el('th', { scope: 'col', text: 'Dimension' }), el('th', { scope: 'col', text: 'Needs' }),
+        el('th', { scope: 'col', text: 'Free' }), el('th', { scope: 'col', text: 'Shortfall' }))),
+      el('tbody', {}, ...rows));
+  }
+
+  function eligibleCaption(s) {
+    return s.eligibleNodes === 0
+      ? 'No node takes new tenants: none is Online and within its capacity'
+      : `Most free on any node that takes new tenants (${plural(s.eligibleNodes, 'node', 'nodes')})`;
   }
 
   function waitingItem(w, generatedAt) {
@@ -196,25 +274,37 @@
     if (s) {
       const against = s.against === 'ownNode'
         ? `Room on ${w.node}, counting its own reservation`
-        : s.eligibleNodes === 0
-          ? 'No node takes new tenants: none is Online and within its capacity'
-          : `Most free on any node that takes new tenants (${s.eligibleNodes} node${s.eligibleNodes === 1 ? '' : 's'})`;
-      const rows = DIMENSIONS.map((d) => {
-        const short = s.shortBy[d.key];
-        return el('tr', { class: short > 0 ? 'short' : 'fits', 'data-dim': d.key },
-          el('th', { scope: 'row', text: d.title }),
-          el('td', { class: 'num', text: fmt(s.requested[d.key]) }),
-          el('td', { class: 'num', text: fmt(s.available[d.key]) }),
-          el('td', { class: 'num', text: short > 0 ? `short by ${fmt(short)}` : 'fits' }));
-      });
-      item.append(el('table', { class: 'shortfall' },
-        el('caption', { text: against }),
-        el('thead', {}, el('tr', {},
-          el('th', { scope: 'col', text: 'Dimension' }), el('th', { scope: 'col', text: 'Needs' }),
-          el('th', { scope: 'col', text: 'Free' }), el('th', { scope: 'col', text: 'Shortfall' }))),
-        el('tbody', {}, ...rows)));
+        : eligibleCaption(s);
+      item.append(shortfallTable(s, against));
     }
     return item;
+  }
+
+  function moveItem(m) {
+    return el('li', { class: 'move-item', 'data-move': m.tenant },
+      el('span', { class: 'tn', text: m.tenant }), ' ', badge('Migrating', 'phase-migrating'),
+      el('span', { class: 'move-path' }, ' moving from ', el('strong', { text: m.from }), ' to ', el('strong', { text: m.to })),
+      el('span', { class: 'res num', text: `reserved on both until the move completes: ${amounts(m.resources)}` }));
+  }
+
+  function blockedItem(b) {
+    const head = el('div', { class: 'w-head' },
+      el('span', { class: 'tn', text: b.tenant }), ' ', badge(b.phase, `phase-${slug(b.phase)}`), ' ',
+      badge('cannot move', 'over'),
+      el('span', { class: 'on-node', text: ` on ${b.node}, which is draining` }));
+    const info = el('div', { class: 'w-info' }, head,
+      el('p', { class: 'asks' }, 'Holds ', el('span', { class: 'num', text: amounts(b.reserved) })));
+    if (b.message) info.append(el('p', { class: 'message' }, el('span', { class: 'label', text: 'Last status message: ' }), b.message));
+    const item = el('li', { class: 'waiting-item', 'data-blocked': b.tenant }, info);
+    if (b.shortfall) item.append(shortfallTable(b.shortfall, eligibleCaption(b.shortfall)));
+    return item;
+  }
+
+  // A section that lists items and is hidden while it has none.
+  function renderList(section, count, list, items) {
+    $(section).hidden = items.length === 0;
+    $(count).textContent = `(${fmt(items.length)})`;
+    $(list).replaceChildren(...items);
   }
 
   function render(view) {
@@ -231,18 +321,24 @@
     notLive.hidden = view.live;
     notLive.textContent = view.live ? '' : `No live numbers from this replica (${view.role}). ${view.message}`;
     if (view.live && view.totals) {
-      renderTotals(view.totals);
+      renderTotals(view.totals, view.nodes);
       renderOverCapacity(view.nodes);
+      renderDraining(view.nodes);
       $('nodes-count').textContent = `(${fmt(view.nodes.length)})`;
       $('node-rows').replaceChildren(...view.nodes.map(nodeRow));
       $('no-nodes').hidden = view.nodes.length > 0;
       $('waiting-count').textContent = `(${fmt(view.waiting.length)})`;
       $('waiting').replaceChildren(...view.waiting.map((w) => waitingItem(w, view.generatedAt)));
       $('no-waiting').hidden = view.waiting.length > 0;
+      renderList('moves-section', 'moves-count', 'moves', (view.moves || []).map(moveItem));
+      renderList('blocked-section', 'blocked-count', 'blocked', (view.blocked || []).map(blockedItem));
     } else {
       $('over-capacity').hidden = true;
+      $('draining').hidden = true;
       $('node-rows').replaceChildren();
       $('waiting').replaceChildren();
+      renderList('moves-section', 'moves-count', 'moves', []);
+      renderList('blocked-section', 'blocked-count', 'blocked', []);
     }
     if (focusedNode) {
       const again = document.querySelector(`details[data-node="${CSS.escape(focusedNode)}"] summary`);
