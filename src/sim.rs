@@ -19,7 +19,7 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::api::{GROUP, Node, Tenant};
+use crate::api::{GROUP, Node, NodeClass, NodeRequest, Tenant};
 use crate::controller::{self, Settings};
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
@@ -77,7 +77,12 @@ impl Fleet {
 
     /// Installs the CRDs into a given API (e.g. one with a custom history size).
     pub fn with_api(api: ApiServer) -> Result<Fleet, FleetError> {
-        for crd in [Tenant::crd(), Node::crd()] {
+        for crd in [
+            Tenant::crd(),
+            Node::crd(),
+            NodeClass::crd(),
+            NodeRequest::crd(),
+        ] {
             let name = crd.name_any();
             let json = serde_json::to_value(&crd).map_err(|e| FleetError::InstallCrd {
                 crd: name.clone(),

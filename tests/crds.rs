@@ -5,7 +5,7 @@ use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use tenant_placer::api::{Node, Tenant, crd_yaml};
+use tenant_placer::api::{Node, NodeClass, NodeRequest, Tenant, crd_yaml};
 
 const REGENERATE: &str = "regenerate with: cargo run -- crd --out-dir crds";
 
@@ -27,7 +27,12 @@ fn committed_crds_match_the_rust_types() {
 
 #[test]
 fn committed_crds_parse_back_into_the_same_definitions() {
-    for (file, crd) in [("tenant.yaml", Tenant::crd()), ("node.yaml", Node::crd())] {
+    for (file, crd) in [
+        ("tenant.yaml", Tenant::crd()),
+        ("node.yaml", Node::crd()),
+        ("nodeclass.yaml", NodeClass::crd()),
+        ("noderequest.yaml", NodeRequest::crd()),
+    ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("crds")
             .join(file);
@@ -108,7 +113,7 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
     let state = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["state"];
     assert_eq!(
         state["enum"],
-        serde_json::json!(["Online", "Cordoned", "Offline"])
+        serde_json::json!(["Online", "Cordoned", "Offline", "Draining"])
     );
     // The controller's own overcommit bounds (placement::Overcommit), so nothing the API
     // accepts is refused later.
@@ -116,4 +121,53 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
         ["threads"];
     assert_eq!(ratio["minimum"], placement::Overcommit::MIN_RATIO);
     assert_eq!(ratio["maximum"], placement::Overcommit::MAX_RATIO);
+}
+
+#[test]
+fn node_classes_and_node_requests_are_cluster_scoped_with_the_designs_names_and_rules() {
+    let class = NodeClass::crd();
+    assert_eq!(class.spec.scope, "Cluster");
+    assert_eq!(class.spec.names.short_names, Some(vec!["nclass".into()]));
+    assert_eq!(class.spec.names.categories, Some(vec!["placement".into()]));
+    let schema = serde_json::to_value(&class.spec.versions[0].schema).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    // A class that offers nothing is no use; a limit of 0 would buy nothing.
+    assert_eq!(
+        spec["properties"]["capacity"]["properties"]["threads"]["minimum"].as_f64(),
+        Some(1.0)
+    );
+    assert_eq!(
+        spec["properties"]["capacity"]["properties"]["memoryGb"]["minimum"].as_f64(),
+        Some(1.0)
+    );
+    assert_eq!(spec["properties"]["limit"]["minimum"].as_f64(), Some(1.0));
+    assert_eq!(
+        spec["required"],
+        serde_json::json!(["capacity", "provider"])
+    );
+
+    let request = NodeRequest::crd();
+    assert_eq!(request.spec.scope, "Cluster");
+    assert_eq!(request.spec.names.short_names, Some(vec!["nreq".into()]));
+    let version = &request.spec.versions[0];
+    assert!(version.subresources.as_ref().unwrap().status.is_some());
+    let schema = serde_json::to_value(&version.schema).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(
+        spec["x-kubernetes-validations"][0]["rule"],
+        "self == oldSelf"
+    );
+    let phase = &schema["openAPIV3Schema"]["properties"]["status"]["properties"]["phase"];
+    assert_eq!(
+        phase["enum"],
+        serde_json::json!(["Pending", "Provisioning", "Ready", "Failed"])
+    );
+    let columns: Vec<&str> = version
+        .additional_printer_columns
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["Class", "Phase", "Node", "Tenants", "Age"]);
 }

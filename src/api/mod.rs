@@ -1,4 +1,5 @@
-//! The two custom resources, `Tenant` and `Node`, in group `placement.tenant-placer.dev/v1alpha1`.
+//! The custom resources, `Tenant`, `Node`, `NodeClass` and `NodeRequest`, in group
+//! `placement.tenant-placer.dev/v1alpha1`.
 //!
 //! Rules enforced here:
 //! - the Rust types are the single source of the CRD schemas (`tenant-placer crd` prints them,
@@ -12,11 +13,16 @@
 
 mod ledger;
 mod node;
+mod provision;
 mod tenant;
 
 pub use node::{
     AllocationEntry, DRAINED_CONDITION, NODE_FINALIZER, Node, NodeSpec, NodeState, NodeStatus,
     OVER_CAPACITY_CONDITION, OvercommitRatios,
+};
+pub use provision::{
+    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeClassSpec, NodeRequest, NodeRequestPhase,
+    NodeRequestSpec, NodeRequestStatus,
 };
 pub use tenant::{
     MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, Tenant, TenantMode, TenantPhase, TenantSpec,
@@ -140,11 +146,13 @@ impl From<placement::Resources> for ResourceAmounts {
     }
 }
 
-/// Both CRDs as YAML documents, Tenant first, as `tenant-placer crd` prints them.
+/// Every CRD as a YAML document, Tenant first, as `tenant-placer crd` prints them.
 pub fn crd_yaml() -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
     Ok(vec![
         ("tenant.yaml", to_yaml(&Tenant::crd())?),
         ("node.yaml", to_yaml(&Node::crd())?),
+        ("nodeclass.yaml", to_yaml(&NodeClass::crd())?),
+        ("noderequest.yaml", to_yaml(&NodeRequest::crd())?),
     ])
 }
 

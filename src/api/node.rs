@@ -30,7 +30,7 @@ pub const NODE_FINALIZER: &str = "placement.tenant-placer.dev/reservations";
         name = "State",
         type_ = "string",
         json_path = ".spec.state",
-        description = "Online, Cordoned or Offline"
+        description = "Online, Cordoned, Offline or Draining"
     ),
     printcolumn(
         name = "Free-Threads",

@@ -96,7 +96,7 @@ pub struct TenantSpec {
 pub const MAX_REPLICAS: i32 = 1000;
 
 /// A tenant's per-replica request: nothing runs on zero threads or zero memory (storage may be 0).
-fn at_least_one_thread_and_gigabyte(schema: &mut schemars::Schema) {
+pub(super) fn at_least_one_thread_and_gigabyte(schema: &mut schemars::Schema) {
     for field in ["threads", "memoryGb"] {
         if let Some(property) = schema
             .get_mut("properties")

@@ -1,0 +1,204 @@
+//! The kinds that turn waiting into a purchase: `NodeClass` (a machine that can be bought) and
+//! `NodeRequest` (one machine asked for, for named tenants), both cluster-scoped.
+//!
+//! Rules enforced here (docs/design.md, "Node requests"):
+//! - a class offers at least 1 thread and 1 GB of memory (a node that holds nothing is no use);
+//!   its limit is at least 1 when set, its monthly cost at least 0;
+//! - a request's spec is written once by the controller (class, capacity, the tenants it is for)
+//!   and never changed: the CEL rule refuses an update of it;
+//! - a request's status is written by a provisioner (`Pending`, `Provisioning`, `Ready` with the
+//!   Node's name, or `Failed` with why); the Node it makes carries the label
+//!   [`NODE_REQUEST_LABEL`] naming the request.
+
+use std::collections::BTreeMap;
+
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::ResourceAmounts;
+
+/// The label a provisioner puts on the Node it makes for a request: the request's name.
+pub const NODE_REQUEST_LABEL: &str = "placement.tenant-placer.dev/node-request";
+
+/// The label a provisioner puts on the Node it makes for a request: the class's name.
+pub const NODE_CLASS_LABEL: &str = "placement.tenant-placer.dev/node-class";
+
+/// A kind of bare-metal machine that can be bought, and how many of it at most.
+#[derive(CustomResource, JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "placement.tenant-placer.dev",
+    version = "v1alpha1",
+    kind = "NodeClass",
+    shortname = "nclass",
+    category = "placement",
+    doc = "A kind of bare-metal machine a provisioner can buy (e.g. an OVH or Hetzner model). \
+           tenant-placer requests one of these when tenants wait for capacity.",
+    printcolumn(
+        name = "Provider",
+        type_ = "string",
+        json_path = ".spec.provider",
+        description = "Who sells it, for the provisioner"
+    ),
+    printcolumn(
+        name = "Threads",
+        type_ = "integer",
+        json_path = ".spec.capacity.threads",
+        description = "Thread capacity of one machine"
+    ),
+    printcolumn(
+        name = "Memory-GB",
+        type_ = "integer",
+        json_path = ".spec.capacity.memoryGb",
+        description = "Memory of one machine, GB"
+    ),
+    printcolumn(
+        name = "Storage-GB",
+        type_ = "integer",
+        json_path = ".spec.capacity.storageGb",
+        description = "Storage of one machine, GB"
+    ),
+    printcolumn(
+        name = "Monthly-Cost",
+        type_ = "integer",
+        json_path = ".spec.monthlyCost",
+        description = "What one machine costs a month"
+    ),
+    printcolumn(
+        name = "Limit",
+        type_ = "integer",
+        json_path = ".spec.limit",
+        description = "Most machines of this class at once"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassSpec {
+    /// What one machine offers in each dimension (at least 1 thread and 1 GB of memory).
+    #[schemars(transform = super::tenant::at_least_one_thread_and_gigabyte)]
+    pub capacity: ResourceAmounts,
+    /// Free text for the provisioner: who sells it, and which model (e.g. "hetzner/AX102").
+    pub provider: String,
+    /// What one machine costs a month, in whole units of the fleet's currency. The planner buys
+    /// the cheapest set of machines; a class without a cost is bought only when no priced class
+    /// can hold a tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = super::MAX_AMOUNT))]
+    pub monthly_cost: Option<i64>,
+    /// The most machines of this class at once (requested and not handed back). Unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub limit: Option<i32>,
+    /// Labels the provisioner gives each Node of this class.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Where a request is: written by the provisioner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum NodeRequestPhase {
+    /// Created, not yet taken up by a provisioner.
+    #[default]
+    Pending,
+    /// A provisioner is buying and installing the machine.
+    Provisioning,
+    /// The Node exists (`status.nodeName`) and takes tenants.
+    Ready,
+    /// The provisioner gave up (`status.message` says why): the controller plans again.
+    Failed,
+}
+
+impl NodeRequestPhase {
+    /// Every phase, in lifecycle order.
+    pub const ALL: [NodeRequestPhase; 4] = [
+        NodeRequestPhase::Pending,
+        NodeRequestPhase::Provisioning,
+        NodeRequestPhase::Ready,
+        NodeRequestPhase::Failed,
+    ];
+}
+
+impl std::fmt::Display for NodeRequestPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(&format!("{self:?}"))
+    }
+}
+
+/// One machine asked for, for the tenants that wait for it.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "placement.tenant-placer.dev",
+    version = "v1alpha1",
+    kind = "NodeRequest",
+    shortname = "nreq",
+    category = "placement",
+    status = "NodeRequestStatus",
+    doc = "A machine of a NodeClass that tenant-placer asks a provisioner for, because the named \
+           tenants wait for capacity. The provisioner creates the Node (labelled with this \
+           request's name) and sets the phase.",
+    printcolumn(
+        name = "Class",
+        type_ = "string",
+        json_path = ".spec.nodeClass",
+        description = "The NodeClass asked for"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Pending, Provisioning, Ready or Failed"
+    ),
+    printcolumn(
+        name = "Node",
+        type_ = "string",
+        json_path = ".status.nodeName",
+        description = "The Node made for it, once Ready"
+    ),
+    printcolumn(
+        name = "Tenants",
+        type_ = "string",
+        json_path = ".spec.tenants",
+        description = "The tenants it is for"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("a NodeRequest's spec is fixed once created: delete it and create another"))]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRequestSpec {
+    /// The NodeClass asked for.
+    pub node_class: String,
+    /// The class's capacity when it was asked for.
+    pub capacity: ResourceAmounts,
+    /// The tenants (namespace/name) it is for, oldest first.
+    #[serde(default)]
+    pub tenants: Vec<String>,
+}
+
+/// What the provisioner says of a request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRequestStatus {
+    #[serde(default)]
+    pub phase: NodeRequestPhase,
+    /// The Node made for it, once Ready.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node_name: String,
+    /// One sentence: what the provisioner is doing, or why it failed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl NodeRequest {
+    /// The phase its status says (Pending without a status: no provisioner has seen it yet).
+    pub fn phase(&self) -> NodeRequestPhase {
+        self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+}
