@@ -1,7 +1,7 @@
 //! tenant-placer: a Kubernetes operator that places tenants on bare-metal nodes by first fit.
 //!
 //! ```text
-//!   api         Tenant, Node (CRD types)         no logic beyond checked conversions
+//!   api         Tenant, Node, NodeClass, NodeRequest (CRD types): checked conversions only
 //!   controller  reconcile Tenants and Nodes      compute a plan (placement crate), then write it
 //!     └ engine  the single Node-status writer    every write guarded by resourceVersion
 //!   error       the one error type
@@ -10,6 +10,7 @@
 //!   serve       the HTTP side: /healthz, /readyz, /metrics (gauges read from the watch caches)
 //!     └ page    the read-only fleet page and /api/fleet
 //!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
+//!   provisioner a simulated provisioner: NodeRequests become Nodes (simulate, sandbox)
 //!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
 //!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
 //!   testing     test fixtures: one builder for Nodes and Tenants (tests only, feature `testing`)
@@ -21,6 +22,7 @@ pub mod invariants;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
+pub mod provisioner;
 pub mod report;
 pub mod sandbox;
 pub mod serve;

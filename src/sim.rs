@@ -53,6 +53,8 @@ pub struct Fleet {
     pub api: ApiServer,
     pub client: Client,
     controller: Mutex<Option<JoinHandle<()>>>,
+    /// The simulated provisioner, when one runs.
+    provisioner: Mutex<Option<JoinHandle<()>>>,
     /// Committed writes of Tenants and Nodes (not Leases or Events, which move on their own).
     placement_writes: Arc<AtomicU64>,
 }
@@ -66,11 +68,15 @@ impl std::fmt::Debug for Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.stop();
+        let provisioner = self.provisioner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(task) = provisioner.take() {
+            task.abort();
+        }
     }
 }
 
 impl Fleet {
-    /// An empty API with the Tenant and Node CRDs installed.
+    /// An empty API with the CRDs installed.
     pub fn new() -> Result<Fleet, FleetError> {
         Fleet::with_api(ApiServer::new())
     }
@@ -106,6 +112,7 @@ impl Fleet {
             api,
             client,
             controller: Mutex::default(),
+            provisioner: Mutex::default(),
             placement_writes,
         })
     }
@@ -142,6 +149,19 @@ impl Fleet {
         }
     }
 
+    /// Starts the simulated provisioner (another actor than the controller): NodeRequests become
+    /// Nodes after its delay; a running one is replaced.
+    pub fn start_provisioner(&self, config: crate::provisioner::ProvisionerConfig) {
+        let task = tokio::spawn(crate::provisioner::run(self.client.clone(), config));
+        let mut slot = self
+            .provisioner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(previous) = slot.replace(task) {
+            previous.abort();
+        }
+    }
+
     /// Stops the controller at once, wherever it is (as a crash would).
     pub fn stop(&self) {
         let mut slot = self
@@ -167,6 +187,7 @@ impl Fleet {
             let resource = match kind.as_str() {
                 "Tenant" => ApiResource::erase::<Tenant>(&()),
                 "Node" => ApiResource::erase::<Node>(&()),
+                "NodeClass" => ApiResource::erase::<NodeClass>(&()),
                 "Namespace" => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
                 _ => return Err(FleetError::UnknownKind { kind, name }),
             };

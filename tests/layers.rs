@@ -18,7 +18,8 @@ const LAYERS: &[&[&str]] = &[
     // The one error type; the CRD types and their conversions.
     &["error", "api"],
     // Each stands alone over the types: leader election, the metrics the controller counts into,
-    // the invariants, the fleet report, manifest reading.
+    // the invariants, the fleet report, manifest reading, the simulated provisioner (another
+    // actor, which knows nothing of the controller).
     // Test fixtures (compiled for tests only) are built from the types too.
     &[
         "leader",
@@ -26,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
         "invariants",
         "report",
         "manifests",
+        "provisioner",
         "testing",
     ],
     // The run loop: knows nothing of HTTP, the page or metrics formatting.
