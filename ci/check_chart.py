@@ -72,6 +72,8 @@ CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "tenants/status"): ["patch"],
     ("placement.tenant-placer.dev", "nodes"): ["get", "list", "watch", "patch"],
     ("placement.tenant-placer.dev", "nodes/status"): ["update"],
+    ("placement.tenant-placer.dev", "nodeclasses"): ["list", "watch"],
+    ("placement.tenant-placer.dev", "noderequests"): ["list", "watch", "create", "delete"],
     ("events.k8s.io", "events"): ["create"],
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
@@ -171,7 +173,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
         Case("page.enabled=false", {"page": {"enabled": False}}, page=False),
         Case("lean writes: no finalizer, problem events only, StrictFIFO",
              {"controller": {"finalizer": False, "events": "problems", "queue": "StrictFIFO",
-                             "maxMigrations": 4}},
+                             "maxMigrations": 4, "requestAfterSeconds": 0,
+                             "emptyNodeSeconds": 3600}},
              tenant_finalizer_policy=False),
         Case("admission guards off (clusters before 1.30)",
              {"admissionGuards": {"validating": {"enabled": False},
@@ -195,6 +198,10 @@ def cases() -> tuple[list[Case], list[BadCase]]:
         BadCase("controller.queue=LIFO", {"controller": {"queue": "LIFO"}}, "queue"),
         BadCase("controller.maxMigrations=0", {"controller": {"maxMigrations": 0}},
                 "maxMigrations"),
+        BadCase("controller.emptyNodeSeconds=0", {"controller": {"emptyNodeSeconds": 0}},
+                "emptyNodeSeconds"),
+        BadCase("controller.requestAfterSeconds=-1", {"controller": {"requestAfterSeconds": -1}},
+                "requestAfterSeconds"),
         BadCase("controller.events=some", {"controller": {"events": "some"}}, "events"),
         BadCase("controller.finalizer='no'", {"controller": {"finalizer": "no"}}, "finalizer"),
         BadCase("metrics.port=70000", {"metrics": {"port": 70000}}, "port"),
@@ -229,9 +236,9 @@ def check_crds(report: Report, chart: helm.Chart) -> list[dict[str, Any]]:
     repo_files = sorted(p.name for p in REPO_CRDS.glob("*.yaml"))
     chart_files = sorted(p.name for p in chart_dir.glob("*.yaml"))
     report.check(
-        repo_files == chart_files and len(repo_files) == 2,
+        repo_files == chart_files and len(repo_files) == 4,
         f"crds: charts/tenant-placer/crds/ has {chart_files}, crds/ has {repo_files} "
-        f"(expected the same two files; {REGENERATE})",
+        f"(expected the same four files; {REGENERATE})",
     )
     for name in sorted(set(repo_files) & set(chart_files)):
         report.check(
@@ -478,7 +485,9 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                  f"--policy={controller.get('policy', 'FirstFit')}",
                  f"--events={controller.get('events', 'problems')}",
                  f"--queue={controller.get('queue', 'BestEffortFIFO')}",
-                 f"--max-migrations={controller.get('maxMigrations', 16)}"]
+                 f"--max-migrations={controller.get('maxMigrations', 16)}",
+                 f"--request-after-seconds={controller.get('requestAfterSeconds', 60)}",
+                 f"--empty-node-seconds={controller.get('emptyNodeSeconds', 600)}"]
     want_args += [] if controller.get("finalizer", True) else ["--no-finalizer"]
     want_args += ["--leader-election"] if case.leader_election else []
     want_args += [] if case.page else ["--no-page"]

@@ -47,6 +47,12 @@ pub enum Error {
     #[error("the node cache stopped before it was ready")]
     CacheClosed,
 
+    #[error("creating or deleting node request {request}: {source}")]
+    NodeRequest {
+        request: String,
+        source: kube::Error,
+    },
+
     #[error("the placement engine has stopped (the controller is shutting down or lost its lease)")]
     EngineStopped,
 }
@@ -69,6 +75,7 @@ impl Error {
             Error::TenantReleased { .. } => "tenant_released",
             Error::CacheClosed => "cache_closed",
             Error::EngineStopped => "engine_stopped",
+            Error::NodeRequest { .. } => "node_request",
         }
     }
 }

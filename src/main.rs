@@ -123,6 +123,36 @@ struct PlacementArgs {
     /// Moves off draining nodes in flight at once, at most (at least 1).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..), env = "TENANT_PLACER_MAX_MIGRATIONS")]
     max_migrations: u16,
+    /// A tenant waiting for capacity this many seconds gets a NodeRequest for a NodeClass that
+    /// can hold it; 0 requests nothing.
+    #[arg(
+        long,
+        default_value_t = 60,
+        env = "TENANT_PLACER_REQUEST_AFTER_SECONDS"
+    )]
+    request_after_seconds: u64,
+    /// A Node made for a NodeRequest that has held nothing this many seconds is handed back (its
+    /// request deleted; the provisioner removes the machine). At least 1.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..), env = "TENANT_PLACER_EMPTY_NODE_SECONDS")]
+    empty_node_seconds: u64,
+    /// Play the provisioner in-process (simulate and sandbox only): `simulated` turns each
+    /// NodeRequest into a Node after --provisioner-delay-ms.
+    #[arg(long, value_enum)]
+    provisioner: Option<ProvisionerKind>,
+    /// How long the simulated provisioner takes to deliver a machine.
+    #[arg(long, default_value_t = 2000)]
+    provisioner_delay_ms: u64,
+    /// Classes whose requests the simulated provisioner fails (comma-separated), to watch the
+    /// controller plan on another class.
+    #[arg(long, value_delimiter = ',')]
+    provisioner_fails: Vec<String>,
+}
+
+/// Who provisions machines for NodeRequests, when tenant-placer plays the part itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ProvisionerKind {
+    /// An in-process provisioner that delivers a Node after a delay.
+    Simulated,
 }
 
 impl PlacementArgs {
@@ -130,7 +160,8 @@ impl PlacementArgs {
     fn describe(&self) -> String {
         format!(
             "--policy {} --queue {} --events {} --requeue-window-ms {} --pending-recheck-seconds {} \
-             --orphan-sweep-seconds {} --max-migrations {} --concurrency {}{}",
+             --orphan-sweep-seconds {} --max-migrations {} --request-after-seconds {} \
+             --empty-node-seconds {} --concurrency {}{}{}",
             self.policy,
             self.queue,
             match self.events {
@@ -141,11 +172,20 @@ impl PlacementArgs {
             self.pending_recheck_seconds,
             self.orphan_sweep_seconds,
             self.max_migrations,
+            self.request_after_seconds,
+            self.empty_node_seconds,
             self.concurrency,
             if self.no_finalizer {
                 " --no-finalizer"
             } else {
                 ""
+            },
+            match self.provisioner {
+                Some(ProvisionerKind::Simulated) => format!(
+                    " --provisioner simulated --provisioner-delay-ms {}",
+                    self.provisioner_delay_ms
+                ),
+                None => String::new(),
             }
         )
     }
@@ -161,8 +201,22 @@ impl PlacementArgs {
             requeue_window: Duration::from_millis(self.requeue_window_ms),
             orphan_sweep: Duration::from_secs(self.orphan_sweep_seconds),
             max_migrations: self.max_migrations,
+            request_after: (self.request_after_seconds > 0)
+                .then(|| Duration::from_secs(self.request_after_seconds)),
+            empty_node_after: Duration::from_secs(self.empty_node_seconds),
             ..Settings::default()
         }
+    }
+
+    /// The simulated provisioner these flags ask for, if any.
+    fn provisioner(&self) -> Option<tenant_placer::provisioner::ProvisionerConfig> {
+        self.provisioner.map(|ProvisionerKind::Simulated| {
+            tenant_placer::provisioner::ProvisionerConfig {
+                delay: Duration::from_millis(self.provisioner_delay_ms),
+                failing: self.provisioner_fails.iter().cloned().collect(),
+                every: Duration::from_millis(100),
+            }
+        })
     }
 }
 
@@ -251,6 +305,7 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
                 kubeconfig_out,
                 files,
                 settings: placement.settings(),
+                provisioner: placement.provisioner(),
             };
             tenant_placer::sandbox::run(options).await?
         }
@@ -320,24 +375,32 @@ async fn settle(
         manifests::read_manifests(files)?
     };
     let settings = placement.settings();
+    // With a provisioner, quiet means also that no tenant is about to be planned for: wait past
+    // the request delay and one look of the request loop.
+    let purchase_wait = match (placement.provisioner.is_some(), settings.request_after) {
+        (true, Some(after)) => after.saturating_add(settings.request_check.saturating_mul(2)),
+        _ => Duration::ZERO,
+    };
     let fleet = Fleet::new()?;
     // As on a cluster with the chart's admission guards.
     fleet.admit_finalizers(settings.finalizer);
     fleet.start(settings);
+    if let Some(provisioner) = placement.provisioner() {
+        fleet.start_provisioner(provisioner);
+    }
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) = manifests
         .into_iter()
         .partition(|m| m.object["kind"] == "Node");
     for (batch, idle) in [(nodes, 200), (others, 300)] {
+        let idle = Duration::from_millis(idle).max(purchase_wait);
         for manifest in &batch {
             fleet
                 .apply(std::slice::from_ref(&manifest.object))
                 .await
                 .map_err(|refused| manifest.error(refused))?;
         }
-        fleet
-            .settle(Duration::from_millis(idle), Duration::from_secs(300))
-            .await?;
+        fleet.settle(idle, Duration::from_secs(300)).await?;
     }
     fleet.stop();
     let (nodes, tenants) = (fleet.nodes(), fleet.tenants());

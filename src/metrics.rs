@@ -67,6 +67,10 @@ pub struct Metrics {
     undecodable: Family<KindLabel, Counter>,
     /// Moves off draining nodes that ended, by result.
     migrations: Family<MoveLabel, Counter>,
+    /// NodeRequests a provisioner reported Failed.
+    requests_failed: Counter,
+    /// Machines handed back (their request deleted) after holding nothing for a while.
+    nodes_handed_back: Counter,
 }
 
 impl Default for Metrics {
@@ -82,6 +86,8 @@ impl Default for Metrics {
         }
         Metrics {
             migrations,
+            requests_failed: Counter::default(),
+            nodes_handed_back: Counter::default(),
             reconciles: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
             conflicts: Counter::default(),
@@ -126,6 +132,16 @@ impl Metrics {
             self.migrations.clone(),
         );
         registry.register(
+            "tenant_placer_node_requests_failed",
+            "NodeRequests the provisioner reported Failed (their class rests, its tenants are planned again)",
+            self.requests_failed.clone(),
+        );
+        registry.register(
+            "tenant_placer_nodes_handed_back",
+            "Machines handed back (their NodeRequest deleted) after holding nothing for --empty-node-seconds",
+            self.nodes_handed_back.clone(),
+        );
+        registry.register(
             "tenant_placer_undecodable_objects",
             "Object versions the controller could not decode and skipped (see the error log)",
             self.undecodable.clone(),
@@ -166,6 +182,16 @@ impl Metrics {
     pub fn migration_ended(&self, done: bool) {
         let result = if done { "done" } else { "cancelled" };
         self.migrations.get_or_create(&MoveLabel { result }).inc();
+    }
+
+    /// A NodeRequest was reported Failed.
+    pub fn node_request_failed(&self) {
+        self.requests_failed.inc();
+    }
+
+    /// A machine was handed back.
+    pub fn node_handed_back(&self) {
+        self.nodes_handed_back.inc();
     }
 
     /// An object of `kind` could not be decoded and was skipped (each version once).

@@ -125,7 +125,9 @@ async fn look(
                 .delete(&node.name_any(), &DeleteParams::default())
                 .await
             {
-                Ok(_) => tracing::info!(node = %node.name_any(), "simulated provisioner: machine handed back"),
+                Ok(_) => {
+                    tracing::info!(node = %node.name_any(), "simulated provisioner: machine handed back")
+                }
                 Err(kube::Error::Api(status)) if status.is_not_found() => {}
                 Err(error) => return Err(error),
             }
@@ -147,10 +149,7 @@ fn node_for(request: &NodeRequest, class: Option<&NodeClass>) -> Node {
     );
     let mut labels = class.map(|c| c.spec.labels.clone()).unwrap_or_default();
     labels.insert(NODE_REQUEST_LABEL.to_owned(), name);
-    labels.insert(
-        NODE_CLASS_LABEL.to_owned(),
-        request.spec.node_class.clone(),
-    );
+    labels.insert(NODE_CLASS_LABEL.to_owned(), request.spec.node_class.clone());
     node.metadata.labels = Some(labels);
     node
 }

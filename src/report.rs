@@ -72,9 +72,17 @@ impl FleetReport {
     pub fn render_text(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "TENANTS");
+        // As wide as the longest node name (machines bought for requests have long ones).
+        let width = self
+            .tenants
+            .iter()
+            .map(|t| t.node.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(12);
         let _ = writeln!(
             out,
-            "{:<24} {:<16} {:<12} {:>8} {:>10} {:>11}",
+            "{:<24} {:<16} {:<width$} {:>8} {:>10} {:>11}",
             "TENANT", "PHASE", "NODE", "THREADS", "MEMORY-GB", "STORAGE-GB"
         );
         for t in &self.tenants {
@@ -86,7 +94,7 @@ impl FleetReport {
             };
             let _ = writeln!(
                 out,
-                "{:<24} {:<16} {:<12} {:>8} {:>10} {:>11}",
+                "{:<24} {:<16} {:<width$} {:>8} {:>10} {:>11}",
                 t.tenant, t.phase, node, shown.threads, shown.memory_gb, shown.storage_gb
             );
             if matches!(

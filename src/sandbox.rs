@@ -45,6 +45,8 @@ pub struct SandboxOptions {
     pub files: Vec<PathBuf>,
     /// How the controller places, orders and records (`run`'s flags).
     pub settings: Settings,
+    /// Play the provisioner in-process: NodeRequests become Nodes (`--provisioner simulated`).
+    pub provisioner: Option<crate::provisioner::ProvisionerConfig>,
 }
 
 /// Why the sandbox could not start.
@@ -132,6 +134,9 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         options.settings.clone(),
         state.handles(),
     )));
+    if let Some(provisioner) = options.provisioner.clone() {
+        fleet.start_provisioner(provisioner);
+    }
     let page_listen = SocketAddr::new(loopback_like(options.listen.ip()), 0);
     let page_listener =
         TcpListener::bind(page_listen)
@@ -396,6 +401,7 @@ mod tests {
             kubeconfig_out: PathBuf::from("unused"),
             files: Vec::new(),
             settings: Settings::default(),
+            provisioner: None,
         };
         let error = start(&options).await.unwrap_err();
         assert!(
@@ -416,6 +422,7 @@ mod tests {
                 policy: placement::Policy::BestFit,
                 ..Settings::default()
             },
+            provisioner: None,
         };
         let sandbox = start(&options).await.unwrap();
         let page = sandbox.state.page().expect("the sandbox serves its page");

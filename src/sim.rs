@@ -19,7 +19,7 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::api::{GROUP, Node, NodeClass, NodeRequest, Tenant};
+use crate::api::{GROUP, Node, NodeClass, NodeRequest, NodeRequestPhase, Tenant};
 use crate::controller::{self, Settings};
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
@@ -68,7 +68,10 @@ impl std::fmt::Debug for Fleet {
 impl Drop for Fleet {
     fn drop(&mut self) {
         self.stop();
-        let provisioner = self.provisioner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let provisioner = self
+            .provisioner
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
         if let Some(task) = provisioner.take() {
             task.abort();
         }
@@ -269,7 +272,27 @@ impl Fleet {
                     .as_ref()
                     .is_some_and(|s| s.observed_generation == t.metadata.generation)
         });
-        tenants_done && self.nodes().iter().all(|n| n.status.is_some())
+        tenants_done && self.nodes().iter().all(|n| n.status.is_some()) && self.machines_delivered()
+    }
+
+    /// With a simulated provisioner running, no machine is still coming (a request Pending or
+    /// Provisioning): its delay writes nothing, and is not quiet.
+    fn machines_delivered(&self) -> bool {
+        let provisioning = self
+            .provisioner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some();
+        !provisioning
+            || self
+                .typed::<NodeRequest>(&self.api.list(GROUP, "noderequests"))
+                .iter()
+                .all(|r| {
+                    matches!(
+                        r.phase(),
+                        NodeRequestPhase::Ready | NodeRequestPhase::Failed
+                    )
+                })
     }
 
     /// Waits until nothing was written for `idle` and the controller has caught up.

@@ -235,10 +235,10 @@ kind: Node
 metadata: {name: bad}
 spec:
   capacity: {threads: 64, memoryGb: 256, storageGb: 8000}
-  state: Draining
+  state: Retired
 ",
         field: "spec.state",
-        fragment: r#"spec.state: Unsupported value: "Draining": supported values: "Online", "Cordoned", "Offline""#,
+        fragment: r#"spec.state: Unsupported value: "Retired": supported values: "Online", "Cordoned", "Offline", "Draining""#,
     },
 ];
 

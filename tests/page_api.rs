@@ -592,3 +592,35 @@ async fn api_fleet_shows_a_move_in_flight_on_both_nodes_until_it_completes() {
     assert_eq!(view["totals"]["movesInFlight"], 0);
     assert_eq!(view["totals"]["drainingNodes"], 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_fleet_lists_the_machine_asked_for_a_waiting_tenant_and_where_it_is() {
+    let state = State::default();
+    let fleet = Fleet::new().unwrap();
+    let settings = Settings {
+        request_after: Some(Duration::ZERO),
+        request_check: Duration::from_millis(20),
+        ..Settings::default()
+    };
+    let _running = AbortOnDrop(tokio::spawn(controller::run_with(
+        fleet.client.clone(),
+        settings,
+        state.handles(),
+    )));
+    let purchase = examples().join("purchase");
+    let objects = manifests::read_paths(&[examples(), purchase]).unwrap();
+    let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
+    fleet.apply(&nodes).await.unwrap();
+    fleet.apply(&others).await.unwrap();
+    // No provisioner runs: the request for big stays Pending, and the page says so.
+    let view = wait_for_view(&state, "a request for big", |v| {
+        v["requests"].as_array().is_some_and(|r| !r.is_empty())
+    })
+    .await;
+    let request = &view["requests"][0];
+    assert_eq!(request["class"], "hetzner-ax162");
+    assert_eq!(request["phase"], "Pending");
+    assert_eq!(request["tenants"], json!(["default/big"]));
+    assert_eq!(request["node"], "");
+    assert_eq!(request["capacity"]["threads"], 384);
+}

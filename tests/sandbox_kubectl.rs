@@ -408,6 +408,75 @@ fn kubectl_drains_a_node_and_deletes_one_and_the_tenant_moves_each_time() {
 }
 
 #[test]
+fn kubectl_sees_a_waiting_tenant_get_a_machine_asked_for_delivered_used_and_an_idle_one_go_back() {
+    let purchase = examples().join("purchase");
+    let sandbox = Sandbox::start_with(
+        &[&examples(), &purchase],
+        &[
+            "--provisioner",
+            "simulated",
+            "--provisioner-delay-ms",
+            "500",
+            "--request-after-seconds",
+            "1",
+            "--empty-node-seconds",
+            "2",
+        ],
+    );
+    // big fits on neither seed node: after a second of waiting, a machine is asked for.
+    sandbox.wait_jsonpath(&["tn", "big"], "{.status.phase}", "PendingCapacity");
+    let classes = sandbox.kubectl(&["get", "nclass"]).ok("kubectl get nclass");
+    assert_eq!(
+        &row(&classes, "hetzner-ax162")[..3],
+        ["hetzner-ax162", "hetzner/AX162-R", "384"],
+        "{classes}"
+    );
+    sandbox.wait_jsonpath(&["nreq"], "{.items[0].spec.tenants[0]}", "default/big");
+    let request = sandbox
+        .jsonpath(&["nreq"], "{.items[0].metadata.name}")
+        .unwrap();
+    // The machine arrives as a Node named after the request, and big is placed there.
+    sandbox.wait_jsonpath(&["nreq", &request], "{.status.phase}", "Ready");
+    sandbox.wait_jsonpath(&["tn", "big"], "{.status.nodeName}", &request);
+    let listed = sandbox.kubectl(&["get", "nreq"]).ok("kubectl get nreq");
+    assert_eq!(
+        &row(&listed, &request)[..5],
+        [
+            request.as_str(),
+            "hetzner-ax162",
+            "Ready",
+            request.as_str(),
+            "[\"default/big\"]"
+        ],
+        "{listed}"
+    );
+    let region = sandbox
+        .jsonpath(&["pnode", &request], "{.metadata.labels.region}")
+        .unwrap();
+    assert_eq!(region, "eu-central");
+    // big goes: the machine holds nothing for two seconds and is handed back, Node and all.
+    sandbox
+        .kubectl(&["delete", "tn", "big", "--timeout=30s"])
+        .ok("kubectl delete tn big");
+    let gone = || {
+        sandbox
+            .kubectl(&["get", "pnode", &request])
+            .failed("kubectl get pnode (handed back)")
+    };
+    wait_for("the idle machine to go back", || {
+        sandbox
+            .kubectl_command(&["get", "pnode", &request])
+            .output()
+            .ok()
+            .filter(|o| !o.status.success())
+            .map(drop)
+    });
+    assert!(gone().contains("NotFound"));
+    let requests = sandbox.kubectl(&["get", "nreq"]).ok("kubectl get nreq");
+    assert!(!requests.contains(&request), "{requests}");
+}
+
+#[test]
 fn the_sandbox_refuses_a_non_loopback_address() {
     let mut command = sandbox::binary();
     command.args([

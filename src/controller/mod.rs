@@ -23,6 +23,7 @@ pub mod engine;
 pub mod newest;
 pub mod node;
 pub mod publisher;
+pub mod requests;
 pub mod tenant;
 pub mod waiting;
 
@@ -42,7 +43,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
-use crate::api::{Node, Tenant};
+use crate::api::{Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
@@ -84,6 +85,13 @@ pub struct Settings {
     pub orphan_sweep: Duration,
     /// Moves off draining nodes in flight at once, at most.
     pub max_migrations: u16,
+    /// A tenant waiting for capacity this long gets a NodeRequest (when a NodeClass can hold
+    /// it); `None` requests nothing.
+    pub request_after: Option<Duration>,
+    /// A Node made for a request that has held nothing this long is handed back.
+    pub empty_node_after: Duration,
+    /// How often the requests are looked at.
+    pub request_check: Duration,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -118,6 +126,9 @@ impl Default for Settings {
             requeue_window: Duration::from_millis(100),
             orphan_sweep: Duration::from_secs(300),
             max_migrations: 16,
+            request_after: Some(Duration::from_secs(60)),
+            empty_node_after: Duration::from_secs(600),
+            request_check: Duration::from_secs(1),
         }
     }
 }
@@ -332,6 +343,8 @@ pub struct Context {
     pub waiting: Arc<WaitingRoom>,
     /// What each tenant's status claims, checked against its node in the waiting room's passes.
     pub claims: Arc<claims::Claims>,
+    /// What the node-request loop remembers: each waiting tenant's note, requests just created.
+    pub purchases: Arc<requests::Purchases>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
     pub events: Option<publisher::EventPublisher>,
     pub metrics: Arc<Metrics>,
@@ -365,6 +378,7 @@ impl Context {
             tenant_copies: Arc::default(),
             waiting,
             claims: Arc::default(),
+            purchases: Arc::default(),
             events: None,
             metrics: Arc::default(),
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
@@ -443,10 +457,14 @@ impl Health {
 #[derive(Clone, Default)]
 pub struct Caches {
     stores: Arc<Mutex<Option<Stores>>>,
+    purchases: Arc<Mutex<Option<PurchaseStores>>>,
 }
 
 /// The node and tenant watch caches of one term.
 pub type Stores = (Store<Node>, Store<Tenant>);
+
+/// The NodeClass and NodeRequest watch caches of one term (when node requests are on).
+pub type PurchaseStores = (Store<NodeClass>, Store<NodeRequest>);
 
 impl std::fmt::Debug for Caches {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -466,6 +484,22 @@ impl Caches {
     /// The node and tenant stores, once the controller has set them.
     pub fn get(&self) -> Option<Stores> {
         self.stores
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Hands out these class and request stores from now on.
+    pub fn set_purchases(&self, classes: Store<NodeClass>, requests: Store<NodeRequest>) {
+        *self
+            .purchases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some((classes, requests));
+    }
+
+    /// The class and request stores, once the controller has set them (node requests on).
+    pub fn purchases(&self) -> Option<PurchaseStores> {
+        self.purchases
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -538,12 +572,16 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         metrics,
         caches,
     } = handles;
+    // New caches start empty: not ready until they sync (a previous term's flag may remain,
+    // e.g. after a task was aborted in-process).
+    health.caches_synced.store(false, Ordering::SeqCst);
     let nodes: Api<Node> = Api::all(client.clone());
     let (node_cache, node_feed) = reflector::store::<Node>();
     let (tenant_cache, tenant_feed) = reflector::store::<Tenant>();
     let (raise_nodes, node_synced) = Synced::flag();
     let (raise_tenants, tenants_synced) = Synced::flag();
     let (skipped, undecodable) = futures::channel::mpsc::unbounded::<decode::Skipped>();
+    let skipped_requests = skipped.clone();
     let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
     let waiting = Arc::new(waiting);
     let claims: Arc<claims::Claims> = Arc::default();
@@ -623,6 +661,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         tenant_cache.clone(),
     );
     caches.set(node_cache.clone(), tenant_cache.clone());
+    let purchase_caches = caches.clone();
     let concurrency = settings.concurrency;
     let publisher =
         publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());
@@ -640,6 +679,41 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     };
     let ctx = Arc::new(context.with_events(publisher).with_metrics(metrics));
     let _passes = AbortOnDrop(tokio::spawn(waiting::run_passes(ctx.clone())));
+    let _requests = ctx.settings.request_after.is_some().then(|| {
+        let (class_cache, class_feed) = reflector::store::<NodeClass>();
+        let (request_cache, request_feed) = reflector::store::<NodeRequest>();
+        purchase_caches.set_purchases(class_cache.clone(), request_cache.clone());
+        let (raise_classes, classes_synced) = Synced::flag();
+        let (raise_requests, requests_synced) = Synced::flag();
+        let classes = reflected(
+            Api::all(ctx.client.clone()),
+            class_feed,
+            raise_classes,
+            |_: &watcher::Event<NodeClass>| {},
+            skipped_requests.clone(),
+        );
+        let requests = reflected(
+            Api::all(ctx.client.clone()),
+            request_feed,
+            raise_requests,
+            |_: &watcher::Event<NodeRequest>| {},
+            skipped_requests.clone(),
+        );
+        let watches = futures::future::join(
+            classes.for_each(|_| std::future::ready(())),
+            requests.for_each(|_| std::future::ready(())),
+        );
+        (
+            AbortOnDrop(tokio::spawn(async move {
+                watches.await;
+            })),
+            AbortOnDrop(tokio::spawn(requests::run(
+                ctx.clone(),
+                (class_cache, classes_synced),
+                (request_cache, requests_synced),
+            ))),
+        )
+    });
     let _skipped = AbortOnDrop(tokio::spawn(report_skipped(undecodable, ctx.clone())));
     let released_on_delete = ctx.clone();
     let _releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(

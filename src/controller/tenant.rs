@@ -384,6 +384,12 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         // Still waiting after the loss: keep saying why it left Active.
         wanted.with_lost_note(note);
     }
+    if wanted.phase == TenantPhase::PendingCapacity
+        && let Some(note) = ctx.purchases.note_for(&key)
+    {
+        // Waiting for a machine: its request, or why none can be asked for.
+        wanted.message = format!("{}; {note}", wanted.message);
+    }
     write_status(&api, &tenant, &wanted, &key, &ctx).await?;
     announce(&ctx, &tenant, &committed.writes, &wanted).await;
     for edit in &committed.writes {

@@ -14,7 +14,9 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
-use crate::api::{Node, Tenant, TenantPhase};
+use crate::api::{
+    Node, NodeClass, NodeRequest, NodeRequestPhase, ResourceAmounts, Tenant, TenantPhase,
+};
 use crate::controller::waiting::Waiter;
 use crate::controller::{Caches, Health, Role};
 
@@ -30,6 +32,9 @@ impl Collector for Gauges {
         if let Some((nodes, tenants)) = self.caches.get() {
             encode_tenants(&mut encoder, &tenants.state())?;
             encode_nodes(&mut encoder, &nodes.state())?;
+        }
+        if let Some((classes, requests)) = self.caches.purchases() {
+            encode_requests(&mut encoder, &classes.state(), &requests.state())?;
         }
         let leading = u64::from(self.health.role() == Role::Leading);
         encoder
@@ -98,6 +103,76 @@ fn encode_tenants(encoder: &mut DescriptorEncoder, tenants: &[Arc<Tenant>]) -> s
             MetricType::Gauge,
         )?
         .encode_gauge(&blocked)
+}
+
+/// NodeRequests by phase; the capacity asked for and not delivered yet; what the machines asked
+/// for (not failed) cost a month, by their class's price.
+fn encode_requests(
+    encoder: &mut DescriptorEncoder,
+    classes: &[Arc<NodeClass>],
+    requests: &[Arc<NodeRequest>],
+) -> std::fmt::Result {
+    let mut family = encoder.encode_descriptor(
+        "tenant_placer_node_requests",
+        "NodeRequests by phase.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for phase in NodeRequestPhase::ALL {
+        let n = requests.iter().filter(|r| r.phase() == phase).count();
+        family
+            .encode_family(&[("phase", phase.to_string())])?
+            .encode_gauge(&n)?;
+    }
+    let coming = requests.iter().filter(|r| {
+        matches!(
+            r.phase(),
+            NodeRequestPhase::Pending | NodeRequestPhase::Provisioning
+        )
+    });
+    let mut asked = ResourceAmounts::default();
+    for request in coming {
+        let capacity = request.spec.capacity;
+        asked = ResourceAmounts::new(
+            asked.threads.saturating_add(capacity.threads),
+            asked.memory_gb.saturating_add(capacity.memory_gb),
+            asked.storage_gb.saturating_add(capacity.storage_gb),
+        );
+    }
+    let mut family = encoder.encode_descriptor(
+        "tenant_placer_node_requests_capacity",
+        "Capacity asked for in NodeRequests not delivered yet (Pending or Provisioning), per dimension.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (dimension, amount) in [
+        ("threads", asked.threads),
+        ("memoryGb", asked.memory_gb),
+        ("storageGb", asked.storage_gb),
+    ] {
+        family
+            .encode_family(&[("dimension", dimension)])?
+            .encode_gauge(&amount)?;
+    }
+    let price = |class: &str| {
+        classes
+            .iter()
+            .find(|c| c.name_any() == class)
+            .and_then(|c| c.spec.monthly_cost)
+            .unwrap_or(0)
+    };
+    let monthly = requests
+        .iter()
+        .filter(|r| r.phase() != NodeRequestPhase::Failed)
+        .fold(0i64, |sum, r| sum.saturating_add(price(&r.spec.node_class)));
+    encoder
+        .encode_descriptor(
+            "tenant_placer_node_requests_monthly_cost",
+            "What the machines asked for (not Failed) cost a month, by their NodeClass's monthlyCost.",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_gauge(&monthly)
 }
 
 fn encode_nodes(encoder: &mut DescriptorEncoder, nodes: &[Arc<Node>]) -> std::fmt::Result {

@@ -15,8 +15,8 @@ use kube::runtime::watcher::Event;
 
 use super::*;
 use crate::api::{
-    AllocationEntry, Node, NodeSpec, NodeState, NodeStatus, ResourceAmounts, Tenant, TenantMode,
-    TenantPhase, TenantSpec, TenantStatus,
+    AllocationEntry, Node, NodeClass, NodeRequest, NodeSpec, NodeState, NodeStatus,
+    ResourceAmounts, Tenant, TenantMode, TenantPhase, TenantSpec, TenantStatus,
 };
 
 /// What a scrape said, parsed.
@@ -209,7 +209,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// README use.
-const FAMILIES: [(&str, &str, &str); 14] = [
+const FAMILIES: [(&str, &str, &str); 19] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -241,11 +241,36 @@ const FAMILIES: [(&str, &str, &str); 14] = [
         "Moves off draining nodes that ended: done (the source released) or cancelled (the target released).",
     ),
     (
+        "tenant_placer_node_requests_failed_total",
+        "counter",
+        "NodeRequests the provisioner reported Failed (their class rests, its tenants are planned again).",
+    ),
+    (
+        "tenant_placer_nodes_handed_back_total",
+        "counter",
+        "Machines handed back (their NodeRequest deleted) after holding nothing for --empty-node-seconds.",
+    ),
+    (
         "tenant_placer_undecodable_objects_total",
         "counter",
         "Object versions the controller could not decode and skipped (see the error log).",
     ),
     ("tenant_placer_tenants", "gauge", "Tenants by phase."),
+    (
+        "tenant_placer_node_requests",
+        "gauge",
+        "NodeRequests by phase.",
+    ),
+    (
+        "tenant_placer_node_requests_capacity",
+        "gauge",
+        "Capacity asked for in NodeRequests not delivered yet (Pending or Provisioning), per dimension.",
+    ),
+    (
+        "tenant_placer_node_requests_monthly_cost",
+        "gauge",
+        "What the machines asked for (not Failed) cost a month, by their NodeClass's monthlyCost.",
+    ),
     (
         "tenant_placer_pending_tenants",
         "gauge",
@@ -293,6 +318,9 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.migration_ended(true);
     metrics.migration_ended(true);
     metrics.migration_ended(false);
+    metrics.node_request_failed();
+    metrics.node_handed_back();
+    metrics.node_handed_back();
     let (nodes, mut node_feed) = reflector::store::<Node>();
     let (tenants, mut tenant_feed) = reflector::store::<Tenant>();
     node_feed.apply_watcher_event(&Event::Apply(node("n1", [64, 256, 8000], &[[2, 4, 20]])));
@@ -307,6 +335,27 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         tenant_feed.apply_watcher_event(&Event::Apply(tenant(name, phase)));
     }
     state.handles().caches.set(nodes, tenants);
+    // A class at 299 a month; one request Provisioning, one Ready, one Failed.
+    let (classes, mut class_feed) = reflector::store::<NodeClass>();
+    let (requests, mut request_feed) = reflector::store::<NodeRequest>();
+    let class: NodeClass = serde_json::from_value(serde_json::json!({
+        "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "NodeClass",
+        "metadata": {"name": "box"},
+        "spec": {"capacity": {"threads": 64, "memoryGb": 256, "storageGb": 8000},
+                 "provider": "lab", "monthlyCost": 299}}))
+    .unwrap();
+    class_feed.apply_watcher_event(&Event::Apply(class));
+    for (name, phase) in [("r1", "Provisioning"), ("r2", "Ready"), ("r3", "Failed")] {
+        let request: NodeRequest = serde_json::from_value(serde_json::json!({
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "NodeRequest",
+            "metadata": {"name": name},
+            "spec": {"nodeClass": "box", "capacity": {"threads": 64, "memoryGb": 256, "storageGb": 8000},
+                     "tenants": ["default/big"]},
+            "status": {"phase": phase}}))
+        .unwrap();
+        request_feed.apply_watcher_event(&Event::Apply(request));
+    }
+    state.handles().caches.set_purchases(classes, requests);
 
     let (headers, scraped) = scrape(&state).await;
     assert_eq!(
@@ -407,6 +456,35 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     }
     // PendingCapacity + Resizing = 2.
     assert_eq!(scraped.get("tenant_placer_pending_tenants", &[]), 2.0);
+    // Requests: one in each phase but Pending; only the Provisioning one is capacity coming;
+    // the Ready and Provisioning ones cost 2 x 299.
+    for (phase, n) in [
+        ("Pending", 0.0),
+        ("Provisioning", 1.0),
+        ("Ready", 1.0),
+        ("Failed", 1.0),
+    ] {
+        assert_eq!(
+            scraped.get("tenant_placer_node_requests", &[("phase", phase)]),
+            n,
+            "{phase}"
+        );
+    }
+    let coming = "tenant_placer_node_requests_capacity";
+    assert_eq!(scraped.get(coming, &[("dimension", "threads")]), 64.0);
+    assert_eq!(scraped.get(coming, &[("dimension", "storageGb")]), 8000.0);
+    assert_eq!(
+        scraped.get("tenant_placer_node_requests_monthly_cost", &[]),
+        598.0
+    );
+    assert_eq!(
+        scraped.get("tenant_placer_node_requests_failed_total", &[]),
+        1.0
+    );
+    assert_eq!(
+        scraped.get("tenant_placer_nodes_handed_back_total", &[]),
+        2.0
+    );
     // Two moves done, one cancelled; none in flight or blocked among these tenants.
     let moves = "tenant_placer_migrations_total";
     assert_eq!(scraped.get(moves, &[("result", "done")]), 2.0);
@@ -468,6 +546,8 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_placement_retries_exhausted_total",
             "tenant_placer_orphaned_entries_released_total",
             "tenant_placer_migrations_total",
+            "tenant_placer_node_requests_failed_total",
+            "tenant_placer_nodes_handed_back_total",
             "tenant_placer_undecodable_objects_total",
             "tenant_placer_leader",
         ]

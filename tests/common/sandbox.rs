@@ -51,6 +51,11 @@ impl Sandbox {
     /// Starts the binary on a free loopback port, applying `files` (`-f`), and waits for its
     /// kubectl instructions.
     pub fn start(files: &[&Path]) -> Sandbox {
+        Sandbox::start_with(files, &[])
+    }
+
+    /// [`Sandbox::start`] with more `sandbox` flags (e.g. `--provisioner simulated`).
+    pub fn start_with(files: &[&Path], flags: &[&str]) -> Sandbox {
         require_kubectl();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
@@ -61,6 +66,7 @@ impl Sandbox {
         for file in files {
             command.arg("-f").arg(file);
         }
+        command.args(flags);
         let mut child = command
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

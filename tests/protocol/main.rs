@@ -17,6 +17,7 @@ mod promise;
 mod quiet;
 mod race;
 mod rbac;
+mod requests;
 mod seed;
 mod soak;
 mod telemetry;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use inmem_apiserver::{ApiServer, Fault, Verb};
 use serde::Deserialize;
 use serde_json::json;
+use tenant_placer::api::GROUP;
 use tenant_placer::leader::LeaseConfig;
 
 use crate::*;
@@ -45,7 +46,9 @@ fn calls(api: &ApiServer) -> BTreeSet<(String, String, String)> {
         .keys()
         .map(|key| {
             let group = match key.resource.as_str() {
-                "tenants" | "nodes" => "placement.tenant-placer.dev",
+                "tenants" | "nodes" | "nodeclasses" | "noderequests" => {
+                    "placement.tenant-placer.dev"
+                }
                 "events" => "events.k8s.io",
                 "leases" => "coordination.k8s.io",
                 other => panic!("the controller called an unexpected resource: {other}"),
@@ -79,6 +82,8 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
     };
     let settings = Settings {
         leader_election: Some(lease),
+        request_after: Some(Duration::ZERO),
+        request_check: Duration::from_millis(20),
         ..settings()
     };
     let h = Harness::start_on(ApiServer::new(), &seed_nodes(), settings).await;
@@ -93,6 +98,36 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
         h.apply(&[tenant_spec("waits", json!({"suspend": suspend}))]);
         h.settle().await;
     }
+    // A machine asked for the tenant that waits (create), reported Failed by a provisioner
+    // (played here by hand), and deleted by the controller (delete).
+    h.apply(&[
+        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
+                     "spec": {"capacity": {"threads": 1024, "memoryGb": 64, "storageGb": 100},
+                              "provider": "lab"}}),
+    ]);
+    let requests = || h.fleet.api.list(GROUP, "noderequests");
+    for _ in 0..100 {
+        if !requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let request = requests()
+        .first()
+        .cloned()
+        .expect("a request for the tenant that waits");
+    let name = request["metadata"]["name"].as_str().unwrap().to_owned();
+    h.apply(&[
+        json!({"apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": name},
+                     "status": {"phase": "Failed", "message": "out of stock"}}),
+    ]);
+    for _ in 0..100 {
+        if requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(requests().is_empty(), "the failed request is deleted");
     let ghost = entry("ghost", (1, 1, 1));
     h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-2"}, "status": {"allocations": [ghost]}})]);
     h.settle().await;

@@ -39,7 +39,7 @@ use k8s_openapi::jiff;
 use kube::Resource;
 use tokio::sync::Semaphore;
 
-use crate::api::{Node, Tenant};
+use crate::api::{Node, NodeRequest, Tenant};
 use crate::controller::{Caches, Health, Role};
 pub use view::FleetView;
 
@@ -142,6 +142,7 @@ struct Observed {
     live: bool,
     nodes: Vec<Arc<Node>>,
     tenants: Vec<Arc<Tenant>>,
+    requests: Vec<Arc<NodeRequest>>,
 }
 
 /// Reads the caches (cheap: shared pointers) and finds the generation of what they hold.
@@ -153,6 +154,10 @@ fn observe(page: &Page) -> Observed {
         Some((nodes, tenants)) if live => (nodes.state(), tenants.state()),
         _ => (Vec::new(), Vec::new()),
     };
+    let requests = match page.caches.purchases() {
+        Some((_, requests)) if live => requests.state(),
+        _ => Vec::new(),
+    };
     let mut hasher = std::hash::DefaultHasher::new();
     (role_name(role), live, &page.policy).hash(&mut hasher);
     // Order-independent: the stores hand objects out in no particular order.
@@ -161,6 +166,7 @@ fn observe(page: &Page) -> Observed {
         .iter()
         .map(|n| n.meta())
         .chain(tenants.iter().map(|t| t.meta()))
+        .chain(requests.iter().map(|r| r.meta()))
     {
         let mut one = std::hash::DefaultHasher::new();
         (
@@ -172,13 +178,14 @@ fn observe(page: &Page) -> Observed {
             .hash(&mut one);
         objects = objects.wrapping_add(one.finish());
     }
-    (objects, nodes.len(), tenants.len()).hash(&mut hasher);
+    (objects, nodes.len(), tenants.len(), requests.len()).hash(&mut hasher);
     Observed {
         generation: page.feed.generation_of(hasher.finish()),
         role,
         live,
         nodes,
         tenants,
+        requests,
     }
 }
 
@@ -230,6 +237,7 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
         nodes: rows.nodes,
         waiting: rows.waiting,
         moves: rows.moves,
+        requests: view::requests(&observed.requests),
         blocked: rows.blocked,
     }
 }

@@ -30,8 +30,8 @@ use placement::{Dimension, NodeLedger, Resources, Shortfall};
 use serde::Serialize;
 
 use crate::api::{
-    DRAINED_CONDITION, Node, NodeState, OVER_CAPACITY_CONDITION, ResourceAmounts, Tenant,
-    TenantPhase,
+    DRAINED_CONDITION, Node, NodeRequest, NodeRequestPhase, NodeState, OVER_CAPACITY_CONDITION,
+    ResourceAmounts, Tenant, TenantPhase,
 };
 use crate::controller::waiting::Waiter;
 
@@ -58,6 +58,8 @@ pub struct FleetView {
     pub waiting: Vec<WaitingTenant>,
     /// Moves in flight off draining nodes, by tenant (namespace/name).
     pub moves: Vec<MoveView>,
+    /// Machines asked for (NodeRequests), oldest first; empty when node requests are off.
+    pub requests: Vec<RequestView>,
     /// Tenants on a draining node that no other node can take now, oldest first.
     pub blocked: Vec<BlockedMove>,
 }
@@ -175,6 +177,53 @@ pub struct MoveView {
     /// What moves: the entry as held on `to`, else on `from`, else what its status says it holds
     /// (per replica x replicas).
     pub resources: ResourceAmounts,
+}
+
+/// A machine asked for a provisioner (a NodeRequest): for which tenants, and where it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestView {
+    pub name: String,
+    /// The NodeClass asked for.
+    pub class: String,
+    /// Pending, Provisioning, Ready or Failed (the provisioner's word).
+    pub phase: NodeRequestPhase,
+    /// The Node made for it, once Ready; empty before.
+    pub node: String,
+    /// The tenants (namespace/name) it is for.
+    pub tenants: Vec<String>,
+    pub capacity: ResourceAmounts,
+    /// The provisioner's message.
+    pub message: String,
+}
+
+/// The requests, oldest first (then by name).
+pub fn requests(requests: &[Arc<NodeRequest>]) -> Vec<RequestView> {
+    let mut sorted: Vec<&NodeRequest> = requests.iter().map(AsRef::as_ref).collect();
+    sorted.sort_by(|a, b| {
+        let created = |r: &NodeRequest| r.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (created(a), a.name_any()).cmp(&(created(b), b.name_any()))
+    });
+    sorted
+        .into_iter()
+        .map(|request| RequestView {
+            name: request.name_any(),
+            class: request.spec.node_class.clone(),
+            phase: request.phase(),
+            node: request
+                .status
+                .as_ref()
+                .map(|s| s.node_name.clone())
+                .unwrap_or_default(),
+            tenants: request.spec.tenants.clone(),
+            capacity: request.spec.capacity,
+            message: request
+                .status
+                .as_ref()
+                .map(|s| s.message.clone())
+                .unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// A tenant held on a draining node that no other node can take now (its Placed condition's

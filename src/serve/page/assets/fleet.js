@@ -287,6 +287,17 @@
       el('span', { class: 'res num', text: `reserved on both until the move completes: ${amounts(m.resources)}` }));
   }
 
+  function requestItem(r) {
+    const item = el('li', { class: 'move-item', 'data-request': r.name },
+      el('span', { class: 'tn', text: r.name }), ' ', badge(r.phase, `phase-${slug(r.phase)}`),
+      el('span', { class: 'move-path' }, ' a ', el('strong', { text: r.class }),
+        r.node ? ' is Node ' : '', r.node ? el('strong', { text: r.node }) : '',
+        ` for ${r.tenants.join(', ') || 'no tenant now'}`),
+      el('span', { class: 'res num', text: amounts(r.capacity) }));
+    if (r.message) item.append(el('span', { class: 'message', text: ` ${r.message}` }));
+    return item;
+  }
+
   function blockedItem(b) {
     const head = el('div', { class: 'w-head' },
       el('span', { class: 'tn', text: b.tenant }), ' ', badge(b.phase, `phase-${slug(b.phase)}`), ' ',
@@ -331,6 +342,7 @@
       $('waiting').replaceChildren(...view.waiting.map((w) => waitingItem(w, view.generatedAt)));
       $('no-waiting').hidden = view.waiting.length > 0;
       renderList('moves-section', 'moves-count', 'moves', (view.moves || []).map(moveItem));
+      renderList('requests-section', 'requests-count', 'requests', (view.requests || []).map(requestItem));
       renderList('blocked-section', 'blocked-count', 'blocked', (view.blocked || []).map(blockedItem));
     } else {
       $('over-capacity').hidden = true;
@@ -338,6 +350,7 @@
       $('node-rows').replaceChildren();
       $('waiting').replaceChildren();
       renderList('moves-section', 'moves-count', 'moves', []);
+      renderList('requests-section', 'requests-count', 'requests', []);
       renderList('blocked-section', 'blocked-count', 'blocked', []);
     }
     if (focusedNode) {
