@@ -1,11 +1,13 @@
 //! Criterion benches: decision latency per policy at 100, 1k, 10k and 100k nodes, the indexed
-//! first fit beside the scan, the target case (10,000 nodes, the first 9,000 by name full), and
-//! a consolidation of 1,000 nodes holding 10,000 tenants.
+//! first fit beside the scan, the target case (10,000 nodes, the first 9,000 by name full), a
+//! consolidation of 1,000 nodes holding 10,000 tenants, and a purchase for 1,000 waiting tenants
+//! and five classes.
 //!
 //! ```text
 //! CARGO_TARGET_DIR=/work/target-placement cargo bench -p placement
 //! CARGO_TARGET_DIR=/work/target-placement cargo bench -p placement -- nine-thousand-full
 //! CARGO_TARGET_DIR=/work/target-placement cargo bench -p placement -- consolidate
+//! CARGO_TARGET_DIR=/work/target-placement cargo bench -p placement -- purchase
 //! ```
 #![allow(
     clippy::unwrap_used,
@@ -23,7 +25,9 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use fleet::{Fleet, REQUEST};
-use placement::{FirstFitIndex, Policy, Resources, consolidate, first_fit, place};
+use placement::{
+    FirstFitIndex, Policy, Resources, consolidate, first_fit, place, purchase as plan_purchase,
+};
 
 fn per_policy(c: &mut Criterion) {
     let mut group = c.benchmark_group("decide");
@@ -95,5 +99,32 @@ fn consolidation(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_policy, nine_thousand_full, consolidation);
+fn purchase(c: &mut Criterion) {
+    let classes = fleet::node_classes();
+    let waiting = fleet::waiting_tenants(1_000, 0x5EED_0003);
+    let mut group = c.benchmark_group("purchase");
+    group
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(20);
+    group.bench_function("FirstFit/1000", |b| {
+        b.iter(|| {
+            plan_purchase(
+                Policy::FirstFit,
+                black_box(&classes),
+                &[],
+                black_box(&waiting),
+            )
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    per_policy,
+    nine_thousand_full,
+    consolidation,
+    purchase
+);
 criterion_main!(benches);

@@ -9,6 +9,7 @@
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
 //!   rebalance  NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes (BestFit)
+//!   provision  waiting tenants + NodeClassOffers ─purchase─▶ Purchase: the new nodes to request
 //!   testing    test fixtures: one builder for ledgers and views (tests only, feature `testing`)
 //! ```
 //!
@@ -21,6 +22,7 @@ pub mod ledger;
 pub mod migration;
 pub mod overcommit;
 pub mod policy;
+pub mod provision;
 pub mod queue;
 pub mod rebalance;
 pub mod resources;
@@ -38,6 +40,10 @@ pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{
     Policy, Slack, UnknownPolicy, best_fit_among, effective_view, place, place_ledgers, place_with,
     weighted_slack,
+};
+pub use provision::{
+    Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,
+    Unplaceable, WaitingTenant, purchase,
 };
 pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};
 pub use rebalance::{Consolidation, Move, consolidate};

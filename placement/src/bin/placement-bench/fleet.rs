@@ -1,7 +1,7 @@
 //! Deterministic fleets for latency measurements, shared by `placement-bench` and the criterion
 //! benches (`benches/placement.rs` includes this file). Std only.
 
-use placement::{Entry, NodeLedger, NodeState, NodeView, Resources};
+use placement::{Entry, NodeClassOffer, NodeLedger, NodeState, NodeView, Resources, WaitingTenant};
 
 /// SplitMix64: a tiny seeded generator, the same sequence on every machine.
 #[derive(Clone, Debug)]
@@ -156,6 +156,66 @@ pub fn consolidation_ledgers(nodes: usize, per_node: usize, seed: u64) -> Vec<No
                 _ => NodeState::Online,
             };
             NodeLedger::new(node_name(i), state, capacity, entries).ok()
+        })
+        .collect()
+}
+
+/// The purchase case's five classes (whole cents per month): general-purpose machines whose
+/// price per thread falls as they grow, and one storage machine.
+pub fn node_classes() -> Vec<NodeClassOffer> {
+    let class = |name: &str, capacity: Resources, cents: u64| NodeClassOffer {
+        name: name.to_owned(),
+        capacity,
+        monthly_cost: Some(cents),
+        limit: None,
+        in_use: 0,
+    };
+    vec![
+        class("small", Resources::new(12, 48, 1_000), 4_400),
+        class("medium", Resources::new(16, 64, 2_000), 6_400),
+        class("large", Resources::new(32, 128, 4_000), 10_900),
+        class("xlarge", Resources::new(96, 384, 8_000), 20_900),
+        class("storage", Resources::new(16, 64, 24_000), 10_400),
+    ]
+}
+
+/// `n` waiting tenants of mixed sizes, in queue order: 60% small (1–4 threads), 30% medium
+/// (4–16), 8% large (16–48), about 4 GB of memory per thread, and 2% storage-heavy (5–15 TB).
+pub fn waiting_tenants(n: usize, seed: u64) -> Vec<WaitingTenant> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let mut between = |low: u64, high: u64| {
+                low.saturating_add(rng.below(high.saturating_sub(low).saturating_add(1)))
+            };
+            let kind = between(0, 99);
+            let footprint = match kind {
+                0..=59 => {
+                    let threads = between(1, 4);
+                    Resources::new(
+                        threads,
+                        threads.saturating_mul(between(2, 4)),
+                        between(20, 200),
+                    )
+                }
+                60..=89 => {
+                    let threads = between(4, 16);
+                    Resources::new(
+                        threads,
+                        threads.saturating_mul(between(3, 5)),
+                        between(100, 1_000),
+                    )
+                }
+                90..=97 => {
+                    let threads = between(16, 48);
+                    Resources::new(threads, threads.saturating_mul(4), between(500, 4_000))
+                }
+                _ => Resources::new(between(2, 4), between(8, 32), between(5_000, 15_000)),
+            };
+            WaitingTenant {
+                tenant: format!("bench/w-{i:04}"),
+                footprint,
+            }
         })
         .collect()
 }

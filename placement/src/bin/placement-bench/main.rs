@@ -1,11 +1,12 @@
-//! `placement-bench`: decision latency per policy, the fragmentation study and the time a
-//! consolidation takes, as tables.
+//! `placement-bench`: decision latency per policy, the fragmentation study, the time a
+//! consolidation takes and a purchase plan's time and cost, as tables.
 //!
 //! ```text
 //! cargo run --release -p placement --bin placement-bench                 # latency (default)
 //! cargo run --release -p placement --bin placement-bench -- latency --budget-ms 300
 //! cargo run --release -p placement --bin placement-bench -- fragmentation --svg frag.svg
 //! cargo run --release -p placement --bin placement-bench -- consolidation --sizes 100,1000
+//! cargo run --release -p placement --bin placement-bench -- purchase --runs 11
 //! ```
 //!
 //! Std only, like the library. Run it in `--release`: debug timings mean nothing.
@@ -13,6 +14,7 @@
 mod fleet;
 mod fragmentation;
 mod latency;
+mod purchase;
 mod svg;
 
 use std::process::ExitCode;
@@ -24,6 +26,7 @@ const USAGE: &str = "\
 usage: placement-bench [latency] [--budget-ms MS] [--sizes N,N,...]
        placement-bench fragmentation [--svg PATH] [--seed N] [--arrivals N]
        placement-bench consolidation [--budget-ms MS] [--sizes N,N,...]
+       placement-bench purchase [--runs N] [--sizes N,N,...]
 
 latency        median and p99 ns per decision for every policy at 100, 1k, 10k and 100k nodes,
                the first-fit index against the scan, and the target case (10,000 nodes, the
@@ -33,7 +36,11 @@ fragmentation  one seeded trace (the seed's four-host example, then a random mix
                --svg, writes a picture.
 consolidation  the time to plan a consolidation (rebalance::consolidate) of a seeded fleet of
                10 tenants per node, each node filled to a random level; --sizes are node
-               counts (default 1000).";
+               counts (default 1000).
+purchase       the time to plan a purchase (provision::purchase) for seeded waiting tenants of
+               mixed sizes and five classes, under each policy, and its cost against a lower
+               bound; --sizes are tenant counts (default 1000), --runs the plans timed per
+               policy (default 11).";
 
 struct Args {
     command: String,
@@ -43,6 +50,7 @@ struct Args {
     svg: Option<String>,
     seed: u64,
     arrivals: usize,
+    runs: usize,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -53,12 +61,15 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         svg: None,
         seed: 0x00C0_FFEE,
         arrivals: 3000,
+        runs: 11,
     };
     let mut first = true;
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
-            "latency" | "fragmentation" | "consolidation" if first => parsed.command = arg,
+            "latency" | "fragmentation" | "consolidation" | "purchase" if first => {
+                parsed.command = arg
+            }
             "--budget-ms" => parsed.budget_ms = number(&value("--budget-ms")?)?,
             "--sizes" => {
                 parsed.sizes = Some(
@@ -71,6 +82,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--svg" => parsed.svg = Some(value("--svg")?),
             "--seed" => parsed.seed = number(&value("--seed")?)?,
             "--arrivals" => parsed.arrivals = number(&value("--arrivals")?)?,
+            "--runs" => parsed.runs = number(&value("--runs")?)?,
             "-h" | "--help" => parsed.command = "help".to_owned(),
             other => return Err(format!("unexpected argument {other:?}")),
         }
@@ -105,6 +117,7 @@ fn main() -> ExitCode {
         }
         "fragmentation" => fragmentation_study(&args),
         "consolidation" => consolidation_table(&args),
+        "purchase" => purchase_table(&args),
         _ => latency_table(&args),
     }
 }
@@ -132,6 +145,23 @@ fn consolidation_table(args: &Args) -> ExitCode {
     let sizes = args.sizes.clone().unwrap_or_else(|| vec![1_000]);
     let rows = latency::consolidation_rows(&sizes, budget);
     print!("{}", latency::render_consolidation(&rows));
+    ExitCode::SUCCESS
+}
+
+fn purchase_table(args: &Args) -> ExitCode {
+    if cfg!(debug_assertions) {
+        eprintln!("placement-bench: a debug build; run with --release for meaningful figures");
+    }
+    let sizes = args.sizes.clone().unwrap_or_else(|| vec![1_000]);
+    for (i, &tenants) in sizes.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        print!(
+            "{}",
+            purchase::render_purchase(&purchase::purchase_rows(tenants, args.runs))
+        );
+    }
     ExitCode::SUCCESS
 }
 
@@ -210,6 +240,22 @@ mod tests {
         assert_eq!(row.entries, 400);
         assert!(row.freed > 0 && row.moves >= row.freed, "{row:?}");
         assert!(latency::render_consolidation(&rows).contains("| 40 | 400 |"));
+    }
+
+    #[test]
+    fn the_purchase_case_buys_for_everyone_above_the_bound() {
+        let a = args("purchase --runs 3 --sizes 60").unwrap();
+        assert_eq!(
+            (a.command.as_str(), a.runs, a.sizes),
+            ("purchase", 3, Some(vec![60]))
+        );
+        let rows = purchase::purchase_rows(60, 1);
+        assert_eq!(rows.len(), 4);
+        for row in &rows {
+            assert!(row.nodes > 0 && row.unplaceable == 0, "{row:?}");
+            assert!(row.cost.monthly as f64 >= row.lower_bound, "{row:?}");
+        }
+        assert!(purchase::render_purchase(&rows).contains("| FirstFit |"));
     }
 
     #[test]
