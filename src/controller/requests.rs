@@ -38,8 +38,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 use placement::{InFlightRequest, NodeClassOffer, Purchase, Resources, Unplaceable, WaitingTenant};
 
-use super::{Context, Synced};
 use super::publisher::Occurrence;
+use super::{Context, Synced};
 use crate::api::{
     NODE_REQUEST_LABEL, NodeClass, NodeRequest, NodeRequestPhase, NodeRequestSpec,
     PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
@@ -60,6 +60,10 @@ struct Remembered {
     resting: HashMap<String, (Instant, u32)>,
     /// By node made for a request: since when it has held nothing.
     empty_since: HashMap<String, Instant>,
+    /// What the last plan read (a hash), when it bought nothing: the same input plans the same.
+    planned: Option<u64>,
+    /// The tenants the last plan could find no machine for.
+    unplaceable: Vec<Unplaceable>,
 }
 
 /// The first rest of a class whose request failed; it doubles with each failure in a row.
@@ -133,11 +137,24 @@ async fn look(
         .filter(|(name, _, ready)| !ready || ctx.engine.node(name).is_none())
         .map(|(name, spec, _)| (name.clone(), spec.clone()))
         .collect();
-    let purchase = plan(ctx, &waiting, &offers, &in_flight);
-    for new in &purchase.requests {
-        create(ctx, &api, new.class.as_str(), &new.tenants, &offers).await?;
-    }
-    let mut notes = notes(&live, &purchase.unplaceable);
+    // The planner can take a while under BestFit with many waiters: plan only when what it
+    // reads changed since the last look.
+    let input = fingerprint(&waiting, &offers, &in_flight);
+    let unchanged = ctx.purchases.lock().planned == Some(input);
+    let unplaceable = if unchanged {
+        ctx.purchases.lock().unplaceable.clone()
+    } else {
+        let purchase = plan(ctx, &waiting, &offers, &in_flight);
+        for new in &purchase.requests {
+            create(ctx, &api, new.class.as_str(), &new.tenants, &offers).await?;
+        }
+        let mut remembered = ctx.purchases.lock();
+        // A purchase made changes what the next look reads (the requests created).
+        remembered.planned = purchase.requests.is_empty().then_some(input);
+        remembered.unplaceable = purchase.unplaceable.clone();
+        purchase.unplaceable
+    };
+    let mut notes = notes(&live, &unplaceable);
     for (name, (spec, _)) in ctx.purchases.lock().created.iter() {
         for tenant in &spec.tenants {
             notes.entry(tenant.clone()).or_insert_with(|| {
@@ -174,6 +191,44 @@ impl Purchases {
             )
             .collect()
     }
+}
+
+/// A hash of what the planner reads.
+fn fingerprint(
+    waiting: &[(String, Resources)],
+    offers: &[NodeClassOffer],
+    in_flight: &[(String, NodeRequestSpec)],
+) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (tenant, footprint) in waiting {
+        (
+            tenant,
+            footprint.threads,
+            footprint.memory_gb,
+            footprint.storage_gb,
+        )
+            .hash(&mut hasher);
+    }
+    for offer in offers {
+        (
+            &offer.name,
+            offer.capacity.threads,
+            offer.capacity.memory_gb,
+        )
+            .hash(&mut hasher);
+        (
+            offer.capacity.storage_gb,
+            offer.monthly_cost,
+            offer.limit,
+            offer.in_use,
+        )
+            .hash(&mut hasher);
+    }
+    for (name, spec) in in_flight {
+        (name, &spec.node_class, &spec.tenants).hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// Reports each Failed request, deletes it, and rests its class.
@@ -559,7 +614,8 @@ mod tests {
             tenant: "default/huge".into(),
             footprint: Resources::new(1000, 1, 1),
             why: placement::NoClass::AtLimit {
-                classes: vec!["box".into()],
+                at_limit: vec!["box".into()],
+                crowded: Vec::new(),
             },
         };
         let notes = notes(&[Arc::new(request)], &[refused]);
