@@ -433,6 +433,24 @@ async fn create(
                 tenants.join(", ")
             );
             publish(ctx, &created, EventType::Normal, "NodeRequested", note).await;
+            // And on each tenant it is for: where its machine is coming from.
+            for key in tenants {
+                let Some((namespace, tenant_name)) = key.split_once('/') else {
+                    continue;
+                };
+                let reference = ObjectRef::<Tenant>::new(tenant_name).within(namespace);
+                if let Some(tenant) = ctx.tenants.get(&reference) {
+                    let note = format!("node request {name} asks for a {class} for it");
+                    publish(
+                        ctx,
+                        tenant.as_ref(),
+                        EventType::Normal,
+                        "NodeRequested",
+                        note,
+                    )
+                    .await;
+                }
+            }
             Ok(())
         }
         Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
@@ -557,10 +575,10 @@ async fn hand_back(
     Ok(())
 }
 
-/// Publishes one Event on a request; a failure to publish is logged, never fatal.
-async fn publish(
+/// Publishes one Event on a request or a tenant; a failure to publish is logged, never fatal.
+async fn publish<K: Resource<DynamicType = ()>>(
     ctx: &Context,
-    request: &NodeRequest,
+    regarding: &K,
     type_: EventType,
     reason: &str,
     note: String,
@@ -572,7 +590,10 @@ async fn publish(
         action: "Request",
         note,
     };
-    if let Err(error) = publisher.publish(occurrence, request.object_ref(&())).await {
+    if let Err(error) = publisher
+        .publish(occurrence, regarding.object_ref(&()))
+        .await
+    {
         tracing::warn!(%error, reason, "could not publish an event");
     }
 }

@@ -106,7 +106,13 @@ async fn a_tenant_that_waits_gets_a_machine_asked_for_and_is_placed_on_it_when_i
         name
     );
     assert_eq!(requests(&h).len(), 1, "nothing asked for twice");
-    assert_eq!(events_with_reason(&h, "NodeRequested").len(), 1);
+    // One Event on the request, one on the tenant it is for.
+    let mut regarding: Vec<String> = events_with_reason(&h, "NodeRequested")
+        .iter()
+        .map(|e| e["regarding"]["kind"].as_str().unwrap().to_owned())
+        .collect();
+    regarding.sort();
+    assert_eq!(regarding, ["NodeRequest", "Tenant"]);
     h.assert_invariants();
 }
 
