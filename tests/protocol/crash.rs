@@ -62,6 +62,7 @@ async fn baseline(scenario: Scenario) -> (Placements, u64) {
 
 async fn run_with(scenario: Scenario, crash: Crash, at_write: u64) -> Placements {
     let h = Harness::start(&seed_nodes()).await;
+    h.fleet.api.reset_stats();
     let after = u32::try_from(at_write).unwrap();
     let restarter = match crash {
         Crash::ResponseLost => {
@@ -85,9 +86,13 @@ async fn run_with(scenario: Scenario, crash: Crash, at_write: u64) -> Placements
     };
     scenario(&h).await;
     if let Some(restarter) = restarter {
+        // NB: how engine batches fall varies from run to run, and with it the number of writes
+        // (a drain's moves may share a Node write or not): a run that made no write at this
+        // index is a fault-free run, checked all the same.
+        let made = h.fleet.api.stats().write_requests();
         assert!(
-            restarter.is_finished(),
-            "{crash:?} at write {at_write}: the fault never fired"
+            restarter.is_finished() || made <= at_write,
+            "{crash:?} at write {at_write}: the fault never fired in a run of {made} writes"
         );
     }
     h.placements()
