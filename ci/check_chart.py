@@ -147,6 +147,40 @@ class Report:
         return ok
 
 
+# Two pools, one release each (README, "Pools"): disjoint selectors, and each release's status
+# guard admitting the other pool's controller too (every guard sees every status write).
+POOL_CASES = [
+    Case(f"pool '{pool}': release 'pool-{pool}' with node and tenant selectors, leader election",
+         {"replicaCount": 2,
+          "controller": {"nodeSelector": f"pool={pool},tier!=gold", "tenantSelector": f"pool={pool}"},
+          "admissionGuards": {"statusWriters": [
+              f"system:serviceaccount:{NAMESPACE}:pool-{other}-tenant-placer"]}},
+         release=f"pool-{pool}", leader_election=True, replicas=2,
+         status_writers=[f"system:serviceaccount:{NAMESPACE}:pool-{other}-tenant-placer"])
+    for pool, other in (("eu", "us"), ("us", "eu"))
+]
+
+
+def check_pools_apart(report: Report, chart: helm.Chart) -> str:
+    """Two pool releases render distinct Lease names and selector args: side by side, neither
+    follows the other's Lease nor watches the other's objects."""
+    seen: dict[str, tuple[str, list[str]]] = {}
+    for case in POOL_CASES:
+        objects = render(chart, case.values, case.release)
+        deployment = next(o for o in objects if o["kind"] == "Deployment")
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        lease = next((a for a in args if a.startswith("--lease-name=")), "")
+        selectors = [a for a in args if a.startswith(("--node-selector=", "--tenant-selector="))]
+        seen[case.release] = (lease, selectors)
+    leases = {lease for lease, _ in seen.values()}
+    report.check(len(leases) == len(POOL_CASES) and "" not in leases,
+                 f"pool releases share a Lease: {seen}")
+    selector_sets = {tuple(s) for _, s in seen.values()}
+    report.check(len(selector_sets) == len(POOL_CASES) and all(len(s) == 2 for s in selector_sets),
+                 f"pool releases do not each pass their own selectors: {seen}")
+    return "pools: " + "; ".join(f"{r}: {lease}, {' '.join(s)}" for r, (lease, s) in seen.items())
+
+
 def cases() -> tuple[list[Case], list[BadCase]]:
     all_on = helm.values_from_yaml(ALL_ON_VALUES.read_text())
     good = [
@@ -189,6 +223,7 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                                                     "system:serviceaccount:ops:break-glass"]}},
              release="edge",
              status_writers=["alice@example.com", "system:serviceaccount:ops:break-glass"]),
+        *POOL_CASES,
     ]
     bad = [
         BadCase("controller.logFormat=xml", {"controller": {"logFormat": "xml"}}, "logFormat"),
@@ -220,6 +255,10 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                 {"admissionGuards": {"statusWriters": [""]}}, "statusWriters"),
         BadCase("admissionGuards.statusWriters not a list",
                 {"admissionGuards": {"statusWriters": "kubernetes-admin"}}, "statusWriters"),
+        BadCase("controller.nodeSelector not a string",
+                {"controller": {"nodeSelector": {"pool": "eu"}}}, "nodeSelector"),
+        BadCase("controller.tenantSelector not a string",
+                {"controller": {"tenantSelector": ["pool=eu"]}}, "tenantSelector"),
         BadCase("serviceMonitor without the metrics Service",
                 {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
                 r"metrics[./]service[./]enabled"),
@@ -491,6 +530,9 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     want_args += [] if controller.get("finalizer", True) else ["--no-finalizer"]
     want_args += ["--leader-election"] if case.leader_election else []
     want_args += [] if case.page else ["--no-page"]
+    want_args += [f"--{flag}={controller[key]}"
+                  for key, flag in (("nodeSelector", "node-selector"),
+                                    ("tenantSelector", "tenant-selector")) if controller.get(key)]
     want_args += [f"--lease-name={lease}"] + list(controller.get("extraArgs", []))
     report.check(args == want_args, f"{label}: args {args}, want {want_args}")
     report.check(args.count("--leader-election") == (1 if case.leader_election else 0),
@@ -1019,6 +1061,8 @@ def main() -> int:
             summary.append(f"{case.name}: lint ok; {len(objects)} objects ({kinds}); "
                            f"leader election {'on' if case.leader_election else 'off'}; "
                            f"admission guards: {guards or 'off'}")
+
+        summary.append(check_pools_apart(report, chart))
 
         for case in bad:
             if case.lint:

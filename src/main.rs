@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use tenant_placer::api::{Node, Tenant};
+use tenant_placer::api::{LabelSelector, Node, Tenant};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
@@ -135,6 +135,16 @@ struct PlacementArgs {
     /// request deleted; the provisioner removes the machine). At least 1.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..), env = "TENANT_PLACER_EMPTY_NODE_SECONDS")]
     empty_node_seconds: u64,
+    /// Limit this controller to a pool of Nodes: a label selector (`pool=eu,tier!=gold`). Only
+    /// these Nodes are watched, placed on and written, and only NodeClasses whose Nodes match
+    /// are bought. Unset: every Node.
+    #[arg(long, env = "TENANT_PLACER_NODE_SELECTOR")]
+    node_selector: Option<LabelSelector>,
+    /// Limit this controller to a pool of Tenants: a label selector. Only these Tenants are
+    /// watched, placed and written; an entry of another tenant is never released. Unset: every
+    /// Tenant.
+    #[arg(long, env = "TENANT_PLACER_TENANT_SELECTOR")]
+    tenant_selector: Option<LabelSelector>,
     /// Play the provisioner in-process (simulate and sandbox only): `simulated` turns each
     /// NodeRequest into a Node after --provisioner-delay-ms.
     #[arg(long, value_enum)]
@@ -161,7 +171,7 @@ impl PlacementArgs {
         format!(
             "--policy {} --queue {} --events {} --requeue-window-ms {} --pending-recheck-seconds {} \
              --orphan-sweep-seconds {} --max-migrations {} --request-after-seconds {} \
-             --empty-node-seconds {} --concurrency {}{}{}",
+             --empty-node-seconds {} --concurrency {}{}{}{}",
             self.policy,
             self.queue,
             match self.events {
@@ -180,6 +190,7 @@ impl PlacementArgs {
             } else {
                 ""
             },
+            self.pool(),
             match self.provisioner {
                 Some(ProvisionerKind::Simulated) => format!(
                     " --provisioner simulated --provisioner-delay-ms {}",
@@ -188,6 +199,30 @@ impl PlacementArgs {
                 None => String::new(),
             }
         )
+    }
+
+    /// The selector flags in force, as they would be typed (empty when none is set).
+    fn pool(&self) -> String {
+        let mut flags = String::new();
+        for (flag, selector) in [
+            ("--node-selector", self.node_selector()),
+            ("--tenant-selector", self.tenant_selector()),
+        ] {
+            if let Some(selector) = selector {
+                flags.push_str(&format!(" {flag} '{selector}'"));
+            }
+        }
+        flags
+    }
+
+    /// The node selector, unless it is unset or empty (both take every Node).
+    fn node_selector(&self) -> Option<LabelSelector> {
+        self.node_selector.clone().filter(|s| !s.is_everything())
+    }
+
+    /// The tenant selector, unless it is unset or empty (both take every Tenant).
+    fn tenant_selector(&self) -> Option<LabelSelector> {
+        self.tenant_selector.clone().filter(|s| !s.is_everything())
     }
 
     fn settings(&self) -> Settings {
@@ -204,6 +239,8 @@ impl PlacementArgs {
             request_after: (self.request_after_seconds > 0)
                 .then(|| Duration::from_secs(self.request_after_seconds)),
             empty_node_after: Duration::from_secs(self.empty_node_seconds),
+            node_selector: self.node_selector(),
+            tenant_selector: self.tenant_selector(),
             ..Settings::default()
         }
     }

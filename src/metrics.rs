@@ -63,6 +63,8 @@ pub struct Metrics {
     retries_exhausted: Counter,
     /// Entries released because their tenant was gone without the controller seeing it go.
     orphans_released: Counter,
+    /// Entries and tenants found outside this controller's pool and left alone.
+    outside_pool: Counter,
     /// Objects (versions) the controller could not decode and skipped, by kind.
     undecodable: Family<KindLabel, Counter>,
     /// Moves off draining nodes that ended, by result.
@@ -93,6 +95,7 @@ impl Default for Metrics {
             conflicts: Counter::default(),
             retries_exhausted: Counter::default(),
             orphans_released: Counter::default(),
+            outside_pool: Counter::default(),
             undecodable,
         }
     }
@@ -125,6 +128,11 @@ impl Metrics {
             "tenant_placer_orphaned_entries_released",
             "Entries released because their tenant was gone without the controller seeing it go",
             self.orphans_released.clone(),
+        );
+        registry.register(
+            "tenant_placer_outside_pool",
+            "Entries on this pool's nodes of tenants outside the tenant selector, and tenants whose labels left it, found and left alone (another pool's business, or a misconfiguration)",
+            self.outside_pool.clone(),
         );
         registry.register(
             "tenant_placer_migrations",
@@ -171,6 +179,16 @@ impl Metrics {
     /// An entry was released as an orphan: its tenant went without the controller seeing it.
     pub fn orphan_released(&self) {
         self.orphans_released.inc();
+    }
+
+    /// An entry of a tenant outside the pool, or a tenant that left it, was found and left alone.
+    pub fn outside_pool(&self) {
+        self.outside_pool.inc();
+    }
+
+    /// How many times something outside the pool was found and left alone.
+    pub fn outside_pool_found(&self) -> u64 {
+        self.outside_pool.get()
     }
 
     /// How many orphaned entries were released.

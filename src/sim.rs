@@ -6,7 +6,8 @@
 //! - manifests go through the API as a client's requests would (POST, or a merge patch of `spec`
 //!   when the object exists), so the server validates them as a real one does;
 //! - "quiet" means: no write of a Tenant or Node for the idle window, every Tenant's status describes its current
-//!   generation, no Tenant is terminating, and every Node has a status.
+//!   generation, no Tenant is terminating, and every Node has a status; of a pooled controller
+//!   (`--node-selector`, `--tenant-selector`), only the pool's Tenants and Nodes are waited for.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,7 +20,7 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::api::{GROUP, Node, NodeClass, NodeRequest, NodeRequestPhase, Tenant};
+use crate::api::{GROUP, LabelSelector, Node, NodeClass, NodeRequest, NodeRequestPhase, Tenant};
 use crate::controller::{self, Settings};
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
@@ -57,6 +58,9 @@ pub struct Fleet {
     provisioner: Mutex<Option<JoinHandle<()>>>,
     /// Committed writes of Tenants and Nodes (not Leases or Events, which move on their own).
     placement_writes: Arc<AtomicU64>,
+    /// The pool of the controller last started (its node and tenant selectors): what it is
+    /// expected to catch up with.
+    pool: Mutex<(Option<LabelSelector>, Option<LabelSelector>)>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -117,6 +121,7 @@ impl Fleet {
             controller: Mutex::default(),
             provisioner: Mutex::default(),
             placement_writes,
+            pool: Mutex::default(),
         })
     }
 
@@ -142,6 +147,10 @@ impl Fleet {
 
     /// [`Fleet::start`], reporting readiness, metrics and its caches into `handles`.
     pub fn start_with(&self, settings: Settings, handles: controller::Handles) {
+        *self.pool.lock().unwrap_or_else(PoisonError::into_inner) = (
+            settings.node_selector.clone(),
+            settings.tenant_selector.clone(),
+        );
         let task = tokio::spawn(controller::run_with(self.client.clone(), settings, handles));
         let mut slot = self
             .controller
@@ -266,13 +275,32 @@ impl Fleet {
 
     /// True when the controller has caught up with every object (see the module rules).
     pub fn caught_up(&self) -> bool {
-        let tenants_done = self.tenants().iter().all(|t| {
-            t.metadata.deletion_timestamp.is_none()
-                && t.status
-                    .as_ref()
-                    .is_some_and(|s| s.observed_generation == t.metadata.generation)
-        });
-        tenants_done && self.nodes().iter().all(|n| n.status.is_some()) && self.machines_delivered()
+        let (node_pool, tenant_pool) = self
+            .pool
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let within = |pool: &Option<LabelSelector>,
+                      labels: &std::collections::BTreeMap<String, String>| {
+            pool.as_ref().is_none_or(|p| p.matches(labels))
+        };
+        let tenants_done = self
+            .tenants()
+            .iter()
+            .filter(|t| within(&tenant_pool, t.labels()))
+            .all(|t| {
+                t.metadata.deletion_timestamp.is_none()
+                    && t.status
+                        .as_ref()
+                        .is_some_and(|s| s.observed_generation == t.metadata.generation)
+            });
+        tenants_done
+            && self
+                .nodes()
+                .iter()
+                .filter(|n| within(&node_pool, n.labels()))
+                .all(|n| n.status.is_some())
+            && self.machines_delivered()
     }
 
     /// With a simulated provisioner running, no machine is still coming (a request Pending or

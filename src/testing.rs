@@ -21,6 +21,7 @@
 //! leaves them out, so they never ship and never become API anyone leans on.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use serde_json::Value;
 
 use crate::api::{
@@ -106,6 +107,12 @@ impl NodeBuilder {
 
     pub fn state(mut self, state: NodeState) -> Self {
         self.node.spec.state = state;
+        self
+    }
+
+    /// Adds a label (a pool's, for `--node-selector`).
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.node.labels_mut().insert(key.into(), value.into());
         self
     }
 
@@ -214,6 +221,12 @@ impl TenantBuilder {
 
     pub fn suspended(mut self) -> Self {
         self.tenant.spec.suspend = true;
+        self
+    }
+
+    /// Adds a label (a pool's, for `--tenant-selector`).
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.tenant.labels_mut().insert(key.into(), value.into());
         self
     }
 

@@ -36,3 +36,39 @@ fn zero_or_negative_windows_intervals_and_concurrency_are_refused_with_the_flag_
         }
     }
 }
+
+#[test]
+fn a_selector_the_api_server_would_refuse_is_refused_with_the_flag_named() {
+    for (flag, value) in [
+        ("--node-selector", "pool in eu"),
+        ("--tenant-selector", "=eu"),
+    ] {
+        let out = tenant_placer(&["run", flag, value]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '{value}' for '{flag}")),
+            "{flag} {value}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn simulate_says_which_pool_it_placed_when_selectors_are_set() {
+    let out = tenant_placer(&[
+        "simulate",
+        "--node-selector",
+        "pool=eu,tier!=gold",
+        "--tenant-selector",
+        "pool=eu",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let settings = stdout.lines().next().unwrap_or_default();
+    assert!(
+        settings.ends_with("--node-selector 'pool=eu,tier!=gold' --tenant-selector 'pool=eu'"),
+        "{settings}"
+    );
+    let plain = tenant_placer(&["simulate"]);
+    let plain = String::from_utf8_lossy(&plain.stdout);
+    assert!(!plain.contains("selector"), "{plain}");
+}

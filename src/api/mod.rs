@@ -14,6 +14,7 @@
 mod ledger;
 mod node;
 mod provision;
+mod selector;
 mod tenant;
 
 pub use node::{
@@ -24,6 +25,7 @@ pub use provision::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeClassSpec, NodeRequest, NodeRequestPhase,
     NodeRequestSpec, NodeRequestStatus,
 };
+pub use selector::{LabelSelector, SelectorError};
 pub use tenant::{
     MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, Tenant, TenantMode, TenantPhase, TenantSpec,
     TenantStatus,

@@ -43,7 +43,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
-use crate::api::{Node, NodeClass, NodeRequest, Tenant};
+use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
@@ -92,6 +92,12 @@ pub struct Settings {
     pub empty_node_after: Duration,
     /// How often the requests are looked at.
     pub request_check: Duration,
+    /// The pool's Nodes (`--node-selector`): only these are watched, placed on and written;
+    /// `None` takes every Node.
+    pub node_selector: Option<LabelSelector>,
+    /// The pool's Tenants (`--tenant-selector`): only these are watched, placed and written;
+    /// `None` takes every Tenant.
+    pub tenant_selector: Option<LabelSelector>,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -129,6 +135,8 @@ impl Default for Settings {
             request_after: Some(Duration::from_secs(60)),
             empty_node_after: Duration::from_secs(600),
             request_check: Duration::from_secs(1),
+            node_selector: None,
+            tenant_selector: None,
         }
     }
 }
@@ -218,6 +226,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// the rest go on (see `decode`). The stream it returns triggers the controller.
 fn reflected<K>(
     api: Api<decode::Decoded<K>>,
+    selector: Option<&LabelSelector>,
     feed: reflector::store::Writer<K>,
     synced: watch::Sender<bool>,
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
@@ -232,7 +241,11 @@ where
         + Sync
         + 'static,
 {
-    watcher::watcher(api, watcher::Config::default().any_semantic())
+    let mut config = watcher::Config::default().any_semantic();
+    if let Some(selector) = selector.filter(|s| !s.is_everything()) {
+        config = config.labels(selector.as_str());
+    }
+    watcher::watcher(api, config)
         .default_backoff()
         .modify(|object| {
             // Neither is read here; kubectl's copy of the last applied object would double
@@ -590,6 +603,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let node_controller = Controller::for_stream(
         reflected(
             Api::all(client.clone()),
+            settings.node_selector.as_ref(),
             node_feed,
             raise_nodes,
             move |event: &watcher::Event<Node>| {
@@ -626,8 +640,15 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let seen = tenant_copies.clone();
     let (relisted_room, relisted) = (waiting.clone(), tenant_cache.clone());
     let tenant_claims = claims.clone();
+    // NB: a watch with a selector reports a tenant whose labels left it as deleted: in a pool,
+    // a delete is confirmed by a direct read before its UID counts as gone (`tenant::deleted`).
+    let pooled = settings
+        .tenant_selector
+        .as_ref()
+        .is_some_and(|s| !s.is_everything());
     let tenant_events = reflected(
         Api::all(client.clone()),
+        settings.tenant_selector.as_ref(),
         tenant_feed,
         raise_tenants,
         move |event: &watcher::Event<Tenant>| match event {
@@ -638,7 +659,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
                 }
             }
             watcher::Event::Delete(tenant) => {
-                if let Some(uid) = &tenant.metadata.uid {
+                if let Some(uid) = tenant.metadata.uid.as_ref().filter(|_| !pooled) {
                     gone.insert(uid);
                 }
                 tenant_claims.forget(&ObjectRef::from_obj(tenant));
@@ -687,6 +708,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         let (raise_requests, requests_synced) = Synced::flag();
         let classes = reflected(
             Api::all(ctx.client.clone()),
+            None,
             class_feed,
             raise_classes,
             |_: &watcher::Event<NodeClass>| {},
@@ -694,6 +716,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         );
         let requests = reflected(
             Api::all(ctx.client.clone()),
+            None,
             request_feed,
             raise_requests,
             |_: &watcher::Event<NodeRequest>| {},

@@ -18,6 +18,9 @@
 //!   fits nowhere else keeps its reservation there and waits for room;
 //! - every node change is shown to the claims (see `claims`): tenants whose status names this
 //!   node without an entry here are woken;
+//! - in a pool (`--tenant-selector`), an entry of a live tenant outside the selector is never
+//!   released: it is logged and counted (`tenant_placer_outside_pool`), as another pool's
+//!   business or a misconfiguration;
 //! - every node is looked at again every `orphan_sweep` (5 minutes by default), so an entry left
 //!   by a delete the controller did not see (no finalizer, controller down) is released.
 
@@ -77,7 +80,22 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
         // Decoded one by one: a tenant the types cannot hold still answers whether it is alive.
         let api: Api<Decoded<Tenant>> = Api::namespaced(ctx.client.clone(), namespace);
         let alive = match api.get_opt(name).await {
-            Ok(found) => found.is_some_and(|t| t.uid().as_deref() == Some(entry.uid.as_str())),
+            Ok(Some(found)) if found.uid().as_deref() == Some(entry.uid.as_str()) => {
+                let outside = ctx
+                    .settings
+                    .tenant_selector
+                    .as_ref()
+                    .is_some_and(|s| !s.matches(found.labels()));
+                if outside {
+                    // Another pool's business, or a misconfiguration: never ours to release.
+                    tracing::warn!(node = %node_name, tenant = %entry.tenant, uid = %entry.uid,
+                        "a node of this pool holds an entry of a tenant outside the tenant \
+                         selector; left as is (check that the pools' selectors are disjoint)");
+                    ctx.metrics.outside_pool();
+                }
+                true
+            }
+            Ok(_) => false,
             Err(source) => {
                 return Err(Error::ReadTenant {
                     tenant: entry.tenant.clone(),

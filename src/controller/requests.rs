@@ -25,7 +25,13 @@
 //!   class meanwhile, or on the same one after;
 //! - a Node labelled as made for a request, seen holding nothing for `empty_node_after`, is
 //!   handed back by deleting its request; the provisioner deletes the Node, whose finalizer keeps
-//!   it while it holds reservations (a tenant placed there meanwhile is moved off first).
+//!   it while it holds reservations (a tenant placed there meanwhile is moved off first);
+//! - in a pool (`--node-selector`), a NodeClass is the pool's when the Nodes it makes (its
+//!   `spec.labels` and the class label) match the node selector, so every machine bought lands
+//!   in the pool; a NodeRequest is the pool's when its class is. Only the pool's classes are
+//!   bought, and only the pool's requests are counted as room, retired or handed back: pools
+//!   buy side by side and never touch each other's requests. The tenants planned for are the
+//!   pool's own (the tenant cache holds no other).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -41,8 +47,8 @@ use placement::{InFlightRequest, NodeClassOffer, Purchase, Resources, Unplaceabl
 use super::publisher::Occurrence;
 use super::{Context, Synced};
 use crate::api::{
-    NODE_REQUEST_LABEL, NodeClass, NodeRequest, NodeRequestPhase, NodeRequestSpec,
-    PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
+    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeRequest, NodeRequestPhase,
+    NodeRequestSpec, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
 };
 use crate::error::Error;
 
@@ -122,16 +128,18 @@ async fn look(
     request_after: Duration,
 ) -> Result<(), Error> {
     let api: Api<NodeRequest> = Api::all(ctx.client.clone());
-    retire_failed(ctx, &api, requests).await?;
+    let pool = Pool::of(ctx, classes);
+    retire_failed(ctx, &api, requests, &pool).await?;
     let live: Vec<Arc<NodeRequest>> = requests
         .state()
         .into_iter()
+        .filter(|r| pool.owns(r))
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .filter(|r| r.phase() != NodeRequestPhase::Failed)
         .collect();
     let specs = ctx.purchases.requested(&live);
     let waiting = waiting_tenants(ctx, request_after);
-    let offers = offers(ctx, classes, &specs);
+    let offers = offers(ctx, classes, &specs, &pool);
     let in_flight: Vec<(String, NodeRequestSpec)> = specs
         .iter()
         .filter(|(name, _, ready)| !ready || ctx.engine.node(name).is_none())
@@ -193,6 +201,40 @@ impl Purchases {
     }
 }
 
+/// The NodeClasses of this controller's pool: `None` when it has no node selector (all are).
+struct Pool(Option<HashSet<String>>);
+
+impl Pool {
+    fn of(ctx: &Context, classes: &Store<NodeClass>) -> Pool {
+        let Some(selector) = ctx.settings.node_selector.as_ref() else {
+            return Pool(None);
+        };
+        let ours = classes
+            .state()
+            .into_iter()
+            .filter(|class| selector.matches(&class_node_labels(class)))
+            .map(|class| class.name_any())
+            .collect();
+        Pool(Some(ours))
+    }
+
+    fn has_class(&self, class: &str) -> bool {
+        self.0.as_ref().is_none_or(|ours| ours.contains(class))
+    }
+
+    /// Whether a request is this pool's: its class is.
+    fn owns(&self, request: &NodeRequest) -> bool {
+        self.has_class(&request.spec.node_class)
+    }
+}
+
+/// The labels a Node of this class carries (the provisioner adds the request's name too).
+pub fn class_node_labels(class: &NodeClass) -> std::collections::BTreeMap<String, String> {
+    let mut labels = class.spec.labels.clone();
+    labels.insert(NODE_CLASS_LABEL.to_owned(), class.name_any());
+    labels
+}
+
 /// A hash of what the planner reads.
 fn fingerprint(
     waiting: &[(String, Resources)],
@@ -236,9 +278,12 @@ async fn retire_failed(
     ctx: &Context,
     api: &Api<NodeRequest>,
     requests: &Store<NodeRequest>,
+    pool: &Pool,
 ) -> Result<(), Error> {
     for failed in requests.state().into_iter().filter(|r| {
-        r.phase() == NodeRequestPhase::Failed && r.metadata.deletion_timestamp.is_none()
+        r.phase() == NodeRequestPhase::Failed
+            && r.metadata.deletion_timestamp.is_none()
+            && pool.owns(r)
     }) {
         let name = failed.name_any();
         let class = failed.spec.node_class.clone();
@@ -334,6 +379,7 @@ fn offers(
     ctx: &Context,
     classes: &Store<NodeClass>,
     requested: &[(String, NodeRequestSpec, bool)],
+    pool: &Pool,
 ) -> Vec<NodeClassOffer> {
     let resting: HashSet<String> = {
         let mut remembered = ctx.purchases.lock();
@@ -350,7 +396,7 @@ fn offers(
     let mut offers: Vec<NodeClassOffer> = classes
         .state()
         .into_iter()
-        .filter(|c| !resting.contains(&c.name_any()))
+        .filter(|c| !resting.contains(&c.name_any()) && pool.has_class(&c.name_any()))
         .filter_map(|class| {
             let name = class.name_any();
             let capacity = class.spec.capacity.to_resources().ok()?;

@@ -609,6 +609,28 @@ pub async fn deleted(tenant: &Tenant, ctx: &Context) {
         .forget(tenant.namespace().as_deref(), &tenant.name_any());
     let Some(uid) = tenant.uid() else { return };
     ctx.pending_backoff.reset(&uid);
+    if ctx
+        .settings
+        .tenant_selector
+        .as_ref()
+        .is_some_and(|s| !s.is_everything())
+    {
+        // In a pool a delete event may only mean that the tenant's labels left the selector.
+        match still_there(tenant, &uid, ctx).await {
+            Ok(false) => ctx.engine.gone().insert(&uid),
+            Ok(true) => {
+                tracing::warn!(tenant = %key, %uid,
+                    "tenant left this controller's pool (its labels changed): its reservation is                      kept and no longer managed here; move tenants between pools by re-creating them");
+                ctx.metrics.outside_pool();
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(tenant = %key, %error,
+                    "could not confirm that a tenant was deleted; the node sweep will");
+                return;
+            }
+        }
+    }
     match ctx.engine.release(&uid, &key).await {
         Ok(writes) if !writes.is_empty() => {
             tracing::info!(tenant = %key, %uid, "released the reservation of a deleted tenant");
@@ -617,6 +639,19 @@ pub async fn deleted(tenant: &Tenant, ctx: &Context) {
         Err(error) => {
             tracing::warn!(tenant = %key, %error, "releasing a deleted tenant failed; the node sweep will");
         }
+    }
+}
+
+/// Whether a tenant reported deleted still exists under the same UID (read directly).
+async fn still_there(tenant: &Tenant, uid: &str, ctx: &Context) -> Result<bool, Error> {
+    let api: Api<super::decode::Decoded<Tenant>> =
+        Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
+    match api.get_opt(&tenant.name_any()).await {
+        Ok(found) => Ok(found.is_some_and(|t| t.uid().as_deref() == Some(uid))),
+        Err(source) => Err(Error::ReadTenant {
+            tenant: tenant.key(),
+            source,
+        }),
     }
 }
 

@@ -209,7 +209,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// README use.
-const FAMILIES: [(&str, &str, &str); 19] = [
+const FAMILIES: [(&str, &str, &str); 20] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -234,6 +234,11 @@ const FAMILIES: [(&str, &str, &str); 19] = [
         "tenant_placer_orphaned_entries_released_total",
         "counter",
         "Entries released because their tenant was gone without the controller seeing it go.",
+    ),
+    (
+        "tenant_placer_outside_pool_total",
+        "counter",
+        "Entries on this pool's nodes of tenants outside the tenant selector, and tenants whose labels left it, found and left alone (another pool's business, or a misconfiguration).",
     ),
     (
         "tenant_placer_migrations_total",
@@ -545,6 +550,7 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_placement_conflicts_total",
             "tenant_placer_placement_retries_exhausted_total",
             "tenant_placer_orphaned_entries_released_total",
+            "tenant_placer_outside_pool_total",
             "tenant_placer_migrations_total",
             "tenant_placer_node_requests_failed_total",
             "tenant_placer_nodes_handed_back_total",

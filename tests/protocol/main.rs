@@ -13,6 +13,7 @@ mod fifo;
 mod guards;
 mod leader;
 mod policy;
+mod pools;
 mod promise;
 mod quiet;
 mod race;
