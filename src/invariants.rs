@@ -249,6 +249,7 @@ fn check_not_left_waiting(
         suspend: tenant.spec.suspend,
         status_node: on_draining,
         migration: None,
+        node_selector: tenant.spec.selector(),
     };
     if let placement::Plan::Edit(edit) = placement::plan_tenant(&wants, ledgers) {
         violations.push(format!(

@@ -4,6 +4,7 @@
 //!   node("node-eu-1").capacity(64, 256, 8000).holding("acme", (2, 4, 20)).resource_version(10)
 //!   tenant("acme").resources(2, 4, 20).mode(TenantMode::Cluster).phase(TenantPhase::Active).on("node-eu-1")
 //!   tenant("acme").migrating("node-eu-1", "node-eu-2").placed("Migrating")   a move in flight
+//!   node("eu-1").label("region", "eu")    tenant("acme").node_selector(&[("region", "eu")])
 //!   entry("acme", (2, 4, 20))       acme's AllocationEntry: tenant default/acme, UID uid-acme
 //!        .build()                   the typed object (Node, Tenant; also `Node::from(builder)`)
 //!        .manifest()                the JSON a client creates: without uid, resourceVersion,
@@ -83,6 +84,7 @@ pub fn tenant(name: &str) -> TenantBuilder {
             mode: TenantMode::Standalone,
             replicas: None,
             suspend: false,
+            node_selector: Default::default(),
         },
     );
     tenant.metadata.namespace = Some("default".into());
@@ -143,6 +145,16 @@ impl NodeBuilder {
     /// The status the controller would write for these entries (totals and conditions).
     pub fn settled(mut self) -> Self {
         self.settled = true;
+        self
+    }
+
+    /// One more label (metadata.labels), which tenants' node selectors match.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.node
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), value.into());
         self
     }
 
@@ -216,6 +228,15 @@ impl TenantBuilder {
 
     pub fn replicas(mut self, replicas: i32) -> Self {
         self.tenant.spec.replicas = Some(replicas);
+        self
+    }
+
+    /// spec.nodeSelector: only Nodes with all these labels may take it.
+    pub fn node_selector(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.tenant.spec.node_selector = pairs
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
         self
     }
 

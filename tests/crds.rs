@@ -91,6 +91,17 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
     assert_eq!(request["storageGb"]["minimum"], 0.0);
     assert_eq!(request["threads"]["maximum"], 9_007_199_254_740_991.0);
     assert_eq!(spec["properties"]["replicas"]["maximum"], 1000.0);
+    // spec.nodeSelector: an optional label map, values shaped as Kubernetes label values.
+    let selector = &spec["properties"]["nodeSelector"];
+    assert_eq!(selector["type"], "object");
+    assert_eq!(selector["additionalProperties"]["type"], "string");
+    assert_eq!(selector["additionalProperties"]["maxLength"], 63);
+    assert!(
+        !spec["required"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("nodeSelector"))
+    );
     assert!(
         spec["properties"]["resources"]["description"]
             .as_str()

@@ -22,6 +22,19 @@ struct Row {
 
 const ROWS: &[Row] = &[
     Row {
+        what: "a nodeSelector value longer than a label value may be is refused",
+        manifest: "
+apiVersion: placement.tenant-placer.dev/v1alpha1
+kind: Tenant
+metadata: {name: bad, namespace: default}
+spec:
+  resources: {threads: 2, memoryGb: 4, storageGb: 20}
+  nodeSelector: {region: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx}
+",
+        field: "spec.nodeSelector.region",
+        fragment: "may not be more than 63 bytes",
+    },
+    Row {
         what: "a Standalone tenant with 2 replicas breaks the Standalone rule",
         manifest: "
 apiVersion: placement.tenant-placer.dev/v1alpha1

@@ -7,7 +7,8 @@
 //! - free = capacity - allocated per dimension, saturating at 0;
 //! - the first eligible node whose free covers all three requested dimensions wins;
 //! - no fit is data, not an error: per dimension, the largest free amount among eligible nodes
-//!   and how far the request exceeds it.
+//!   and how far the request exceeds it; for a tenant with a node selector, among the nodes
+//!   carrying its labels, and saying so when no node carries them at all.
 //!
 //! ```text
 //!   request 2 thr · 4 GB · 20 GB
@@ -16,7 +17,9 @@
 //! ```
 
 use std::fmt;
+use std::sync::Arc;
 
+use crate::selector::{Labels, Pairs};
 use crate::{Dimension, Resources};
 
 /// Whether a node takes tenants. Cordoned and Offline nodes keep the tenants they hold; a
@@ -102,33 +105,62 @@ impl fmt::Display for Shortfall {
 }
 
 /// The answer when no eligible node can take a request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NoFit {
-    /// How many nodes were eligible (Online and not over capacity).
+    /// How many nodes were eligible (Online, not over capacity, carrying the selector's labels).
     pub eligible_nodes: usize,
     /// The request against the largest free amount per dimension among eligible nodes.
     pub shortfall: Shortfall,
+    /// The tenant's node selector, when it has a non-empty one: only nodes carrying all its
+    /// labels were considered.
+    pub selector: Option<Arc<Labels>>,
+    /// How many nodes carry the selector's labels, whatever their state (0 without a selector).
+    pub labelled_nodes: usize,
+}
+
+impl NoFit {
+    /// The same answer for a tenant whose selector `selector` (non-empty) `labelled` nodes carry.
+    #[must_use]
+    pub fn for_selector(self, selector: &Labels, labelled: usize) -> NoFit {
+        NoFit {
+            selector: Some(Arc::new(selector.clone())),
+            labelled_nodes: labelled,
+            ..self
+        }
+    }
 }
 
 impl fmt::Display for NoFit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Some(selector) = self.selector.as_deref() else {
+            return self.fmt_among(f, "no node", "no single node");
+        };
+        let pairs = Pairs(selector);
+        if self.labelled_nodes == 0 {
+            return write!(f, "no node has the labels {pairs} (nodeSelector)");
+        }
+        let among = format!("no node with the labels {pairs} (nodeSelector)");
+        let single = format!("no single node with the labels {pairs} (nodeSelector)");
+        self.fmt_among(f, &among, &single)
+    }
+}
+
+impl NoFit {
+    /// The message with `none` ("no node …") and `single` ("no single node …") as subjects.
+    fn fmt_among(&self, f: &mut fmt::Formatter<'_>, none: &str, single: &str) -> fmt::Result {
         if self.eligible_nodes == 0 {
-            return f.write_str("no node is Online with room to take new tenants");
+            return write!(f, "{none} is Online with room to take new tenants");
         }
         if self.shortfall.short_dimensions().next().is_none() {
             // Every dimension fits somewhere, but never all three on one node.
-            return write!(
-                f,
-                "no single node has {} free at once",
-                self.shortfall.requested
-            );
+            return write!(f, "{single} has {} free at once", self.shortfall.requested);
         }
-        write!(f, "no node has room: {}", self.shortfall)
+        write!(f, "{none} has room: {}", self.shortfall)
     }
 }
 
 /// The node a policy picks for a tenant that holds nothing, or why none fits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Choice<'a> {
     /// Reserve on this node.
     Place(&'a str),
@@ -168,6 +200,8 @@ pub fn no_fit<'n, 'a: 'n>(
             requested: *request,
             available: largest_free,
         },
+        selector: None,
+        labelled_nodes: 0,
     }
 }
 
@@ -252,6 +286,8 @@ mod tests {
                         requested: Resources::new(0, 1, 1),
                         available: Resources::ZERO,
                     },
+                    selector: None,
+                    labelled_nodes: 0,
                 }),
             },
             Case {
@@ -266,6 +302,8 @@ mod tests {
                         requested: Resources::new(256, 1024, 100_000),
                         available: Resources::new(64, 256, 8000),
                     },
+                    selector: None,
+                    labelled_nodes: 0,
                 }),
             },
             Case {
@@ -282,6 +320,8 @@ mod tests {
                         requested: Resources::new(5, 5, 5),
                         available: Resources::new(10, 10, 10),
                     },
+                    selector: None,
+                    labelled_nodes: 0,
                 }),
             },
         ];

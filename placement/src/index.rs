@@ -26,6 +26,9 @@
 //!   a scan reports ([`crate::fit::no_fit`]); an update (a reservation, a state or capacity change) costs O(log n), adding
 //!   or removing a node O(n).
 //!
+//! The index knows no labels, so it answers for tenants without a node selector only; the engine
+//! does not use it yet (policies scan, filtering by selector: see [`crate::selector`]).
+//!
 //! Node names are expected to be unique, as Kubernetes names are. With duplicates, decisions
 //! still agree with the scan, and updates by name change one of the nodes of that name.
 
@@ -280,6 +283,8 @@ impl FirstFitIndex {
                 requested: *request,
                 available: self.slots.get(1).copied().flatten().unwrap_or_default(),
             },
+            selector: None,
+            labelled_nodes: 0,
         }
     }
 
@@ -331,6 +336,8 @@ mod tests {
                     requested: Resources::new(8, 1, 1),
                     available: Resources::new(7, 32, 100),
                 },
+                selector: None,
+                labelled_nodes: 0,
             })
         );
     }

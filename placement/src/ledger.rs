@@ -24,11 +24,17 @@
 //!   "Fits" is measured against the node's effective capacity (capacity × its overcommit ratio,
 //!   1.0 unless [`NodeLedger::with_overcommit`] says otherwise), for placing and resizing alike;
 //! - a new tenant is placed by the policy given to [`plan_tenant_with`]; [`plan_tenant`] is
-//!   first fit.
+//!   first fit;
+//! - a tenant with a node selector is placed, restored and moved only onto nodes whose labels
+//!   include every pair of it ([`crate::selector`]); an entry it holds stays where it is when the
+//!   node's labels change, and resizes in place there.
 
 use crate::fit::{Choice, NoFit, NodeState, NodeView, Shortfall};
 use crate::migration::{Migration, MoveBlock, plan_in_flight, plan_move};
-use crate::policy::{Policy, place_ledgers};
+use std::sync::Arc;
+
+use crate::policy::{Policy, place_ledgers_matching};
+use crate::selector::{self, Labels};
 use crate::{Overcommit, Resources};
 
 /// One reservation on a node.
@@ -49,6 +55,9 @@ pub struct NodeLedger {
     /// The physical capacity, as the Node's spec gives it.
     capacity: Resources,
     overcommit: Overcommit,
+    /// The node's labels, which a tenant's node selector is matched against (shared: ledgers
+    /// are cloned per batch).
+    labels: Arc<Labels>,
     /// `capacity` × `overcommit`: what placement may fill.
     effective: Resources,
     /// The reservations, as written on the node.
@@ -98,6 +107,7 @@ impl NodeLedger {
             state,
             capacity,
             overcommit: Overcommit::NONE,
+            labels: Arc::default(),
             effective: capacity,
             entries,
             holds: Vec::new(),
@@ -113,6 +123,23 @@ impl NodeLedger {
         self.overcommit = overcommit;
         self.effective = overcommit.effective(self.capacity);
         self
+    }
+
+    /// The same ledger with these labels (none unless set).
+    #[must_use]
+    pub fn with_labels(mut self, labels: Arc<Labels>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// The node's labels (none unless set by [`NodeLedger::with_labels`]).
+    pub fn labels(&self) -> &Labels {
+        &self.labels
+    }
+
+    /// Whether the node's labels include every pair of `selector` (`None` matches any node).
+    pub fn matches(&self, selector: Option<&Labels>) -> bool {
+        selector::matches(selector, &self.labels)
     }
 
     /// The overcommit profile (1.0 everywhere unless set by [`NodeLedger::with_overcommit`]).
@@ -169,7 +196,7 @@ impl NodeLedger {
         Ok(())
     }
 
-    /// The ledger after an edit of its entries; holds and overcommit are kept. Fails when the
+    /// The ledger after an edit of its entries; holds, overcommit and labels are kept. Fails when the
     /// sum would overflow.
     pub fn edited(&self, edit: &Edit) -> Result<NodeLedger, LedgerError> {
         let mut edited = NodeLedger::new(
@@ -178,7 +205,8 @@ impl NodeLedger {
             self.capacity,
             self.edited_entries(edit),
         )?
-        .with_overcommit(self.overcommit);
+        .with_overcommit(self.overcommit)
+        .with_labels(Arc::clone(&self.labels));
         for hold in &self.holds {
             edited.hold(hold.clone())?;
         }
@@ -234,6 +262,9 @@ pub struct TenantWants<'a> {
     pub status_node: Option<&'a str>,
     /// The move its status records, if any (see [`crate::migration`]).
     pub migration: Option<Migration<'a>>,
+    /// Its node selector: only nodes carrying all these labels may take it (`None` or empty:
+    /// any node). An entry it already holds stays whatever its node's labels become.
+    pub node_selector: Option<&'a Labels>,
 }
 
 /// Why an edit is made; it names the event and the log line.
@@ -375,14 +406,17 @@ pub fn plan_tenant_held_by(
 /// A tenant whose status names a node that holds no entry of it (the entry was wiped by another
 /// actor, or the node deleted and re-created) gets it back there when it still fits: the node is
 /// Online or Cordoned, and the footprint fits its effective capacity beside the entries written
-/// there. Room held for waiting tenants does not count against it: it is the tenant's own room.
+/// there, and it carries the labels of the tenant's node selector. Room held for waiting tenants
+/// does not count against it: it is the tenant's own room.
 /// `None` when the status names no node, or that node cannot take it back. The caller has found
 /// that the tenant holds nothing anywhere.
 pub fn plan_restore(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Option<Plan> {
     let named = wants.status_node?;
     // A scan, but only for a tenant that lost its entry: rare, never on the placement path.
     let node = nodes.iter().find(|n| n.name == named)?;
-    if !matches!(node.state, NodeState::Online | NodeState::Cordoned) {
+    if !matches!(node.state, NodeState::Online | NodeState::Cordoned)
+        || !node.matches(wants.node_selector)
+    {
         return None;
     }
     let room = node.effective.saturating_sub(node.written);
@@ -402,7 +436,7 @@ fn plan_unplaced(policy: Policy, wants: &TenantWants<'_>, nodes: &[NodeLedger], 
     if wants.suspend {
         return Plan::SuspendedUnplaced;
     }
-    match place_ledgers(policy, nodes, &wants.footprint, turn) {
+    match place_ledgers_matching(policy, nodes, wants.node_selector, &wants.footprint, turn) {
         Choice::Place(node) => Plan::Edit(Edit {
             kind: EditKind::Reserve,
             node: node.to_owned(),
@@ -854,6 +888,187 @@ mod tests {
         assert_eq!(
             uids,
             vec![("x".into(), 1), ("acme".into(), 2), ("y".into(), 1)]
+        );
+    }
+
+    /// eu-1 (64 threads) and eu-2 (32) carry region=eu, only eu-2 carries cc=sev; us-1 (64)
+    /// carries region=us; plain (64) carries nothing.
+    fn labelled_fleet() -> Vec<NodeLedger> {
+        use crate::testing::ledger;
+        vec![
+            ledger("eu-1")
+                .capacity_of(EU1)
+                .label("region", "eu")
+                .build(),
+            ledger("eu-2")
+                .capacity_of(EU2)
+                .label("region", "eu")
+                .label("cc", "sev")
+                .build(),
+            ledger("plain").capacity_of(EU1).build(),
+            ledger("us-1")
+                .capacity_of(EU1)
+                .label("region", "us")
+                .build(),
+        ]
+    }
+
+    #[test]
+    fn a_node_selector_limits_every_policy_to_the_nodes_carrying_its_labels() {
+        use crate::testing::labels;
+        struct Case {
+            name: &'static str,
+            selector: Vec<(&'static str, &'static str)>,
+            footprint: Resources,
+            // FirstFit, BestFit, LeastLoaded, RoundRobin (turn 0)
+            want: [Option<&'static str>; 4],
+        }
+        let r = Resources::new;
+        let cases = [
+            Case {
+                // No selector: first fit takes eu-1 (first by name); BestFit the smallest,
+                // eu-2 (32 threads); LeastLoaded the largest, tie of 64s to eu-1.
+                name: "no selector: any node",
+                selector: vec![],
+                footprint: r(2, 4, 20),
+                want: [Some("eu-1"), Some("eu-2"), Some("eu-1"), Some("eu-1")],
+            },
+            Case {
+                // Only eu-1 and eu-2 carry region=eu; us-1 and plain are never candidates.
+                name: "region=eu: the eu nodes only",
+                selector: vec![("region", "eu")],
+                footprint: r(2, 4, 20),
+                want: [Some("eu-1"), Some("eu-2"), Some("eu-1"), Some("eu-1")],
+            },
+            Case {
+                // region=eu and cc=sev: eu-2 alone, even for FirstFit and LeastLoaded.
+                name: "every pair must match",
+                selector: vec![("region", "eu"), ("cc", "sev")],
+                footprint: r(2, 4, 20),
+                want: [Some("eu-2"); 4],
+            },
+            Case {
+                // 40 threads: only the 64-thread nodes fit; of them only us-1 is region=us.
+                name: "a selector and a footprint together",
+                selector: vec![("region", "us")],
+                footprint: r(40, 4, 20),
+                want: [Some("us-1"); 4],
+            },
+            Case {
+                // cc=sev is on eu-2 (32 threads): 40 > 32, and plain's 64 do not count.
+                name: "room on nodes without the labels does not count",
+                selector: vec![("cc", "sev")],
+                footprint: r(40, 4, 20),
+                want: [None; 4],
+            },
+        ];
+        let nodes = labelled_fleet();
+        for case in cases {
+            let selector = labels(&case.selector);
+            let mut w = wants("acme", case.footprint);
+            w.node_selector = Some(&selector);
+            for (policy, want) in Policy::ALL.into_iter().zip(case.want) {
+                let plan = plan_tenant_with(policy, &w, &nodes, 0);
+                let got = match &plan {
+                    Plan::Edit(edit) if edit.kind == EditKind::Reserve => Some(edit.node.as_str()),
+                    Plan::Pending(_) => None,
+                    other => panic!("{}: {other:?}", case.name),
+                };
+                assert_eq!(got, want, "{} ({policy})", case.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_selector_no_node_carries_is_named_in_the_no_fit_answer() {
+        use crate::testing::labels;
+        let nodes = labelled_fleet();
+        let selector = labels(&[("region", "eu"), ("cc", "tdx")]);
+        let mut w = wants("acme", Resources::new(1, 1, 1));
+        w.node_selector = Some(&selector);
+        let Plan::Pending(no_fit) = plan_tenant(&w, &nodes) else {
+            panic!("no node carries cc=tdx")
+        };
+        assert_eq!((no_fit.eligible_nodes, no_fit.labelled_nodes), (0, 0));
+        assert_eq!(
+            no_fit.to_string(),
+            "no node has the labels cc=tdx, region=eu (nodeSelector)"
+        );
+        // Nodes carry the labels but have no room: the shortfall among them alone.
+        // cc=sev: eu-2 only, 32 threads free; 40 asked, short by 8 (plain's 64 do not count).
+        let selector = labels(&[("cc", "sev")]);
+        let mut w = wants("acme", Resources::new(40, 1, 1));
+        w.node_selector = Some(&selector);
+        let Plan::Pending(no_fit) = plan_tenant(&w, &nodes) else {
+            panic!("40 threads do not fit eu-2")
+        };
+        assert_eq!(
+            no_fit.to_string(),
+            "no node with the labels cc=sev (nodeSelector) has room: threads: needs 40, at most \
+             32 free (short by 8)"
+        );
+        // They carry the labels but take no new tenants.
+        let cordoned = [crate::testing::ledger("eu-2")
+            .capacity_of(EU2)
+            .label("cc", "sev")
+            .state(NodeState::Cordoned)
+            .build()];
+        let Plan::Pending(no_fit) = plan_tenant(&w, &cordoned) else {
+            panic!("a cordoned node takes nothing")
+        };
+        assert_eq!(
+            no_fit.to_string(),
+            "no node with the labels cc=sev (nodeSelector) is Online with room to take new tenants"
+        );
+    }
+
+    #[test]
+    fn a_tenant_holding_an_entry_keeps_it_and_resizes_there_when_its_node_loses_the_labels() {
+        use crate::testing::{labels, ledger};
+        // acme holds 2 threads on n, which no longer carries region=eu: it stays, and grows to
+        // 4 in place (64 - 2 others... nothing else held: room 64 ≥ 4).
+        let nodes = [ledger("n")
+            .capacity_of(EU1)
+            .label("region", "us")
+            .holding("acme", (2, 4, 20))
+            .build()];
+        let selector = labels(&[("region", "eu")]);
+        let mut w = wants("acme", Resources::new(2, 4, 20));
+        w.node_selector = Some(&selector);
+        w.status_node = Some("n");
+        assert_eq!(
+            plan_tenant(&w, &nodes),
+            Plan::Holding {
+                node: "n".into(),
+                reserved: Resources::new(2, 4, 20)
+            }
+        );
+        w.footprint = Resources::new(4, 8, 40);
+        assert!(
+            matches!(plan_tenant(&w, &nodes), Plan::Edit(e) if e.kind == EditKind::Resize && e.node == "n")
+        );
+    }
+
+    #[test]
+    fn a_lost_entry_is_restored_only_on_a_node_that_carries_the_selectors_labels() {
+        use crate::testing::{labels, ledger};
+        let selector = labels(&[("region", "eu")]);
+        let mut w = wants("acme", Resources::new(2, 4, 20));
+        w.node_selector = Some(&selector);
+        w.status_node = Some("b");
+        // b is named and has room but now carries region=us: placed anew on a (region=eu).
+        let nodes = [
+            ledger("a").capacity_of(EU1).label("region", "eu").build(),
+            ledger("b").capacity_of(EU1).label("region", "us").build(),
+        ];
+        assert_eq!(plan_restore(&w, &nodes), None);
+        assert!(
+            matches!(plan_tenant(&w, &nodes), Plan::Edit(e) if e.kind == EditKind::Reserve && e.node == "a")
+        );
+        // b carries it: restored there.
+        let nodes = [ledger("b").capacity_of(EU1).label("region", "eu").build()];
+        assert!(
+            matches!(plan_tenant(&w, &nodes), Plan::Edit(e) if e.kind == EditKind::Restore && e.node == "b")
         );
     }
 

@@ -5,7 +5,8 @@
 //!   fit        NodeView ─first_fit─▶ Choice  Place(node) | NoFit(shortfall per dimension)
 //!   policy     Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Choice
 //!   overcommit Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
-//!   index      FirstFitIndex: first fit in O(log n) per decision and per update
+//!   index      FirstFitIndex: first fit in O(log n) per decision and per update (no selectors yet)
+//!   selector   Labels: a node's labels include every pair of a tenant's nodeSelector
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
 //!   rebalance  NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes (BestFit)
@@ -26,6 +27,7 @@ pub mod provision;
 pub mod queue;
 pub mod rebalance;
 pub mod resources;
+pub mod selector;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -38,8 +40,8 @@ pub use ledger::{
 pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{
-    Policy, Slack, UnknownPolicy, best_fit_among, effective_view, place, place_ledgers, place_with,
-    weighted_slack,
+    Policy, Slack, UnknownPolicy, best_fit_among, effective_view, place, place_ledgers,
+    place_ledgers_matching, place_with, weighted_slack,
 };
 pub use provision::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,
@@ -48,3 +50,4 @@ pub use provision::{
 pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};
 pub use rebalance::{Consolidation, Move, consolidate};
 pub use resources::{Dimension, Resources};
+pub use selector::{Labels, Pairs};

@@ -15,7 +15,8 @@
 //!   two writes leaves a state these rules carry on from;
 //! - a move carries the entry as held (its amounts); a resize is a separate step on the target;
 //! - the target is chosen by the caller's policy among nodes that take new tenants (never the
-//!   source, which is draining), seeing the room held for older waiting tenants;
+//!   source, which is draining) and carry the labels of the tenant's node selector, seeing the
+//!   room held for older waiting tenants;
 //! - a recorded move is finished only while its source is still draining and its target Online;
 //!   otherwise it is aborted (the target entry released) and the tenant stays on its source;
 //! - two entries without a recorded move are duplicates (the ordinary rule keeps the one the
@@ -23,7 +24,7 @@
 
 use crate::fit::{Choice, NoFit, NodeState};
 use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants};
-use crate::policy::{Policy, place_ledgers};
+use crate::policy::{Policy, place_ledgers_matching};
 
 /// A move a tenant's status records: from the node it leaves to the node it goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +79,7 @@ pub(crate) fn plan_move(
         };
     };
     // The source takes no new tenants (it is draining), so the policy never picks it.
-    match place_ledgers(policy, nodes, &held.resources, turn) {
+    match place_ledgers_matching(policy, nodes, wants.node_selector, &held.resources, turn) {
         Choice::Place(target) => Plan::Edit(Edit {
             kind: EditKind::Migrate,
             node: target.to_owned(),
@@ -172,6 +173,41 @@ mod tests {
             matches!(&plan, Plan::MoveBlocked { node, why: MoveBlock::NoRoom(_), .. } if node == S),
             "{plan:?}"
         );
+    }
+
+    #[test]
+    fn a_tenant_with_a_node_selector_moves_only_to_a_node_carrying_its_labels() {
+        use crate::testing::labels;
+        // a (first by name, room) lacks region=eu; t carries it: the move goes to t. Without t,
+        // it stays and says which labels no node has.
+        let a = ledger("a").capacity(8, 8, 8).label("region", "us").build();
+        let s = ledger(S)
+            .capacity(8, 8, 8)
+            .label("region", "eu")
+            .state(NodeState::Draining)
+            .holding("acme", (2, 2, 2))
+            .build();
+        let t = ledger(T).capacity(8, 8, 8).label("region", "eu").build();
+        let selector = labels(&[("region", "eu")]);
+        let acme = TenantWants {
+            node_selector: Some(&selector),
+            ..moving("acme", None)
+        };
+        let nodes = [a.clone(), s.clone(), t];
+        for policy in Policy::ALL {
+            let plan = plan_tenant_with(policy, &acme, &nodes, 0);
+            assert_eq!(edit_of(&plan), (EditKind::Migrate, T), "{policy}");
+        }
+        let plan = plan_tenant_with(Policy::FirstFit, &acme, &[a, s], 0);
+        let Plan::MoveBlocked {
+            why: MoveBlock::NoRoom(no_fit),
+            ..
+        } = plan
+        else {
+            panic!("{plan:?}")
+        };
+        // s carries the labels but is draining: 1 labelled node, none eligible.
+        assert_eq!((no_fit.labelled_nodes, no_fit.eligible_nodes), (1, 0));
     }
 
     /// The plan for acme holding 2/2/2 on both s (in `source` state) and t (in `target` state).

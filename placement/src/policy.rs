@@ -6,6 +6,8 @@
 //! it fits under all of them; the policies differ only in which candidate wins. No policy
 //! depends on the order the nodes are given in. [`best_fit_among`] is BestFit's rule over
 //! candidates the caller chooses (the consolidation in [`crate::rebalance`] leaves some out).
+//! A tenant's node selector narrows the candidates to the nodes carrying its labels
+//! ([`place_ledgers_matching`], a scan), and its no-fit answer names the selector.
 //!
 //! | policy        | winner among the candidates                                        | ties        |
 //! |---------------|--------------------------------------------------------------------|-------------|
@@ -58,6 +60,7 @@ use std::str::FromStr;
 
 use crate::fit::{Choice, NodeView, first_fit, no_fit};
 use crate::ledger::NodeLedger;
+use crate::selector::Labels;
 use crate::{Dimension, Overcommit, Resources};
 
 /// How a node is chosen for a new reservation. The default is `FirstFit`.
@@ -164,6 +167,36 @@ pub fn place_ledgers<'a>(
     place_by(policy, &views, request, turn, |i| {
         nodes.get(i).map(NodeLedger::overcommit).unwrap_or_default()
     })
+}
+
+/// [`place_ledgers`] among the nodes whose labels include every pair of `selector` (see
+/// [`crate::selector`]); `None` or an empty selector is [`place_ledgers`]. The candidates are
+/// found by a scan. A no-fit answer names the selector and how many nodes carry its labels.
+pub fn place_ledgers_matching<'a>(
+    policy: Policy,
+    nodes: &'a [NodeLedger],
+    selector: Option<&Labels>,
+    request: &Resources,
+    turn: u64,
+) -> Choice<'a> {
+    let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+        return place_ledgers(policy, nodes, request, turn);
+    };
+    let labelled: Vec<&'a NodeLedger> = nodes
+        .iter()
+        .filter(|node| node.matches(Some(selector)))
+        .collect();
+    let views: Vec<NodeView<'a>> = labelled.iter().map(|node| node.view()).collect();
+    let choice = place_by(policy, &views, request, turn, |i| {
+        labelled
+            .get(i)
+            .map(|node| node.overcommit())
+            .unwrap_or_default()
+    });
+    match choice {
+        Choice::NoFit(no_fit) => Choice::NoFit(no_fit.for_selector(selector, labelled.len())),
+        place => place,
+    }
 }
 
 /// A view whose capacity is replaced by its effective capacity under `overcommit`.
@@ -660,6 +693,8 @@ mod tests {
                             requested: r(9, 1, 1),
                             available: r(8, 8, 8),
                         },
+                        selector: None,
+                        labelled_nodes: 0,
                     }),
                     "{policy}"
                 );

@@ -10,6 +10,10 @@
 //!                                                     └─ unplaceable: NoClass (TooLarge | AtLimit)
 //! ```
 //!
+//! Node selectors are not planned for yet: a class carries no labels, so the controller leaves
+//! tenants with a node selector out of the waiting tenants it passes (a new node could not take
+//! them), and the planner knows no selectors.
+//!
 //! Rules enforced here:
 //! - **the check**: a purchase is judged the way the controller places. Every request in flight
 //!   and every new node arrives as an empty Online node (its capacity as given, no overcommit),

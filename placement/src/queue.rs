@@ -6,7 +6,8 @@
 //!   kept apart from its entries and so can never be written, so a younger tenant never takes room an older waiting tenant could use: the whole
 //!   footprint for a tenant waiting to be placed, the growth on its own node for a tenant
 //!   waiting to resize there (`Resizing`; its status names that node). A suspended waiter holds
-//!   nothing;
+//!   nothing. A waiter's room is held only on a node carrying the labels of its node selector
+//!   (its plan is the one [`plan_tenant_held_by`] makes for it);
 //! - `BestEffortFIFO` (the default): an older tenant that fits nowhere holds nothing and blocks
 //!   no one;
 //! - `StrictFIFO`: the oldest tenant that fits nowhere is the head; while it waits, no younger
@@ -348,6 +349,34 @@ mod tests {
             matches!(plan, Plan::Edit(ref e) if e.kind == EditKind::Reserve),
             "{plan:?}"
         );
+    }
+
+    #[test]
+    fn room_is_held_for_an_older_waiter_only_on_a_node_carrying_its_selectors_labels() {
+        // n1 (plain) comes first by name; only n2 carries region=eu. The older waiter (6,
+        // region=eu) is held 6 on n2, so the younger (6, any node) takes n1: were the hold put
+        // where first fit alone would, on n1, the younger would take n2 from under it.
+        let ledgers = vec![
+            node("n1", 8, &[]),
+            crate::testing::ledger("n2")
+                .capacity(8, 100, 100)
+                .label("region", "eu")
+                .build(),
+        ];
+        let selector = crate::testing::labels(&[("region", "eu")]);
+        let older = TenantWants {
+            node_selector: Some(&selector),
+            ..wants("older", 6)
+        };
+        let mut queue = FifoQueue::new(QueueMode::BestEffortFifo, vec![(1, older)]);
+        let mut view = ledgers.clone();
+        let plan = queue.plan(&2, Policy::FirstFit, &wants("young", 6), &mut view, 0);
+        assert!(
+            matches!(plan, Plan::Edit(ref e) if e.node == "n1"),
+            "{plan:?}"
+        );
+        let held: Vec<&str> = view[1].holds().iter().map(|e| e.uid.as_str()).collect();
+        assert_eq!(held, ["older"]);
     }
 
     #[test]

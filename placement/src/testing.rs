@@ -6,7 +6,9 @@
 //!                                                                    .view()  → NodeView
 //!   ledger("h1").capacity(8, 32, 100).allocated(5, 0, 0)            room taken, whoever holds it
 //!   entry("t1", (2, 4, 10))         one reservation
+//!   ledger("a").label("region", "eu")                               a labelled node
 //!   wants("t1", (2, 4, 10))         what tenant t1 asks (not suspended, no status node)
+//!   labels(&[("region", "eu")])     a label map: a node's labels or a tenant's node selector
 //! ```
 //!
 //! Conventions: a node is Online with capacity 0 until told otherwise; a tenant is named by one
@@ -19,7 +21,9 @@
 //! itself turns on, for its integration tests and benches; builds of the crate for the controller
 //! leave them out, so they never ship.
 
-use crate::{Entry, NodeLedger, NodeState, NodeView, Overcommit, Resources, TenantWants};
+use std::sync::Arc;
+
+use crate::{Entry, Labels, NodeLedger, NodeState, NodeView, Overcommit, Resources, TenantWants};
 
 /// Amounts in the three dimensions (threads, memory GB, storage GB): a tuple or a value.
 pub trait Amounts {
@@ -57,16 +61,26 @@ pub fn wants(tenant: &str, footprint: impl Amounts) -> TenantWants<'_> {
         suspend: false,
         status_node: None,
         migration: None,
+        node_selector: None,
     }
 }
 
-/// A node named `name`: Online, capacity 0, no overcommit, holding nothing.
+/// A label map (a node's labels, or a tenant's node selector) from `(key, value)` pairs.
+pub fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+        .collect()
+}
+
+/// A node named `name`: Online, capacity 0, no overcommit, no labels, holding nothing.
 pub fn ledger(name: &str) -> LedgerBuilder<'_> {
     LedgerBuilder {
         name,
         state: NodeState::Online,
         capacity: Resources::ZERO,
         overcommit: Overcommit::NONE,
+        labels: Labels::new(),
         entries: Vec::new(),
     }
 }
@@ -79,6 +93,7 @@ pub struct LedgerBuilder<'a> {
     state: NodeState,
     capacity: Resources,
     overcommit: Overcommit,
+    labels: Labels,
     entries: Vec<Entry>,
 }
 
@@ -100,6 +115,12 @@ impl<'a> LedgerBuilder<'a> {
 
     pub fn overcommit(mut self, overcommit: Overcommit) -> Self {
         self.overcommit = overcommit;
+        self
+    }
+
+    /// One more label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_owned(), value.to_owned());
         self
     }
 
@@ -134,6 +155,7 @@ impl<'a> LedgerBuilder<'a> {
         NodeLedger::new(self.name, self.state, self.capacity, self.entries)
             .unwrap_or_else(|e| panic!("a fixture's entries must add up: {e}"))
             .with_overcommit(self.overcommit)
+            .with_labels(Arc::new(self.labels))
     }
 
     /// What placement sees: the effective capacity and the sum of the entries.

@@ -168,3 +168,79 @@ fn plan_release_removes_exactly_one_entry_per_call() {
     assert_eq!(edit.node, "a");
     assert_eq!(edit.entry, None);
 }
+
+/// Labels a node or a selector may carry: two keys, two values each.
+fn label_map() -> impl Strategy<Value = placement::Labels> {
+    proptest::collection::btree_map(
+        prop_oneof![Just("region".to_owned()), Just("cc".to_owned())],
+        prop_oneof![Just("a".to_owned()), Just("b".to_owned())],
+        0..=2,
+    )
+}
+
+proptest! {
+    /// Whatever the policy, the fleet and the labels (changed between decisions, on nodes
+    /// holding tenants too), a tenant is reserved, restored or moved only onto a node carrying
+    /// every pair of its node selector; an entry it holds is never taken away for its labels.
+    #[test]
+    fn placements_only_ever_go_to_nodes_matching_the_selector(
+        nodes in fleet(),
+        node_labels in proptest::collection::vec(label_map(), 12),
+        tenants in proptest::collection::vec((resources(20), label_map(), any::<bool>()), 1..12),
+        relabels in proptest::collection::vec((0usize..12, label_map()), 0..12),
+        policy in proptest::sample::select(placement::Policy::ALL.to_vec()),
+    ) {
+        use std::sync::Arc;
+        let mut ledgers: Vec<NodeLedger> = nodes
+            .iter()
+            .zip(&node_labels)
+            .map(|(n, labels)| {
+                // Some nodes drain, so that moves are exercised too.
+                let state = if n.name.len() == 3 { NodeState::Draining } else { n.state };
+                ledger(&n.name)
+                    .state(state)
+                    .capacity_of(n.capacity)
+                    .build()
+                    .with_labels(Arc::new(labels.clone()))
+            })
+            .collect();
+        let uids: Vec<String> = (0..tenants.len()).map(|i| format!("uid-{i}")).collect();
+        let mut relabels = relabels.into_iter();
+        for ((footprint, selector, restore_named), uid) in tenants.iter().zip(&uids) {
+            let named = ledgers.first().map(|l| l.name().to_owned());
+            let wants = TenantWants {
+                node_selector: Some(selector),
+                status_node: named.as_deref().filter(|_| *restore_named),
+                ..testing::wants(uid, *footprint)
+            };
+            for turn in 0..4 {
+                let plan = placement::plan_tenant_with(policy, &wants, &ledgers, turn);
+                let Plan::Edit(edit) = plan else { break };
+                let index = ledgers.iter().position(|l| l.name() == edit.node).unwrap();
+                if matches!(edit.kind, EditKind::Reserve | EditKind::Restore | EditKind::Migrate) {
+                    prop_assert!(
+                        ledgers[index].matches(Some(selector)),
+                        "{edit:?} onto {:?} for {selector:?}", ledgers[index].labels()
+                    );
+                }
+                ledgers[index] = ledgers[index].edited(&edit).unwrap();
+            }
+            // Labels change under the tenants placed so far; they keep their entries.
+            if let Some((i, labels)) = relabels.next() && let Some(l) = ledgers.get_mut(i) {
+                let held: Vec<String> = l.entries().iter().map(|e| e.uid.clone()).collect();
+                *l = l.clone().with_labels(Arc::new(labels));
+                for uid in held {
+                    let keeps = TenantWants {
+                        node_selector: Some(selector),
+                        status_node: Some(l.name()),
+                        ..testing::wants(&uid, l.entry_of(&uid).unwrap().resources)
+                    };
+                    let plan = placement::plan_tenant_with(policy, &keeps, std::slice::from_ref(l), 0);
+                    if l.state() != NodeState::Draining {
+                        prop_assert!(matches!(plan, Plan::Holding { .. }), "{plan:?}");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! Rules enforced here (docs/design.md, rules 1, 8 and 9):
 //! - a ledger is built only from amounts that convert exactly; otherwise the error names the field;
 //! - a node being deleted is `Draining` for placement: it takes nothing new and gets nothing back;
+//! - a ledger carries the node's labels (metadata.labels), which tenants' node selectors match;
 //! - a status is derived from its entries alone (totals recomputed, never incremented), with the
 //!   OverCapacity condition and, while the node is being deleted, Drained naming whom it waits for.
 
@@ -53,7 +54,11 @@ impl Node {
             .overcommit()
             .map_err(|e| format!("spec.overcommit: {e}"))?;
         NodeLedger::new(node.name_any(), node.placement_state(), capacity, entries)
-            .map(|ledger| ledger.with_overcommit(overcommit))
+            .map(|ledger| {
+                ledger
+                    .with_overcommit(overcommit)
+                    .with_labels(std::sync::Arc::new(node.labels().clone()))
+            })
             .map_err(|e| e.to_string())
     }
 
@@ -233,6 +238,29 @@ mod tests {
             condition.message,
             "holds more than its capacity (threads 6 allocated > 4 capacity); keeps its tenants and takes no new ones"
         );
+    }
+
+    #[test]
+    fn a_ledger_carries_the_nodes_labels_for_node_selectors() {
+        let ledger = node("n")
+            .capacity(8, 8, 8)
+            .label("region", "eu")
+            .label("cc", "sev")
+            .build()
+            .ledger()
+            .unwrap();
+        let region = placement::testing::labels(&[("region", "eu")]);
+        assert!(ledger.matches(Some(&region)));
+        let us = placement::testing::labels(&[("region", "us")]);
+        assert!(!ledger.matches(Some(&us)));
+        // Kept through an edit of its entries.
+        let edit = placement::Edit {
+            kind: placement::EditKind::Reserve,
+            node: "n".into(),
+            uid: "a".into(),
+            entry: Some(entry("a", 1)),
+        };
+        assert_eq!(ledger.edited(&edit).unwrap().labels(), ledger.labels());
     }
 
     #[test]

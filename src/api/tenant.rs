@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::fmt;
 
 use kube::{CustomResource, KubeSchema};
@@ -90,6 +91,12 @@ pub struct TenantSpec {
     /// A suspended tenant keeps its reservation; one without a node is not placed until resumed.
     #[serde(default)]
     pub suspend: bool,
+    /// Only Nodes whose labels include every one of these pairs may take the tenant (region,
+    /// provider, confidential-computing hardware). Empty or unset: any Node. A tenant keeps its
+    /// reservation when its Node's labels change later; it is placed again only if it loses it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = label_map)]
+    pub node_selector: BTreeMap<String, String>,
 }
 
 /// The most replicas a tenant may ask for; all of them are reserved on one node.
@@ -106,6 +113,24 @@ pub(super) fn at_least_one_thread_and_gigabyte(schema: &mut schemars::Schema) {
             property.insert("minimum".into(), 1.into());
         }
     }
+}
+
+/// The most pairs a node selector may hold.
+pub const MAX_SELECTOR_PAIRS: u64 = 32;
+
+/// A label map as Kubernetes writes labels: values of at most 63 characters, alphanumerics
+/// with `-`, `_` and `.` inside; at most [`MAX_SELECTOR_PAIRS`] pairs. (Keys are checked by
+/// the API server when they are labels; a key no Node can carry simply matches no Node.)
+fn label_map(schema: &mut schemars::Schema) {
+    schema.insert("maxProperties".into(), MAX_SELECTOR_PAIRS.into());
+    schema.insert(
+        "additionalProperties".into(),
+        serde_json::json!({
+            "type": "string",
+            "maxLength": 63,
+            "pattern": "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$",
+        }),
+    );
 }
 
 /// How a tenant runs: one replica, or a cluster of replicas.
@@ -249,6 +274,11 @@ impl TenantSpec {
     /// Replicas after applying the mode's default.
     pub fn effective_replicas(&self) -> i32 {
         self.replicas.unwrap_or(self.mode.default_replicas())
+    }
+
+    /// Its node selector as placement reads it: `None` when empty (any node).
+    pub fn selector(&self) -> Option<&placement::Labels> {
+        Some(&self.node_selector).filter(|s| !s.is_empty())
     }
 
     /// Per-replica resources x replicas, checked: what the tenant reserves on its node.

@@ -336,7 +336,7 @@ async fn retire_failed(
     Ok(())
 }
 
-/// Tenants waiting for capacity long enough, oldest first.
+/// Tenants waiting for capacity long enough, oldest first (those with a node selector left out).
 fn waiting_tenants(ctx: &Context, request_after: Duration) -> Vec<(String, Resources)> {
     let now = Timestamp::now();
     let long_enough = |tenant: &Tenant| {
@@ -360,6 +360,9 @@ fn waiting_tenants(ctx: &Context, request_after: Duration) -> Vec<(String, Resou
         .state()
         .into_iter()
         .filter(|t| t.metadata.deletion_timestamp.is_none() && !t.spec.suspend)
+        // NB: a class carries no labels yet, so a new node could not take a tenant with a node
+        // selector: buying one for it would only be handed back empty.
+        .filter(|t| t.spec.node_selector.is_empty())
         .filter(|t| long_enough(t))
         .filter_map(|t| {
             let footprint = t.spec.footprint().ok()?;

@@ -446,6 +446,7 @@ async fn decide(
         migration: status
             .and_then(|s| s.migration.as_ref())
             .map(MigrationStatus::as_placement),
+        node_selector: tenant.spec.selector(),
     };
     match ctx.engine.decide_created(&wants, created).await {
         Ok(committed) => Ok(Some(committed)),

@@ -9,7 +9,8 @@
 //!   nodes as the engine sees them now, so a burst of capacity events costs one pass, and a
 //!   triggered tenant's next decision sees the room that triggered it;
 //! - a node triggers a waiting tenant only when that node, as it is now, could take it: the same
-//!   plan the engine would make, run on that node alone, says Reserve or Resize. Judging the
+//!   plan the engine would make, run on that node alone, says Reserve or Resize (so a node that
+//!   lacks the labels of the tenant's node selector never wakes it, and one given them does). Judging the
 //!   current state, not the delta, means coalesced events lose nothing;
 //! - a pass wakes tenants oldest first (creationTimestamp, then namespace/name); the engine
 //!   holds room for older waiting tenants (see `placement::queue`), so the order of reconciles
@@ -29,7 +30,9 @@ use std::sync::{Mutex, PoisonError};
 use futures::channel::mpsc;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
-use placement::{EditKind, NodeLedger, Plan, QueueMode, Resources, TenantWants, plan_tenant};
+use placement::{
+    EditKind, Labels, NodeLedger, Plan, QueueMode, Resources, TenantWants, plan_tenant,
+};
 use tokio::sync::Notify;
 
 use super::tenant::MIGRATION_BLOCKED;
@@ -46,6 +49,8 @@ pub struct Waiter {
     pub created: Option<Timestamp>,
     /// The node its status names: where a `Resizing` tenant holds its entry and grows.
     pub status_node: Option<String>,
+    /// Its node selector (`None`: any node): only a node carrying these labels wakes it.
+    pub node_selector: Option<Labels>,
 }
 
 impl Waiter {
@@ -69,6 +74,7 @@ impl Waiter {
                 .as_ref()
                 .map(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
+            node_selector: tenant.spec.selector().cloned(),
         })
     }
 
@@ -107,6 +113,7 @@ impl Waiter {
             suspend: self.suspend,
             status_node: self.status_node.as_deref(),
             migration: None,
+            node_selector: self.node_selector.as_ref(),
         }
     }
 }
@@ -344,6 +351,7 @@ mod tests {
             suspend: false,
             created: Some(Timestamp::from_second(created_second).unwrap()),
             status_node: None,
+            node_selector: None,
         }
     }
 
@@ -388,6 +396,20 @@ mod tests {
         room.withdraw("uid-small");
         assert_eq!(changed(&room, &node("n").capacity(8, 8, 8).build()), 0);
         assert_eq!(room.len(), 1);
+    }
+
+    #[test]
+    fn a_node_wakes_a_tenant_with_a_node_selector_only_once_it_carries_the_labels() {
+        let (room, mut requests) = WaitingRoom::new();
+        let eu = crate::testing::tenant("eu")
+            .node_selector(&[("region", "eu")])
+            .build();
+        room.enter(tenant("eu"), Waiter::of(&eu).unwrap());
+        // Room enough, but no region=eu: not woken.
+        assert_eq!(changed(&room, &node("n").capacity(8, 8, 8).build()), 0);
+        let labelled = node("n").capacity(8, 8, 8).label("region", "eu").build();
+        assert_eq!(changed(&room, &labelled), 1);
+        assert_eq!(drain(&mut requests), ["eu"]);
     }
 
     #[test]

@@ -197,6 +197,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
             mode: TenantMode::Standalone,
             replicas: None,
             suspend: false,
+            node_selector: Default::default(),
         },
     );
     tenant.metadata.namespace = Some("default".to_owned());

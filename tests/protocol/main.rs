@@ -20,6 +20,7 @@ mod race;
 mod rbac;
 mod requests;
 mod seed;
+mod selectors;
 mod soak;
 mod telemetry;
 mod watch;

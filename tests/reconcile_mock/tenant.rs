@@ -479,6 +479,7 @@ async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed()
         suspend: false,
         status_node: None,
         migration: None,
+        node_selector: None,
     };
     let (settle, release) = {
         let (w1, w2) = (writer.clone(), writer.clone());

@@ -14,6 +14,8 @@
 //! - a job's answer has the type its handle asked for ([`Decided`]): a tenant gets its resting
 //!   plan, a release the edits it made, a refresh nothing.
 
+use std::sync::Arc;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use placement::{
@@ -52,6 +54,8 @@ pub(super) struct OwnedWants {
     pub status_node: Option<String>,
     /// The move its status records: (from, to).
     pub migration: Option<(String, String)>,
+    /// Its node selector (`None`: any node); shared, as the wants are cloned for retries.
+    pub node_selector: Option<Arc<placement::Labels>>,
     /// The tenant's creationTimestamp: older tenants are decided first.
     pub created: Option<Timestamp>,
 }
@@ -67,6 +71,10 @@ impl OwnedWants {
             migration: wants
                 .migration
                 .map(|m| (m.from.to_owned(), m.to.to_owned())),
+            node_selector: wants
+                .node_selector
+                .filter(|s| !s.is_empty())
+                .map(|s| Arc::new(s.clone())),
             created,
         }
     }
@@ -82,6 +90,7 @@ impl OwnedWants {
                 .migration
                 .as_ref()
                 .map(|(from, to)| placement::Migration { from, to }),
+            node_selector: self.node_selector.as_deref(),
         }
     }
 
@@ -459,6 +468,7 @@ mod tests {
             suspend: false,
             status_node: None,
             migration: None,
+            node_selector: None,
             created: Some(Timestamp::from_second(created).unwrap()),
         }
     }
