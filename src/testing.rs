@@ -112,7 +112,8 @@ impl NodeBuilder {
         self
     }
 
-    /// Adds a label (a pool's, for `--node-selector`).
+    /// Adds a label (metadata.labels): a pool's, for `--node-selector`, or one tenants' node
+    /// selectors match.
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.node.labels_mut().insert(key.into(), value.into());
         self
@@ -145,16 +146,6 @@ impl NodeBuilder {
     /// The status the controller would write for these entries (totals and conditions).
     pub fn settled(mut self) -> Self {
         self.settled = true;
-        self
-    }
-
-    /// One more label (metadata.labels), which tenants' node selectors match.
-    pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.node
-            .metadata
-            .labels
-            .get_or_insert_with(Default::default)
-            .insert(key.into(), value.into());
         self
     }
 
