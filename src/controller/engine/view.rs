@@ -227,6 +227,9 @@ impl HashIndex {
     fn build(pairs: impl Iterator<Item = (u64, usize)>) -> HashIndex {
         let mut pairs: Vec<(u64, usize)> = pairs.collect();
         pairs.sort_unstable();
+        // One pair per (key, position), as `insert` keeps it: a node listing a UID twice holds
+        // it at one position, not two (else it would count as a move in flight).
+        pairs.dedup();
         HashIndex(pairs)
     }
 
@@ -273,5 +276,20 @@ mod tests {
         assert_eq!(index.positions(a).collect::<Vec<_>>(), [3]);
         assert_eq!(index.positions(b).collect::<Vec<_>>(), [1, 7]);
         assert_eq!(index.positions(HashIndex::hash("c")).count(), 0);
+    }
+
+    #[test]
+    fn a_node_listing_a_uid_twice_holds_it_once_and_moves_nothing() {
+        let (a, b) = (HashIndex::hash("a"), HashIndex::hash("b"));
+        let index = HashIndex::build([(a, 2), (a, 2), (b, 1)].into_iter());
+        assert_eq!(index.positions(a).collect::<Vec<_>>(), [2]);
+        let view = View::build(vec![Arc::new(
+            crate::testing::node("n1")
+                .capacity(8, 8, 8)
+                .holding("acme", (1, 1, 1))
+                .holding("acme", (1, 1, 1))
+                .build(),
+        )]);
+        assert_eq!(view.moves_in_flight(), 0);
     }
 }
