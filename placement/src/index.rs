@@ -26,8 +26,8 @@
 //!   a scan reports ([`crate::fit::no_fit`]); an update (a reservation, a state or capacity change) costs O(log n), adding
 //!   or removing a node O(n).
 //!
-//! The index knows no labels, so it answers for tenants without a node selector only; the engine
-//! does not use it yet (policies scan, filtering by selector: see [`crate::selector`]).
+//! The index knows no labels: [`crate::fleet::IndexedFleet`] keeps one per node selector, over
+//! the nodes carrying its labels.
 //!
 //! Node names are expected to be unique, as Kubernetes names are. With duplicates, decisions
 //! still agree with the scan, and updates by name change one of the nodes of that name.
@@ -95,6 +95,12 @@ pub struct FirstFitIndex {
     width: usize,
     /// How many leaves take new tenants.
     eligible: usize,
+}
+
+impl Default for FirstFitIndex {
+    fn default() -> Self {
+        FirstFitIndex::new(&[])
+    }
 }
 
 /// Per dimension, the larger of two maxima; `None` (no eligible leaf) is absorbed.
@@ -274,6 +280,12 @@ impl FirstFitIndex {
             .or_else(|| self.leftmost_fit(left.wrapping_add(1), request))
     }
 
+    /// The most free room per dimension among the eligible nodes (each maximum may come from a
+    /// different node); zero when none is eligible.
+    pub fn most_free(&self) -> Resources {
+        self.slots.get(1).copied().flatten().unwrap_or_default()
+    }
+
     /// The no-fit answer over the indexed nodes, equal to [`crate::fit::no_fit`] over the
     /// eligible ones.
     pub fn no_fit(&self, request: &Resources) -> NoFit {
@@ -281,7 +293,7 @@ impl FirstFitIndex {
             eligible_nodes: self.eligible,
             shortfall: Shortfall {
                 requested: *request,
-                available: self.slots.get(1).copied().flatten().unwrap_or_default(),
+                available: self.most_free(),
             },
             selector: None,
             labelled_nodes: 0,

@@ -33,7 +33,8 @@ use crate::fit::{Choice, NoFit, NodeState, NodeView, Shortfall};
 use crate::migration::{Migration, MoveBlock, plan_in_flight, plan_move};
 use std::sync::Arc;
 
-use crate::policy::{Policy, place_ledgers_matching};
+use crate::fleet::Fleet;
+use crate::policy::Policy;
 use crate::selector::{self, Labels};
 use crate::{Overcommit, Resources};
 
@@ -363,16 +364,16 @@ pub fn holders_of(uid: &str, nodes: &[NodeLedger]) -> Vec<usize> {
 /// a decision need not scan every entry of the fleet: `holders` are the positions in `nodes` of
 /// the ledgers holding an entry of `wants.uid`, in any order. A position that holds no such
 /// entry is ignored.
-pub fn plan_tenant_held_by(
+pub fn plan_tenant_held_by<F: Fleet + ?Sized>(
     policy: Policy,
     wants: &TenantWants<'_>,
-    nodes: &[NodeLedger],
+    nodes: &F,
     holders: &[usize],
     turn: u64,
 ) -> Plan {
     let mut holders: Vec<&NodeLedger> = holders
         .iter()
-        .filter_map(|&i| nodes.get(i))
+        .filter_map(|&i| nodes.ledgers().get(i))
         .filter(|n| n.entry_of(wants.uid).is_some())
         .collect();
     holders.sort_by(|a, b| a.name.cmp(&b.name));
@@ -410,10 +411,9 @@ pub fn plan_tenant_held_by(
 /// does not count against it: it is the tenant's own room.
 /// `None` when the status names no node, or that node cannot take it back. The caller has found
 /// that the tenant holds nothing anywhere.
-pub fn plan_restore(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Option<Plan> {
+pub fn plan_restore<F: Fleet + ?Sized>(wants: &TenantWants<'_>, nodes: &F) -> Option<Plan> {
     let named = wants.status_node?;
-    // A scan, but only for a tenant that lost its entry: rare, never on the placement path.
-    let node = nodes.iter().find(|n| n.name == named)?;
+    let node = nodes.find(named)?;
     if !matches!(node.state, NodeState::Online | NodeState::Cordoned)
         || !node.matches(wants.node_selector)
     {
@@ -432,11 +432,16 @@ pub fn plan_restore(wants: &TenantWants<'_>, nodes: &[NodeLedger]) -> Option<Pla
 
 /// The plan for a tenant that holds nothing and gets nothing back: placed by `policy`, unless
 /// suspended.
-fn plan_unplaced(policy: Policy, wants: &TenantWants<'_>, nodes: &[NodeLedger], turn: u64) -> Plan {
+fn plan_unplaced<F: Fleet + ?Sized>(
+    policy: Policy,
+    wants: &TenantWants<'_>,
+    nodes: &F,
+    turn: u64,
+) -> Plan {
     if wants.suspend {
         return Plan::SuspendedUnplaced;
     }
-    match place_ledgers_matching(policy, nodes, wants.node_selector, &wants.footprint, turn) {
+    match nodes.place(policy, wants.node_selector, &wants.footprint, turn) {
         Choice::Place(node) => Plan::Edit(Edit {
             kind: EditKind::Reserve,
             node: node.to_owned(),
@@ -501,9 +506,12 @@ fn plan_held(wants: &TenantWants<'_>, node: &NodeLedger) -> Plan {
 
 /// The next release for a deleted tenant: remove its entry from the first node (by name) holding
 /// one. `None` when no node holds an entry: releasing again is a no-op.
-pub fn plan_release(uid: &str, nodes: &[NodeLedger]) -> Option<Edit> {
+pub fn plan_release<'n>(
+    uid: &str,
+    nodes: impl IntoIterator<Item = &'n NodeLedger>,
+) -> Option<Edit> {
     nodes
-        .iter()
+        .into_iter()
         .filter(|n| n.entry_of(uid).is_some())
         .min_by(|a, b| a.name.cmp(&b.name))
         .map(|node| Edit {

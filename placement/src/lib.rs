@@ -5,7 +5,8 @@
 //!   fit        NodeView ─first_fit─▶ Choice  Place(node) | NoFit(shortfall per dimension)
 //!   policy     Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Choice
 //!   overcommit Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
-//!   index      FirstFitIndex: first fit in O(log n) per decision and per update (no selectors yet)
+//!   index      FirstFitIndex: first fit in O(log n) per decision and per update
+//!   fleet      Fleet: what planning reads (a slice scans; IndexedFleet keeps first-fit indexes)
 //!   selector   Labels: a node's labels include every pair of a tenant's nodeSelector
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
@@ -18,6 +19,7 @@
 //! into these types, asks for a plan, and performs the one write a plan names.
 
 pub mod fit;
+pub mod fleet;
 pub mod index;
 pub mod ledger;
 pub mod migration;
@@ -32,6 +34,7 @@ pub mod selector;
 pub mod testing;
 
 pub use fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
+pub use fleet::{Fleet, FleetMut, IndexedFleet};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
     Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,

@@ -23,8 +23,9 @@
 //!   status names): a crash before the status recorded the move rolls it back.
 
 use crate::fit::{Choice, NoFit, NodeState};
+use crate::fleet::Fleet;
 use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants};
-use crate::policy::{Policy, place_ledgers_matching};
+use crate::policy::Policy;
 
 /// A move a tenant's status records: from the node it leaves to the node it goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,11 +66,11 @@ pub(crate) fn plan_in_flight(wants: &TenantWants<'_>, holders: &[&NodeLedger]) -
 
 /// The move of a tenant holding its only entry on `source`, which is draining: the target entry
 /// on the node `policy` chooses among those that take new tenants, or why it stays.
-pub(crate) fn plan_move(
+pub(crate) fn plan_move<F: Fleet + ?Sized>(
     policy: Policy,
     wants: &TenantWants<'_>,
     source: &NodeLedger,
-    nodes: &[NodeLedger],
+    nodes: &F,
     turn: u64,
 ) -> Plan {
     let Some(held) = source.entry_of(wants.uid) else {
@@ -79,7 +80,7 @@ pub(crate) fn plan_move(
         };
     };
     // The source takes no new tenants (it is draining), so the policy never picks it.
-    match place_ledgers_matching(policy, nodes, wants.node_selector, &held.resources, turn) {
+    match nodes.place(policy, wants.node_selector, &held.resources, turn) {
         Choice::Place(target) => Plan::Edit(Edit {
             kind: EditKind::Migrate,
             node: target.to_owned(),

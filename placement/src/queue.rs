@@ -17,9 +17,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::fleet::FleetMut;
 use crate::ledger::{
-    Edit, EditKind, Entry, NodeLedger, Plan, TenantWants, holders_of, plan_restore,
-    plan_tenant_held_by,
+    Edit, EditKind, Entry, Plan, TenantWants, holders_of, plan_restore, plan_tenant_held_by,
 };
 use crate::policy::Policy;
 use crate::resources::Resources;
@@ -138,36 +138,36 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
     /// for older waiting tenants is held in `ledgers` first; a first placement behind a
     /// StrictFIFO head is [`Plan::Queued`]. Call again after applying an edit, as with
     /// [`plan_tenant_with`].
-    pub fn plan(
+    pub fn plan<F: FleetMut + ?Sized>(
         &mut self,
         key: &K,
         policy: Policy,
         wants: &TenantWants<'_>,
-        ledgers: &mut [NodeLedger],
+        ledgers: &mut F,
         turn: u64,
     ) -> Plan {
-        let holders = holders_of(wants.uid, ledgers);
+        let holders = holders_of(wants.uid, ledgers.ledgers());
         self.plan_held_by(key, policy, wants, ledgers, &holders, turn)
     }
 
     /// [`plan`](Self::plan) for a caller that indexes which ledgers hold which UID (see
     /// [`plan_tenant_held_by`]). Holds never change `holders`: they are not entries.
-    pub fn plan_held_by(
+    pub fn plan_held_by<F: FleetMut + ?Sized>(
         &mut self,
         key: &K,
         policy: Policy,
         wants: &TenantWants<'_>,
-        ledgers: &mut [NodeLedger],
+        ledgers: &mut F,
         holders: &[usize],
         turn: u64,
     ) -> Plan {
         let holds_nothing = !holders
             .iter()
-            .filter_map(|&i| ledgers.get(i))
+            .filter_map(|&i| ledgers.ledgers().get(i))
             .any(|l| l.entry_of(wants.uid).is_some());
         // A lost entry goes back first: its room is the tenant's own, neither held for older
         // tenants nor behind a StrictFIFO head.
-        if holds_nothing && let Some(restore) = plan_restore(wants, ledgers) {
+        if holds_nothing && let Some(restore) = plan_restore(wants, &*ledgers) {
             return restore;
         }
         self.hold_older(key, policy, ledgers, turn);
@@ -180,7 +180,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 behind: head.clone(),
             };
         }
-        let plan = plan_tenant_held_by(policy, wants, ledgers, holders, turn);
+        let plan = plan_tenant_held_by(policy, wants, &*ledgers, holders, turn);
         if matches!(plan, Plan::Pending(_)) {
             self.note_unplaceable(wants.tenant);
         }
@@ -196,7 +196,13 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
     /// Holds room for each waiting tenant older than `key` not considered yet: the whole
     /// footprint where a first placement would go, or the growth on its own node for a resize
     /// that fits there now. A suspended waiter holds nothing (it asks for nothing until resumed).
-    fn hold_older(&mut self, key: &K, policy: Policy, ledgers: &mut [NodeLedger], turn: u64) {
+    fn hold_older<F: FleetMut + ?Sized>(
+        &mut self,
+        key: &K,
+        policy: Policy,
+        ledgers: &mut F,
+        turn: u64,
+    ) {
         while let Some((older, wants, holder)) = self.waiting.get(self.considered) {
             if older >= key {
                 return;
@@ -209,13 +215,10 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             // Where it holds its entry: as the caller knows it, else the node its status names
             // (a lookup by name, not a scan of every entry); the others hold nothing.
             let own = holder
-                .or_else(|| {
-                    wants
-                        .status_node
-                        .and_then(|name| ledgers.iter().position(|l| l.name() == name))
-                })
+                .or_else(|| wants.status_node.and_then(|name| ledgers.position(name)))
                 .filter(|&i| {
                     ledgers
+                        .ledgers()
                         .get(i)
                         .is_some_and(|l| l.entry_of(wants.uid).is_some())
                 });
@@ -224,7 +227,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             if self.head.is_some() && own.is_none() {
                 continue;
             }
-            let most_free = *self.most_free.get_or_insert_with(|| most_free(ledgers));
+            let most_free = *self.most_free.get_or_insert_with(|| ledgers.most_free());
             // A BestEffortFIFO newcomer that fits nowhere changes nothing: no plan needed. (In
             // StrictFIFO the plan makes it the head.)
             if own.is_none()
@@ -234,7 +237,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 continue;
             }
             let holders: Vec<usize> = own.into_iter().collect();
-            match plan_tenant_held_by(policy, &wants, ledgers, &holders, turn) {
+            match plan_tenant_held_by(policy, &wants, &*ledgers, &holders, turn) {
                 Plan::Edit(edit) if edit.kind == EditKind::Reserve => {
                     hold(ledgers, edit);
                     self.holds = self.holds.saturating_add(1);
@@ -242,7 +245,8 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 Plan::Edit(edit) if edit.kind == EditKind::Resize => {
                     // Only the growth: the old footprint is already its entry.
                     let held = own
-                        .and_then(|i| ledgers[i].entry_of(wants.uid))
+                        .and_then(|i| ledgers.ledgers().get(i))
+                        .and_then(|l| l.entry_of(wants.uid))
                         .map_or(Resources::ZERO, |e| e.resources);
                     let growth = edit
                         .entry
@@ -264,30 +268,11 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
     }
 }
 
-/// The most free room per dimension over the nodes that take new tenants.
-fn most_free(ledgers: &[NodeLedger]) -> Resources {
-    let mut most = Resources::ZERO;
-    for view in ledgers.iter().map(NodeLedger::view) {
-        if view.takes_new_tenants() {
-            let free = view.free();
-            most = Resources::new(
-                most.threads.max(free.threads),
-                most.memory_gb.max(free.memory_gb),
-                most.storage_gb.max(free.storage_gb),
-            );
-        }
-    }
-    most
-}
-
 /// Holds the room `edit` would reserve, in its ledger's holds (never in its entries).
-fn hold(ledgers: &mut [NodeLedger], edit: Edit) {
-    let Some(ledger) = ledgers.iter_mut().find(|l| l.name() == edit.node) else {
-        return;
-    };
+fn hold<F: FleetMut + ?Sized>(ledgers: &mut F, edit: Edit) {
     let Some(entry) = edit.entry else { return };
     // The plan said it fits, so the sum stays in range; if not, nothing is held.
-    let _ = ledger.hold(entry);
+    let _ = ledgers.hold(&edit.node, entry);
 }
 
 #[cfg(test)]
@@ -297,7 +282,7 @@ mod tests {
 
     /// A node of `threads` threads (100 GB, 100 GB) on the crate's one builder, holding `held`
     /// (uid, threads) with 1 GB and 1 GB each.
-    fn node(name: &str, threads: u64, held: &[(&str, u64)]) -> NodeLedger {
+    fn node(name: &str, threads: u64, held: &[(&str, u64)]) -> crate::NodeLedger {
         let node = crate::testing::ledger(name).capacity(threads, 100, 100);
         held.iter()
             .fold(node, |node, (uid, t)| node.holding(uid, (*t, 1, 1)))

@@ -244,3 +244,95 @@ proptest! {
         }
     }
 }
+
+/// One change to a fleet between decisions.
+#[derive(Clone, Debug)]
+enum Change {
+    /// Room held for a waiting tenant on the node at this index (mod the fleet's size).
+    Hold(usize, Resources),
+    /// The node at this index gets a new state, labels and a tenant's entry.
+    Replace(usize, NodeState, placement::Labels, Resources),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        (0usize..12, resources(20)).prop_map(|(i, r)| Change::Hold(i, r)),
+        (0usize..12, state(), label_map(), resources(20))
+            .prop_map(|(i, s, l, r)| Change::Replace(i, s, l, r)),
+    ]
+}
+
+proptest! {
+    /// An indexed fleet answers as the scan over the same ledgers does, under every policy and
+    /// node selector, after any sequence of held room and replaced ledgers (states, labels and
+    /// entries changed), whether a selector was indexed before or after the changes.
+    #[test]
+    fn an_indexed_fleet_answers_as_the_scan_does(
+        nodes in fleet(),
+        node_labels in proptest::collection::vec(label_map(), 12),
+        changes in proptest::collection::vec(change(), 0..16),
+        selectors in proptest::collection::vec(label_map(), 1..4),
+        requests in proptest::collection::vec((resources(30), 0usize..4), 1..6),
+    ) {
+        use placement::{Fleet, FleetMut, IndexedFleet, Policy};
+        use std::sync::Arc;
+        let ledgers: Vec<NodeLedger> = nodes
+            .iter()
+            .zip(&node_labels)
+            .map(|(n, labels)| {
+                ledger(&n.name)
+                    .state(n.state)
+                    .capacity_of(n.capacity)
+                    .allocated_of(n.allocated)
+                    .build()
+                    .with_labels(Arc::new(labels.clone()))
+            })
+            .collect();
+        let mut indexed = IndexedFleet::new(ledgers.clone());
+        let mut scanned = ledgers;
+        scanned.sort_by(|a, b| a.name().cmp(b.name()));
+        indexed.index_selector(&selectors[0]);
+        for (n, change) in changes.iter().enumerate() {
+            if scanned.is_empty() {
+                break;
+            }
+            match change {
+                Change::Hold(i, amount) => {
+                    let name = scanned[i % scanned.len()].name().to_owned();
+                    let hold = testing::entry(&format!("w{n}"), *amount);
+                    prop_assert_eq!(scanned.hold(&name, hold.clone()).is_ok(), indexed.hold(&name, hold).is_ok());
+                }
+                Change::Replace(i, state, labels, amount) => {
+                    let at = i % scanned.len();
+                    let old = &scanned[at];
+                    let mut entries = old.entries().to_vec();
+                    entries.push(testing::entry(&format!("r{n}"), *amount));
+                    let Ok(new) = NodeLedger::new(old.name(), *state, old.capacity(), entries) else {
+                        continue;
+                    };
+                    let new = new.with_labels(Arc::new(labels.clone()));
+                    scanned[at] = new.clone();
+                    prop_assert!(indexed.replace(at, new));
+                }
+            }
+        }
+        for selector in &selectors {
+            indexed.index_selector(selector);
+        }
+        prop_assert_eq!(indexed.ledgers(), &scanned[..]);
+        prop_assert_eq!(indexed.most_free(), scanned.most_free());
+        for (request, s) in &requests {
+            let selector = selectors.get(*s);
+            for policy in Policy::ALL {
+                prop_assert_eq!(
+                    indexed.place(policy, selector, request, 3),
+                    scanned.place(policy, selector, request, 3),
+                    "{} {:?} {:?}", policy, selector, request
+                );
+            }
+        }
+        for l in &scanned {
+            prop_assert_eq!(indexed.position(l.name()), scanned.position(l.name()));
+        }
+    }
+}

@@ -353,7 +353,7 @@ fn decide_tenant(
             &key,
             rules.policy,
             &wants.borrowed(),
-            &mut view.ledgers,
+            &mut view.fleet,
             &holders,
             *turn,
         );
@@ -413,7 +413,7 @@ fn release(
     rules.released.insert(uid);
     loop {
         view.check_readable(uid)?;
-        match plan_release(uid, &view.ledgers) {
+        match plan_release(uid, view.ledgers_holding(uid)) {
             Some(edit) => apply(view, edit, edits, rules.max_writes, tenant)?,
             None => return Ok(()),
         }
@@ -443,7 +443,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use std::sync::Arc;
 
-    use placement::{EditKind, Resources};
+    use placement::{EditKind, Fleet, Resources};
 
     use super::*;
     use crate::api::Node;
@@ -563,7 +563,7 @@ mod tests {
             touched,
             [vec!["n1".to_owned()], vec!["n1".into()], vec!["n1".into()]]
         );
-        let uids: Vec<&str> = view.ledgers[0]
+        let uids: Vec<&str> = view.fleet.ledgers()[0]
             .entries()
             .iter()
             .map(|e| e.uid.as_str())
@@ -584,7 +584,7 @@ mod tests {
         ));
         assert!(released.contains("uid-acme"));
         assert_eq!(touched, [Vec::<String>::new(), Vec::new()]);
-        assert!(view.ledgers[0].entries().is_empty());
+        assert!(view.fleet.ledgers()[0].entries().is_empty());
     }
 
     #[test]
@@ -638,7 +638,7 @@ mod tests {
         assert!(matches!(committed.plan, Plan::Pending(_)), "{committed:?}");
         assert!(committed.held_back && committed.writes.is_empty());
         assert_eq!(touched, [Vec::<String>::new()]);
-        assert_eq!(view.ledgers[0].holds().len(), 1);
+        assert_eq!(view.fleet.ledgers()[0].holds().len(), 1);
         // Even if n1 were written now, its status would name no hold.
         let written = view.to_write("n1", &Time(Timestamp::now())).unwrap();
         assert!(written.allocations().is_empty());

@@ -174,6 +174,7 @@ impl Engine {
             released: released.clone(),
             config,
             turn: 0,
+            view: View::default(),
         };
         Engine {
             nodes,
@@ -191,7 +192,7 @@ impl Engine {
             .into_iter()
             .filter(|n| names.is_none_or(|names| names.contains(&n.name_any())))
             .collect();
-        View::build(nodes).ledgers
+        View::build(nodes).into_ledgers()
     }
 
     /// Whether the node cache has synced.
@@ -266,9 +267,8 @@ impl Engine {
 
     /// The node holding this UID, and what it holds (first by name), from the current view.
     pub fn holding(&self, uid: &str) -> Option<(String, placement::Resources)> {
-        let view = View::build(self.nodes.snapshot());
-        let mut holders: Vec<_> = view
-            .ledgers
+        let ledgers = View::build(self.nodes.snapshot()).into_ledgers();
+        let mut holders: Vec<_> = ledgers
             .iter()
             .filter_map(|l| l.entry_of(uid).map(|e| (l.name().to_owned(), e.resources)))
             .collect();
@@ -297,6 +297,8 @@ struct EngineTask {
     config: EngineConfig,
     /// Decisions made so far (RoundRobin's turn).
     turn: u64,
+    /// The nodes as the last batch left them; each batch syncs it first.
+    view: View,
 }
 
 impl EngineTask {
@@ -335,12 +337,19 @@ impl EngineTask {
     /// One round: decide every job against one view, write the touched nodes, answer.
     /// Returns the jobs to decide again.
     async fn run_batch(&mut self, batch: Vec<Queued>) -> Vec<Queued> {
-        let mut view = View::build(self.nodes.snapshot());
         let waiters = self.waiters_outside(&batch);
         let waiting: Vec<_> = waiters
             .iter()
             .map(|w| ((w.created, w.tenant.clone()), w.wants()))
             .collect();
+        self.view.sync(self.nodes.snapshot());
+        let selectors = batch
+            .iter()
+            .filter_map(|q| q.job.wants()?.node_selector.as_deref())
+            .chain(waiting.iter().filter_map(|(_, w)| w.node_selector));
+        for selector in selectors {
+            self.view.fleet.index_selector(selector);
+        }
         let now = Time(Timestamp::now());
         let rules = Rules {
             policy: self.config.policy,
@@ -357,15 +366,16 @@ impl EngineTask {
             turn: self.turn,
             now: &now,
         };
-        let (drafts, turn) = decide_batch(batch, &mut view, &rules);
+        let (drafts, turn) = decide_batch(batch, &mut self.view, &rules);
         self.turn = turn;
         let mut touched: Vec<&String> = drafts.iter().flat_map(|d| d.nodes.iter()).collect();
         touched.sort_unstable();
         touched.dedup();
         let requests: Vec<Node> = touched
             .into_iter()
-            .filter_map(|name| view.to_write(name, &now))
+            .filter_map(|name| self.view.to_write(name, &now))
             .collect();
+        self.view.end_batch();
         let failures = self.write(requests).await;
         let facts: Vec<JobWrites<'_>> = drafts
             .iter()

@@ -1,18 +1,31 @@
-//! The nodes as the engine sees them for one batch, converted for the placement crate.
+//! The nodes as the engine sees them, converted for the placement crate and kept between
+//! batches: each batch rebuilds only the nodes that changed.
+//!
+//! ```text
+//!   snapshot (watch cache + our writes and re-reads) ──sync──▶ View ──decide_batch──▶ edits, holds
+//!        node with a new resourceVersion, or changed by the last batch: its ledger rebuilt
+//!        node added, removed, or turned (un)readable: everything rebuilt (positions move)
+//!   View = IndexedFleet (ledgers in name order, first-fit indexes) + UID index + unreadable nodes
+//! ```
 //!
 //! Rules enforced here (docs/design.md, "The placement engine"):
-//! - the view is rebuilt for every batch from objects the server confirmed (the watch cache
-//!   overlaid with what the engine wrote or re-read), never ahead of the server;
+//! - at the start of every batch the view equals one built from scratch from objects the server
+//!   confirmed (the watch cache overlaid with what the engine wrote or re-read), never ahead of
+//!   the server: a node is kept only while its resourceVersion is the one it was built from and
+//!   no batch has edited or held room on it since ([`View::end_batch`]). A property test checks
+//!   it against a full rebuild after any sequence of node events;
 //! - a node whose allocations cannot be read is [`Unreadable`]: it has no ledger, so nothing can
 //!   be written to it, and a tenant it names is not decided elsewhere (that could reserve twice);
 //! - the UID index follows every edit applied to the view, so a decision finds its tenant's
 //!   entries without scanning the fleet; a hash collision only adds a position the plan checks.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use placement::{Edit, NodeLedger};
+use placement::{Edit, Fleet, IndexedFleet, NodeLedger};
 
 use crate::api::Node;
 use crate::error::Error;
@@ -36,113 +49,171 @@ impl Unreadable {
     }
 }
 
-/// The nodes of one batch, their ledgers (with the batch's edits and holds applied) and indexes.
-#[derive(Debug)]
+/// The nodes, their ledgers (with the current batch's edits and holds applied) and indexes.
+#[derive(Debug, Default)]
 pub(super) struct View {
-    /// The node objects, and their positions by name.
-    nodes: Vec<Arc<Node>>,
-    node_position: HashIndex,
-    pub(super) ledgers: Vec<NodeLedger>,
-    /// Positions in `ledgers` by node name.
-    position: HashIndex,
-    /// Positions in `ledgers` holding an entry of each UID.
-    holders: HashIndex,
-    unreadable: Vec<Unreadable>,
+    /// The node objects the ledgers were built from, by name.
+    nodes: HashMap<String, Arc<Node>>,
+    pub(super) fleet: IndexedFleet,
+    /// Positions in the fleet holding an entry of each UID.
+    holders: UidIndex,
+    /// By node name.
+    unreadable: BTreeMap<String, Unreadable>,
+    /// Nodes the last batch edited or held room on: rebuilt at the next sync.
+    dirty: HashSet<String>,
 }
 
 impl View {
     pub(super) fn build(nodes: Vec<Arc<Node>>) -> View {
         let mut ledgers = Vec::with_capacity(nodes.len());
-        let mut unreadable = Vec::new();
+        let mut unreadable = BTreeMap::new();
         for node in &nodes {
             match node.ledger() {
                 Ok(ledger) => ledgers.push(ledger),
-                Err(reason) => unreadable.push(Unreadable {
-                    node: node.name_any(),
-                    reason,
-                    uids: node.allocations().iter().map(|a| a.uid.clone()).collect(),
-                }),
+                Err(reason) => {
+                    unreadable.insert(node.name_any(), unreadable_node(node, reason));
+                }
             }
         }
-        let node_position = HashIndex::build(
-            nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| (HashIndex::hash(name_of(n)), i)),
-        );
-        let position = HashIndex::build(
-            ledgers
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (HashIndex::hash(l.name()), i)),
-        );
-        let holders = HashIndex::build(ledgers.iter().enumerate().flat_map(|(i, l)| {
-            l.entries()
-                .iter()
-                .map(move |e| (HashIndex::hash(&e.uid), i))
-        }));
+        let fleet = IndexedFleet::new(ledgers);
+        let mut holders = UidIndex::default();
+        for (position, ledger) in fleet.ledgers().iter().enumerate() {
+            for entry in ledger.entries() {
+                holders.insert(UidIndex::hash(&entry.uid), position);
+            }
+        }
         View {
-            nodes,
-            node_position,
-            ledgers,
-            position,
+            nodes: nodes
+                .into_iter()
+                .map(|node| (name_of(&node).to_owned(), node))
+                .collect(),
+            fleet,
             holders,
             unreadable,
+            dirty: HashSet::new(),
         }
+    }
+
+    /// The ledgers, giving up the indexes.
+    pub(super) fn into_ledgers(self) -> Vec<NodeLedger> {
+        self.fleet.into_ledgers()
+    }
+
+    /// Brings the view to `nodes` (every node the engine knows, freshest copies): the same view
+    /// [`build`](Self::build) would give, rebuilding only the nodes that changed.
+    pub(super) fn sync(&mut self, nodes: Vec<Arc<Node>>) {
+        let mut changed = Vec::new();
+        let mut same_names = nodes.len() == self.nodes.len();
+        for node in &nodes {
+            let name = name_of(node);
+            match self.nodes.get(name) {
+                None => {
+                    same_names = false;
+                    break;
+                }
+                Some(old) if !self.dirty.contains(name) && same_version(old, node) => {}
+                Some(_) => changed.push(Arc::clone(node)),
+            }
+        }
+        // Equal counts and every name known: the same set of names (names are unique).
+        if !same_names || !changed.into_iter().all(|node| self.rebuild(node)) {
+            *self = View::build(nodes);
+            return;
+        }
+        self.dirty.clear();
+        self.fleet.take_changed();
+    }
+
+    /// Marks the nodes this batch edited or held room on, so that the next sync rebuilds them
+    /// from what the server has (their writes may have failed; holds are the batch's own).
+    pub(super) fn end_batch(&mut self) {
+        for position in self.fleet.take_changed() {
+            if let Some(ledger) = self.fleet.ledgers().get(position) {
+                self.dirty.insert(ledger.name().to_owned());
+            }
+        }
+    }
+
+    /// Rebuilds one known node in place. False when its position would change (it turned
+    /// readable or unreadable): the caller rebuilds everything.
+    fn rebuild(&mut self, node: Arc<Node>) -> bool {
+        let name = name_of(&node);
+        match (node.ledger(), self.fleet.position(name)) {
+            (Ok(ledger), Some(position)) => {
+                if let Some(old) = self.fleet.ledgers().get(position) {
+                    for entry in old.entries() {
+                        self.holders.remove(UidIndex::hash(&entry.uid), position);
+                    }
+                }
+                for entry in ledger.entries() {
+                    self.holders.insert(UidIndex::hash(&entry.uid), position);
+                }
+                if !self.fleet.replace(position, ledger) {
+                    return false;
+                }
+            }
+            (Err(reason), None) if self.unreadable.contains_key(name) => {
+                self.unreadable
+                    .insert(name.to_owned(), unreadable_node(&node, reason));
+            }
+            _ => return false,
+        }
+        self.nodes.insert(name.to_owned(), node);
+        true
     }
 
     /// Positions that may hold this UID (a hash collision adds a position that does not; the
     /// plan checks each).
     pub(super) fn holders_of(&self, uid: &str) -> Vec<usize> {
-        self.holders.positions(HashIndex::hash(uid)).collect()
+        self.holders.positions(UidIndex::hash(uid)).to_vec()
     }
 
     /// The position of the ledger holding this UID's entry, if any.
     pub(super) fn held_at(&self, uid: &str) -> Option<usize> {
-        self.holders.positions(HashIndex::hash(uid)).find(|&i| {
-            self.ledgers
-                .get(i)
-                .is_some_and(|l| l.entry_of(uid).is_some())
-        })
+        self.holders
+            .positions(UidIndex::hash(uid))
+            .iter()
+            .copied()
+            .find(|&i| {
+                self.fleet
+                    .ledgers()
+                    .get(i)
+                    .is_some_and(|l| l.entry_of(uid).is_some())
+            })
+    }
+
+    /// The ledgers that may hold this UID (as [`holders_of`](Self::holders_of)).
+    pub(super) fn ledgers_holding(&self, uid: &str) -> impl Iterator<Item = &NodeLedger> {
+        self.holders
+            .positions(UidIndex::hash(uid))
+            .iter()
+            .filter_map(|&i| self.fleet.ledgers().get(i))
     }
 
     /// How many tenants are held on two nodes or more: moves in flight (and the rare duplicate).
     /// A gate on starting moves, not a safety rule, so a hash collision may miscount by one.
     pub(super) fn moves_in_flight(&self) -> usize {
-        self.holders
-            .0
-            .chunk_by(|a, b| a.0 == b.0)
-            .filter(|group| group.len() > 1)
-            .count()
+        self.holders.shared
     }
 
     /// The name of the node at a ledger position.
     pub(super) fn name_at(&self, position: usize) -> Option<&str> {
-        self.ledgers.get(position).map(NodeLedger::name)
+        self.fleet.ledgers().get(position).map(NodeLedger::name)
     }
 
     pub(super) fn node(&self, name: &str) -> Option<&Arc<Node>> {
-        self.node_position
-            .positions(HashIndex::hash(name))
-            .filter_map(|i| self.nodes.get(i))
-            .find(|n| name_of(n) == name)
-    }
-
-    fn position_of(&self, node: &str) -> Option<usize> {
-        self.position
-            .positions(HashIndex::hash(node))
-            .find(|&i| self.ledgers.get(i).is_some_and(|l| l.name() == node))
+        self.nodes.get(name)
     }
 
     pub(super) fn ledger(&self, node: &str) -> Option<&NodeLedger> {
-        self.position_of(node).and_then(|i| self.ledgers.get(i))
+        self.fleet.find(node)
     }
 
     /// Fails when a node we cannot read holds this UID: acting elsewhere could reserve twice.
     pub(super) fn check_readable(&self, uid: &str) -> Result<(), Error> {
         match self
             .unreadable
-            .iter()
+            .values()
             .find(|u| u.uids.iter().any(|held| held == uid))
         {
             Some(unreadable) => Err(unreadable.error()),
@@ -152,7 +223,7 @@ impl View {
 
     /// Fails when this node cannot be read.
     pub(super) fn check_node_readable(&self, node: &str) -> Result<(), Error> {
-        match self.unreadable.iter().find(|u| u.node == node) {
+        match self.unreadable.get(node) {
             Some(unreadable) => Err(unreadable.error()),
             None => Ok(()),
         }
@@ -160,30 +231,31 @@ impl View {
 
     /// Applies one edit to its node's ledger (holds kept), and the UID index with it.
     pub(super) fn apply(&mut self, edit: &Edit) -> Result<(), Error> {
-        let position = self
-            .position_of(&edit.node)
-            .ok_or_else(|| Error::UnreadableNode {
-                node: edit.node.clone(),
-                reason: "not in the node cache".into(),
-            })?;
-        let edited = self.ledgers[position]
+        let unknown = || Error::UnreadableNode {
+            node: edit.node.clone(),
+            reason: "not in the node cache".into(),
+        };
+        let position = self.fleet.position(&edit.node).ok_or_else(unknown)?;
+        let edited = self
+            .fleet
+            .ledgers()
+            .get(position)
+            .ok_or_else(unknown)?
             .edited(edit)
             .map_err(|e| Error::UnreadableNode {
                 node: edit.node.clone(),
                 reason: e.to_string(),
             })?;
-        self.ledgers[position] = edited;
-        let uid = HashIndex::hash(&edit.uid);
-        self.holders.remove(uid, position);
+        let uid = UidIndex::hash(&edit.uid);
         // NB: another UID with the same hash may still be on this node: the index keeps the
         // position while any entry there hashes alike, so no UID's entry is ever lost to it.
-        let still_hashed_here = || {
-            self.ledgers[position]
-                .entries()
-                .iter()
-                .any(|e| HashIndex::hash(&e.uid) == uid)
-        };
-        if edit.entry.is_some() || still_hashed_here() {
+        let still_hashed_here = edited
+            .entries()
+            .iter()
+            .any(|e| UidIndex::hash(&e.uid) == uid);
+        self.fleet.replace(position, edited);
+        self.holders.remove(uid, position);
+        if edit.entry.is_some() || still_hashed_here {
             self.holders.insert(uid, position);
         }
         Ok(())
@@ -211,48 +283,116 @@ impl View {
     }
 }
 
-/// Positions by a hash of a key, sorted: one allocation however many keys, since the view is
-/// rebuilt for every batch. Equal hashes of different keys are possible; callers check.
-#[derive(Debug)]
-struct HashIndex(Vec<(u64, usize)>);
+fn unreadable_node(node: &Node, reason: String) -> Unreadable {
+    Unreadable {
+        node: node.name_any(),
+        reason,
+        uids: node.allocations().iter().map(|a| a.uid.clone()).collect(),
+    }
+}
 
-impl HashIndex {
+/// Whether two copies of a node are the same version: the same object, or the same
+/// resourceVersion (a copy without one is never taken for the same).
+fn same_version(old: &Arc<Node>, new: &Arc<Node>) -> bool {
+    Arc::ptr_eq(old, new)
+        || new.metadata.resource_version.is_some()
+            && old.metadata.resource_version == new.metadata.resource_version
+}
+
+/// Positions by a hash of a UID: one position for almost every UID, two while it moves.
+/// Equal hashes of different UIDs are possible; callers check.
+#[derive(Debug, Default)]
+struct UidIndex {
+    positions: HashMap<u64, Positions, BuildHasherDefault<AlreadyHashed>>,
+    /// Hashes held at two positions or more.
+    shared: usize,
+}
+
+/// The positions of one hash, sorted, each once: inline for the usual one.
+#[derive(Debug)]
+enum Positions {
+    One([usize; 1]),
+    Many(Vec<usize>),
+}
+
+impl Positions {
+    fn as_slice(&self) -> &[usize] {
+        match self {
+            Positions::One(one) => one,
+            Positions::Many(many) => many,
+        }
+    }
+}
+
+impl UidIndex {
     fn hash(key: &str) -> u64 {
-        use std::hash::{Hash, Hasher};
+        use std::hash::Hash;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut hasher);
         hasher.finish()
     }
 
-    fn build(pairs: impl Iterator<Item = (u64, usize)>) -> HashIndex {
-        let mut pairs: Vec<(u64, usize)> = pairs.collect();
-        pairs.sort_unstable();
-        // One pair per (key, position), as `insert` keeps it: a node listing a UID twice holds
-        // it at one position, not two (else it would count as a move in flight).
-        pairs.dedup();
-        HashIndex(pairs)
-    }
-
-    fn positions(&self, hash: u64) -> impl Iterator<Item = usize> + '_ {
-        let start = self.0.partition_point(|&(h, _)| h < hash);
-        self.0
-            .get(start..)
-            .unwrap_or_default()
-            .iter()
-            .take_while(move |&&(h, _)| h == hash)
-            .map(|&(_, i)| i)
+    fn positions(&self, hash: u64) -> &[usize] {
+        self.positions.get(&hash).map_or(&[], Positions::as_slice)
     }
 
     fn insert(&mut self, hash: u64, position: usize) {
-        if let Err(at) = self.0.binary_search(&(hash, position)) {
-            self.0.insert(at, (hash, position));
+        let Some(at) = self.positions.get_mut(&hash) else {
+            self.positions.insert(hash, Positions::One([position]));
+            return;
+        };
+        let mut many = at.as_slice().to_vec();
+        if let Err(index) = many.binary_search(&position) {
+            many.insert(index, position);
+            if matches!(at, Positions::One(_)) {
+                self.shared = self.shared.saturating_add(1);
+            }
+            *at = Positions::Many(many);
         }
     }
 
     fn remove(&mut self, hash: u64, position: usize) {
-        if let Ok(at) = self.0.binary_search(&(hash, position)) {
-            self.0.remove(at);
+        let Some(at) = self.positions.get_mut(&hash) else {
+            return;
+        };
+        let mut rest = at.as_slice().to_vec();
+        let Ok(index) = rest.binary_search(&position) else {
+            return;
+        };
+        rest.remove(index);
+        match rest.as_slice() {
+            [] => {
+                self.positions.remove(&hash);
+            }
+            [one] => {
+                if matches!(at, Positions::Many(_)) {
+                    self.shared = self.shared.saturating_sub(1);
+                }
+                *at = Positions::One([*one]);
+            }
+            _ => *at = Positions::Many(rest),
         }
+    }
+}
+
+/// A hasher for keys that are already hashes (the UID index's): it passes the value through.
+#[derive(Debug, Default)]
+struct AlreadyHashed(u64);
+
+impl Hasher for AlreadyHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only u64 keys are hashed here; fold anything else in, to stay a hasher.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
     }
 }
 
@@ -264,32 +404,149 @@ fn name_of(node: &Node) -> &str {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::api::NodeState;
+    use crate::testing::node;
+    use proptest::prelude::*;
 
     #[test]
-    fn the_hash_index_finds_every_position_of_a_key_and_follows_edits() {
-        let (a, b) = (HashIndex::hash("a"), HashIndex::hash("b"));
-        let mut index = HashIndex::build([(a, 3), (b, 1), (a, 0)].into_iter());
-        assert_eq!(index.positions(a).collect::<Vec<_>>(), [0, 3]);
+    fn the_uid_index_finds_every_position_of_a_key_and_counts_shared_keys() {
+        let (a, b) = (UidIndex::hash("a"), UidIndex::hash("b"));
+        let mut index = UidIndex::default();
+        for (hash, position) in [(a, 3), (b, 1), (a, 0), (a, 0)] {
+            index.insert(hash, position);
+        }
+        assert_eq!(index.positions(a), [0, 3]);
+        assert_eq!(index.shared, 1);
         index.remove(a, 0);
         index.insert(b, 7);
         index.insert(b, 7);
-        assert_eq!(index.positions(a).collect::<Vec<_>>(), [3]);
-        assert_eq!(index.positions(b).collect::<Vec<_>>(), [1, 7]);
-        assert_eq!(index.positions(HashIndex::hash("c")).count(), 0);
+        assert_eq!(index.positions(a), [3]);
+        assert_eq!(index.positions(b), [1, 7]);
+        assert_eq!(index.shared, 1);
+        index.remove(b, 1);
+        index.remove(b, 9);
+        assert_eq!(index.shared, 0);
+        assert!(index.positions(UidIndex::hash("c")).is_empty());
     }
 
     #[test]
     fn a_node_listing_a_uid_twice_holds_it_once_and_moves_nothing() {
-        let (a, b) = (HashIndex::hash("a"), HashIndex::hash("b"));
-        let index = HashIndex::build([(a, 2), (a, 2), (b, 1)].into_iter());
-        assert_eq!(index.positions(a).collect::<Vec<_>>(), [2]);
         let view = View::build(vec![Arc::new(
-            crate::testing::node("n1")
+            node("n1")
                 .capacity(8, 8, 8)
                 .holding("acme", (1, 1, 1))
                 .holding("acme", (1, 1, 1))
                 .build(),
         )]);
+        assert_eq!(view.holders_of("uid-acme"), [0]);
         assert_eq!(view.moves_in_flight(), 0);
+    }
+
+    /// What a view says, by name: equal for two views exactly when every answer they give is.
+    type Summary = (
+        Vec<NodeLedger>,
+        BTreeMap<String, Unreadable>,
+        BTreeMap<String, Option<String>>,
+        BTreeMap<String, Vec<String>>,
+        usize,
+    );
+
+    fn summary(view: &View) -> Summary {
+        let nodes = view
+            .nodes
+            .iter()
+            .map(|(name, node)| (name.clone(), node.metadata.resource_version.clone()))
+            .collect();
+        let holders = UIDS
+            .iter()
+            .map(|uid| {
+                let mut at: Vec<String> = view
+                    .holders_of(uid)
+                    .into_iter()
+                    .filter_map(|i| view.name_at(i).map(str::to_owned))
+                    .collect();
+                at.sort();
+                ((*uid).to_owned(), at)
+            })
+            .collect();
+        (
+            view.fleet.ledgers().to_vec(),
+            view.unreadable.clone(),
+            nodes,
+            holders,
+            view.moves_in_flight(),
+        )
+    }
+
+    const NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
+    /// Tenants, as the node fixture names them (its UIDs are `uid-` and the name).
+    const TENANTS: [&str; 4] = ["u0", "u1", "u2", "u3"];
+    const UIDS: [&str; 4] = ["uid-u0", "uid-u1", "uid-u2", "uid-u3"];
+
+    /// A node event, or a batch that edits and holds room and whose writes all fail.
+    #[derive(Clone, Debug)]
+    enum Event {
+        /// The node (created or changed): state, capacity, entries (UID index, amount); an
+        /// amount of -1 makes it unreadable.
+        Put(usize, u8, i64, Vec<(usize, i64)>),
+        Delete(usize),
+        /// A batch: reserve a UID on a node, hold room on another; nothing written.
+        Batch(usize, usize, usize),
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            4 => (0..NAMES.len(), 0u8..4, 0i64..16, proptest::collection::vec((0..UIDS.len(), -1i64..4), 0..4))
+                .prop_map(|(n, s, c, e)| Event::Put(n, s, c, e)),
+            1 => (0..NAMES.len()).prop_map(Event::Delete),
+            2 => (0..NAMES.len(), 0..NAMES.len(), 0..UIDS.len()).prop_map(|(n, h, u)| Event::Batch(n, h, u)),
+        ]
+    }
+
+    proptest! {
+        /// After any sequence of node events (created, changed, turned unreadable and back,
+        /// deleted) and of batches whose writes failed, a view kept up to date by `sync` is
+        /// the view a full rebuild gives.
+        #[test]
+        fn an_incremental_view_equals_a_full_rebuild(events in proptest::collection::vec(event(), 1..40)) {
+            let mut store: BTreeMap<&str, Arc<Node>> = BTreeMap::new();
+            let mut version = 0u64;
+            let mut view = View::default();
+            for event in events {
+                match event {
+                    Event::Put(n, state, capacity, entries) => {
+                        version = version.wrapping_add(1);
+                        let state = [NodeState::Online, NodeState::Cordoned, NodeState::Offline, NodeState::Draining][usize::from(state)];
+                        let built = entries.into_iter().fold(
+                            node(NAMES[n]).capacity(capacity, capacity, capacity).state(state),
+                            |b, (tenant, amount)| b.holding(TENANTS[tenant], (amount, 1, 1)),
+                        );
+                        store.insert(NAMES[n], Arc::new(built.resource_version(version).build()));
+                    }
+                    Event::Delete(n) => {
+                        store.remove(NAMES[n]);
+                    }
+                    Event::Batch(n, h, u) => {
+                        let edit = Edit {
+                            kind: placement::EditKind::Reserve,
+                            node: NAMES[n].to_owned(),
+                            uid: UIDS[u].to_owned(),
+                            entry: Some(placement::Entry {
+                                uid: UIDS[u].to_owned(),
+                                tenant: UIDS[u].to_owned(),
+                                resources: placement::Resources::new(1, 1, 1),
+                            }),
+                        };
+                        let _ = view.apply(&edit);
+                        let hold = placement::Entry { uid: "w".into(), tenant: "w".into(), resources: placement::Resources::new(1, 0, 0) };
+                        let _ = placement::FleetMut::hold(&mut view.fleet, NAMES[h], hold);
+                        view.end_batch();
+                    }
+                }
+                let snapshot: Vec<Arc<Node>> = store.values().cloned().collect();
+                view.sync(snapshot.clone());
+                prop_assert_eq!(summary(&view), summary(&View::build(snapshot)));
+            }
+        }
     }
 }

@@ -1,0 +1,335 @@
+//! The nodes a decision reads and holds room on: a plain slice of ledgers, where every policy
+//! scans, or an [`IndexedFleet`], where first fit is answered by [`FirstFitIndex`]es kept
+//! current as the ledgers change.
+//!
+//! ```text
+//!   plan_tenant_held_by / FifoQueue ──place, find, position, most_free, hold──▶ impl Fleet
+//!        [NodeLedger]   scans every node (tests, tools, small fleets)
+//!        IndexedFleet   ledgers in name order + FirstFitIndex over all + one per node selector
+//! ```
+//!
+//! Rules enforced here:
+//! - both answer every question alike: an [`IndexedFleet`] gives the choice, the no-fit answer
+//!   and the lookups the scan over its ledgers gives (a property test checks it after any
+//!   sequence of holds and replaced ledgers);
+//! - an [`IndexedFleet`] keeps its ledgers in name order (positions stay put until a node is
+//!   added or removed) and updates each index on every change it makes: a replaced ledger, a
+//!   hold. The positions it changed are kept until [`IndexedFleet::take_changed`];
+//! - a node selector gets its own index once [`IndexedFleet::index_selector`] is called for it
+//!   (at most [`IndexedFleet::MAX_SELECTORS`]); a selector without one is answered by a scan.
+//!   Only first fit uses the indexes; the other policies score every candidate, so they scan.
+
+use std::collections::HashMap;
+
+use crate::Resources;
+use crate::fit::Choice;
+use crate::index::FirstFitIndex;
+use crate::ledger::{Entry, LedgerError, NodeLedger};
+use crate::policy::{Policy, place_ledgers_matching};
+use crate::selector::Labels;
+
+/// What planning reads of the nodes. The provided methods scan [`ledgers`](Fleet::ledgers); an
+/// indexed fleet answers them faster, never differently.
+pub trait Fleet {
+    /// Every node's ledger, in the fleet's order (positions index into it).
+    fn ledgers(&self) -> &[NodeLedger];
+
+    /// The position of the node of this name.
+    fn position(&self, name: &str) -> Option<usize> {
+        self.ledgers().iter().position(|l| l.name() == name)
+    }
+
+    /// The ledger of the node of this name.
+    fn find(&self, name: &str) -> Option<&NodeLedger> {
+        self.position(name).and_then(|i| self.ledgers().get(i))
+    }
+
+    /// The node `policy` picks for `request` among those carrying `selector`'s labels (see
+    /// [`place_ledgers_matching`]).
+    fn place(
+        &self,
+        policy: Policy,
+        selector: Option<&Labels>,
+        request: &Resources,
+        turn: u64,
+    ) -> Choice<'_> {
+        place_ledgers_matching(policy, self.ledgers(), selector, request, turn)
+    }
+
+    /// The most free room per dimension over the nodes that take new tenants.
+    fn most_free(&self) -> Resources {
+        self.ledgers()
+            .iter()
+            .map(NodeLedger::view)
+            .filter(|view| view.takes_new_tenants())
+            .fold(Resources::ZERO, |most, view| {
+                let free = view.free();
+                Resources::from_fn(|d| most.get(d).max(free.get(d)))
+            })
+    }
+}
+
+/// A fleet that room can be held on.
+pub trait FleetMut: Fleet {
+    /// Holds `hold` on the node of this name (see [`NodeLedger::hold`]); a node not in the
+    /// fleet holds nothing.
+    fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError>;
+}
+
+impl Fleet for [NodeLedger] {
+    fn ledgers(&self) -> &[NodeLedger] {
+        self
+    }
+}
+
+impl FleetMut for [NodeLedger] {
+    fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError> {
+        match self.iter_mut().find(|l| l.name() == node) {
+            Some(ledger) => ledger.hold(hold),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Fleet for Vec<NodeLedger> {
+    fn ledgers(&self) -> &[NodeLedger] {
+        self
+    }
+}
+
+impl FleetMut for Vec<NodeLedger> {
+    fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError> {
+        self.as_mut_slice().hold(node, hold)
+    }
+}
+
+impl<const N: usize> Fleet for [NodeLedger; N] {
+    fn ledgers(&self) -> &[NodeLedger] {
+        self
+    }
+}
+
+impl<const N: usize> FleetMut for [NodeLedger; N] {
+    fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError> {
+        self.as_mut_slice().hold(node, hold)
+    }
+}
+
+/// Ledgers in name order with first-fit indexes kept current (module doc).
+#[derive(Clone, Debug, Default)]
+pub struct IndexedFleet {
+    /// In name order; names are unique (Kubernetes names are).
+    ledgers: Vec<NodeLedger>,
+    /// Every node.
+    all: FirstFitIndex,
+    /// The nodes carrying each indexed selector's labels.
+    by_selector: HashMap<Labels, FirstFitIndex>,
+    /// Positions changed (replaced or held on) since the last [`take_changed`](Self::take_changed).
+    changed: Vec<usize>,
+}
+
+impl IndexedFleet {
+    /// Selector indexes kept at most: past this many distinct selectors, the others scan.
+    pub const MAX_SELECTORS: usize = 64;
+
+    /// Indexes these ledgers (any order; a later ledger of a name already seen is dropped).
+    pub fn new(mut ledgers: Vec<NodeLedger>) -> Self {
+        ledgers.sort_by(|a, b| a.name().cmp(b.name()));
+        ledgers.dedup_by(|later, earlier| later.name() == earlier.name());
+        let views: Vec<_> = ledgers.iter().map(NodeLedger::view).collect();
+        let all = FirstFitIndex::new(&views);
+        IndexedFleet {
+            ledgers,
+            all,
+            by_selector: HashMap::new(),
+            changed: Vec::new(),
+        }
+    }
+
+    /// The ledgers, giving up the indexes.
+    pub fn into_ledgers(self) -> Vec<NodeLedger> {
+        self.ledgers
+    }
+
+    /// Builds the index of this selector's nodes, if it has none and there is room for one.
+    /// An empty selector matches every node: it needs none.
+    pub fn index_selector(&mut self, selector: &Labels) {
+        if selector.is_empty()
+            || self.by_selector.contains_key(selector)
+            || self.by_selector.len() >= Self::MAX_SELECTORS
+        {
+            return;
+        }
+        let views: Vec<_> = self
+            .ledgers
+            .iter()
+            .filter(|l| l.matches(Some(selector)))
+            .map(NodeLedger::view)
+            .collect();
+        self.by_selector
+            .insert(selector.clone(), FirstFitIndex::new(&views));
+    }
+
+    /// Replaces the ledger at `position` with one of the same node (its entries, state,
+    /// capacity or labels changed), and every index with it. False when `position` is out of
+    /// range or names another node (nothing changes then).
+    pub fn replace(&mut self, position: usize, ledger: NodeLedger) -> bool {
+        let Some(slot) = self.ledgers.get_mut(position) else {
+            return false;
+        };
+        if slot.name() != ledger.name() {
+            return false;
+        }
+        *slot = ledger;
+        self.reindex(position);
+        true
+    }
+
+    /// The positions changed since the last call, each once, in order.
+    pub fn take_changed(&mut self) -> Vec<usize> {
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.sort_unstable();
+        changed.dedup();
+        changed
+    }
+
+    /// Brings every index up to date with the ledger at `position`.
+    fn reindex(&mut self, position: usize) {
+        let Some(ledger) = self.ledgers.get(position) else {
+            return;
+        };
+        self.changed.push(position);
+        let view = ledger.view();
+        self.all.set(view);
+        for (selector, index) in &mut self.by_selector {
+            if ledger.matches(Some(selector)) {
+                index.set(view);
+            } else {
+                index.remove(view.name);
+            }
+        }
+    }
+}
+
+impl Fleet for IndexedFleet {
+    fn ledgers(&self) -> &[NodeLedger] {
+        &self.ledgers
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        self.ledgers.binary_search_by(|l| l.name().cmp(name)).ok()
+    }
+
+    fn place(
+        &self,
+        policy: Policy,
+        selector: Option<&Labels>,
+        request: &Resources,
+        turn: u64,
+    ) -> Choice<'_> {
+        let selector = selector.filter(|s| !s.is_empty());
+        if policy != Policy::FirstFit {
+            return place_ledgers_matching(policy, &self.ledgers, selector, request, turn);
+        }
+        let Some(selector) = selector else {
+            return self.all.decide(request);
+        };
+        let Some(index) = self.by_selector.get(selector) else {
+            return place_ledgers_matching(policy, &self.ledgers, Some(selector), request, turn);
+        };
+        match index.decide(request) {
+            Choice::NoFit(no_fit) => Choice::NoFit(no_fit.for_selector(selector, index.len())),
+            place => place,
+        }
+    }
+
+    fn most_free(&self) -> Resources {
+        self.all.most_free()
+    }
+}
+
+impl FleetMut for IndexedFleet {
+    fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError> {
+        let Some(position) = self.position(node) else {
+            return Ok(());
+        };
+        if let Some(ledger) = self.ledgers.get_mut(position) {
+            ledger.hold(hold)?;
+        }
+        self.reindex(position);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::fit::NodeState;
+    use crate::testing::ledger;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_selector_index_follows_label_changes_and_names_the_selector_when_nothing_fits() {
+        let eu = labels(&[("region", "eu")]);
+        let mut fleet = IndexedFleet::new(vec![
+            ledger("b").capacity(4, 4, 4).build(),
+            ledger("a").capacity(8, 8, 8).build(),
+        ]);
+        fleet.index_selector(&eu);
+        let request = Resources::new(2, 2, 2);
+        let Choice::NoFit(no_fit) = fleet.place(Policy::FirstFit, Some(&eu), &request, 0) else {
+            panic!("no node carries region=eu yet");
+        };
+        assert_eq!(no_fit.labelled_nodes, 0);
+        let b = fleet.position("b").unwrap();
+        let labelled = ledger("b")
+            .capacity(4, 4, 4)
+            .build()
+            .with_labels(std::sync::Arc::new(eu.clone()));
+        assert!(fleet.replace(b, labelled));
+        assert_eq!(
+            fleet.place(Policy::FirstFit, Some(&eu), &request, 0),
+            Choice::Place("b")
+        );
+        assert_eq!(
+            fleet.place(Policy::FirstFit, None, &request, 0),
+            Choice::Place("a")
+        );
+        // Holding b's room leaves nothing labelled with room.
+        fleet
+            .hold(
+                "b",
+                Entry {
+                    uid: "w".into(),
+                    tenant: "ns/w".into(),
+                    resources: Resources::new(3, 3, 3),
+                },
+            )
+            .unwrap();
+        assert!(matches!(
+            fleet.place(Policy::FirstFit, Some(&eu), &request, 0),
+            Choice::NoFit(no_fit) if no_fit.labelled_nodes == 1
+        ));
+        assert_eq!(fleet.take_changed(), [b]);
+        assert!(fleet.take_changed().is_empty());
+    }
+
+    #[test]
+    fn replace_refuses_another_node() {
+        let mut fleet = IndexedFleet::new(vec![ledger("a").capacity(1, 1, 1).build()]);
+        assert!(!fleet.replace(0, ledger("z").build()));
+        assert!(!fleet.replace(1, ledger("a").build()));
+        assert!(fleet.replace(0, ledger("a").state(NodeState::Cordoned).build()));
+        assert!(matches!(
+            fleet.place(Policy::FirstFit, None, &Resources::ZERO, 0),
+            Choice::NoFit(_)
+        ));
+    }
+}
