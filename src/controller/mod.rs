@@ -47,7 +47,7 @@ use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
-pub use engine::{Engine, EngineConfig, RetryPolicy};
+pub use engine::{Engine, EngineConfig, NodeChanges, RetryPolicy};
 pub use waiting::WaitingRoom;
 
 /// Tunables of the controller.
@@ -600,17 +600,25 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let claims: Arc<claims::Claims> = Arc::default();
     // A node that goes takes its entries with it: the claims on it are checked at the next pass.
     let (node_gone_claims, node_gone_room) = (claims.clone(), waiting.clone());
+    // The engine looks only at the nodes this watch changed (the cache holds them by now).
+    let node_changes: Arc<NodeChanges> = Arc::default();
+    let changed_nodes = node_changes.clone();
     let node_controller = Controller::for_stream(
         reflected(
             Api::all(client.clone()),
             settings.node_selector.as_ref(),
             node_feed,
             raise_nodes,
-            move |event: &watcher::Event<Node>| {
-                if let watcher::Event::Delete(node) = event {
+            move |event: &watcher::Event<Node>| match event {
+                watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                    changed_nodes.changed(&node.name_any());
+                }
+                watcher::Event::Delete(node) => {
+                    changed_nodes.changed(&node.name_any());
                     node_gone_claims.node_changed(&node.name_any());
                     node_gone_room.poke();
                 }
+                watcher::Event::Init | watcher::Event::InitDone => changed_nodes.all(),
             },
             skipped.clone(),
         ),
@@ -629,6 +637,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             waiting: Some(waiting.clone()),
             metrics: metrics.clone(),
             max_migrations: usize::from(settings.max_migrations),
+            node_changes: Some(node_changes),
         },
     );
     let gone = engine.gone();

@@ -90,6 +90,58 @@ pub struct EngineConfig {
     pub metrics: Arc<Metrics>,
     /// Moves off draining nodes in flight at once, at most (0 moves nothing).
     pub max_migrations: usize,
+    /// The nodes the node watch changed, fed by its events: each batch then looks only at
+    /// those (and at the ones it wrote). `None`: each batch looks at every node.
+    pub node_changes: Option<Arc<NodeChanges>>,
+}
+
+/// The names of nodes changed since the engine last looked, as the node watch reports them.
+#[derive(Debug)]
+pub struct NodeChanges(Mutex<Changed>);
+
+#[derive(Debug)]
+struct Changed {
+    names: HashSet<String>,
+    /// Every node may have changed (at the start, and after the watch listed them again).
+    all: bool,
+}
+
+impl Default for NodeChanges {
+    fn default() -> Self {
+        NodeChanges(Mutex::new(Changed {
+            names: HashSet::new(),
+            all: true,
+        }))
+    }
+}
+
+impl NodeChanges {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Changed> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This node was created, changed or deleted.
+    pub fn changed(&self, name: &str) {
+        let mut changed = self.lock();
+        if !changed.all {
+            changed.names.insert(name.to_owned());
+        }
+    }
+
+    /// Any node may have changed: the watch lists them all again (a relist drops deleted nodes
+    /// without a delete event).
+    pub fn all(&self) {
+        let mut changed = self.lock();
+        changed.all = true;
+        changed.names.clear();
+    }
+
+    /// What changed since the last call: `None` when it may be every node.
+    fn take(&self) -> Option<HashSet<String>> {
+        let mut changed = self.lock();
+        let names = std::mem::take(&mut changed.names);
+        (!std::mem::replace(&mut changed.all, false)).then_some(names)
+    }
 }
 
 /// The UIDs of tenants seen deleted or released lately (UIDs are never reused, so remembering
@@ -137,6 +189,7 @@ struct Nodes {
 /// The single Node-status writer: a handle to the one engine task of this process.
 pub struct Engine {
     nodes: Arc<Nodes>,
+    node_changes: Option<Arc<NodeChanges>>,
     released: Arc<GoneUids>,
     jobs: mpsc::UnboundedSender<Job>,
     _task: AbortOnDrop,
@@ -169,6 +222,7 @@ impl Engine {
         });
         let released: Arc<GoneUids> = Arc::default();
         let (jobs, queue) = mpsc::unbounded_channel();
+        let node_changes = config.node_changes.clone();
         let task = EngineTask {
             nodes: nodes.clone(),
             released: released.clone(),
@@ -178,6 +232,7 @@ impl Engine {
         };
         Engine {
             nodes,
+            node_changes,
             released,
             jobs,
             _task: AbortOnDrop(tokio::spawn(task.run(queue))),
@@ -255,14 +310,16 @@ impl Engine {
 
     /// Keeps a copy of a node that a write outside the engine (a finalizer patch) returned.
     pub fn remember(&self, node: Node) {
+        if let Some(changes) = &self.node_changes {
+            changes.changed(&node.name_any());
+        }
         self.nodes.recent.remember(node);
     }
 
     /// The newest known copy of one node: the watch cache overlaid with our own writes and
     /// re-reads. `None` when the cache does not hold it (never created, or deleted).
     pub fn node(&self, name: &str) -> Option<Arc<Node>> {
-        let cached = self.nodes.cache.get(&ObjectRef::new(name))?;
-        Some(self.nodes.recent.freshest(cached))
+        self.nodes.freshest(name)
     }
 
     /// The node holding this UID, and what it holds (first by name), from the current view.
@@ -278,6 +335,17 @@ impl Engine {
 }
 
 impl Nodes {
+    /// The newest known copy of one node; `None` (and no copy kept) once the cache has none.
+    fn freshest(&self, name: &str) -> Option<Arc<Node>> {
+        match self.cache.get(&ObjectRef::new(name)) {
+            Some(cached) => Some(self.recent.freshest(cached)),
+            None => {
+                self.recent.forget(None, name);
+                None
+            }
+        }
+    }
+
     /// The newest known copy of every node in the watch cache.
     fn snapshot(&self) -> Vec<Arc<Node>> {
         let cached = self.cache.state();
@@ -342,7 +410,7 @@ impl EngineTask {
             .iter()
             .map(|w| ((w.created, w.tenant.clone()), w.wants()))
             .collect();
-        self.view.sync(self.nodes.snapshot());
+        self.sync_view();
         let selectors = batch
             .iter()
             .filter_map(|q| q.job.wants()?.node_selector.as_deref())
@@ -404,6 +472,24 @@ impl EngineTask {
             }
         }
         retry
+    }
+
+    /// Brings the view to the nodes as they are now: only those the watch changed and those the
+    /// last batch wrote, when the watch's changes are known; else every node.
+    fn sync_view(&mut self) {
+        let changed = self.config.node_changes.as_ref().and_then(|c| c.take());
+        if let Some(mut names) = changed {
+            names.extend(self.view.dirty().cloned());
+            let nodes = &self.nodes;
+            let named = names.into_iter().map(|name| {
+                let node = nodes.freshest(&name);
+                (name, node)
+            });
+            if self.view.sync_changed(named) {
+                return;
+            }
+        }
+        self.view.sync(self.nodes.snapshot());
     }
 
     /// The waiting tenants older than the youngest tenant decided here, with no job in it.

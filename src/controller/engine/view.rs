@@ -124,6 +124,35 @@ impl View {
         self.fleet.take_changed();
     }
 
+    /// [`sync`](Self::sync) for a caller that knows which nodes may have changed since the last
+    /// sync: each with its freshest copy (`None`: gone). It must name every node whose copy
+    /// changed and every node [`dirty`](Self::dirty) names. False when a node was added or
+    /// removed, or turned (un)readable: the caller syncs with every node then.
+    pub(super) fn sync_changed(
+        &mut self,
+        changed: impl IntoIterator<Item = (String, Option<Arc<Node>>)>,
+    ) -> bool {
+        for (name, node) in changed {
+            let rebuilt = match (self.nodes.get(&name), node) {
+                (None, None) => true,
+                (Some(old), Some(node)) if !self.dirty.contains(&name) && same_version(old, &node) => true,
+                (Some(_), Some(node)) => self.rebuild(node),
+                _ => false,
+            };
+            if !rebuilt {
+                return false;
+            }
+        }
+        self.dirty.clear();
+        self.fleet.take_changed();
+        true
+    }
+
+    /// The nodes the next sync must rebuild whatever their version: the last batch changed them.
+    pub(super) fn dirty(&self) -> impl Iterator<Item = &String> {
+        self.dirty.iter()
+    }
+
     /// Marks the nodes this batch edited or held room on, so that the next sync rebuilds them
     /// from what the server has (their writes may have failed; holds are the batch's own).
     pub(super) fn end_batch(&mut self) {
@@ -505,14 +534,16 @@ mod tests {
 
     proptest! {
         /// After any sequence of node events (created, changed, turned unreadable and back,
-        /// deleted) and of batches whose writes failed, a view kept up to date by `sync` is
-        /// the view a full rebuild gives.
+        /// deleted) and of batches whose writes failed, a view kept up to date by `sync` (every
+        /// node) or by `sync_changed` (the nodes named changed) is the view a full rebuild gives.
         #[test]
         fn an_incremental_view_equals_a_full_rebuild(events in proptest::collection::vec(event(), 1..40)) {
             let mut store: BTreeMap<&str, Arc<Node>> = BTreeMap::new();
             let mut version = 0u64;
             let mut view = View::default();
+            let mut by_names = View::default();
             for event in events {
+                let mut changed: Vec<&str> = Vec::new();
                 match event {
                     Event::Put(n, state, capacity, entries) => {
                         version = version.wrapping_add(1);
@@ -522,9 +553,11 @@ mod tests {
                             |b, (tenant, amount)| b.holding(TENANTS[tenant], (amount, 1, 1)),
                         );
                         store.insert(NAMES[n], Arc::new(built.resource_version(version).build()));
+                        changed.push(NAMES[n]);
                     }
                     Event::Delete(n) => {
                         store.remove(NAMES[n]);
+                        changed.push(NAMES[n]);
                     }
                     Event::Batch(n, h, u) => {
                         let edit = Edit {
@@ -537,15 +570,31 @@ mod tests {
                                 resources: placement::Resources::new(1, 1, 1),
                             }),
                         };
-                        let _ = view.apply(&edit);
-                        let hold = placement::Entry { uid: "w".into(), tenant: "w".into(), resources: placement::Resources::new(1, 0, 0) };
-                        let _ = placement::FleetMut::hold(&mut view.fleet, NAMES[h], hold);
-                        view.end_batch();
+                        for view in [&mut view, &mut by_names] {
+                            let _ = view.apply(&edit);
+                            let hold = placement::Entry { uid: "w".into(), tenant: "w".into(), resources: placement::Resources::new(1, 0, 0) };
+                            let _ = placement::FleetMut::hold(&mut view.fleet, NAMES[h], hold);
+                            view.end_batch();
+                        }
                     }
                 }
                 let snapshot: Vec<Arc<Node>> = store.values().cloned().collect();
                 view.sync(snapshot.clone());
-                prop_assert_eq!(summary(&view), summary(&View::build(snapshot)));
+                let rebuilt = summary(&View::build(snapshot.clone()));
+                prop_assert_eq!(summary(&view), rebuilt.clone());
+                let names: Vec<String> = changed
+                    .into_iter()
+                    .map(str::to_owned)
+                    .chain(by_names.dirty().cloned())
+                    .collect();
+                let named = names.into_iter().map(|name| {
+                    let node = store.get(name.as_str()).cloned();
+                    (name, node)
+                });
+                if !by_names.sync_changed(named) {
+                    by_names.sync(snapshot);
+                }
+                prop_assert_eq!(summary(&by_names), rebuilt);
             }
         }
     }
