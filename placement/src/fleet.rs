@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use crate::Resources;
 use crate::fit::Choice;
 use crate::index::FirstFitIndex;
-use crate::ledger::{Entry, LedgerError, NodeLedger};
+use crate::ledger::{Edit, Entry, LedgerError, NodeLedger};
 use crate::policy::{Policy, place_ledgers_matching};
 use crate::selector::Labels;
 
@@ -185,6 +185,27 @@ impl IndexedFleet {
         true
     }
 
+    /// Applies an edit to the ledger at `position` in place (see [`NodeLedger::apply`]), and
+    /// every index with it. False when `position` is out of range or names another node.
+    pub fn apply(&mut self, position: usize, edit: &Edit) -> Result<bool, LedgerError> {
+        match self.ledgers.get_mut(position) {
+            Some(ledger) if ledger.name() == edit.node => ledger.apply(edit)?,
+            _ => return Ok(false),
+        }
+        self.reindex(position);
+        Ok(true)
+    }
+
+    /// Drops the room held on the node at `position` (see [`NodeLedger::clear_holds`]).
+    pub fn clear_holds(&mut self, position: usize) {
+        if let Some(ledger) = self.ledgers.get_mut(position)
+            && !ledger.holds().is_empty()
+        {
+            ledger.clear_holds();
+            self.reindex(position);
+        }
+    }
+
     /// The positions changed since the last call, each once, in order.
     pub fn take_changed(&mut self) -> Vec<usize> {
         let mut changed = std::mem::take(&mut self.changed);
@@ -200,7 +221,8 @@ impl IndexedFleet {
         };
         self.changed.push(position);
         let view = ledger.view();
-        self.all.set(view);
+        // The index over every node holds them in the same name order as the ledgers.
+        self.all.set_at(position, view);
         for (selector, index) in &mut self.by_selector {
             if ledger.matches(Some(selector)) {
                 index.set(view);

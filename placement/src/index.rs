@@ -230,13 +230,7 @@ impl FirstFitIndex {
     /// holds; a new node is added, O(n). True when the node was new.
     pub fn set(&mut self, node: NodeView<'_>) -> bool {
         match self.position(node.name) {
-            Some(position) => {
-                if let Some(leaf) = self.leaves.get_mut(position) {
-                    *leaf = Leaf::from_view(&node);
-                }
-                self.refresh(position);
-                false
-            }
+            Some(position) => self.set_at(position, node),
             None => {
                 let mut leaves = std::mem::take(&mut self.leaves);
                 let at = leaves.partition_point(|leaf| leaf.name.as_str() < node.name);
@@ -244,6 +238,21 @@ impl FirstFitIndex {
                 *self = Self::from_sorted(leaves);
                 true
             }
+        }
+    }
+
+    /// [`set`](Self::set) for a node known to be the `position`-th by name (as in a fleet kept
+    /// in name order), without looking it up: O(log n). Falls back to `set` otherwise.
+    pub fn set_at(&mut self, position: usize, node: NodeView<'_>) -> bool {
+        match self.leaves.get_mut(position) {
+            Some(leaf) if leaf.name == node.name => {
+                leaf.state = node.state;
+                leaf.capacity = node.capacity;
+                leaf.allocated = node.allocated;
+                self.refresh(position);
+                false
+            }
+            _ => self.set(node),
         }
     }
 

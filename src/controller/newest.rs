@@ -75,11 +75,16 @@ impl<K: Resource> Newest<K> {
 
     /// Keeps what a write (or a fresh read) returned.
     pub fn remember(&self, object: K) {
-        let (namespace, name) = (namespace_of(&object).to_owned(), object.name_any());
+        self.remember_shared(Arc::new(object));
+    }
+
+    /// [`remember`](Self::remember) for a copy shared with its other readers.
+    pub fn remember_shared(&self, object: Arc<K>) {
+        let (namespace, name) = (namespace_of(object.as_ref()).to_owned(), object.name_any());
         self.copies()
             .entry(namespace)
             .or_default()
-            .insert(name, Arc::new(object));
+            .insert(name, object);
     }
 
     /// Forgets an object (it is gone).

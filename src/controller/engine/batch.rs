@@ -339,14 +339,14 @@ fn decide_tenant(
     edits: &mut Vec<Edit>,
 ) -> Result<(Plan, bool), Error> {
     let key = wants.key();
+    // A UID released (its tenant deleted) is never placed again: this job was queued before
+    // the delete was seen. (Releases are decided before tenants, so none comes in the loop.)
+    if rules.released.contains(&wants.uid) {
+        return Err(Error::TenantReleased {
+            tenant: wants.tenant.clone(),
+        });
+    }
     loop {
-        // A UID released (its tenant deleted) is never placed again: this job was queued
-        // before the delete was seen.
-        if rules.released.contains(&wants.uid) {
-            return Err(Error::TenantReleased {
-                tenant: wants.tenant.clone(),
-            });
-        }
         view.check_readable(&wants.uid)?;
         let holders = view.holders_of(&wants.uid);
         let plan = queue.plan_held_by(

@@ -27,6 +27,8 @@
 //!   rebuilt); its options are fixed when it starts ([`EngineConfig`]).
 
 mod batch;
+#[cfg(any(test, feature = "testing"))]
+pub mod bench;
 mod conflicts;
 mod view;
 
@@ -444,7 +446,10 @@ impl EngineTask {
             .filter_map(|name| self.view.to_write(name, &now))
             .collect();
         self.view.end_batch();
-        let failures = self.write(requests).await;
+        let (failures, written) = self.write(requests).await;
+        for node in written {
+            self.view.confirm(node);
+        }
         let facts: Vec<JobWrites<'_>> = drafts
             .iter()
             .map(|d| JobWrites {
@@ -509,8 +514,8 @@ impl EngineTask {
     }
 
     /// Writes each node, concurrently, each guarded by the resourceVersion it was read at.
-    /// Returns the nodes that failed.
-    async fn write(&self, requests: Vec<Node>) -> HashMap<String, NodeFailure> {
+    /// Returns the nodes that failed, and the objects the others are now.
+    async fn write(&self, requests: Vec<Node>) -> (HashMap<String, NodeFailure>, Vec<Arc<Node>>) {
         let api = self.nodes.api.clone();
         let results: Vec<(String, Result<Node, kube::Error>)> = futures::stream::iter(requests)
             .map(|updated| {
@@ -527,11 +532,14 @@ impl EngineTask {
             .collect()
             .await;
         let mut failures = HashMap::new();
+        let mut written_nodes = Vec::new();
         for (node, result) in results {
             match result {
                 Ok(written) => {
                     tracing::debug!(node = %node, "node status written");
-                    self.nodes.recent.remember(written);
+                    let written = Arc::new(written);
+                    self.nodes.recent.remember_shared(written.clone());
+                    written_nodes.push(written);
                 }
                 Err(error) if is_conflict(&error) => {
                     self.config.metrics.conflict();
@@ -543,7 +551,7 @@ impl EngineTask {
                 }
             }
         }
-        failures
+        (failures, written_nodes)
     }
 
     /// A pause of up to jitter x 2^(attempt-1), so racing writers spread out.

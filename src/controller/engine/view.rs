@@ -59,7 +59,9 @@ pub(super) struct View {
     holders: UidIndex,
     /// By node name.
     unreadable: BTreeMap<String, Unreadable>,
-    /// Nodes the last batch edited or held room on: rebuilt at the next sync.
+    /// Nodes the current batch edited.
+    edited: HashSet<String>,
+    /// Nodes a batch edited whose write is not confirmed: rebuilt at the next sync.
     dirty: HashSet<String>,
 }
 
@@ -90,6 +92,7 @@ impl View {
             fleet,
             holders,
             unreadable,
+            edited: HashSet::new(),
             dirty: HashSet::new(),
         }
     }
@@ -102,7 +105,7 @@ impl View {
     /// Brings the view to `nodes` (every node the engine knows, freshest copies): the same view
     /// [`build`](Self::build) would give, rebuilding only the nodes that changed.
     pub(super) fn sync(&mut self, nodes: Vec<Arc<Node>>) {
-        let mut changed = Vec::new();
+        let (mut changed, mut kept) = (Vec::new(), Vec::new());
         let mut same_names = nodes.len() == self.nodes.len();
         for node in &nodes {
             let name = name_of(node);
@@ -111,7 +114,12 @@ impl View {
                     same_names = false;
                     break;
                 }
-                Some(old) if !self.dirty.contains(name) && same_version(old, node) => {}
+                Some(old) if !self.dirty.contains(name) && same_version(old, node) => {
+                    if !Arc::ptr_eq(old, node) {
+                        // The same version: keep the cache's copy, let ours go.
+                        kept.push(Arc::clone(node));
+                    }
+                }
                 Some(_) => changed.push(Arc::clone(node)),
             }
         }
@@ -119,6 +127,9 @@ impl View {
         if !same_names || !changed.into_iter().all(|node| self.rebuild(node)) {
             *self = View::build(nodes);
             return;
+        }
+        for node in kept {
+            self.nodes.insert(name_of(&node).to_owned(), node);
         }
         self.dirty.clear();
         self.fleet.take_changed();
@@ -135,7 +146,13 @@ impl View {
         for (name, node) in changed {
             let rebuilt = match (self.nodes.get(&name), node) {
                 (None, None) => true,
-                (Some(old), Some(node)) if !self.dirty.contains(&name) && same_version(old, &node) => true,
+                (Some(old), Some(node))
+                    if !self.dirty.contains(&name) && same_version(old, &node) =>
+                {
+                    // The same version: keep the cache's copy, let ours go.
+                    self.nodes.insert(name, node);
+                    true
+                }
                 (Some(_), Some(node)) => self.rebuild(node),
                 _ => false,
             };
@@ -153,13 +170,24 @@ impl View {
         self.dirty.iter()
     }
 
-    /// Marks the nodes this batch edited or held room on, so that the next sync rebuilds them
-    /// from what the server has (their writes may have failed; holds are the batch's own).
+    /// Ends a batch: the room it held goes, and the nodes it edited are rebuilt at the next sync
+    /// from what the server has, unless their writes are [confirmed](Self::confirm).
     pub(super) fn end_batch(&mut self) {
         for position in self.fleet.take_changed() {
-            if let Some(ledger) = self.fleet.ledgers().get(position) {
-                self.dirty.insert(ledger.name().to_owned());
-            }
+            self.fleet.clear_holds(position);
+        }
+        self.fleet.take_changed();
+        self.dirty.extend(self.edited.drain());
+    }
+
+    /// The server took a write of this node, made from the view's ledger after
+    /// [`end_batch`](Self::end_batch): the ledger is what the server has now, so it need not be
+    /// rebuilt, and `written` is its object.
+    pub(super) fn confirm(&mut self, written: Arc<Node>) {
+        let name = name_of(&written);
+        if self.nodes.contains_key(name) {
+            self.dirty.remove(name);
+            self.nodes.insert(name.to_owned(), written);
         }
     }
 
@@ -265,24 +293,28 @@ impl View {
             reason: "not in the node cache".into(),
         };
         let position = self.fleet.position(&edit.node).ok_or_else(unknown)?;
-        let edited = self
+        let applied = self
             .fleet
-            .ledgers()
-            .get(position)
-            .ok_or_else(unknown)?
-            .edited(edit)
+            .apply(position, edit)
             .map_err(|e| Error::UnreadableNode {
                 node: edit.node.clone(),
                 reason: e.to_string(),
             })?;
+        if !applied {
+            return Err(unknown());
+        }
+        if !self.edited.contains(&edit.node) {
+            self.edited.insert(edit.node.clone());
+        }
         let uid = UidIndex::hash(&edit.uid);
         // NB: another UID with the same hash may still be on this node: the index keeps the
         // position while any entry there hashes alike, so no UID's entry is ever lost to it.
-        let still_hashed_here = edited
-            .entries()
-            .iter()
-            .any(|e| UidIndex::hash(&e.uid) == uid);
-        self.fleet.replace(position, edited);
+        let still_hashed_here = self.fleet.ledgers().get(position).is_some_and(|ledger| {
+            ledger
+                .entries()
+                .iter()
+                .any(|e| UidIndex::hash(&e.uid) == uid)
+        });
         self.holders.remove(uid, position);
         if edit.entry.is_some() || still_hashed_here {
             self.holders.insert(uid, position);
@@ -294,8 +326,12 @@ impl View {
     /// are not entries, so they are never written). `None` for a node without a readable ledger.
     pub(super) fn to_write(&self, name: &str, now: &Time) -> Option<Node> {
         let (object, ledger) = (self.node(name)?, self.ledger(name)?);
-        let mut updated = Node::clone(object);
-        updated.status = Some(object.status_for(ledger.entries(), ledger.view().capacity, now));
+        // Not a clone of the whole object: its old status would be dropped at once.
+        let mut updated = Node {
+            metadata: object.metadata.clone(),
+            spec: object.spec.clone(),
+            status: Some(object.status_for(ledger.entries(), ledger.view().capacity, now)),
+        };
         updated.metadata.managed_fields = None;
         Some(updated)
     }
@@ -354,11 +390,9 @@ impl Positions {
 }
 
 impl UidIndex {
+    /// See [`placement::uid_hash`]: a collision only adds a position to check.
     fn hash(key: &str) -> u64 {
-        use std::hash::Hash;
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        key.hash(&mut hasher);
-        hasher.finish()
+        placement::uid_hash(key)
     }
 
     fn positions(&self, hash: u64) -> &[usize] {
@@ -519,8 +553,9 @@ mod tests {
         /// amount of -1 makes it unreadable.
         Put(usize, u8, i64, Vec<(usize, i64)>),
         Delete(usize),
-        /// A batch: reserve a UID on a node, hold room on another; nothing written.
-        Batch(usize, usize, usize),
+        /// A batch: reserve a UID on a node, hold room on another; its write fails or is
+        /// confirmed.
+        Batch(usize, usize, usize, bool),
     }
 
     fn event() -> impl Strategy<Value = Event> {
@@ -528,7 +563,8 @@ mod tests {
             4 => (0..NAMES.len(), 0u8..4, 0i64..16, proptest::collection::vec((0..UIDS.len(), -1i64..4), 0..4))
                 .prop_map(|(n, s, c, e)| Event::Put(n, s, c, e)),
             1 => (0..NAMES.len()).prop_map(Event::Delete),
-            2 => (0..NAMES.len(), 0..NAMES.len(), 0..UIDS.len()).prop_map(|(n, h, u)| Event::Batch(n, h, u)),
+            3 => (0..NAMES.len(), 0..NAMES.len(), 0..UIDS.len(), any::<bool>())
+                .prop_map(|(n, h, u, ok)| Event::Batch(n, h, u, ok)),
         ]
     }
 
@@ -559,7 +595,7 @@ mod tests {
                         store.remove(NAMES[n]);
                         changed.push(NAMES[n]);
                     }
-                    Event::Batch(n, h, u) => {
+                    Event::Batch(n, h, u, write_ok) => {
                         let edit = Edit {
                             kind: placement::EditKind::Reserve,
                             node: NAMES[n].to_owned(),
@@ -575,6 +611,16 @@ mod tests {
                             let hold = placement::Entry { uid: "w".into(), tenant: "w".into(), resources: placement::Resources::new(1, 0, 0) };
                             let _ = placement::FleetMut::hold(&mut view.fleet, NAMES[h], hold);
                             view.end_batch();
+                        }
+                        let now = Time(k8s_openapi::jiff::Timestamp::now());
+                        if write_ok && let Some(mut written) = view.to_write(NAMES[n], &now) {
+                            version = version.wrapping_add(1);
+                            written.metadata.resource_version = Some(version.to_string());
+                            let written = Arc::new(written);
+                            store.insert(NAMES[n], written.clone());
+                            changed.push(NAMES[n]);
+                            view.confirm(written.clone());
+                            by_names.confirm(written);
                         }
                     }
                 }
