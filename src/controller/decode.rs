@@ -43,6 +43,11 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
         // NB: one JSON value first, so that a failure inside K leaves the rest of the list (and
         // this object's metadata) readable.
         let value = serde_json::Value::deserialize(deserializer)?;
+        // The usual case is read without tracking the path (a String per field); only a
+        // failure is read again to name the failing field.
+        if let Ok(object) = K::deserialize(&value) {
+            return Ok(Decoded::Readable(object));
+        }
         match serde_path_to_error::deserialize::<_, K>(&value) {
             Ok(object) => Ok(Decoded::Readable(object)),
             Err(failure) => {
