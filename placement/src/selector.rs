@@ -14,10 +14,9 @@
 //!   its status names, the target of a move off a draining node, and the room the queue holds
 //!   for it. It never takes an entry away: a tenant holding an entry on a node whose labels
 //!   changed keeps it there, and resizes in place there;
-//! - the candidates are filtered by a scan of the ledgers (O(nodes) per decision, as every policy
-//!   already scans). The first-fit index ([`crate::FirstFitIndex`]) knows no labels; the engine
-//!   does not use it yet, and a selector-aware index (one per distinct selector, say) comes with
-//!   its wiring.
+//! - over a slice of ledgers the candidates are filtered by a scan (O(nodes) per decision); an
+//!   [`crate::IndexedFleet`] answers first fit for a selector from an index over the nodes
+//!   carrying its labels, kept current as labels change ([`crate::fleet`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
