@@ -607,7 +607,8 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
                 }
             },
             skipped.clone(),
-        ),
+        )
+        .map_ok(strip::trigger),
         node_cache.clone(),
     );
     // The engine decides nothing before both caches are synced and the waiting room holds every
@@ -672,7 +673,9 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // deleted, not when only its status changes (our own writes): that halves the reconciles.
     // A status changed by someone else is checked against its node by the claims.
     let tenant_controller = Controller::for_stream(
-        tenant_events.predicate_filter(asks_changed, Default::default()),
+        tenant_events
+            .predicate_filter(asks_changed, Default::default())
+            .map_ok(strip::trigger),
         tenant_cache.clone(),
     );
     caches.set(node_cache.clone(), tenant_cache.clone());

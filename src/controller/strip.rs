@@ -14,6 +14,8 @@
 //!   managedFields, every annotation (kubectl's last-applied copy doubles an object), ownerReferences,
 //!   generateName, selfLink, and a Tenant's labels (its pool is chosen by the watch's label
 //!   selector, server side; a tenant outside it is checked by a direct read);
+//! - a controller's trigger keeps an object's name and namespace only ([`trigger`]): the
+//!   scheduler's request for it never carries the resourceVersion and UID;
 //! - spec and status are kept whole: the status the controller writes is compared with the cached
 //!   one (a condition keeps its transition time while it stays the same).
 //!
@@ -67,6 +69,18 @@ pub fn strip<K: Cached>(object: &mut K) {
     if !K::LABELS_READ {
         meta.labels = None;
     }
+}
+
+/// What a controller's trigger needs of an object: its name and namespace.
+///
+/// The scheduler holds a request per object (every settled object waits there for its resync),
+/// and a request made from the whole object also copies its resourceVersion and UID, which no
+/// reconcile reads (a reconcile gets the object from the cache). The cache keeps its own copy.
+pub fn trigger<K: Resource>(mut object: K) -> K {
+    let meta = object.meta_mut();
+    meta.resource_version = None;
+    meta.uid = None;
+    object
 }
 
 #[cfg(test)]
@@ -153,6 +167,20 @@ mod tests {
             serde_json::to_value(&again).unwrap(),
             "idempotent"
         );
+    }
+
+    #[test]
+    fn a_trigger_names_the_same_object_without_its_version_and_uid() {
+        use kube::runtime::reflector::ObjectRef;
+        let tenant = testing::tenant("a").resource_version(9).build();
+        let whole = ObjectRef::from_obj(&tenant);
+        let named = ObjectRef::from_obj(&trigger(tenant));
+        assert_eq!(named, whole);
+        assert_eq!(
+            (named.extra.resource_version, named.extra.uid),
+            (None, None)
+        );
+        assert!(whole.extra.uid.is_some());
     }
 
     #[test]
