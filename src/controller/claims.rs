@@ -65,16 +65,30 @@ impl Claim {
     }
 }
 
+/// A tenant's key: one allocation per tenant, shared by every map and set that holds it.
+type Key = Arc<ObjectRef<Tenant>>;
+
+/// A tenant's key, as a lookup: its name and namespace only.
+// NB: not `ObjectRef::from_obj`, which also copies the resourceVersion and UID (ignored by its
+// equality and hash): two strings more per tenant for nothing.
+fn key_of(tenant: &Tenant) -> ObjectRef<Tenant> {
+    let key = ObjectRef::new(tenant.metadata.name.as_deref().unwrap_or_default());
+    match tenant.metadata.namespace.as_deref() {
+        Some(namespace) => key.within(namespace),
+        None => key,
+    }
+}
+
 #[derive(Debug, Default)]
 struct Index {
-    claims: HashMap<ObjectRef<Tenant>, Claim>,
+    claims: HashMap<Key, Claim>,
     /// Tenants by the node their status names.
-    by_node: HashMap<String, HashSet<ObjectRef<Tenant>>>,
+    by_node: HashMap<String, HashSet<Key>>,
     /// To check at the next pass: tenants whose claim changed, and nodes that changed.
-    changed_tenants: HashSet<ObjectRef<Tenant>>,
+    changed_tenants: HashSet<Key>,
     changed_nodes: HashSet<String>,
     /// Tenants whose status stopped naming a node: woken whatever the nodes say.
-    stopped_naming: HashSet<ObjectRef<Tenant>>,
+    stopped_naming: HashSet<Key>,
 }
 
 impl Index {
@@ -102,13 +116,17 @@ impl Claims {
         let Some(claim) = Claim::of(tenant) else {
             return false;
         };
-        let key = ObjectRef::from_obj(tenant);
+        let lookup = key_of(tenant);
         let mut index = self.lock();
-        let previous = index.claims.get(&key);
-        if previous == Some(&claim) {
+        let previous = index.claims.get_key_value(&lookup);
+        if previous.map(|(_, claim)| claim) == Some(&claim) {
             return false;
         }
-        let previous_node = previous.map(|p| p.node.clone()).unwrap_or_default();
+        // The key already held, if any: one allocation per tenant however often it changes.
+        let (key, previous_node) = match previous {
+            Some((key, claim)) => (key.clone(), claim.node.clone()),
+            None => (Arc::new(lookup), String::new()),
+        };
         if !previous_node.is_empty() && claim.node.is_empty() {
             index.stopped_naming.insert(key.clone());
         }
@@ -139,7 +157,7 @@ impl Claims {
 
     /// After a relist: forgets the tenants deleted while the watch was down.
     pub fn retain_present(&self, tenants: &Store<Tenant>) {
-        let gone: Vec<ObjectRef<Tenant>> = self
+        let gone: Vec<Key> = self
             .lock()
             .claims
             .keys()
@@ -169,12 +187,13 @@ impl Claims {
             for changed in std::mem::take(&mut index.changed_nodes) {
                 keys.extend(index.by_node.get(&changed).into_iter().flatten().cloned());
             }
-            let to_check: Vec<(ObjectRef<Tenant>, Claim)> = keys
+            let to_check: Vec<(Key, Claim)> = keys
                 .into_iter()
                 .filter_map(|key| index.claims.get(&key).cloned().map(|claim| (key, claim)))
                 .collect();
             let wake: Vec<ObjectRef<Tenant>> = std::mem::take(&mut index.stopped_naming)
                 .into_iter()
+                .map(|key| ObjectRef::clone(&key))
                 .collect();
             (wake, to_check)
         };
@@ -183,7 +202,7 @@ impl Claims {
                 .then(|| node(&claim.node))
                 .flatten();
             if !claim.backed_by(named.as_deref()) && !wake.contains(&key) {
-                wake.push(key);
+                wake.push(ObjectRef::clone(&key));
             }
         }
         wake

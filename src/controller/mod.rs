@@ -24,6 +24,7 @@ pub mod newest;
 pub mod node;
 pub mod publisher;
 pub mod requests;
+pub mod strip;
 pub mod tenant;
 pub mod waiting;
 
@@ -217,11 +218,8 @@ impl Synced {
     }
 }
 
-/// The annotation `kubectl apply` keeps its last applied object in.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// A reflector feeding `cache` from a watch, without managedFields or kubectl's last-applied
-/// copy, raising `synced` whenever a full list has been applied and showing every event to
+/// A reflector feeding `cache` from a watch, each object stripped of what the controller never
+/// reads (`strip`), raising `synced` whenever a full list has been applied and showing every event to
 /// `on_event`. Objects are decoded one by one: one that cannot be decoded goes to `skipped` and
 /// the rest go on (see `decode`). The stream it returns triggers the controller.
 fn reflected<K>(
@@ -233,7 +231,7 @@ fn reflected<K>(
     skipped: futures::channel::mpsc::UnboundedSender<decode::Skipped>,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
-    K: Resource<DynamicType = ()>
+    K: strip::Cached<DynamicType = ()>
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned
@@ -247,12 +245,8 @@ where
     }
     watcher::watcher(api, config)
         .default_backoff()
-        .modify(|object| {
-            // Neither is read here; kubectl's copy of the last applied object would double
-            // every cached object's size.
-            object.managed_fields_mut().clear();
-            object.annotations_mut().remove(LAST_APPLIED);
-        })
+        // Before anything keeps it: what is never read is never cached (see `strip`).
+        .modify(strip::strip)
         .filter_map(move |event| {
             let readable = match event {
                 Ok(event) => decode::readable(event, &mut |bad| {
@@ -621,7 +615,8 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
                 watcher::Event::Init | watcher::Event::InitDone => changed_nodes.all(),
             },
             skipped.clone(),
-        ),
+        )
+        .map_ok(strip::trigger),
         node_cache.clone(),
     );
     // The engine decides nothing before both caches are synced and the waiting room holds every
@@ -687,7 +682,9 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // deleted, not when only its status changes (our own writes): that halves the reconciles.
     // A status changed by someone else is checked against its node by the claims.
     let tenant_controller = Controller::for_stream(
-        tenant_events.predicate_filter(asks_changed, Default::default()),
+        tenant_events
+            .predicate_filter(asks_changed, Default::default())
+            .map_ok(strip::trigger),
         tenant_cache.clone(),
     );
     caches.set(node_cache.clone(), tenant_cache.clone());

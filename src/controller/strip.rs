@@ -1,0 +1,199 @@
+//! What the watch caches keep of each object: only what the controller reads.
+//!
+//! ```text
+//!   LIST / WATCH ──▶ decode ──▶ strip ──▶ reflector Store, predicate filter, claims, ...
+//!                               drops metadata the controller never reads
+//! ```
+//!
+//! Rules enforced here:
+//! - every object is stripped once, as the watch delivers it, before any cache or index keeps
+//!   it; [`strip`] is the one function that decides what is kept (the memory bench measures it);
+//! - kept of metadata: name, namespace, uid, resourceVersion, generation, creationTimestamp,
+//!   deletionTimestamp, deletionGracePeriodSeconds, finalizers, and labels of the kinds whose
+//!   labels are read ([`Cached::LABELS_READ`]: Node, NodeClass, NodeRequest). Dropped:
+//!   managedFields, every annotation (kubectl's last-applied copy doubles an object), ownerReferences,
+//!   generateName, selfLink, and a Tenant's labels (its pool is chosen by the watch's label
+//!   selector, server side; a tenant outside it is checked by a direct read);
+//! - a controller's trigger keeps an object's name and namespace only ([`trigger`]): the
+//!   scheduler's request for it never carries the resourceVersion and UID;
+//! - spec and status are kept whole: the status the controller writes is compared with the cached
+//!   one (a condition keeps its transition time while it stays the same).
+//!
+//! NB: a cached object is never written back whole: Node status is written with a PUT on the
+//! status subresource, which takes only `status` (the server keeps the stored metadata), and
+//! Tenants are patched. Were a write to send a cached object's metadata, the dropped fields would
+//! be erased on the server.
+
+use kube::Resource;
+
+use super::decode::Decoded;
+use crate::api::{Node, NodeClass, NodeRequest, Tenant};
+
+/// A kind the controller caches from a watch.
+pub trait Cached: Resource {
+    /// Whether the controller reads this kind's labels (a Node's: tenants' node selectors and
+    /// the node-request label).
+    const LABELS_READ: bool;
+}
+
+impl Cached for Tenant {
+    const LABELS_READ: bool = false;
+}
+
+impl Cached for Node {
+    const LABELS_READ: bool = true;
+}
+
+// Few objects: their labels are kept, read or not.
+impl Cached for NodeClass {
+    const LABELS_READ: bool = true;
+}
+
+impl Cached for NodeRequest {
+    const LABELS_READ: bool = true;
+}
+
+impl<K: Cached<DynamicType = ()>> Cached for Decoded<K> {
+    const LABELS_READ: bool = K::LABELS_READ;
+}
+
+/// Drops what the controller never reads of `object` (see the module doc). Idempotent.
+pub fn strip<K: Cached>(object: &mut K) {
+    let meta = object.meta_mut();
+    // `None`, not emptied: an empty Vec or map may keep its allocation.
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.owner_references = None;
+    meta.generate_name = None;
+    meta.self_link = None;
+    if !K::LABELS_READ {
+        meta.labels = None;
+    }
+}
+
+/// What a controller's trigger needs of an object: its name and namespace.
+///
+/// The scheduler holds a request per object (every settled object waits there for its resync),
+/// and a request made from the whole object also copies its resourceVersion and UID, which no
+/// reconcile reads (a reconcile gets the object from the cache). The cache keeps its own copy.
+pub fn trigger<K: Resource>(mut object: K) -> K {
+    let meta = object.meta_mut();
+    meta.resource_version = None;
+    meta.uid = None;
+    object
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::testing;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, OwnerReference};
+    use std::collections::BTreeMap;
+
+    fn cluttered(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) {
+        meta.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubectl-client-side-apply".into()),
+            ..ManagedFieldsEntry::default()
+        }]);
+        meta.annotations = Some(BTreeMap::from([(
+            "kubectl.kubernetes.io/last-applied-configuration".into(),
+            "{}".into(),
+        )]));
+        meta.owner_references = Some(vec![OwnerReference::default()]);
+        meta.generate_name = Some("t-".into());
+        meta.self_link = Some("/apis/x".into());
+    }
+
+    #[test]
+    fn a_tenant_keeps_what_the_controller_reads_and_nothing_else() {
+        let mut tenant = testing::tenant("a")
+            .label("team", "x")
+            .finalizer("f")
+            .generation(3)
+            .resource_version(9)
+            .on("n")
+            .reserved(1, 2, 3)
+            .placed("Reserved")
+            .build();
+        cluttered(&mut tenant.metadata);
+        let before = tenant.clone();
+        strip(&mut tenant);
+        let m = &tenant.metadata;
+        assert_eq!(
+            (
+                m.managed_fields.as_ref(),
+                m.annotations.as_ref(),
+                m.labels.as_ref()
+            ),
+            (None, None, None)
+        );
+        assert_eq!(
+            (m.owner_references.as_ref(), m.generate_name.as_ref()),
+            (None, None)
+        );
+        assert_eq!(m.self_link, None);
+        // What is read stays as it was.
+        assert_eq!(
+            (&m.name, &m.namespace, &m.uid),
+            (
+                &before.metadata.name,
+                &before.metadata.namespace,
+                &before.metadata.uid
+            )
+        );
+        assert_eq!(
+            (&m.resource_version, m.generation),
+            (
+                &before.metadata.resource_version,
+                before.metadata.generation
+            )
+        );
+        assert_eq!(
+            (&m.finalizers, &m.creation_timestamp),
+            (
+                &before.metadata.finalizers,
+                &before.metadata.creation_timestamp
+            )
+        );
+        assert_eq!(
+            (&tenant.spec, &tenant.status),
+            (&before.spec, &before.status)
+        );
+        let again = tenant.clone();
+        strip(&mut tenant);
+        assert_eq!(
+            serde_json::to_value(&tenant).unwrap(),
+            serde_json::to_value(&again).unwrap(),
+            "idempotent"
+        );
+    }
+
+    #[test]
+    fn a_trigger_names_the_same_object_without_its_version_and_uid() {
+        use kube::runtime::reflector::ObjectRef;
+        let tenant = testing::tenant("a").resource_version(9).build();
+        let whole = ObjectRef::from_obj(&tenant);
+        let named = ObjectRef::from_obj(&trigger(tenant));
+        assert_eq!(named, whole);
+        assert_eq!(
+            (named.extra.resource_version, named.extra.uid),
+            (None, None)
+        );
+        assert!(whole.extra.uid.is_some());
+    }
+
+    #[test]
+    fn a_node_keeps_its_labels_for_node_selectors() {
+        let mut node = testing::node("n")
+            .label("zone", "eu-1")
+            .holding("a", (1, 1, 1))
+            .build();
+        cluttered(&mut node.metadata);
+        let labels = node.metadata.labels.clone();
+        strip(&mut node);
+        assert_eq!(node.metadata.labels, labels);
+        assert_eq!(node.metadata.annotations, None);
+        assert_eq!(node.metadata.managed_fields, None);
+    }
+}
