@@ -12,6 +12,8 @@
 //! ```
 //!
 //! Rules enforced here (docs/design.md, "Node requests"):
+//! - with no NodeClass (in the pool) and no request in flight, nothing is planned and no tenant
+//!   gets a note: node requests are not in use, and 1,000 idle waiting tenants cost no write;
 //! - a tenant is planned for once it has waited `request_after` in `PendingCapacity` (measured
 //!   from its Placed condition's transition); suspended and `Resizing` tenants are not (a new
 //!   node cannot take a resize);
@@ -137,6 +139,16 @@ async fn look(
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .filter(|r| r.phase() != NodeRequestPhase::Failed)
         .collect();
+    // Without a NodeClass nothing can be bought: node requests are not in use, and a note on
+    // every waiting tenant saying so would be a status write each for nothing.
+    let no_classes = !classes
+        .state()
+        .iter()
+        .any(|class| pool.has_class(&class.name_any()));
+    if no_classes && live.is_empty() {
+        wake_changed(ctx, HashMap::new());
+        return hand_back(ctx, &api, &live).await;
+    }
     let specs = ctx.purchases.requested(&live);
     let waiting = waiting_tenants(ctx, request_after);
     let offers = offers(ctx, classes, &specs, &pool);

@@ -8,10 +8,14 @@ use crate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_pending_tenants_cause_zero_api_writes_while_nothing_changes() {
-    // Re-check waiting tenants every 200 ms, so the quiet window below spans several rounds.
+    // Re-check waiting tenants every 200 ms, and look for machines to ask for every 100 ms
+    // after 0.5 s of waiting (with no NodeClass: node requests are not in use), so the quiet
+    // window below spans several rounds of both.
     let quick = Settings {
         pending_recheck: Duration::from_millis(200),
         pending_recheck_max: Duration::from_millis(400),
+        request_after: Some(Duration::from_millis(500)),
+        request_check: Duration::from_millis(100),
         ..settings()
     };
     let h = Harness::start_on(inmem_apiserver::ApiServer::new(), &seed_nodes(), quick).await;
