@@ -25,18 +25,8 @@ use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
 use tenant_placer::testing;
 
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn flag(name: &str) -> bool {
-    std::env::args().any(|a| a == name)
-}
+mod common;
+use common::{arg, flag};
 
 const DRAINED: &str = "node-00000";
 const VERSION: &str = "placement.tenant-placer.dev/v1alpha1";

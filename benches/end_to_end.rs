@@ -32,23 +32,8 @@ use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
 use tenant_placer::testing;
 
-fn arg_str(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
-}
-
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    arg_str(name)
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn flag(name: &str) -> bool {
-    std::env::args().any(|a| a == name)
-}
+mod common;
+use common::{arg, arg_str, flag};
 
 /// Starts the controller (in its own process) against the bench's API.
 fn spawn_controller(kubeconfig: &std::path::Path, concurrency: u64) -> std::process::Child {

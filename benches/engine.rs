@@ -22,14 +22,8 @@ use placement::{Policy, Resources};
 use tenant_placer::controller::engine::bench;
 use tenant_placer::testing;
 
-fn arg<T: std::str::FromStr>(name: &str, default: T) -> T {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::{arg, arg_str};
 
 /// `count` nodes of 64 threads, 256 GB, 4 TB; the first `full` (by name) hold one tenant that
 /// fills them.
@@ -59,8 +53,8 @@ fn main() {
     let count: usize = arg("--tenants", 20_000);
     let batch: usize = arg("--batch", 96);
     let runs: usize = arg("--runs", 3);
-    let policies: Vec<Policy> = match std::env::args().position(|a| a == "--policy") {
-        Some(i) => vec![std::env::args().nth(i + 1).unwrap().parse().unwrap()],
+    let policies: Vec<Policy> = match arg_str("--policy") {
+        Some(policy) => vec![policy.parse().unwrap()],
         None => vec![Policy::FirstFit, Policy::BestFit],
     };
     let tenants: Vec<(String, Resources)> = (0..count as u64)

@@ -43,14 +43,8 @@ use tenant_placer::testing;
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::arg;
 
 const API_VERSION: &str = "placement.tenant-placer.dev/v1alpha1";
 const TIME: &str = "2026-11-30T10:00:00Z";

@@ -288,14 +288,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::fit::NodeState;
-    use crate::testing::ledger;
-
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::testing::{labels, ledger};
 
     #[test]
     fn a_selector_index_follows_label_changes_and_names_the_selector_when_nothing_fits() {
