@@ -569,6 +569,10 @@ impl EngineTask {
 
     /// Reads one node from the API (not the cache) and makes it the engine's view of that node.
     async fn reread(&self, name: &str) -> Result<(), Error> {
+        // The view looks at it again at the next sync, whatever the watch has seen by then.
+        if let Some(changes) = &self.config.node_changes {
+            changes.changed(name);
+        }
         match self.nodes.api.get(name).await {
             Ok(fresh) => self.nodes.recent.remember(fresh),
             Err(error) if is_not_found(&error) => self.nodes.recent.forget(None, name),
