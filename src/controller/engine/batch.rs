@@ -348,15 +348,8 @@ fn decide_tenant(
     }
     loop {
         view.check_readable(&wants.uid)?;
-        let holders = view.holders_of(&wants.uid);
-        let plan = queue.plan_held_by(
-            &key,
-            rules.policy,
-            &wants.borrowed(),
-            &mut view.fleet,
-            &holders,
-            *turn,
-        );
+        let (fleet, holders) = view.fleet_and_holders(&wants.uid);
+        let plan = queue.plan_held_by(&key, rules.policy, &wants.borrowed(), fleet, holders, *turn);
         *turn = turn.wrapping_add(1);
         match plan {
             Plan::Edit(edit) if edit.kind == EditKind::Migrate => {

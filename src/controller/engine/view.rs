@@ -221,8 +221,15 @@ impl View {
 
     /// Positions that may hold this UID (a hash collision adds a position that does not; the
     /// plan checks each).
-    pub(super) fn holders_of(&self, uid: &str) -> Vec<usize> {
+    #[cfg(test)]
+    fn holders_of(&self, uid: &str) -> Vec<usize> {
         self.holders.positions(UidIndex::hash(uid)).to_vec()
+    }
+
+    /// The fleet to plan on, and the positions that may hold this UID (a hash collision adds a
+    /// position that does not; the plan checks each).
+    pub(super) fn fleet_and_holders(&mut self, uid: &str) -> (&mut IndexedFleet, &[usize]) {
+        (&mut self.fleet, self.holders.positions(UidIndex::hash(uid)))
     }
 
     /// The position of the ledger holding this UID's entry, if any.
