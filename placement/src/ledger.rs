@@ -444,13 +444,27 @@ pub fn plan_tenant_held_by<F: Fleet + ?Sized>(
     holders: &[usize],
     turn: u64,
 ) -> Plan {
-    let mut holders: Vec<&NodeLedger> = holders
+    let mut holding = holders
         .iter()
         .filter_map(|&i| nodes.ledgers().get(i))
-        .filter(|n| n.entry_of(wants.uid).is_some())
-        .collect();
-    holders.sort_by(|a, b| a.name.cmp(&b.name));
-    if let Some(step) = plan_in_flight(wants, &holders) {
+        .filter(|n| n.entry_of(wants.uid).is_some());
+    // Almost every tenant is held on one node at most: no list is built for it.
+    let (first, rest): (_, Vec<&NodeLedger>) = (holding.next(), holding.collect());
+    let (one, mut many);
+    let holders: &[&NodeLedger] = match first {
+        None => &[],
+        Some(node) if rest.is_empty() => {
+            one = [node];
+            &one
+        }
+        Some(node) => {
+            many = rest;
+            many.push(node);
+            many.sort_by(|a, b| a.name.cmp(&b.name));
+            &many
+        }
+    };
+    if let Some(step) = plan_in_flight(wants, holders) {
         return step;
     }
     let kept_index = holders
