@@ -614,6 +614,45 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
 
+    #[test]
+    fn apply_in_place_matches_a_rebuild_and_changes_nothing_when_the_sum_overflows() {
+        let edit = |uid: &str, entry: Option<Entry>| Edit {
+            kind: EditKind::Reserve,
+            node: "n".into(),
+            uid: uid.into(),
+            entry,
+        };
+        let node = crate::testing::ledger("n")
+            .capacity(8, 8, 8)
+            .holding("a", (1, 1, 1))
+            .holding("b", (2, 2, 2))
+            .holding("a", (3, 3, 3))
+            .build();
+        for change in [
+            edit("a", Some(crate::testing::entry("a", (4, 4, 4)))),
+            edit("b", None),
+            edit("c", Some(crate::testing::entry("c", (1, 1, 1)))),
+        ] {
+            let mut applied = node.clone();
+            applied.apply(&change).unwrap();
+            let rebuilt = NodeLedger::new(
+                "n",
+                node.state(),
+                node.capacity(),
+                node.edited_entries(&change),
+            )
+            .unwrap();
+            assert_eq!(applied.entries(), rebuilt.entries());
+            assert_eq!(applied.written(), rebuilt.written());
+            assert_eq!(applied.entry_of(&change.uid), rebuilt.entry_of(&change.uid));
+        }
+        let huge = Resources::new(Resources::LIMIT, 0, 0);
+        let mut full = node.clone();
+        let overflowing = edit("z", Some(crate::testing::entry("z", huge)));
+        assert!(full.apply(&overflowing).is_err());
+        assert_eq!(full, node);
+    }
+
     /// A node on the crate's one builder ([`crate::testing`]), Online, holding `entries`.
     fn ledger(name: &str, capacity: Resources, entries: &[(&str, Resources)]) -> NodeLedger {
         let node = crate::testing::ledger(name).capacity_of(capacity);
