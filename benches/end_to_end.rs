@@ -51,6 +51,8 @@ fn spawn_controller(kubeconfig: &std::path::Path, concurrency: u64) -> std::proc
         .args(extra.split_whitespace())
         .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "error")
+        // As the image runs it (Dockerfile).
+        .env("MALLOC_ARENA_MAX", "1")
         .spawn()
         .unwrap()
 }
@@ -344,6 +346,10 @@ async fn bench() {
     println!(
         "| node status conflicts (409) per placement | {:.3} |",
         (node_puts - node_commits.min(node_puts)) as f64 / placed.max(1) as f64
+    );
+    println!(
+        "| Tenant reads (GET) per placement | {:.3} |",
+        stats.count(Verb::Get, "tenants") as f64 / placed.max(1) as f64
     );
     println!("| controller peak RSS | {:.1} MB |", rss as f64 / 1024.0);
     println!(

@@ -69,14 +69,8 @@ impl Claim {
 type Key = Arc<ObjectRef<Tenant>>;
 
 /// A tenant's key, as a lookup: its name and namespace only.
-// NB: not `ObjectRef::from_obj`, which also copies the resourceVersion and UID (ignored by its
-// equality and hash): two strings more per tenant for nothing.
 fn key_of(tenant: &Tenant) -> ObjectRef<Tenant> {
-    let key = ObjectRef::new(tenant.metadata.name.as_deref().unwrap_or_default());
-    match tenant.metadata.namespace.as_deref() {
-        Some(namespace) => key.within(namespace),
-        None => key,
-    }
+    super::strip::trigger_ref(tenant)
 }
 
 #[derive(Debug, Default)]

@@ -51,6 +51,12 @@ use crate::metrics::Metrics;
 pub use engine::{Engine, EngineConfig, NodeChanges, RetryPolicy};
 pub use waiting::WaitingRoom;
 
+/// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
+/// tenants the watch runs behind the writes by as many tenants as wait to be placed, and a copy
+/// is a tenant's worth of memory. Past the bound a copy leaves its version only, and a
+/// reconcile that needs it reads the tenant (a read, never a second write).
+const TENANT_COPIES: usize = 2048;
+
 /// Tunables of the controller.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -266,6 +272,48 @@ where
             on_event(event);
         })
         .applied_objects()
+}
+
+/// Slices of the resync sweep: every `resync / RESYNC_SLICES` one slice of the tenants is
+/// looked at again.
+const RESYNC_SLICES: u64 = 64;
+
+/// The tenants of one slice of the resync sweep (by UID hash: each tenant in exactly one).
+fn resync_slice(tenants: &[Arc<Tenant>], slice: u64) -> Vec<ObjectRef<Tenant>> {
+    tenants
+        .iter()
+        .filter(|tenant| {
+            let uid = tenant.metadata.uid.as_deref().unwrap_or_default();
+            placement::uid_hash(uid) % RESYNC_SLICES == slice
+        })
+        .map(|tenant| strip::trigger_ref(tenant.as_ref()))
+        .collect()
+}
+
+/// Every cached tenant, looked at again once per `period`, a slice at a time.
+///
+/// A settled tenant waits for nothing in kube's scheduler (a request per object there, with
+/// its timer and keys, was about 450 bytes per tenant): the sweep walks the cache instead, so
+/// a status changed by someone else is still corrected within one period.
+fn resyncs(
+    tenants: Store<Tenant>,
+    period: Duration,
+) -> impl futures::Stream<Item = ObjectRef<Tenant>> + Send + 'static {
+    let tick = period
+        .checked_div(u32::try_from(RESYNC_SLICES).unwrap_or(u32::MAX))
+        .unwrap_or(period);
+    futures::stream::unfold(0, move |slice| {
+        let tenants = tenants.clone();
+        async move {
+            tokio::time::sleep(tick).await;
+            let due = resync_slice(&tenants.state(), slice);
+            Some((
+                futures::stream::iter(due),
+                slice.wrapping_add(1) % RESYNC_SLICES,
+            ))
+        }
+    })
+    .flatten()
 }
 
 /// Reports each skipped object version once: an error log naming it and the field, the metric,
@@ -640,7 +688,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // with the finalizer it finds nothing left to release). Our own writes' copies go once the
     // watch delivers them.
     let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
-    let tenant_copies: Arc<newest::Newest<Tenant>> = Arc::default();
+    let tenant_copies = Arc::new(newest::Newest::<Tenant>::bounded(TENANT_COPIES));
     let seen = tenant_copies.clone();
     let (relisted_room, relisted) = (waiting.clone(), tenant_cache.clone());
     let tenant_claims = claims.clone();
@@ -763,7 +811,10 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     }));
 
     let tenant_loop = tenant_controller
-        .reconcile_on(wake_ups)
+        .reconcile_on(futures::stream::select(
+            wake_ups,
+            resyncs(ctx.tenants.clone(), ctx.settings.resync),
+        ))
         .with_config(controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
         .run(
@@ -818,5 +869,58 @@ fn log_result<K: Resource, E: std::fmt::Display>(
     match result {
         Ok((object, action)) => tracing::debug!(kind, object = %object.name, ?action, "reconciled"),
         Err(error) => tracing::debug!(kind, %error, "reconcile did not complete"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::tenant;
+
+    #[test]
+    fn the_resync_sweep_names_every_tenant_once_per_period() {
+        let tenants: Vec<Arc<Tenant>> = (0..1000)
+            .map(|i| {
+                let name = format!("t{i}");
+                Arc::new(tenant(&name).uid(&format!("uid-{i}")).build())
+            })
+            .collect();
+        let mut named: Vec<String> = (0..RESYNC_SLICES)
+            .flat_map(|slice| resync_slice(&tenants, slice))
+            .map(|reference| reference.name)
+            .collect();
+        named.sort();
+        let mut expected: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
+        expected.sort();
+        assert_eq!(named, expected);
+        // Spread over the period, not all at once.
+        let largest = (0..RESYNC_SLICES)
+            .map(|slice| resync_slice(&tenants, slice).len())
+            .max();
+        assert!(largest < Some(40), "{largest:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_resync_sweep_runs_one_slice_per_tick() {
+        let (store, mut feed) = reflector::store::<Tenant>();
+        for i in 0..200 {
+            let name = format!("t{i}");
+            feed.apply_watcher_event(&watcher::Event::Apply(
+                tenant(&name).uid(&format!("uid-{i}")).build(),
+            ));
+        }
+        let period = Duration::from_secs(64);
+        let mut sweep = Box::pin(resyncs(store, period));
+        let started = tokio::time::Instant::now();
+        let mut seen = std::collections::HashSet::new();
+        while seen.len() < 200 {
+            let Some(reference) = sweep.next().await else {
+                break;
+            };
+            seen.insert(reference.name);
+        }
+        assert_eq!(seen.len(), 200);
+        assert!(started.elapsed() <= period, "{:?}", started.elapsed());
+        assert!(started.elapsed() >= period / 2, "{:?}", started.elapsed());
     }
 }

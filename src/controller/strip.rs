@@ -25,6 +25,7 @@
 //! be erased on the server.
 
 use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
 
 use super::decode::Decoded;
 use crate::api::{Node, NodeClass, NodeRequest, Tenant};
@@ -71,16 +72,35 @@ pub fn strip<K: Cached>(object: &mut K) {
     }
 }
 
+/// `object`, [`strip`]ped.
+pub fn stripped<K: Cached>(mut object: K) -> K {
+    strip(&mut object);
+    object
+}
+
 /// What a controller's trigger needs of an object: its name and namespace.
 ///
-/// The scheduler holds a request per object (every settled object waits there for its resync),
-/// and a request made from the whole object also copies its resourceVersion and UID, which no
-/// reconcile reads (a reconcile gets the object from the cache). The cache keeps its own copy.
+/// The scheduler holds a request per object while it is due (a Node waits there for its next
+/// sweep), and a request made from the whole object also copies its resourceVersion and UID,
+/// which no reconcile reads (a reconcile gets the object from the cache). The cache keeps its
+/// own copy.
 pub fn trigger<K: Resource>(mut object: K) -> K {
     let meta = object.meta_mut();
     meta.resource_version = None;
     meta.uid = None;
     object
+}
+
+/// An object's reference by name and namespace only (see [`trigger`]).
+// NB: not `ObjectRef::from_obj`, which also copies the resourceVersion and UID (ignored by its
+// equality and hash): two strings more per reference for nothing.
+pub fn trigger_ref<K: Resource<DynamicType = ()>>(object: &K) -> ObjectRef<K> {
+    let meta = object.meta();
+    let reference = ObjectRef::new(meta.name.as_deref().unwrap_or_default());
+    match meta.namespace.as_deref() {
+        Some(namespace) => reference.within(namespace),
+        None => reference,
+    }
 }
 
 #[cfg(test)]

@@ -31,10 +31,10 @@ use placement::{EditKind, MoveBlock, Plan, Resources, TenantWants};
 use serde_json::json;
 
 use super::engine::Committed;
-use super::newest;
 use super::publisher::Occurrence;
 use super::waiting::Waiter;
 use super::{Context, EventLevel};
+use super::{newest, strip};
 use crate::api::{Condition, MigrationStatus, PLACED_CONDITION, Tenant, TenantPhase, TenantStatus};
 use crate::error::Error;
 
@@ -295,7 +295,17 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     // cache may have moved on since, and our own last write may not be in it yet: deciding from
     // the newest of the three avoids sending a write again.
     let current = ctx.tenants.get(&ObjectRef::from_obj(tenant.as_ref()));
-    let tenant = ctx.tenant_copies.freshest(newest::newer(tenant, current));
+    let tenant = match ctx
+        .tenant_copies
+        .freshest_known(newest::newer(tenant.clone(), current))
+    {
+        Some(tenant) => tenant,
+        // Behind a write of ours whose copy is no longer kept (a flood): read it.
+        None => match read(&api, &tenant, &key, &ctx).await? {
+            Some(tenant) => tenant,
+            None => return Ok(Action::await_change()),
+        },
+    };
     if tenant.metadata.deletion_timestamp.is_some() {
         ctx.waiting.withdraw(&uid);
         return finalize(&api, &tenant, &uid, &key, &ctx).await;
@@ -311,9 +321,9 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     let tenant = if !ctx.settings.finalizer || tenant.finalizers().iter().any(|f| f == FINALIZER) {
         tenant
     } else {
-        let patched = add_finalizer(&api, &tenant, &key).await?;
-        ctx.tenant_copies.remember(patched.clone());
-        Arc::new(patched)
+        let patched = Arc::new(strip::stripped(add_finalizer(&api, &tenant, &key).await?));
+        ctx.tenant_copies.remember_shared(patched.clone());
+        patched
     };
 
     let footprint = match footprint {
@@ -352,7 +362,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         let recorded = write_status(&api, &tenant, &wanted, &key, &ctx).await?;
         announce(&ctx, &tenant, &committed.writes, &wanted).await;
         if let Some(recorded) = recorded {
-            tenant = Arc::new(recorded);
+            tenant = recorded;
         }
         let Some(next) = decide(&api, &tenant, &uid, &key, footprint, created, &ctx).await? else {
             return Ok(Action::await_change());
@@ -417,7 +427,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             // becoming suspended already asked every node to be judged again.)
             ctx.waiting.leave(&uid);
             ctx.pending_backoff.reset(&uid);
-            Action::requeue(ctx.settings.resync)
+            // Looked at again by the resync sweep (`resyncs`), not by a request per tenant.
+            Action::await_change()
         }
     })
 }
@@ -532,6 +543,34 @@ async fn finalize(
             Ok(Action::await_change())
         }
         Err(source) => Err(Error::RemoveFinalizer {
+            tenant: key.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The tenant as the API server has it now, remembered as the newest copy; `None` when it is
+/// gone.
+async fn read(
+    api: &Api<Tenant>,
+    tenant: &Tenant,
+    key: &str,
+    ctx: &Context,
+) -> Result<Option<Arc<Tenant>>, Error> {
+    match api.get(&tenant.name_any()).await {
+        // Deleted and made again since: the new object's own event reconciles it.
+        Ok(fresh) if fresh.uid() != tenant.uid() => Ok(None),
+        Ok(fresh) => {
+            let fresh = Arc::new(strip::stripped(fresh));
+            ctx.tenant_copies.remember_shared(fresh.clone());
+            Ok(Some(fresh))
+        }
+        Err(error) if crate::error::is_not_found(&error) => {
+            ctx.tenant_copies
+                .forget(tenant.namespace().as_deref(), &tenant.name_any());
+            Ok(None)
+        }
+        Err(source) => Err(Error::ReadTenant {
             tenant: key.to_owned(),
             source,
         }),
@@ -760,7 +799,7 @@ async fn write_status(
     wanted: &WantedStatus,
     key: &str,
     ctx: &Context,
-) -> Result<Option<Tenant>, Error> {
+) -> Result<Option<Arc<Tenant>>, Error> {
     let status = status_for(tenant, wanted, &Time(k8s_openapi::jiff::Timestamp::now()));
     if tenant.status.as_ref() == Some(&status) {
         return Ok(None);
@@ -779,7 +818,8 @@ async fn write_status(
         .await
     {
         Ok(patched) => {
-            ctx.tenant_copies.remember(patched.clone());
+            let patched = Arc::new(strip::stripped(patched));
+            ctx.tenant_copies.remember_shared(patched.clone());
             Ok(Some(patched))
         }
         // Deleted meanwhile (without a finalizer nothing holds it): nothing left to tell.

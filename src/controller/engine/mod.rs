@@ -539,7 +539,7 @@ impl EngineTask {
             match result {
                 Ok(written) => {
                     tracing::debug!(node = %node, "node status written");
-                    let written = Arc::new(written);
+                    let written = Arc::new(super::strip::stripped(written));
                     self.nodes.recent.remember_shared(written.clone());
                     written_nodes.push(written);
                 }
