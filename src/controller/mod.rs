@@ -9,6 +9,8 @@
 //!
 //! Rules enforced here:
 //! - failed reconciles are re-queued with per-object exponential backoff;
+//! - a settled tenant is looked at again by the resync sweep ([`resyncs`]), a slice of the cache
+//!   at a time, never by a timer of its own;
 //! - tenants waiting for room are re-checked when a node could take them (WaitingRoom) and
 //!   otherwise at a fallback interval that backs off while nothing changes;
 //! - the engine decides only from a synced node cache;
