@@ -159,12 +159,15 @@ impl<K: Resource> Newest<K> {
         self.overlay().is_empty()
     }
 
-    /// Keeps what a write (or a fresh read) returned, stripped as the cache's objects are.
-    pub fn remember(&self, object: K)
+    /// Keeps what a write (or a fresh read) returned, stripped as the cache's objects are, and
+    /// hands back the copy kept.
+    pub fn remember(&self, object: K) -> Arc<K>
     where
         K: Cached,
     {
-        self.remember_shared(Arc::new(strip::stripped(object)));
+        let copy = Arc::new(strip::stripped(object));
+        self.remember_shared(copy.clone());
+        copy
     }
 
     /// [`remember`](Self::remember) for a copy shared with its other readers (stripped by the

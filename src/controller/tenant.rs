@@ -31,10 +31,10 @@ use placement::{EditKind, MoveBlock, Plan, Resources, TenantWants};
 use serde_json::json;
 
 use super::engine::Committed;
+use super::newest;
 use super::publisher::Occurrence;
 use super::waiting::Waiter;
 use super::{Context, EventLevel};
-use super::{newest, strip};
 use crate::api::{Condition, MigrationStatus, PLACED_CONDITION, Tenant, TenantPhase, TenantStatus};
 use crate::error::Error;
 
@@ -321,9 +321,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     let tenant = if !ctx.settings.finalizer || tenant.finalizers().iter().any(|f| f == FINALIZER) {
         tenant
     } else {
-        let patched = Arc::new(strip::stripped(add_finalizer(&api, &tenant, &key).await?));
-        ctx.tenant_copies.remember_shared(patched.clone());
-        patched
+        ctx.tenant_copies
+            .remember(add_finalizer(&api, &tenant, &key).await?)
     };
 
     let footprint = match footprint {
@@ -560,11 +559,7 @@ async fn read(
     match api.get(&tenant.name_any()).await {
         // Deleted and made again since: the new object's own event reconciles it.
         Ok(fresh) if fresh.uid() != tenant.uid() => Ok(None),
-        Ok(fresh) => {
-            let fresh = Arc::new(strip::stripped(fresh));
-            ctx.tenant_copies.remember_shared(fresh.clone());
-            Ok(Some(fresh))
-        }
+        Ok(fresh) => Ok(Some(ctx.tenant_copies.remember(fresh))),
         Err(error) if crate::error::is_not_found(&error) => {
             ctx.tenant_copies
                 .forget(tenant.namespace().as_deref(), &tenant.name_any());
@@ -817,11 +812,7 @@ async fn write_status(
         )
         .await
     {
-        Ok(patched) => {
-            let patched = Arc::new(strip::stripped(patched));
-            ctx.tenant_copies.remember_shared(patched.clone());
-            Ok(Some(patched))
-        }
+        Ok(patched) => Ok(Some(ctx.tenant_copies.remember(patched))),
         // Deleted meanwhile (without a finalizer nothing holds it): nothing left to tell.
         Err(error) if crate::error::is_not_found(&error) => Ok(None),
         Err(source) => Err(Error::WriteTenantStatus {

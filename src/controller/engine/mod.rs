@@ -539,9 +539,7 @@ impl EngineTask {
             match result {
                 Ok(written) => {
                     tracing::debug!(node = %node, "node status written");
-                    let written = Arc::new(super::strip::stripped(written));
-                    self.nodes.recent.remember_shared(written.clone());
-                    written_nodes.push(written);
+                    written_nodes.push(self.nodes.recent.remember(written));
                 }
                 Err(error) if is_conflict(&error) => {
                     self.config.metrics.conflict();
@@ -574,7 +572,9 @@ impl EngineTask {
             changes.changed(name);
         }
         match self.nodes.api.get(name).await {
-            Ok(fresh) => self.nodes.recent.remember(fresh),
+            Ok(fresh) => {
+                self.nodes.recent.remember(fresh);
+            }
             Err(error) if is_not_found(&error) => self.nodes.recent.forget(None, name),
             Err(source) => {
                 return Err(Error::ReadNode {
