@@ -119,7 +119,14 @@ async fn api_fleet_shows_node_eu_1_at_2_of_64_threads_big_waiting_with_its_short
 {
     let state = State::default();
     let (fleet, _running) = fleet_with_examples(&state).await;
-    let view = get_json("/api/fleet", &state).await;
+    // big may have been decided before acme took its 2 threads: it is woken by that node write
+    // and says the final shortfall soon after (a busy machine can see the settle end first).
+    let view = wait_for_view(&state, "big's message with acme placed", |v| {
+        v["waiting"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("short by 194"))
+    })
+    .await;
 
     assert_eq!(view["live"], true, "{view:#}");
     assert_eq!(view["role"], "leading");
