@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{Node, ResourceAmounts, Tenant, TenantPhase};
 
@@ -150,7 +150,7 @@ impl Claims {
     }
 
     /// After a relist: forgets the tenants deleted while the watch was down.
-    pub fn retain_present(&self, tenants: &Store<Tenant>) {
+    pub fn retain_present(&self, tenants: &super::TenantCache) {
         let gone: Vec<Key> = self
             .lock()
             .claims

@@ -26,8 +26,10 @@ pub mod newest;
 pub mod node;
 pub mod publisher;
 pub mod requests;
+pub mod runner;
 pub mod strip;
 pub mod tenant;
+pub mod tenant_cache;
 pub mod waiting;
 
 use std::collections::HashMap;
@@ -41,7 +43,7 @@ use tracing::Instrument;
 
 use futures::{StreamExt, TryStreamExt};
 use kube::api::Api;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -51,6 +53,7 @@ use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
 pub use engine::{Engine, EngineConfig, NodeChanges, RetryPolicy};
+pub use tenant_cache::{TenantCache, TenantKey};
 pub use waiting::WaitingRoom;
 
 /// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
@@ -226,18 +229,14 @@ impl Synced {
     }
 }
 
-/// A reflector feeding `cache` from a watch, each object stripped of what the controller never
-/// reads (`strip`), raising `synced` whenever a full list has been applied and showing every event to
-/// `on_event`. Objects are decoded one by one: one that cannot be decoded goes to `skipped` and
-/// the rest go on (see `decode`). The stream it returns triggers the controller.
-fn reflected<K>(
+/// A watch of `api` (within `selector`), each object stripped of what the controller never
+/// reads (`strip`) and decoded one by one: one that cannot be decoded goes to `skipped` and the
+/// rest go on (see `decode`).
+fn watched<K>(
     api: Api<decode::Decoded<K>>,
     selector: Option<&LabelSelector>,
-    feed: reflector::store::Writer<K>,
-    synced: watch::Sender<bool>,
-    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     skipped: futures::channel::mpsc::UnboundedSender<decode::Skipped>,
-) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
 where
     K: strip::Cached<DynamicType = ()>
         + Clone
@@ -266,6 +265,29 @@ where
             };
             std::future::ready(readable)
         })
+}
+
+/// A reflector feeding `cache` from a [`watched`] stream, raising `synced` whenever a full list
+/// has been applied and showing every event to `on_event`. The stream it returns triggers the
+/// controller.
+fn reflected<K>(
+    api: Api<decode::Decoded<K>>,
+    selector: Option<&LabelSelector>,
+    feed: reflector::store::Writer<K>,
+    synced: watch::Sender<bool>,
+    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    skipped: futures::channel::mpsc::UnboundedSender<decode::Skipped>,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: strip::Cached<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    watched(api, selector, skipped)
         .reflect(feed)
         .inspect_ok(move |event| {
             if matches!(event, watcher::Event::InitDone) {
@@ -280,27 +302,20 @@ where
 /// looked at again.
 const RESYNC_SLICES: u64 = 64;
 
-/// The tenants of one slice of the resync sweep (by UID hash: each tenant in exactly one).
-fn resync_slice(tenants: &[Arc<Tenant>], slice: u64) -> Vec<ObjectRef<Tenant>> {
-    tenants
-        .iter()
-        .filter(|tenant| {
-            let uid = tenant.metadata.uid.as_deref().unwrap_or_default();
-            placement::uid_hash(uid) % RESYNC_SLICES == slice
-        })
-        .map(|tenant| strip::trigger_ref(tenant.as_ref()))
-        .collect()
+/// Whether a tenant is in this slice of the resync sweep (by UID hash: each tenant in exactly one).
+fn in_resync_slice(tenant: &Tenant, slice: u64) -> bool {
+    let uid = tenant.metadata.uid.as_deref().unwrap_or_default();
+    placement::uid_hash(uid) % RESYNC_SLICES == slice
 }
 
 /// Every cached tenant, looked at again once per `period`, a slice at a time.
 ///
-/// A settled tenant waits for nothing in kube's scheduler (a request per object there, with
-/// its timer and keys, was about 450 bytes per tenant): the sweep walks the cache instead, so
-/// a status changed by someone else is still corrected within one period.
+/// A settled tenant waits for nothing in the runner's queue: the sweep walks the cache instead,
+/// so a status changed by someone else is still corrected within one period.
 fn resyncs(
-    tenants: Store<Tenant>,
+    tenants: TenantCache,
     period: Duration,
-) -> impl futures::Stream<Item = ObjectRef<Tenant>> + Send + 'static {
+) -> impl futures::Stream<Item = TenantKey> + Send + 'static {
     let tick = period
         .checked_div(u32::try_from(RESYNC_SLICES).unwrap_or(u32::MAX))
         .unwrap_or(period);
@@ -308,7 +323,7 @@ fn resyncs(
         let tenants = tenants.clone();
         async move {
             tokio::time::sleep(tick).await;
-            let due = resync_slice(&tenants.state(), slice);
+            let due = tenants.keys_where(|tenant| in_resync_slice(tenant, slice));
             Some((
                 futures::stream::iter(due),
                 slice.wrapping_add(1) % RESYNC_SLICES,
@@ -373,25 +388,13 @@ fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
     serde_json::from_value(ops).unwrap_or_default()
 }
 
-/// What a tenant asks of the controller: its generation (spec) and whether it is being deleted.
-fn asks_changed(tenant: &Tenant) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    (
-        tenant.metadata.generation,
-        tenant.metadata.deletion_timestamp.is_some(),
-    )
-        .hash(&mut hasher);
-    Some(hasher.finish())
-}
-
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
     /// The placement engine: the only writer of Node status.
     pub engine: Engine,
     /// The tenant watch cache, to find orphaned entries without a read per entry.
-    pub tenants: Store<Tenant>,
+    pub tenants: TenantCache,
     /// Raised once the tenant cache holds its first full list.
     pub tenants_synced: Synced,
     /// Tenants as our own writes left them, until the cache catches up.
@@ -422,7 +425,7 @@ impl Context {
     pub fn new(
         client: Client,
         engine: Engine,
-        tenants: Store<Tenant>,
+        tenants: TenantCache,
         tenants_synced: Synced,
         waiting: Arc<WaitingRoom>,
         settings: Settings,
@@ -462,10 +465,15 @@ impl Context {
 
 /// Logs the error and re-queues the object with backoff.
 pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    Action::requeue(error_delay(object.as_ref(), error, &ctx))
+}
+
+/// Logs the error; returns when to try the object again (its backoff).
+fn error_delay<K: Resource>(object: &K, error: &Error, ctx: &Context) -> Duration {
     let key = object.uid().unwrap_or_else(|| object.name_any());
     let delay = ctx.error_backoff.next(&key);
     tracing::warn!(object = %object.name_any(), error = %error, label = error.label(), ?delay, "reconcile failed");
-    Action::requeue(delay)
+    delay
 }
 
 /// This replica's part, written by the run loop: the leader (or the only replica) with synced
@@ -518,7 +526,7 @@ pub struct Caches {
 }
 
 /// The node and tenant watch caches of one term.
-pub type Stores = (Store<Node>, Store<Tenant>);
+pub type Stores = (Store<Node>, TenantCache);
 
 /// The NodeClass and NodeRequest watch caches of one term (when node requests are on).
 pub type PurchaseStores = (Store<NodeClass>, Store<NodeRequest>);
@@ -534,7 +542,7 @@ impl std::fmt::Debug for Caches {
 impl Caches {
     /// Hands out these stores from now on (the controller, at the start of each term; tests
     /// that fill stores by hand).
-    pub fn set(&self, nodes: Store<Node>, tenants: Store<Tenant>) {
+    pub fn set(&self, nodes: Store<Node>, tenants: TenantCache) {
         *self.stores.lock().unwrap_or_else(PoisonError::into_inner) = Some((nodes, tenants));
     }
 
@@ -634,7 +642,8 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     health.caches_synced.store(false, Ordering::SeqCst);
     let nodes: Api<Node> = Api::all(client.clone());
     let (node_cache, node_feed) = reflector::store::<Node>();
-    let (tenant_cache, tenant_feed) = reflector::store::<Tenant>();
+    let tenant_cache = TenantCache::default();
+    let runner = Arc::new(runner::Runner::default());
     let (raise_nodes, node_synced) = Synced::flag();
     let (raise_tenants, tenants_synced) = Synced::flag();
     let (skipped, undecodable) = futures::channel::mpsc::unbounded::<decode::Skipped>();
@@ -700,43 +709,53 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         .tenant_selector
         .as_ref()
         .is_some_and(|s| !s.is_everything());
-    let tenant_events = reflected(
-        Api::all(client.clone()),
-        settings.tenant_selector.as_ref(),
-        tenant_feed,
-        raise_tenants,
-        move |event: &watcher::Event<Tenant>| match event {
-            watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
-                seen.observed(tenant);
-                if tenant_claims.observe(tenant) {
-                    relisted_room.poke();
-                }
+    let on_tenant_event = move |event: &watcher::Event<Tenant>| match event {
+        watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
+            seen.observed(tenant);
+            if tenant_claims.observe(tenant) {
+                relisted_room.poke();
             }
-            watcher::Event::Delete(tenant) => {
-                if let Some(uid) = tenant.metadata.uid.as_ref().filter(|_| !pooled) {
-                    gone.insert(uid);
-                }
-                tenant_claims.forget(&ObjectRef::from_obj(tenant));
-                let _ = deleted.unbounded_send(tenant.clone());
+        }
+        watcher::Event::Delete(tenant) => {
+            if let Some(uid) = tenant.metadata.uid.as_ref().filter(|_| !pooled) {
+                gone.insert(uid);
             }
-            // A relist drops what was deleted while the watch was down, without a delete event.
-            watcher::Event::InitDone => {
-                relisted_room.retain_present(&relisted);
-                tenant_claims.retain_present(&relisted);
-            }
-            watcher::Event::Init => {}
-        },
-        skipped,
-    );
+            tenant_claims.forget(&ObjectRef::from_obj(tenant));
+            let _ = deleted.unbounded_send(tenant.clone());
+        }
+        // A relist drops what was deleted while the watch was down, without a delete event.
+        watcher::Event::InitDone => {
+            relisted_room.retain_present(&relisted);
+            tenant_claims.retain_present(&relisted);
+        }
+        watcher::Event::Init => {}
+    };
     // A tenant is reconciled when what it asks changes (spec: generation) or it is being
     // deleted, not when only its status changes (our own writes): that halves the reconciles.
     // A status changed by someone else is checked against its node by the claims.
-    let tenant_controller = Controller::for_stream(
-        tenant_events
-            .predicate_filter(asks_changed, Default::default())
-            .map_ok(strip::trigger),
-        tenant_cache.clone(),
-    );
+    let (fed, due) = (tenant_cache.clone(), runner.clone());
+    let tenant_watch = watched(
+        Api::all(client.clone()),
+        settings.tenant_selector.as_ref(),
+        skipped,
+    )
+    .for_each(move |event| {
+        match event {
+            Ok(event) => {
+                let keys = fed.apply(&event);
+                if matches!(event, watcher::Event::InitDone) {
+                    let _ = raise_tenants.send(true);
+                }
+                on_tenant_event(&event);
+                for key in keys {
+                    due.trigger(key);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "the tenant watch failed; it is retried"),
+        }
+        std::future::ready(())
+    });
+    let _tenant_watch = AbortOnDrop(tokio::spawn(tenant_watch));
     caches.set(node_cache.clone(), tenant_cache.clone());
     let purchase_caches = caches.clone();
     let concurrency = settings.concurrency;
@@ -812,19 +831,36 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         }
     }));
 
-    let tenant_loop = tenant_controller
-        .reconcile_on(futures::stream::select(
-            wake_ups,
-            resyncs(ctx.tenants.clone(), ctx.settings.resync),
-        ))
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .shutdown_on_signal()
-        .run(
-            |tenant, ctx| observed("tenant", tenant, ctx, tenant::reconcile),
-            error_policy,
-            ctx.clone(),
-        )
-        .for_each(|result| async move { log_result("tenant", result) });
+    // Wake-ups (a node could take a waiter, a claim is not backed) and the resync sweep.
+    let (woken, resolved, sweep) = (runner.clone(), ctx.tenants.clone(), ctx.tenants.clone());
+    let wakes = wake_ups
+        .filter_map(move |tenant| std::future::ready(resolved.entry(&tenant).map(|(key, _)| key)))
+        .chain(futures::stream::pending());
+    let _wakes = AbortOnDrop(tokio::spawn(
+        futures::stream::select(wakes, resyncs(sweep, ctx.settings.resync)).for_each(move |key| {
+            woken.trigger(key);
+            std::future::ready(())
+        }),
+    ));
+    let reconciling = ctx.clone();
+    let (tenants, tenants_synced) = (ctx.tenants.clone(), ctx.tenants_synced.clone());
+    let tenant_loop = runner.run(
+        &tenants,
+        &tenants_synced,
+        usize::from(concurrency),
+        move |tenant| {
+            let ctx = reconciling.clone();
+            async move {
+                match observed("tenant", tenant.clone(), ctx.clone(), tenant::reconcile).await {
+                    Ok(action) => action,
+                    Err(error) => {
+                        runner::Action::requeue(error_delay(tenant.as_ref(), &error, &ctx))
+                    }
+                }
+            }
+        },
+        runner::shutdown_signal(),
+    );
     let node_loop = node_controller
         .shutdown_on_signal()
         .run(
@@ -837,16 +873,16 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
 }
 
 /// Runs one reconcile in a span naming the object, and counts and times it.
-async fn observed<K, Reconcile, Fut>(
+async fn observed<K, Reconcile, Fut, Next>(
     kind: &'static str,
     object: Arc<K>,
     ctx: Arc<Context>,
     reconcile: Reconcile,
-) -> Result<Action, Error>
+) -> Result<Next, Error>
 where
     K: Resource,
     Reconcile: FnOnce(Arc<K>, Arc<Context>) -> Fut,
-    Fut: Future<Output = Result<Action, Error>>,
+    Fut: Future<Output = Result<Next, Error>>,
 {
     let span = tracing::info_span!(
         "reconcile",
@@ -881,15 +917,16 @@ mod tests {
 
     #[test]
     fn the_resync_sweep_names_every_tenant_once_per_period() {
-        let tenants: Vec<Arc<Tenant>> = (0..1000)
-            .map(|i| {
-                let name = format!("t{i}");
-                Arc::new(tenant(&name).uid(&format!("uid-{i}")).build())
-            })
-            .collect();
+        let tenants = TenantCache::default();
+        for i in 0..1000 {
+            tenants.insert(tenant(&format!("t{i}")).uid(&format!("uid-{i}")).build());
+        }
+        let resync_slice = |tenants: &TenantCache, slice| {
+            tenants.keys_where(|tenant| in_resync_slice(tenant, slice))
+        };
         let mut named: Vec<String> = (0..RESYNC_SLICES)
             .flat_map(|slice| resync_slice(&tenants, slice))
-            .map(|reference| reference.name)
+            .map(|reference| reference.name.clone())
             .collect();
         named.sort();
         let mut expected: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
@@ -904,12 +941,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_resync_sweep_runs_one_slice_per_tick() {
-        let (store, mut feed) = reflector::store::<Tenant>();
+        let store = TenantCache::default();
         for i in 0..200 {
-            let name = format!("t{i}");
-            feed.apply_watcher_event(&watcher::Event::Apply(
-                tenant(&name).uid(&format!("uid-{i}")).build(),
-            ));
+            store.insert(tenant(&format!("t{i}")).uid(&format!("uid-{i}")).build());
         }
         let period = Duration::from_secs(64);
         let mut sweep = Box::pin(resyncs(store, period));
@@ -919,7 +953,7 @@ mod tests {
             let Some(reference) = sweep.next().await else {
                 break;
             };
-            seen.insert(reference.name);
+            seen.insert(reference.name.clone());
         }
         assert_eq!(seen.len(), 200);
         assert!(started.elapsed() <= period, "{:?}", started.elapsed());

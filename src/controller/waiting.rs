@@ -202,7 +202,7 @@ impl WaitingRoom {
 
     /// Drops the waiters whose tenant (by UID) is no longer in the cache: deleted while the
     /// watch was down. They can hold no room for others any more.
-    pub fn retain_present(&self, tenants: &kube::runtime::reflector::Store<Tenant>) {
+    pub fn retain_present(&self, tenants: &super::TenantCache) {
         let gone: Vec<String> = self
             .lock()
             .iter()
@@ -222,7 +222,7 @@ impl WaitingRoom {
     /// cache: at start-up and on gaining the lease, before the engine decides its first batch,
     /// so that room is held for the oldest whatever order their reconciles come in. Returns how
     /// many wait.
-    pub fn rebuild_from(&self, tenants: &kube::runtime::reflector::Store<Tenant>) -> usize {
+    pub fn rebuild_from(&self, tenants: &super::TenantCache) -> usize {
         for tenant in tenants.state() {
             if Waiter::is_waiting(&tenant)
                 && let Some(waiter) = Waiter::of(&tenant)
@@ -482,9 +482,8 @@ mod tests {
 
     #[test]
     fn a_waiter_whose_tenant_is_gone_from_the_cache_is_dropped() {
-        let (store, mut feed) = kube::runtime::reflector::store::<Tenant>();
-        let kept = testing::tenant("kept").build();
-        feed.apply_watcher_event(&kube::runtime::watcher::Event::Apply(kept));
+        let store = crate::controller::TenantCache::default();
+        store.insert(testing::tenant("kept").build());
         let (room, _requests) = WaitingRoom::new();
         room.enter(tenant("kept"), waiter("kept", Resources::new(1, 1, 1), 0));
         room.enter(tenant("gone"), waiter("gone", Resources::new(1, 1, 1), 0));

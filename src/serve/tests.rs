@@ -328,7 +328,7 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.node_handed_back();
     metrics.node_handed_back();
     let (nodes, mut node_feed) = reflector::store::<Node>();
-    let (tenants, mut tenant_feed) = reflector::store::<Tenant>();
+    let tenants = crate::controller::TenantCache::default();
     node_feed.apply_watcher_event(&Event::Apply(node("n1", [64, 256, 8000], &[[2, 4, 20]])));
     node_feed.apply_watcher_event(&Event::Apply(node("n2", [32, 128, 4000], &[])));
     for (name, phase) in [
@@ -338,7 +338,7 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         ("grow", Some(TenantPhase::Resizing)),
         ("nap", Some(TenantPhase::Suspended)),
     ] {
-        tenant_feed.apply_watcher_event(&Event::Apply(tenant(name, phase)));
+        tenants.insert(tenant(name, phase));
     }
     state.handles().caches.set(nodes, tenants);
     // A class at 299 a month; one request Provisioning, one Ready, one Failed.
@@ -581,7 +581,7 @@ async fn label_values_are_escaped() {
     state
         .handles()
         .caches
-        .set(nodes, reflector::store::<Tenant>().0);
+        .set(nodes, crate::controller::TenantCache::default());
     let text = state.encode_metrics().unwrap();
     assert!(
         text.contains(r#"tenant_placer_node_capacity{node="a\"b\\c\nd",dimension="threads"} 1"#),

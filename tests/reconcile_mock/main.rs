@@ -96,9 +96,8 @@ pub fn context(
             ..EngineConfig::default()
         },
     );
-    let (tenants, mut tenant_cache) = reflector::store::<Tenant>();
     // An empty, synced tenant cache: every entry's tenant must be confirmed by a direct read.
-    tenant_cache.apply_watcher_event(&watcher::Event::InitDone);
+    let tenants = tenant_placer::controller::TenantCache::default();
     let ctx = Arc::new(Context::new(
         client,
         node_writer,

@@ -180,11 +180,11 @@ async fn re_evaluating_a_pending_tenant_with_nothing_changed_sends_no_request() 
     // The fallback re-check backs off: 60 s, then 120 s.
     assert_eq!(
         first,
-        kube::runtime::controller::Action::requeue(Duration::from_secs(60))
+        tenant_placer::controller::runner::Action::requeue(Duration::from_secs(60))
     );
     assert_eq!(
         again,
-        kube::runtime::controller::Action::requeue(Duration::from_secs(120))
+        tenant_placer::controller::runner::Action::requeue(Duration::from_secs(120))
     );
 }
 

@@ -1,0 +1,262 @@
+//! The tenant watch cache: every Tenant of the pool as the watch last delivered it, stripped,
+//! and what the runner needs to know about each change.
+//!
+//! ```text
+//!   watch Tenants ──▶ decode ──▶ strip ──▶ TenantCache::apply ──▶ keys whose asks changed ──▶ runner
+//!                                              │
+//!                                              └──▶ get / state (reconcile, sweeps, page, gauges)
+//! ```
+//!
+//! Rules enforced here:
+//! - one entry per tenant, keyed by namespace and name; the key is shared (an `Arc`) with
+//!   whoever queues the tenant, so a queued tenant costs a pointer, not a copy of its names;
+//! - a relist (`Init` .. `InitDone`) is applied as one swap at `InitDone`: until then the
+//!   cache shows the previous list, and a tenant deleted while the watch was down is gone after
+//!   it;
+//! - a tenant is due for a reconcile when what it asks of the controller changed: it is new (or
+//!   re-created under its name: another UID), its generation (spec) changed, or its deletion
+//!   started. A change of its status alone (our own writes) is not: the claims check it.
+//!   Changes seen during a relist are due at its swap, when the cache shows them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+
+use crate::api::Tenant;
+
+/// A cached tenant's key (name and namespace), shared by the cache and the runner's queue.
+pub type TenantKey = Arc<ObjectRef<Tenant>>;
+
+type Tenants = HashMap<TenantKey, Arc<Tenant>>;
+
+#[derive(Debug, Default)]
+struct Inner {
+    tenants: Tenants,
+    /// A relist in progress: the new list and the keys it makes due.
+    relist: Option<(Tenants, Vec<TenantKey>)>,
+}
+
+/// The tenant watch cache (cheap to clone: every clone is the same cache).
+#[derive(Clone, Debug, Default)]
+pub struct TenantCache {
+    inner: Arc<RwLock<Inner>>,
+}
+
+/// What a tenant asks of the controller: a reconcile is due when this changes.
+fn asks(tenant: &Tenant) -> (Option<&str>, Option<i64>, bool) {
+    (
+        tenant.metadata.uid.as_deref(),
+        tenant.metadata.generation,
+        tenant.metadata.deletion_timestamp.is_some(),
+    )
+}
+
+fn key_of(tenant: &Tenant) -> ObjectRef<Tenant> {
+    super::strip::trigger_ref(tenant)
+}
+
+impl TenantCache {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies one watch event; returns the keys of the tenants now due for a reconcile.
+    pub fn apply(&self, event: &watcher::Event<Tenant>) -> Vec<TenantKey> {
+        let mut inner = self.write();
+        let Inner { tenants, relist } = &mut *inner;
+        match event {
+            watcher::Event::Apply(tenant) => {
+                let (key, due) = upsert(tenants, None, tenant);
+                due.then_some(key).into_iter().collect()
+            }
+            watcher::Event::Delete(tenant) => {
+                tenants.remove(&key_of(tenant));
+                Vec::new()
+            }
+            watcher::Event::Init => {
+                *relist = Some((HashMap::new(), Vec::new()));
+                Vec::new()
+            }
+            watcher::Event::InitApply(tenant) => {
+                let (list, due) = relist.get_or_insert_with(Default::default);
+                let (key, is_due) = upsert(list, Some(tenants), tenant);
+                if is_due {
+                    due.push(key);
+                }
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                let (list, due) = relist.take().unwrap_or_default();
+                *tenants = list;
+                due
+            }
+        }
+    }
+
+    /// Puts a tenant in (tests and fixtures that fill a cache by hand).
+    pub fn insert(&self, tenant: Tenant) {
+        self.apply(&watcher::Event::Apply(tenant));
+    }
+
+    /// The cached tenant of this name and namespace.
+    pub fn get(&self, tenant: &ObjectRef<Tenant>) -> Option<Arc<Tenant>> {
+        self.read().tenants.get(tenant).cloned()
+    }
+
+    /// The cached tenant and its shared key.
+    pub fn entry(&self, tenant: &ObjectRef<Tenant>) -> Option<(TenantKey, Arc<Tenant>)> {
+        self.read()
+            .tenants
+            .get_key_value(tenant)
+            .map(|(key, tenant)| (key.clone(), tenant.clone()))
+    }
+
+    /// Every cached tenant, in no order.
+    pub fn state(&self) -> Vec<Arc<Tenant>> {
+        self.read().tenants.values().cloned().collect()
+    }
+
+    /// The keys of the cached tenants that `pick` takes.
+    pub fn keys_where(&self, mut pick: impl FnMut(&Tenant) -> bool) -> Vec<TenantKey> {
+        self.read()
+            .tenants
+            .iter()
+            .filter(|(_, tenant)| pick(tenant))
+            .map(|(key, _)| key.clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().tenants.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Puts `tenant` into `into` (keeping the key already held there, or in `previous`, for its
+/// name); returns its key and whether it is due, judged against the version in `previous` (a
+/// relist) or in `into`.
+fn upsert(into: &mut Tenants, previous: Option<&Tenants>, tenant: &Tenant) -> (TenantKey, bool) {
+    let lookup = key_of(tenant);
+    let before = previous
+        .unwrap_or(into)
+        .get_key_value(&lookup)
+        .map(|(key, before)| (key.clone(), asks(before) != asks(tenant)));
+    let (key, due) = before.unwrap_or_else(|| (Arc::new(lookup), true));
+    into.insert(key.clone(), Arc::new(tenant.clone()));
+    (key, due)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+    use super::*;
+    use crate::testing::tenant;
+
+    fn names(keys: &[TenantKey]) -> Vec<&str> {
+        let mut names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[test]
+    fn a_tenant_is_due_when_new_and_when_what_it_asks_changes_not_for_its_status() {
+        let cache = TenantCache::default();
+        let acme = tenant("acme").uid("u1").generation(1).build();
+        assert_eq!(
+            names(&cache.apply(&watcher::Event::Apply(acme.clone()))),
+            ["acme"]
+        );
+        // Only the status changed (our own write): not due.
+        let written = tenant("acme")
+            .uid("u1")
+            .generation(1)
+            .on("node-eu-1")
+            .build();
+        assert!(cache.apply(&watcher::Event::Apply(written)).is_empty());
+        assert!(
+            cache
+                .get(&ObjectRef::new("acme").within("default"))
+                .is_some_and(|t| t
+                    .status
+                    .as_ref()
+                    .is_some_and(|s| s.node_name == "node-eu-1"))
+        );
+        // The spec changed.
+        let edited = tenant("acme").uid("u1").generation(2).build();
+        assert_eq!(
+            names(&cache.apply(&watcher::Event::Apply(edited))),
+            ["acme"]
+        );
+        // Re-created under its name.
+        let again = tenant("acme").uid("u2").generation(2).build();
+        assert_eq!(names(&cache.apply(&watcher::Event::Apply(again))), ["acme"]);
+        // Being deleted.
+        let deleting = tenant("acme").uid("u2").generation(2).deleting().build();
+        assert_eq!(
+            names(&cache.apply(&watcher::Event::Apply(deleting.clone()))),
+            ["acme"]
+        );
+        assert!(cache.apply(&watcher::Event::Delete(deleting)).is_empty());
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_relist_shows_the_old_list_until_it_is_done_then_drops_what_it_did_not_list() {
+        let cache = TenantCache::default();
+        cache.insert(tenant("kept").uid("k").generation(1).build());
+        cache.insert(tenant("gone").uid("g").generation(1).build());
+        assert!(cache.apply(&watcher::Event::Init).is_empty());
+        let unchanged = cache.apply(&watcher::Event::InitApply(
+            tenant("kept").uid("k").generation(1).build(),
+        ));
+        let new = cache.apply(&watcher::Event::InitApply(
+            tenant("new").uid("n").generation(1).build(),
+        ));
+        assert!(unchanged.is_empty() && new.is_empty());
+        // Still the old list.
+        assert_eq!(cache.len(), 2);
+        assert!(
+            cache
+                .get(&ObjectRef::new("gone").within("default"))
+                .is_some()
+        );
+        let due = cache.apply(&watcher::Event::InitDone);
+        assert_eq!(names(&due), ["new"]);
+        assert_eq!(cache.len(), 2);
+        assert!(
+            cache
+                .get(&ObjectRef::new("gone").within("default"))
+                .is_none()
+        );
+        assert!(
+            cache
+                .get(&ObjectRef::new("new").within("default"))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_tenant_keeps_one_key_however_often_it_changes() {
+        let cache = TenantCache::default();
+        let first = cache.apply(&watcher::Event::Apply(
+            tenant("acme").uid("u").generation(1).build(),
+        ));
+        let second = cache.apply(&watcher::Event::Apply(
+            tenant("acme").uid("u").generation(2).build(),
+        ));
+        assert!(Arc::ptr_eq(&first[0], &second[0]));
+        let (key, _) = cache
+            .entry(&ObjectRef::new("acme").within("default"))
+            .expect("cached");
+        assert!(Arc::ptr_eq(&key, &first[0]));
+    }
+}
