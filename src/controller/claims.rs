@@ -155,7 +155,7 @@ impl Claims {
             .lock()
             .claims
             .keys()
-            .filter(|t| tenants.get(t).is_none())
+            .filter(|t| !tenants.contains(t))
             .cloned()
             .collect();
         for tenant in gone {

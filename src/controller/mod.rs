@@ -302,9 +302,8 @@ where
 /// looked at again.
 const RESYNC_SLICES: u64 = 64;
 
-/// Whether a tenant is in this slice of the resync sweep (by UID hash: each tenant in exactly one).
-fn in_resync_slice(tenant: &Tenant, slice: u64) -> bool {
-    let uid = tenant.metadata.uid.as_deref().unwrap_or_default();
+/// Whether a tenant (by UID) is in this slice of the resync sweep: each tenant in exactly one.
+fn in_resync_slice(uid: &str, slice: u64) -> bool {
     placement::uid_hash(uid) % RESYNC_SLICES == slice
 }
 
@@ -323,7 +322,7 @@ fn resyncs(
         let tenants = tenants.clone();
         async move {
             tokio::time::sleep(tick).await;
-            let due = tenants.keys_where(|tenant| in_resync_slice(tenant, slice));
+            let due = tenants.keys_by_uid(|uid| in_resync_slice(uid, slice));
             Some((
                 futures::stream::iter(due),
                 slice.wrapping_add(1) % RESYNC_SLICES,
@@ -921,9 +920,8 @@ mod tests {
         for i in 0..1000 {
             tenants.insert(tenant(&format!("t{i}")).uid(&format!("uid-{i}")).build());
         }
-        let resync_slice = |tenants: &TenantCache, slice| {
-            tenants.keys_where(|tenant| in_resync_slice(tenant, slice))
-        };
+        let resync_slice =
+            |tenants: &TenantCache, slice| tenants.keys_by_uid(|uid| in_resync_slice(uid, slice));
         let mut named: Vec<String> = (0..RESYNC_SLICES)
             .flat_map(|slice| resync_slice(&tenants, slice))
             .map(|reference| reference.name.clone())

@@ -16,7 +16,10 @@
 //! - a tenant is due for a reconcile when what it asks of the controller changed: it is new (or
 //!   re-created under its name: another UID), its generation (spec) changed, or its deletion
 //!   started. A change of its status alone (our own writes) is not: the claims check it.
-//!   Changes seen during a relist are due at its swap, when the cache shows them.
+//!   Changes seen during a relist are due at its swap, when the cache shows them;
+//! - each tenant is held in its compact form ([`compact`]) and told back whole when read.
+
+mod compact;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -29,13 +32,16 @@ use crate::api::Tenant;
 /// A cached tenant's key (name and namespace), shared by the cache and the runner's queue.
 pub type TenantKey = Arc<ObjectRef<Tenant>>;
 
-type Tenants = HashMap<TenantKey, Arc<Tenant>>;
+use compact::{Compact, Interner};
+
+type Tenants = HashMap<TenantKey, Compact>;
 
 #[derive(Debug, Default)]
 struct Inner {
     tenants: Tenants,
     /// A relist in progress: the new list and the keys it makes due.
     relist: Option<(Tenants, Vec<TenantKey>)>,
+    names: Interner,
 }
 
 /// The tenant watch cache (cheap to clone: every clone is the same cache).
@@ -51,6 +57,14 @@ fn asks(tenant: &Tenant) -> (Option<&str>, Option<i64>, bool) {
         tenant.metadata.generation,
         tenant.metadata.deletion_timestamp.is_some(),
     )
+}
+
+fn asked(cached: &Compact) -> (Option<&str>, Option<i64>, bool) {
+    (cached.uid(), cached.generation(), cached.is_deleting())
+}
+
+fn told(key: &TenantKey, cached: &Compact) -> Arc<Tenant> {
+    Arc::new(cached.tenant(&key.name, key.namespace.as_deref()))
 }
 
 fn key_of(tenant: &Tenant) -> ObjectRef<Tenant> {
@@ -69,10 +83,14 @@ impl TenantCache {
     /// Applies one watch event; returns the keys of the tenants now due for a reconcile.
     pub fn apply(&self, event: &watcher::Event<Tenant>) -> Vec<TenantKey> {
         let mut inner = self.write();
-        let Inner { tenants, relist } = &mut *inner;
+        let Inner {
+            tenants,
+            relist,
+            names,
+        } = &mut *inner;
         match event {
             watcher::Event::Apply(tenant) => {
-                let (key, due) = upsert(tenants, None, tenant);
+                let (key, due) = upsert(tenants, None, tenant, names);
                 due.then_some(key).into_iter().collect()
             }
             watcher::Event::Delete(tenant) => {
@@ -85,7 +103,7 @@ impl TenantCache {
             }
             watcher::Event::InitApply(tenant) => {
                 let (list, due) = relist.get_or_insert_with(Default::default);
-                let (key, is_due) = upsert(list, Some(tenants), tenant);
+                let (key, is_due) = upsert(list, Some(tenants), tenant, names);
                 if is_due {
                     due.push(key);
                 }
@@ -94,6 +112,7 @@ impl TenantCache {
             watcher::Event::InitDone => {
                 let (list, due) = relist.take().unwrap_or_default();
                 *tenants = list;
+                names.prune();
                 due
             }
         }
@@ -106,7 +125,12 @@ impl TenantCache {
 
     /// The cached tenant of this name and namespace.
     pub fn get(&self, tenant: &ObjectRef<Tenant>) -> Option<Arc<Tenant>> {
-        self.read().tenants.get(tenant).cloned()
+        self.entry(tenant).map(|(_, tenant)| tenant)
+    }
+
+    /// Whether a tenant of this name and namespace is cached.
+    pub fn contains(&self, tenant: &ObjectRef<Tenant>) -> bool {
+        self.read().tenants.contains_key(tenant)
     }
 
     /// The cached tenant and its shared key.
@@ -114,20 +138,24 @@ impl TenantCache {
         self.read()
             .tenants
             .get_key_value(tenant)
-            .map(|(key, tenant)| (key.clone(), tenant.clone()))
+            .map(|(key, cached)| (key.clone(), told(key, cached)))
     }
 
     /// Every cached tenant, in no order.
     pub fn state(&self) -> Vec<Arc<Tenant>> {
-        self.read().tenants.values().cloned().collect()
-    }
-
-    /// The keys of the cached tenants that `pick` takes.
-    pub fn keys_where(&self, mut pick: impl FnMut(&Tenant) -> bool) -> Vec<TenantKey> {
         self.read()
             .tenants
             .iter()
-            .filter(|(_, tenant)| pick(tenant))
+            .map(|(key, cached)| told(key, cached))
+            .collect()
+    }
+
+    /// The keys of the cached tenants whose UID `pick` takes.
+    pub fn keys_by_uid(&self, mut pick: impl FnMut(&str) -> bool) -> Vec<TenantKey> {
+        self.read()
+            .tenants
+            .iter()
+            .filter(|(_, cached)| pick(cached.uid().unwrap_or_default()))
             .map(|(key, _)| key.clone())
             .collect()
     }
@@ -144,14 +172,19 @@ impl TenantCache {
 /// Puts `tenant` into `into` (keeping the key already held there, or in `previous`, for its
 /// name); returns its key and whether it is due, judged against the version in `previous` (a
 /// relist) or in `into`.
-fn upsert(into: &mut Tenants, previous: Option<&Tenants>, tenant: &Tenant) -> (TenantKey, bool) {
+fn upsert(
+    into: &mut Tenants,
+    previous: Option<&Tenants>,
+    tenant: &Tenant,
+    names: &mut Interner,
+) -> (TenantKey, bool) {
     let lookup = key_of(tenant);
     let before = previous
         .unwrap_or(into)
         .get_key_value(&lookup)
-        .map(|(key, before)| (key.clone(), asks(before) != asks(tenant)));
+        .map(|(key, before)| (key.clone(), asked(before) != asks(tenant)));
     let (key, due) = before.unwrap_or_else(|| (Arc::new(lookup), true));
-    into.insert(key.clone(), Arc::new(tenant.clone()));
+    into.insert(key.clone(), Compact::of(tenant, names));
     (key, due)
 }
 
