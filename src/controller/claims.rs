@@ -23,7 +23,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::{Node, ResourceAmounts, Tenant, TenantPhase};
@@ -31,9 +30,10 @@ use crate::api::{Node, ResourceAmounts, Tenant, TenantPhase};
 /// What one tenant's status says it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
-    pub uid: String,
-    /// `status.nodeName`; empty when the status names no node.
-    pub node: String,
+    pub uid: Box<str>,
+    /// `status.nodeName`; empty when the status names no node. Shared by every claim on the
+    /// node (the index's own name for it).
+    pub node: Arc<str>,
     pub reserved: ResourceAmounts,
     pub phase: TenantPhase,
 }
@@ -41,12 +41,12 @@ pub struct Claim {
 impl Claim {
     /// The claim of a tenant's current status (`None` without a UID).
     pub fn of(tenant: &Tenant) -> Option<Claim> {
-        let status = tenant.status.clone().unwrap_or_default();
+        let status = tenant.status.as_ref();
         Some(Claim {
-            uid: tenant.uid()?,
-            node: status.node_name,
-            reserved: status.reserved,
-            phase: status.phase,
+            uid: tenant.metadata.uid.as_deref()?.into(),
+            node: status.map_or("", |s| s.node_name.as_str()).into(),
+            reserved: status.map(|s| s.reserved).unwrap_or_default(),
+            phase: status.map(|s| s.phase).unwrap_or_default(),
         })
     }
 
@@ -60,24 +60,19 @@ impl Claim {
             status
                 .allocations
                 .iter()
-                .any(|a| a.uid == self.uid && a.resources == self.reserved)
+                .any(|a| *a.uid == *self.uid && a.resources == self.reserved)
         })
     }
 }
 
-/// A tenant's key: one allocation per tenant, shared by every map and set that holds it.
-type Key = Arc<ObjectRef<Tenant>>;
-
-/// A tenant's key, as a lookup: its name and namespace only.
-fn key_of(tenant: &Tenant) -> ObjectRef<Tenant> {
-    super::strip::trigger_ref(tenant)
-}
+/// A tenant's key: the tenant cache's, shared by every map and set that holds it.
+type Key = super::TenantKey;
 
 #[derive(Debug, Default)]
 struct Index {
     claims: HashMap<Key, Claim>,
-    /// Tenants by the node their status names.
-    by_node: HashMap<String, HashSet<Key>>,
+    /// Tenants by the node their status names (the one allocation of each node's name).
+    by_node: HashMap<Arc<str>, HashSet<Key>>,
     /// To check at the next pass: tenants whose claim changed, and nodes that changed.
     changed_tenants: HashSet<Key>,
     changed_nodes: HashSet<String>,
@@ -105,37 +100,39 @@ impl Claims {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The watch delivered this tenant. Returns true when its claim changed (a check is due).
-    pub fn observe(&self, tenant: &Tenant) -> bool {
-        let Some(claim) = Claim::of(tenant) else {
+    /// The watch delivered this tenant, cached under `key`. Returns true when its claim changed
+    /// (a check is due).
+    pub fn observe(&self, key: &Key, tenant: &Tenant) -> bool {
+        let Some(mut claim) = Claim::of(tenant) else {
             return false;
         };
-        let lookup = key_of(tenant);
         let mut index = self.lock();
-        let previous = index.claims.get_key_value(&lookup);
-        if previous.map(|(_, claim)| claim) == Some(&claim) {
+        let previous = index.claims.get(key);
+        if previous == Some(&claim) {
             return false;
         }
-        // The key already held, if any: one allocation per tenant however often it changes.
-        let (key, previous_node) = match previous {
-            Some((key, claim)) => (key.clone(), claim.node.clone()),
-            None => (Arc::new(lookup), String::new()),
-        };
+        let previous_node = previous.map(|claim| claim.node.clone());
+        let previous_node = previous_node.as_deref().unwrap_or_default();
         if !previous_node.is_empty() && claim.node.is_empty() {
             index.stopped_naming.insert(key.clone());
         }
-        if previous_node != claim.node {
-            index.unlink(&key, &previous_node);
-            if !claim.node.is_empty() {
-                index
-                    .by_node
-                    .entry(claim.node.clone())
-                    .or_default()
-                    .insert(key.clone());
-            }
+        if previous_node != &*claim.node {
+            index.unlink(key, previous_node);
+        }
+        if !claim.node.is_empty() {
+            let on_node = match index.by_node.get_key_value(&claim.node) {
+                Some((name, _)) => name.clone(),
+                None => claim.node.clone(),
+            };
+            claim.node = on_node.clone();
+            index
+                .by_node
+                .entry(on_node)
+                .or_default()
+                .insert(key.clone());
         }
         index.claims.insert(key.clone(), claim);
-        index.changed_tenants.insert(key);
+        index.changed_tenants.insert(key.clone());
         true
     }
 
@@ -179,7 +176,14 @@ impl Claims {
             let mut index = self.lock();
             let mut keys = std::mem::take(&mut index.changed_tenants);
             for changed in std::mem::take(&mut index.changed_nodes) {
-                keys.extend(index.by_node.get(&changed).into_iter().flatten().cloned());
+                keys.extend(
+                    index
+                        .by_node
+                        .get(changed.as_str())
+                        .into_iter()
+                        .flatten()
+                        .cloned(),
+                );
             }
             let to_check: Vec<(Key, Claim)> = keys
                 .into_iter()
@@ -217,6 +221,14 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::testing::{node, tenant};
+
+    /// The watch delivered `tenant` (under a key of its own, as the cache would give it).
+    fn observe(claims: &Claims, tenant: &Tenant) -> bool {
+        claims.observe(
+            &Arc::new(crate::controller::strip::trigger_ref(tenant)),
+            tenant,
+        )
+    }
 
     /// `name` as its status says: `phase` on `node`, holding `threads` threads (and 1 GB, 1 GB).
     fn claiming(name: &str, phase: TenantPhase, node: &str, threads: i64) -> Tenant {
@@ -258,8 +270,8 @@ mod tests {
             claiming("acme", TenantPhase::Active, "n1", 2),
             claiming("beta", TenantPhase::Active, "n1", 3),
         );
-        assert!(claims.observe(&acme) && claims.observe(&beta));
-        assert!(!claims.observe(&acme), "an unchanged claim is no news");
+        assert!(observe(&claims, &acme) && observe(&claims, &beta));
+        assert!(!observe(&claims, &acme), "an unchanged claim is no news");
         let n1 = Arc::new(
             node("n1")
                 .holding("acme", (2, 1, 1))
@@ -281,7 +293,10 @@ mod tests {
         claims.node_changed("n2");
         assert!(claims.unbacked(|_| None).is_empty());
         // beta's status is edited to name n2, where it holds nothing.
-        assert!(claims.observe(&claiming("beta", TenantPhase::Active, "n2", 3)));
+        assert!(observe(
+            &claims,
+            &claiming("beta", TenantPhase::Active, "n2", 3)
+        ));
         assert_eq!(claims.unbacked(|_| None), [ObjectRef::from_obj(&beta)]);
     }
 
@@ -289,11 +304,11 @@ mod tests {
     fn a_status_that_stops_naming_its_node_wakes_the_tenant_and_a_forgotten_one_is_not_checked() {
         let claims = Claims::default();
         let acme = claiming("acme", TenantPhase::Active, "n1", 2);
-        claims.observe(&acme);
+        observe(&claims, &acme);
         let n1 = Arc::new(node("n1").holding("acme", (2, 1, 1)).build());
         assert!(claims.unbacked(|_| Some(n1.clone())).is_empty());
         // Someone blanks the status while n1 still holds the entry.
-        claims.observe(&claiming("acme", TenantPhase::Pending, "", 0));
+        observe(&claims, &claiming("acme", TenantPhase::Pending, "", 0));
         assert_eq!(
             claims.unbacked(|_| Some(n1.clone())),
             [ObjectRef::from_obj(&acme)]

@@ -708,10 +708,13 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         .tenant_selector
         .as_ref()
         .is_some_and(|s| !s.is_everything());
-    let on_tenant_event = move |event: &watcher::Event<Tenant>| match event {
+    let on_tenant_event = move |event: &watcher::Event<Tenant>, key: Option<&TenantKey>| match event
+    {
         watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
             seen.observed(tenant);
-            if tenant_claims.observe(tenant) {
+            if let Some(key) = key
+                && tenant_claims.observe(key, tenant)
+            {
                 relisted_room.poke();
             }
         }
@@ -741,11 +744,11 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     .for_each(move |event| {
         match event {
             Ok(event) => {
-                let keys = fed.apply(&event);
+                let (key, keys) = fed.apply_keyed(&event);
                 if matches!(event, watcher::Event::InitDone) {
                     let _ = raise_tenants.send(true);
                 }
-                on_tenant_event(&event);
+                on_tenant_event(&event, key.as_ref());
                 for key in keys {
                     due.trigger(key);
                 }

@@ -34,7 +34,9 @@ pub type TenantKey = Arc<ObjectRef<Tenant>>;
 
 use compact::{Compact, Interner};
 
-type Tenants = HashMap<TenantKey, Compact>;
+// NB: boxed, so that the table's empty room (up to half of it after a resize) costs a pointer
+// per slot rather than a whole tenant.
+type Tenants = HashMap<TenantKey, Box<Compact>>;
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -82,6 +84,14 @@ impl TenantCache {
 
     /// Applies one watch event; returns the keys of the tenants now due for a reconcile.
     pub fn apply(&self, event: &watcher::Event<Tenant>) -> Vec<TenantKey> {
+        self.apply_keyed(event).1
+    }
+
+    /// [`apply`](Self::apply), and the key of the tenant an `Apply` or `InitApply` put in.
+    pub fn apply_keyed(
+        &self,
+        event: &watcher::Event<Tenant>,
+    ) -> (Option<TenantKey>, Vec<TenantKey>) {
         let mut inner = self.write();
         let Inner {
             tenants,
@@ -91,29 +101,30 @@ impl TenantCache {
         match event {
             watcher::Event::Apply(tenant) => {
                 let (key, due) = upsert(tenants, None, tenant, names);
-                due.then_some(key).into_iter().collect()
+                let due = due.then(|| key.clone()).into_iter().collect();
+                (Some(key), due)
             }
             watcher::Event::Delete(tenant) => {
                 tenants.remove(&key_of(tenant));
-                Vec::new()
+                (None, Vec::new())
             }
             watcher::Event::Init => {
                 *relist = Some((HashMap::new(), Vec::new()));
-                Vec::new()
+                (None, Vec::new())
             }
             watcher::Event::InitApply(tenant) => {
                 let (list, due) = relist.get_or_insert_with(Default::default);
                 let (key, is_due) = upsert(list, Some(tenants), tenant, names);
                 if is_due {
-                    due.push(key);
+                    due.push(key.clone());
                 }
-                Vec::new()
+                (Some(key), Vec::new())
             }
             watcher::Event::InitDone => {
                 let (list, due) = relist.take().unwrap_or_default();
                 *tenants = list;
                 names.prune();
-                due
+                (None, due)
             }
         }
     }
@@ -184,7 +195,7 @@ fn upsert(
         .get_key_value(&lookup)
         .map(|(key, before)| (key.clone(), asked(before) != asks(tenant)));
     let (key, due) = before.unwrap_or_else(|| (Arc::new(lookup), true));
-    into.insert(key.clone(), Compact::of(tenant, names));
+    into.insert(key.clone(), Box::new(Compact::of(tenant, names)));
     (key, due)
 }
 
