@@ -1,4 +1,5 @@
-//! Wiring: two controllers (Tenants, Nodes) sharing one context and one placement engine.
+//! Wiring: two controllers (Tenants: our own cache and runner; Nodes: kube's reflector and
+//! `Controller`) sharing one context and one placement engine.
 //!
 //! ```text
 //!   watch Tenants ──▶ tenant::reconcile ──────────────┐   (enters the WaitingRoom before deciding)

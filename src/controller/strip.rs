@@ -1,7 +1,7 @@
 //! What the watch caches keep of each object: only what the controller reads.
 //!
 //! ```text
-//!   LIST / WATCH ──▶ decode ──▶ strip ──▶ reflector Store, predicate filter, claims, ...
+//!   LIST / WATCH ──▶ decode ──▶ strip ──▶ node Store, TenantCache, claims, ...
 //!                               drops metadata the controller never reads
 //! ```
 //!

@@ -138,7 +138,7 @@ pub struct WaitingRoom {
 }
 
 impl WaitingRoom {
-    /// The room and the stream of tenants to reconcile (for `Controller::reconcile_on`).
+    /// The room and the stream of tenants to reconcile (fed to the tenant runner).
     pub fn new() -> (WaitingRoom, mpsc::UnboundedReceiver<ObjectRef<Tenant>>) {
         Self::with_mode(QueueMode::default())
     }
