@@ -280,8 +280,7 @@ fn main() {
                 panic!("every object decodes")
             })
             .unwrap();
-            let (key, _) = cache.apply_keyed(&event);
-            keys.push(key.unwrap());
+            keys.push(cache.apply_keyed(&event).key.unwrap());
         }
         cache.apply(&Event::InitDone);
     }
@@ -302,9 +301,9 @@ fn main() {
     let told: Vec<_> = keys.iter().map(|key| cache.get(key).unwrap()).collect();
     let region = Region::new(GLOBAL);
     for (key, tenant) in keys.iter().zip(&told) {
-        claims.observe(key, tenant);
+        claims.observe(key, None, tenant);
     }
-    drop(claims.unbacked(|_| None));
+    drop(claims.unbacked(&cache, |_| None));
     let (bytes, allocations) = held(&region);
     println!(
         "claims index: {:.0} bytes ({:.1} allocations) per Tenant",

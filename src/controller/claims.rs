@@ -68,9 +68,10 @@ impl Claim {
 /// A tenant's key: the tenant cache's, shared by every map and set that holds it.
 type Key = super::TenantKey;
 
+// NB: the claims themselves are not kept here: the tenant cache holds every status and answers
+// what a tenant claims (`TenantCache::claim`), and hands over what a replaced version claimed.
 #[derive(Debug, Default)]
 struct Index {
-    claims: HashMap<Key, Claim>,
     /// Tenants by the node their status names (the one allocation of each node's name).
     by_node: HashMap<Arc<str>, HashSet<Key>>,
     /// To check at the next pass: tenants whose claim changed, and nodes that changed.
@@ -100,46 +101,42 @@ impl Claims {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The watch delivered this tenant, cached under `key`. Returns true when its claim changed
-    /// (a check is due).
-    pub fn observe(&self, key: &Key, tenant: &Tenant) -> bool {
-        let Some(mut claim) = Claim::of(tenant) else {
+    /// The watch delivered this tenant, cached under `key`, replacing a version that claimed
+    /// `before`. Returns true when its claim changed (a check is due).
+    pub fn observe(&self, key: &Key, before: Option<&Claim>, tenant: &Tenant) -> bool {
+        let Some(claim) = Claim::of(tenant) else {
             return false;
         };
-        let mut index = self.lock();
-        let previous = index.claims.get(key);
-        if previous == Some(&claim) {
+        if before == Some(&claim) {
             return false;
         }
-        let previous_node = previous.map(|claim| claim.node.clone());
-        let previous_node = previous_node.as_deref().unwrap_or_default();
+        let mut index = self.lock();
+        let previous_node = before.map_or("", |claim| &*claim.node);
         if !previous_node.is_empty() && claim.node.is_empty() {
             index.stopped_naming.insert(key.clone());
         }
         if previous_node != &*claim.node {
             index.unlink(key, previous_node);
+            if !claim.node.is_empty() {
+                let on_node = match index.by_node.get_key_value(&claim.node) {
+                    Some((name, _)) => name.clone(),
+                    None => claim.node.clone(),
+                };
+                index
+                    .by_node
+                    .entry(on_node)
+                    .or_default()
+                    .insert(key.clone());
+            }
         }
-        if !claim.node.is_empty() {
-            let on_node = match index.by_node.get_key_value(&claim.node) {
-                Some((name, _)) => name.clone(),
-                None => claim.node.clone(),
-            };
-            claim.node = on_node.clone();
-            index
-                .by_node
-                .entry(on_node)
-                .or_default()
-                .insert(key.clone());
-        }
-        index.claims.insert(key.clone(), claim);
         index.changed_tenants.insert(key.clone());
         true
     }
 
-    /// The tenant is gone.
-    pub fn forget(&self, tenant: &ObjectRef<Tenant>) {
+    /// The tenant is gone; it claimed `before`.
+    pub fn forget(&self, tenant: &ObjectRef<Tenant>, before: Option<&Claim>) {
         let mut index = self.lock();
-        if let Some(claim) = index.claims.remove(tenant) {
+        if let Some(claim) = before {
             index.unlink(tenant, &claim.node);
         }
         index.changed_tenants.remove(tenant);
@@ -148,16 +145,19 @@ impl Claims {
 
     /// After a relist: forgets the tenants deleted while the watch was down.
     pub fn retain_present(&self, tenants: &super::TenantCache) {
-        let gone: Vec<Key> = self
-            .lock()
-            .claims
-            .keys()
-            .filter(|t| !tenants.contains(t))
-            .cloned()
-            .collect();
-        for tenant in gone {
-            self.forget(&tenant);
-        }
+        let mut index = self.lock();
+        let Index {
+            by_node,
+            changed_tenants,
+            stopped_naming,
+            ..
+        } = &mut *index;
+        by_node.retain(|_, on_node| {
+            on_node.retain(|t| tenants.contains(t));
+            !on_node.is_empty()
+        });
+        changed_tenants.retain(|t| tenants.contains(t));
+        stopped_naming.retain(|t| tenants.contains(t));
     }
 
     /// A node changed or went: the claims on it are checked at the next pass.
@@ -168,10 +168,14 @@ impl Claims {
         }
     }
 
-    /// Takes what changed and returns the tenants to wake: those whose claims the nodes they
-    /// name (looked up by name as the engine sees them now) do not back, and those whose status
-    /// stopped naming a node.
-    pub fn unbacked(&self, node: impl Fn(&str) -> Option<Arc<Node>>) -> Vec<ObjectRef<Tenant>> {
+    /// Takes what changed and returns the tenants to wake: those whose claims (as `tenants`
+    /// holds them) the nodes they name (looked up by name as the engine sees them now) do not
+    /// back, and those whose status stopped naming a node.
+    pub fn unbacked(
+        &self,
+        tenants: &super::TenantCache,
+        node: impl Fn(&str) -> Option<Arc<Node>>,
+    ) -> Vec<ObjectRef<Tenant>> {
         let (mut wake, to_check) = {
             let mut index = self.lock();
             let mut keys = std::mem::take(&mut index.changed_tenants);
@@ -185,17 +189,17 @@ impl Claims {
                         .cloned(),
                 );
             }
-            let to_check: Vec<(Key, Claim)> = keys
-                .into_iter()
-                .filter_map(|key| index.claims.get(&key).cloned().map(|claim| (key, claim)))
-                .collect();
+            let to_check: Vec<Key> = keys.into_iter().collect();
             let wake: Vec<ObjectRef<Tenant>> = std::mem::take(&mut index.stopped_naming)
                 .into_iter()
                 .map(|key| ObjectRef::clone(&key))
                 .collect();
             (wake, to_check)
         };
-        for (key, claim) in to_check {
+        for (key, claim) in to_check
+            .into_iter()
+            .filter_map(|key| tenants.claim(&key).map(|claim| (key, claim)))
+        {
             let named = (!claim.node.is_empty())
                 .then(|| node(&claim.node))
                 .flatten();
@@ -206,9 +210,9 @@ impl Claims {
         wake
     }
 
-    /// How many tenants have a claim indexed (for tests).
+    /// How many tenants are indexed by the node their status names (for tests).
     pub fn len(&self) -> usize {
-        self.lock().claims.len()
+        self.lock().by_node.values().map(HashSet::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -220,14 +224,15 @@ impl Claims {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::controller::TenantCache;
     use crate::testing::{node, tenant};
+    use kube::runtime::watcher::Event;
 
-    /// The watch delivered `tenant` (under a key of its own, as the cache would give it).
-    fn observe(claims: &Claims, tenant: &Tenant) -> bool {
-        claims.observe(
-            &Arc::new(crate::controller::strip::trigger_ref(tenant)),
-            tenant,
-        )
+    /// The watch delivered `tenant`: the cache takes it, then the claims see it, as the
+    /// controller's tenant watch does.
+    fn observe(cache: &TenantCache, claims: &Claims, tenant: &Tenant) -> bool {
+        let applied = cache.apply_keyed(&Event::Apply(tenant.clone()));
+        claims.observe(&applied.key.unwrap(), applied.before.as_ref(), tenant)
     }
 
     /// `name` as its status says: `phase` on `node`, holding `threads` threads (and 1 GB, 1 GB).
@@ -265,57 +270,69 @@ mod tests {
 
     #[test]
     fn a_node_change_checks_every_claim_on_it_and_a_status_change_checks_that_tenant() {
-        let claims = Claims::default();
+        let (cache, claims) = (TenantCache::default(), Claims::default());
         let (acme, beta) = (
             claiming("acme", TenantPhase::Active, "n1", 2),
             claiming("beta", TenantPhase::Active, "n1", 3),
         );
-        assert!(observe(&claims, &acme) && observe(&claims, &beta));
-        assert!(!observe(&claims, &acme), "an unchanged claim is no news");
+        assert!(observe(&cache, &claims, &acme) && observe(&cache, &claims, &beta));
+        assert!(
+            !observe(&cache, &claims, &acme),
+            "an unchanged claim is no news"
+        );
         let n1 = Arc::new(
             node("n1")
                 .holding("acme", (2, 1, 1))
                 .holding("beta", (3, 1, 1))
                 .build(),
         );
-        assert!(claims.unbacked(|_| Some(n1.clone())).is_empty());
+        assert!(claims.unbacked(&cache, |_| Some(n1.clone())).is_empty());
         // n1 is wiped: both are woken at the next check, and only then.
         claims.node_changed("n1");
         let wiped = Arc::new(node("n1").build());
-        let mut woken = claims.unbacked(|_| Some(wiped.clone()));
+        let mut woken = claims.unbacked(&cache, |_| Some(wiped.clone()));
         woken.sort_by(|a, b| a.name.cmp(&b.name));
         assert_eq!(
             woken,
             [ObjectRef::from_obj(&acme), ObjectRef::from_obj(&beta)]
         );
-        assert!(claims.unbacked(|_| Some(wiped.clone())).is_empty());
+        assert!(claims.unbacked(&cache, |_| Some(wiped.clone())).is_empty());
         // A node nobody names is not checked.
         claims.node_changed("n2");
-        assert!(claims.unbacked(|_| None).is_empty());
+        assert!(claims.unbacked(&cache, |_| None).is_empty());
         // beta's status is edited to name n2, where it holds nothing.
         assert!(observe(
+            &cache,
             &claims,
             &claiming("beta", TenantPhase::Active, "n2", 3)
         ));
-        assert_eq!(claims.unbacked(|_| None), [ObjectRef::from_obj(&beta)]);
+        assert_eq!(
+            claims.unbacked(&cache, |_| None),
+            [ObjectRef::from_obj(&beta)]
+        );
     }
 
     #[test]
     fn a_status_that_stops_naming_its_node_wakes_the_tenant_and_a_forgotten_one_is_not_checked() {
-        let claims = Claims::default();
+        let (cache, claims) = (TenantCache::default(), Claims::default());
         let acme = claiming("acme", TenantPhase::Active, "n1", 2);
-        observe(&claims, &acme);
+        observe(&cache, &claims, &acme);
         let n1 = Arc::new(node("n1").holding("acme", (2, 1, 1)).build());
-        assert!(claims.unbacked(|_| Some(n1.clone())).is_empty());
+        assert!(claims.unbacked(&cache, |_| Some(n1.clone())).is_empty());
         // Someone blanks the status while n1 still holds the entry.
-        observe(&claims, &claiming("acme", TenantPhase::Pending, "", 0));
+        observe(
+            &cache,
+            &claims,
+            &claiming("acme", TenantPhase::Pending, "", 0),
+        );
         assert_eq!(
-            claims.unbacked(|_| Some(n1.clone())),
+            claims.unbacked(&cache, |_| Some(n1.clone())),
             [ObjectRef::from_obj(&acme)]
         );
-        claims.forget(&ObjectRef::from_obj(&acme));
+        let gone = cache.apply_keyed(&Event::Delete(acme.clone()));
+        claims.forget(&ObjectRef::from_obj(&acme), gone.before.as_ref());
         claims.node_changed("n1");
         assert!(claims.is_empty());
-        assert!(claims.unbacked(|_| None).is_empty());
+        assert!(claims.unbacked(&cache, |_| None).is_empty());
     }
 }

@@ -54,7 +54,7 @@ use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
 pub use engine::{Engine, EngineConfig, NodeChanges, RetryPolicy};
-pub use tenant_cache::{TenantCache, TenantKey};
+pub use tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey};
 pub use waiting::WaitingRoom;
 
 /// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
@@ -709,12 +709,12 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         .tenant_selector
         .as_ref()
         .is_some_and(|s| !s.is_everything());
-    let on_tenant_event = move |event: &watcher::Event<Tenant>, key: Option<&TenantKey>| match event
+    let on_tenant_event = move |event: &watcher::Event<Tenant>, applied: &TenantApplied| match event
     {
         watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
             seen.observed(tenant);
-            if let Some(key) = key
-                && tenant_claims.observe(key, tenant)
+            if let Some(key) = &applied.key
+                && tenant_claims.observe(key, applied.before.as_ref(), tenant)
             {
                 relisted_room.poke();
             }
@@ -723,7 +723,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             if let Some(uid) = tenant.metadata.uid.as_ref().filter(|_| !pooled) {
                 gone.insert(uid);
             }
-            tenant_claims.forget(&ObjectRef::from_obj(tenant));
+            tenant_claims.forget(&ObjectRef::from_obj(tenant), applied.before.as_ref());
             let _ = deleted.unbounded_send(tenant.clone());
         }
         // A relist drops what was deleted while the watch was down, without a delete event.
@@ -745,12 +745,12 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     .for_each(move |event| {
         match event {
             Ok(event) => {
-                let (key, keys) = fed.apply_keyed(&event);
+                let applied = fed.apply_keyed(&event);
                 if matches!(event, watcher::Event::InitDone) {
                     let _ = raise_tenants.send(true);
                 }
-                on_tenant_event(&event, key.as_ref());
-                for key in keys {
+                on_tenant_event(&event, &applied);
+                for key in applied.due {
                     due.trigger(key);
                 }
             }
@@ -864,7 +864,10 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         },
         runner::shutdown_signal(),
     );
+    // Bounded like the tenants': in a flood every node changes, and an unbounded controller
+    // holds a reconcile in flight for each of them (about 1 KB each, waiting on the engine).
     let node_loop = node_controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
         .run(
             |node, ctx| observed("node", node, ctx, node::reconcile),

@@ -68,12 +68,12 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
                 "allocation entry does not name its tenant as namespace/name; left as is");
             continue;
         };
-        // One cache lookup per entry: this runs on every node change.
-        let cached = ctx.tenants.get(&ObjectRef::new(name).within(namespace));
-        if let Some(tenant) = cached.filter(|t| t.uid().as_deref() == Some(entry.uid.as_str())) {
-            let named = tenant.status.as_ref().map(|s| s.node_name.as_str());
-            if named.is_some_and(|n| !n.is_empty() && n != node_name) {
-                ctx.waiting.wake(ObjectRef::from_obj(tenant.as_ref()));
+        // One cache lookup per entry, of what the status claims only: this runs on every node
+        // change.
+        let tenant = ObjectRef::new(name).within(namespace);
+        if let Some(claim) = ctx.tenants.claim(&tenant).filter(|c| *c.uid == *entry.uid) {
+            if !claim.node.is_empty() && *claim.node != *node_name {
+                ctx.waiting.wake(tenant);
             }
             continue;
         }

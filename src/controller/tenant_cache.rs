@@ -27,6 +27,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
+use super::claims::Claim;
 use crate::api::Tenant;
 
 /// A cached tenant's key (name and namespace), shared by the cache and the runner's queue.
@@ -44,6 +45,17 @@ struct Inner {
     /// A relist in progress: the new list and the keys it makes due.
     relist: Option<(Tenants, Vec<TenantKey>)>,
     names: Interner,
+}
+
+/// What applying one watch event did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The tenant it put in or took out (`Apply`, `InitApply`, `Delete`).
+    pub key: Option<TenantKey>,
+    /// The tenants now due for a reconcile.
+    pub due: Vec<TenantKey>,
+    /// What the version it replaced or took out claimed.
+    pub before: Option<Claim>,
 }
 
 /// The tenant watch cache (cheap to clone: every clone is the same cache).
@@ -84,14 +96,12 @@ impl TenantCache {
 
     /// Applies one watch event; returns the keys of the tenants now due for a reconcile.
     pub fn apply(&self, event: &watcher::Event<Tenant>) -> Vec<TenantKey> {
-        self.apply_keyed(event).1
+        self.apply_keyed(event).due
     }
 
-    /// [`apply`](Self::apply), and the key of the tenant an `Apply` or `InitApply` put in.
-    pub fn apply_keyed(
-        &self,
-        event: &watcher::Event<Tenant>,
-    ) -> (Option<TenantKey>, Vec<TenantKey>) {
+    /// [`apply`](Self::apply), with the key of the tenant the event names and what the version
+    /// it replaced claimed (for the claims index).
+    pub fn apply_keyed(&self, event: &watcher::Event<Tenant>) -> Applied {
         let mut inner = self.write();
         let Inner {
             tenants,
@@ -100,31 +110,47 @@ impl TenantCache {
         } = &mut *inner;
         match event {
             watcher::Event::Apply(tenant) => {
-                let (key, due) = upsert(tenants, None, tenant, names);
+                let (key, due, before) = upsert(tenants, None, tenant, names);
                 let due = due.then(|| key.clone()).into_iter().collect();
-                (Some(key), due)
+                Applied {
+                    key: Some(key),
+                    due,
+                    before,
+                }
             }
-            watcher::Event::Delete(tenant) => {
-                tenants.remove(&key_of(tenant));
-                (None, Vec::new())
-            }
+            watcher::Event::Delete(tenant) => match tenants.remove_entry(&key_of(tenant)) {
+                Some((key, gone)) => Applied {
+                    key: Some(key),
+                    due: Vec::new(),
+                    before: gone.claim(),
+                },
+                None => Applied::default(),
+            },
             watcher::Event::Init => {
                 *relist = Some((HashMap::new(), Vec::new()));
-                (None, Vec::new())
+                Applied::default()
             }
             watcher::Event::InitApply(tenant) => {
                 let (list, due) = relist.get_or_insert_with(Default::default);
-                let (key, is_due) = upsert(list, Some(tenants), tenant, names);
+                let (key, is_due, before) = upsert(list, Some(tenants), tenant, names);
                 if is_due {
                     due.push(key.clone());
                 }
-                (Some(key), Vec::new())
+                Applied {
+                    key: Some(key),
+                    due: Vec::new(),
+                    before,
+                }
             }
             watcher::Event::InitDone => {
                 let (list, due) = relist.take().unwrap_or_default();
                 *tenants = list;
                 names.prune();
-                (None, due)
+                Applied {
+                    key: None,
+                    due,
+                    before: None,
+                }
             }
         }
     }
@@ -137,6 +163,11 @@ impl TenantCache {
     /// The cached tenant of this name and namespace.
     pub fn get(&self, tenant: &ObjectRef<Tenant>) -> Option<Arc<Tenant>> {
         self.entry(tenant).map(|(_, tenant)| tenant)
+    }
+
+    /// What the cached tenant's status claims to hold, read without telling the tenant back.
+    pub fn claim(&self, tenant: &ObjectRef<Tenant>) -> Option<Claim> {
+        self.read().tenants.get(tenant)?.claim()
     }
 
     /// Whether a tenant of this name and namespace is cached.
@@ -181,22 +212,22 @@ impl TenantCache {
 }
 
 /// Puts `tenant` into `into` (keeping the key already held there, or in `previous`, for its
-/// name); returns its key and whether it is due, judged against the version in `previous` (a
-/// relist) or in `into`.
+/// name); returns its key, whether it is due, judged against the version in `previous` (a
+/// relist) or in `into`, and what that version claimed.
 fn upsert(
     into: &mut Tenants,
     previous: Option<&Tenants>,
     tenant: &Tenant,
     names: &mut Interner,
-) -> (TenantKey, bool) {
+) -> (TenantKey, bool, Option<Claim>) {
     let lookup = key_of(tenant);
     let before = previous
         .unwrap_or(into)
         .get_key_value(&lookup)
-        .map(|(key, before)| (key.clone(), asked(before) != asks(tenant)));
-    let (key, due) = before.unwrap_or_else(|| (Arc::new(lookup), true));
+        .map(|(key, before)| (key.clone(), asked(before) != asks(tenant), before.claim()));
+    let (key, due, claim) = before.unwrap_or_else(|| (Arc::new(lookup), true, None));
     into.insert(key.clone(), Box::new(Compact::of(tenant, names)));
-    (key, due)
+    (key, due, claim)
 }
 
 #[cfg(test)]

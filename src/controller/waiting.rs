@@ -322,7 +322,10 @@ pub async fn run_passes(ctx: std::sync::Arc<super::Context>) {
             tracing::debug!(woken, nodes = ledgers.len(), "room for waiting tenants");
         }
         // The same window serves the claims: statuses their nodes do not back.
-        for tenant in ctx.claims.unbacked(|node| ctx.engine.node(node)) {
+        for tenant in ctx
+            .claims
+            .unbacked(&ctx.tenants, |node| ctx.engine.node(node))
+        {
             tracing::debug!(tenant = %tenant, "status and node disagree: woken");
             ctx.waiting.wake(tenant);
         }

@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use crate::api::{
     Condition, MigrationStatus, ResourceAmounts, Tenant, TenantPhase, TenantSpec, TenantStatus,
 };
+use crate::controller::claims::Claim;
 use crate::controller::tenant::FINALIZER;
 
 /// One allocation per distinct name, shared by every tenant that uses it.
@@ -143,6 +144,19 @@ impl Compact {
 
     pub fn generation(&self) -> Option<i64> {
         self.generation
+    }
+
+    /// What its status claims to hold (`None` without a UID), read without telling it back.
+    pub fn claim(&self) -> Option<Claim> {
+        let status = self.status.as_ref();
+        Some(Claim {
+            uid: self.uid.clone()?,
+            node: status
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_else(|| Arc::from("")),
+            reserved: status.map(|s| s.reserved).unwrap_or_default(),
+            phase: status.map(|s| s.phase).unwrap_or_default(),
+        })
     }
 
     pub fn is_deleting(&self) -> bool {
@@ -370,6 +384,7 @@ mod tests {
                 tenant.metadata.namespace.as_deref(),
             );
             // Tenant has no PartialEq (kube's derive): compare what the API would see.
+            prop_assert_eq!(compact.claim(), Claim::of(&tenant));
             prop_assert_eq!(back.metadata, tenant.metadata);
             prop_assert_eq!(back.spec, tenant.spec);
             prop_assert_eq!(back.status, tenant.status);
