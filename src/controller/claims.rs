@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use kube::runtime::reflector::ObjectRef;
 
+use super::tenant_cache::Named;
 use crate::api::{Node, ResourceAmounts, Tenant, TenantPhase};
 
 /// What one tenant's status says it holds.
@@ -82,7 +83,7 @@ struct Index {
 }
 
 impl Index {
-    fn unlink(&mut self, tenant: &ObjectRef<Tenant>, node: &str) {
+    fn unlink(&mut self, tenant: &dyn Named, node: &str) {
         if let Some(tenants) = self.by_node.get_mut(node) {
             tenants.remove(tenant);
             if tenants.is_empty() {
@@ -134,7 +135,7 @@ impl Claims {
     }
 
     /// The tenant is gone; it claimed `before`.
-    pub fn forget(&self, tenant: &ObjectRef<Tenant>, before: Option<&Claim>) {
+    pub fn forget(&self, tenant: &dyn Named, before: Option<&Claim>) {
         let mut index = self.lock();
         if let Some(claim) = before {
             index.unlink(tenant, &claim.node);
@@ -192,7 +193,7 @@ impl Claims {
             let to_check: Vec<Key> = keys.into_iter().collect();
             let wake: Vec<ObjectRef<Tenant>> = std::mem::take(&mut index.stopped_naming)
                 .into_iter()
-                .map(|key| ObjectRef::clone(&key))
+                .map(|key| key.to_ref())
                 .collect();
             (wake, to_check)
         };
@@ -203,8 +204,9 @@ impl Claims {
             let named = (!claim.node.is_empty())
                 .then(|| node(&claim.node))
                 .flatten();
-            if !claim.backed_by(named.as_deref()) && !wake.contains(&key) {
-                wake.push(ObjectRef::clone(&key));
+            let tenant = key.to_ref();
+            if !claim.backed_by(named.as_deref()) && !wake.contains(&tenant) {
+                wake.push(tenant);
             }
         }
         wake

@@ -54,7 +54,7 @@ use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
 pub use engine::{Engine, EngineConfig, NodeChanges, RetryPolicy};
-pub use tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey};
+pub use tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
 pub use waiting::WaitingRoom;
 
 /// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
@@ -931,7 +931,7 @@ mod tests {
             |tenants: &TenantCache, slice| tenants.keys_by_uid(|uid| in_resync_slice(uid, slice));
         let mut named: Vec<String> = (0..RESYNC_SLICES)
             .flat_map(|slice| resync_slice(&tenants, slice))
-            .map(|reference| reference.name.clone())
+            .map(|reference| reference.name().to_owned())
             .collect();
         named.sort();
         let mut expected: Vec<String> = (0..1000).map(|i| format!("t{i}")).collect();
@@ -958,7 +958,7 @@ mod tests {
             let Some(reference) = sweep.next().await else {
                 break;
             };
-            seen.insert(reference.name.clone());
+            seen.insert(reference.name().to_owned());
         }
         assert_eq!(seen.len(), 200);
         assert!(started.elapsed() <= period, "{:?}", started.elapsed());

@@ -240,7 +240,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn key(name: &str) -> TenantKey {
-        Arc::new(ObjectRef::new(name).within("default"))
+        Arc::new(crate::controller::TenantName::new(
+            Arc::from("default"),
+            name,
+        ))
     }
 
     #[test]
@@ -255,7 +258,7 @@ mod tests {
         assert_eq!(
             queue
                 .take(now + Duration::from_secs(1))
-                .map(|k| k.name.clone()),
+                .map(|k| k.name().to_owned()),
             Ok("a".to_owned())
         );
         assert_eq!(queue.take(now + Duration::from_secs(60)), Err(None));
@@ -272,7 +275,10 @@ mod tests {
         assert_eq!(queue.take(now), Err(None));
         // Its own requeue is later than the trigger that came while it ran: the trigger wins.
         queue.finished(&running, Some(now + Duration::from_secs(30)));
-        assert_eq!(queue.take(now).map(|k| k.name.clone()), Ok("a".to_owned()));
+        assert_eq!(
+            queue.take(now).map(|k| k.name().to_owned()),
+            Ok("a".to_owned())
+        );
     }
 
     #[test]
@@ -283,7 +289,7 @@ mod tests {
             queue.schedule(key(name), now);
         }
         let order: Vec<String> = std::iter::from_fn(|| queue.take(now).ok())
-            .map(|k| k.name.clone())
+            .map(|k| k.name().to_owned())
             .collect();
         assert_eq!(order, ["c", "a", "b"]);
     }

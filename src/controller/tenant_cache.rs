@@ -20,18 +20,17 @@
 //! - each tenant is held in its compact form ([`compact`]) and told back whole when read.
 
 mod compact;
+mod key;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 
 use super::claims::Claim;
 use crate::api::Tenant;
 
-/// A cached tenant's key (name and namespace), shared by the cache and the runner's queue.
-pub type TenantKey = Arc<ObjectRef<Tenant>>;
+pub use key::{Named, TenantKey, TenantName};
 
 use compact::{Compact, Interner};
 
@@ -78,11 +77,22 @@ fn asked(cached: &Compact) -> (Option<&str>, Option<i64>, bool) {
 }
 
 fn told(key: &TenantKey, cached: &Compact) -> Arc<Tenant> {
-    Arc::new(cached.tenant(&key.name, key.namespace.as_deref()))
+    Arc::new(cached.tenant(key.name(), Some(key.namespace())))
 }
 
-fn key_of(tenant: &Tenant) -> ObjectRef<Tenant> {
-    super::strip::trigger_ref(tenant)
+impl Named for Tenant {
+    fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// A tenant, as a lookup of its key.
+fn key_of(tenant: &Tenant) -> &dyn Named {
+    tenant
 }
 
 impl TenantCache {
@@ -118,7 +128,7 @@ impl TenantCache {
                     before,
                 }
             }
-            watcher::Event::Delete(tenant) => match tenants.remove_entry(&key_of(tenant)) {
+            watcher::Event::Delete(tenant) => match tenants.remove_entry(key_of(tenant)) {
                 Some((key, gone)) => Applied {
                     key: Some(key),
                     due: Vec::new(),
@@ -161,22 +171,22 @@ impl TenantCache {
     }
 
     /// The cached tenant of this name and namespace.
-    pub fn get(&self, tenant: &ObjectRef<Tenant>) -> Option<Arc<Tenant>> {
+    pub fn get(&self, tenant: &dyn Named) -> Option<Arc<Tenant>> {
         self.entry(tenant).map(|(_, tenant)| tenant)
     }
 
     /// What the cached tenant's status claims to hold, read without telling the tenant back.
-    pub fn claim(&self, tenant: &ObjectRef<Tenant>) -> Option<Claim> {
+    pub fn claim(&self, tenant: &dyn Named) -> Option<Claim> {
         self.read().tenants.get(tenant)?.claim()
     }
 
     /// Whether a tenant of this name and namespace is cached.
-    pub fn contains(&self, tenant: &ObjectRef<Tenant>) -> bool {
+    pub fn contains(&self, tenant: &dyn Named) -> bool {
         self.read().tenants.contains_key(tenant)
     }
 
     /// The cached tenant and its shared key.
-    pub fn entry(&self, tenant: &ObjectRef<Tenant>) -> Option<(TenantKey, Arc<Tenant>)> {
+    pub fn entry(&self, tenant: &dyn Named) -> Option<(TenantKey, Arc<Tenant>)> {
         self.read()
             .tenants
             .get_key_value(tenant)
@@ -220,12 +230,15 @@ fn upsert(
     tenant: &Tenant,
     names: &mut Interner,
 ) -> (TenantKey, bool, Option<Claim>) {
-    let lookup = key_of(tenant);
     let before = previous
         .unwrap_or(into)
-        .get_key_value(&lookup)
+        .get_key_value(key_of(tenant))
         .map(|(key, before)| (key.clone(), asked(before) != asks(tenant), before.claim()));
-    let (key, due, claim) = before.unwrap_or_else(|| (Arc::new(lookup), true, None));
+    let (key, due, claim) = before.unwrap_or_else(|| {
+        let namespace = names.intern(Named::namespace(tenant));
+        let key = TenantName::new(namespace, Named::name(tenant));
+        (Arc::new(key), true, None)
+    });
     into.insert(key.clone(), Box::new(Compact::of(tenant, names)));
     (key, due, claim)
 }
@@ -235,9 +248,10 @@ mod tests {
     #![allow(clippy::expect_used)]
     use super::*;
     use crate::testing::tenant;
+    use kube::runtime::reflector::ObjectRef;
 
     fn names(keys: &[TenantKey]) -> Vec<&str> {
-        let mut names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
+        let mut names: Vec<&str> = keys.iter().map(|k| k.name()).collect();
         names.sort_unstable();
         names
     }

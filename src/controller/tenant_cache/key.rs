@@ -1,0 +1,136 @@
+//! A cached tenant's key: its namespace (interned: one allocation per namespace) and its name.
+//!
+//! Rules enforced here:
+//! - a key and an `ObjectRef<Tenant>` of the same namespace and name are the same key to every
+//!   map and set that holds keys ([`Named`]), so a lookup by reference allocates nothing;
+//! - a tenant's reference has its name and namespace only (no UID or resourceVersion).
+
+use std::borrow::Borrow;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use kube::runtime::reflector::ObjectRef;
+
+use crate::api::Tenant;
+
+/// A tenant's namespace and name, as maps of keys look them up.
+pub trait Named {
+    fn namespace(&self) -> &str;
+    fn name(&self) -> &str;
+}
+
+impl Hash for dyn Named + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.namespace(), self.name()).hash(state);
+    }
+}
+
+impl PartialEq for dyn Named + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name() && self.namespace() == other.namespace()
+    }
+}
+
+impl Eq for dyn Named + '_ {}
+
+impl Named for ObjectRef<Tenant> {
+    fn namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or_default()
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// A cached tenant's name, shared (as [`TenantKey`]) by the cache and whoever queues it.
+#[derive(Debug)]
+pub struct TenantName {
+    namespace: Arc<str>,
+    name: Box<str>,
+}
+
+/// A cached tenant's key.
+pub type TenantKey = Arc<TenantName>;
+
+impl TenantName {
+    pub fn new(namespace: Arc<str>, name: &str) -> Self {
+        TenantName {
+            namespace,
+            name: Box::from(name),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The tenant's reference (name and namespace only).
+    pub fn to_ref(&self) -> ObjectRef<Tenant> {
+        ObjectRef::new(&self.name).within(&self.namespace)
+    }
+}
+
+impl Named for TenantName {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Named for TenantKey {
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+// NB: hashed and compared exactly as `dyn Named`, so that `Borrow` below is sound.
+impl Hash for TenantName {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self as &dyn Named).hash(state);
+    }
+}
+
+impl PartialEq for TenantName {
+    fn eq(&self, other: &Self) -> bool {
+        (self as &dyn Named) == (other as &dyn Named)
+    }
+}
+
+impl Eq for TenantName {}
+
+impl<'a> Borrow<dyn Named + 'a> for TenantKey {
+    fn borrow(&self) -> &(dyn Named + 'a) {
+        self.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn a_key_is_found_by_the_reference_of_the_same_name_and_namespace() {
+        let key: TenantKey = Arc::new(TenantName::new(Arc::from("default"), "acme"));
+        let keys = HashSet::from([key.clone()]);
+        let same: &dyn Named = &ObjectRef::<Tenant>::new("acme").within("default");
+        let other_namespace: &dyn Named = &ObjectRef::<Tenant>::new("acme").within("prod");
+        let other_name: &dyn Named = &ObjectRef::<Tenant>::new("acm").within("default");
+        assert!(keys.contains(same));
+        assert!(!keys.contains(other_namespace));
+        assert!(!keys.contains(other_name));
+        assert_eq!(key.to_ref(), ObjectRef::new("acme").within("default"));
+    }
+}
