@@ -303,9 +303,32 @@ where
 /// looked at again.
 const RESYNC_SLICES: u64 = 64;
 
-/// Whether a tenant (by UID) is in this slice of the resync sweep: each tenant in exactly one.
-fn in_resync_slice(uid: &str, slice: u64) -> bool {
-    placement::uid_hash(uid) % RESYNC_SLICES == slice
+/// Whether an object (by UID or name hash) is in this slice of a sweep: each in exactly one.
+fn in_resync_slice(id: &str, slice: u64) -> bool {
+    placement::uid_hash(id) % RESYNC_SLICES == slice
+}
+
+/// A sweep: every `period / RESYNC_SLICES`, the objects `due` names for the next slice, so that
+/// each object is named once per period and no queue holds a timer per object meanwhile.
+fn sweep<T, Due>(period: Duration, due: Due) -> impl futures::Stream<Item = T> + Send + 'static
+where
+    T: Send + 'static,
+    Due: Fn(u64) -> Vec<T> + Clone + Send + Sync + 'static,
+{
+    let tick = period
+        .checked_div(u32::try_from(RESYNC_SLICES).unwrap_or(u32::MAX))
+        .unwrap_or(period);
+    futures::stream::unfold(0, move |slice| {
+        let due = due.clone();
+        async move {
+            tokio::time::sleep(tick).await;
+            Some((
+                futures::stream::iter(due(slice)),
+                slice.wrapping_add(1) % RESYNC_SLICES,
+            ))
+        }
+    })
+    .flatten()
 }
 
 /// Every cached tenant, looked at again once per `period`, a slice at a time.
@@ -316,21 +339,25 @@ fn resyncs(
     tenants: TenantCache,
     period: Duration,
 ) -> impl futures::Stream<Item = TenantKey> + Send + 'static {
-    let tick = period
-        .checked_div(u32::try_from(RESYNC_SLICES).unwrap_or(u32::MAX))
-        .unwrap_or(period);
-    futures::stream::unfold(0, move |slice| {
-        let tenants = tenants.clone();
-        async move {
-            tokio::time::sleep(tick).await;
-            let due = tenants.keys_by_uid(|uid| in_resync_slice(uid, slice));
-            Some((
-                futures::stream::iter(due),
-                slice.wrapping_add(1) % RESYNC_SLICES,
-            ))
-        }
+    sweep(period, move |slice| {
+        tenants.keys_by_uid(|uid| in_resync_slice(uid, slice))
     })
-    .flatten()
+}
+
+/// Every cached node, looked at again once per `period` (the orphan sweep), a slice at a time
+/// (by name): a node at rest waits in no scheduler.
+fn node_sweeps(
+    nodes: Store<Node>,
+    period: Duration,
+) -> impl futures::Stream<Item = ObjectRef<Node>> + Send + 'static {
+    sweep(period, move |slice| {
+        nodes
+            .state()
+            .iter()
+            .filter(|node| in_resync_slice(&node.name_any(), slice))
+            .map(|node| strip::trigger_ref(node.as_ref()))
+            .collect()
+    })
 }
 
 /// Reports each skipped object version once: an error log naming it and the field, the metric,
@@ -867,6 +894,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // Bounded like the tenants': in a flood every node changes, and an unbounded controller
     // holds a reconcile in flight for each of them (about 1 KB each, waiting on the engine).
     let node_loop = node_controller
+        .reconcile_on(node_sweeps(node_cache.clone(), ctx.settings.orphan_sweep))
         .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
         .shutdown_on_signal()
         .run(

@@ -48,8 +48,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     repair_entries(&node, &ctx).await?;
     start_moves(&node, &ctx);
     keep_finalizer(&name, &ctx).await?;
-    // The periodic sweep: what a missed delete left behind is released within this interval.
-    Ok(Action::requeue(ctx.settings.orphan_sweep))
+    // Looked at again by the orphan sweep (`node_sweeps`): what a missed delete left behind is
+    // released within its interval.
+    Ok(Action::await_change())
 }
 
 /// Releases the entries whose tenant is gone: not in the tenant cache, and confirmed by a direct
