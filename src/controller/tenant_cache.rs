@@ -72,7 +72,7 @@ fn asks(tenant: &Tenant) -> (Option<&str>, Option<i64>, bool) {
     )
 }
 
-fn asked(cached: &Compact) -> (Option<&str>, Option<i64>, bool) {
+fn asked(cached: &Compact) -> (Option<std::borrow::Cow<'_, str>>, Option<i64>, bool) {
     (cached.uid(), cached.generation(), cached.is_deleting())
 }
 
@@ -207,7 +207,7 @@ impl TenantCache {
         self.read()
             .tenants
             .iter()
-            .filter(|(_, cached)| pick(cached.uid().unwrap_or_default()))
+            .filter(|(_, cached)| pick(cached.uid().as_deref().unwrap_or_default()))
             .map(|(key, _)| key.clone())
             .collect()
     }
@@ -233,7 +233,11 @@ fn upsert(
     let before = previous
         .unwrap_or(into)
         .get_key_value(key_of(tenant))
-        .map(|(key, before)| (key.clone(), asked(before) != asks(tenant), before.claim()));
+        .map(|(key, before)| {
+            let (uid, generation, deleting) = asked(before);
+            let same = (uid.as_deref(), generation, deleting) == asks(tenant);
+            (key.clone(), !same, before.claim())
+        });
     let (key, due, claim) = before.unwrap_or_else(|| {
         let namespace = names.intern(Named::namespace(tenant));
         let key = TenantName::new(namespace, Named::name(tenant));

@@ -42,6 +42,57 @@ impl Interner {
     }
 }
 
+/// A UID: in the canonical form the API server gives (lowercase 8-4-4-4-12 hex), its 128 bits
+/// (no allocation); otherwise its text.
+#[derive(Clone, Debug, PartialEq)]
+enum Uid {
+    Uuid(u128),
+    Text(Box<str>),
+}
+
+impl Uid {
+    fn of(text: &str) -> Uid {
+        Self::canonical(text).map_or_else(|| Uid::Text(Box::from(text)), Uid::Uuid)
+    }
+
+    /// The bits of a canonical UUID; `None` for any other text (which is kept as text, so
+    /// telling it back is exact either way).
+    fn canonical(text: &str) -> Option<u128> {
+        if text.len() != 36 {
+            return None;
+        }
+        let mut bits = 0u128;
+        for (i, c) in text.chars().enumerate() {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                if c != '-' {
+                    return None;
+                }
+                continue;
+            }
+            let digit = match c {
+                '0'..='9' | 'a'..='f' => c.to_digit(16)?,
+                _ => return None,
+            };
+            bits = bits.checked_shl(4)? | u128::from(digit);
+        }
+        Some(bits)
+    }
+
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Uid::Text(text) => std::borrow::Cow::Borrowed(text),
+            Uid::Uuid(bits) => std::borrow::Cow::Owned(format!(
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                bits >> 96,
+                (bits >> 80) & 0xffff,
+                (bits >> 64) & 0xffff,
+                (bits >> 48) & 0xffff,
+                bits & 0xffff_ffff_ffff
+            )),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Finalizers {
     None,
@@ -75,7 +126,7 @@ struct CompactStatus {
 /// A cached Tenant, less its name and namespace (the cache's key holds them).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compact {
-    uid: Option<Box<str>>,
+    uid: Option<Uid>,
     resource_version: Option<Box<str>>,
     generation: Option<i64>,
     creation_timestamp: Option<Time>,
@@ -120,7 +171,7 @@ impl Compact {
             migration: status.migration.clone().map(Box::new),
         });
         Compact {
-            uid: boxed(&meta.uid),
+            uid: meta.uid.as_deref().map(Uid::of),
             resource_version: boxed(&meta.resource_version),
             generation: meta.generation,
             creation_timestamp: meta.creation_timestamp.clone(),
@@ -138,8 +189,8 @@ impl Compact {
         }
     }
 
-    pub fn uid(&self) -> Option<&str> {
-        self.uid.as_deref()
+    pub fn uid(&self) -> Option<std::borrow::Cow<'_, str>> {
+        self.uid.as_ref().map(Uid::text)
     }
 
     pub fn generation(&self) -> Option<i64> {
@@ -150,7 +201,7 @@ impl Compact {
     pub fn claim(&self) -> Option<Claim> {
         let status = self.status.as_ref();
         Some(Claim {
-            uid: self.uid.clone()?,
+            uid: self.uid()?.into(),
             node: status
                 .and_then(|s| s.node_name.clone())
                 .unwrap_or_else(|| Arc::from("")),
@@ -194,7 +245,7 @@ impl Compact {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 namespace: namespace.map(str::to_owned),
-                uid: self.uid.as_deref().map(str::to_owned),
+                uid: self.uid().map(std::borrow::Cow::into_owned),
                 resource_version: self.resource_version.as_deref().map(str::to_owned),
                 generation: self.generation,
                 creation_timestamp: self.creation_timestamp.clone(),
@@ -388,6 +439,23 @@ mod tests {
             prop_assert_eq!(back.metadata, tenant.metadata);
             prop_assert_eq!(back.spec, tenant.spec);
             prop_assert_eq!(back.status, tenant.status);
+        }
+    }
+
+    #[test]
+    fn a_canonical_uid_is_held_as_its_bits_and_told_back_exactly() {
+        let uid = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+        assert!(matches!(Uid::of(uid), Uid::Uuid(_)));
+        assert_eq!(Uid::of(uid).text(), uid);
+        // Upper case, or anything else, is kept as it came.
+        for text in [
+            "0A1B2C3D-4E5F-4A6B-8C7D-9E0F1A2B3C4D",
+            "uid-1",
+            "",
+            "0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d",
+        ] {
+            assert!(matches!(Uid::of(text), Uid::Text(_)), "{text}");
+            assert_eq!(Uid::of(text).text(), text);
         }
     }
 
