@@ -230,6 +230,29 @@ impl Synced {
     }
 }
 
+/// What a kind needs to be watched, decoded one by one and cached.
+trait Watchable:
+    strip::Cached<DynamicType = ()>
+    + Clone
+    + std::fmt::Debug
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: strip::Cached<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 /// A watch of `api` (within `selector`), each object stripped of what the controller never
 /// reads (`strip`) and decoded one by one: one that cannot be decoded goes to `skipped` and the
 /// rest go on (see `decode`).
@@ -239,13 +262,7 @@ fn watched<K>(
     skipped: futures::channel::mpsc::UnboundedSender<decode::Skipped>,
 ) -> impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
 where
-    K: strip::Cached<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     let mut config = watcher::Config::default().any_semantic();
     if let Some(selector) = selector.filter(|s| !s.is_everything()) {
@@ -280,13 +297,7 @@ fn reflected<K>(
     skipped: futures::channel::mpsc::UnboundedSender<decode::Skipped>,
 ) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
 where
-    K: strip::Cached<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Watchable,
 {
     watched(api, selector, skipped)
         .reflect(feed)
