@@ -126,6 +126,9 @@ pub struct IndexedFleet {
     by_selector: HashMap<Labels, FirstFitIndex>,
     /// Positions changed (replaced or held on) since the last [`take_changed`](Self::take_changed).
     changed: Vec<usize>,
+    /// (hash of the name, position), sorted: a lookup by name compares integers, then the name
+    /// at each position of an equal hash.
+    by_name_hash: Vec<(u64, usize)>,
 }
 
 impl IndexedFleet {
@@ -138,11 +141,18 @@ impl IndexedFleet {
         ledgers.dedup_by(|later, earlier| later.name() == earlier.name());
         let views: Vec<_> = ledgers.iter().map(NodeLedger::view).collect();
         let all = FirstFitIndex::new(&views);
+        let mut by_name_hash: Vec<(u64, usize)> = ledgers
+            .iter()
+            .enumerate()
+            .map(|(position, ledger)| (name_hash(ledger.name()), position))
+            .collect();
+        by_name_hash.sort_unstable();
         IndexedFleet {
             ledgers,
             all,
             by_selector: HashMap::new(),
             changed: Vec::new(),
+            by_name_hash,
         }
     }
 
@@ -233,13 +243,25 @@ impl IndexedFleet {
     }
 }
 
+/// The hash a node name is found by (names are unique; equal hashes are told apart by name).
+fn name_hash(name: &str) -> u64 {
+    crate::ledger::uid_hash(name)
+}
+
 impl Fleet for IndexedFleet {
     fn ledgers(&self) -> &[NodeLedger] {
         &self.ledgers
     }
 
     fn position(&self, name: &str) -> Option<usize> {
-        self.ledgers.binary_search_by(|l| l.name().cmp(name)).ok()
+        let hash = name_hash(name);
+        let from = self.by_name_hash.partition_point(|&(h, _)| h < hash);
+        self.by_name_hash
+            .get(from..)?
+            .iter()
+            .take_while(|&&(h, _)| h == hash)
+            .map(|&(_, position)| position)
+            .find(|&position| self.ledgers.get(position).is_some_and(|l| l.name() == name))
     }
 
     fn place(

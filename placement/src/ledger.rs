@@ -216,24 +216,29 @@ impl NodeLedger {
         let overflow = || LedgerError::TotalOverflows {
             node: self.name.clone(),
         };
-        // One pass: the sum of the other entries, where the UID's first entry is, and whether
-        // it has more (a node may list a UID twice; all of them go).
-        let mut others = Some(Resources::ZERO);
+        // Where the UID's first entry is, whether it has more (a node may list a UID twice; all
+        // of them go), and what they sum to: the other entries sum to `written` less that, so
+        // the pass compares hashes and adds nothing else up.
         let (mut first, mut more) = (None, false);
+        let mut matched = Resources::ZERO;
         let hash = uid_hash(&edit.uid);
-        for (i, (entry, &entry_hash)) in self.entries.iter().zip(&self.uid_hashes).enumerate() {
-            if entry_hash == hash && entry.uid == edit.uid {
-                more |= first.is_some();
-                first.get_or_insert(i);
-            } else {
-                others = others.and_then(|sum| sum.checked_add(entry.resources));
+        for (i, &entry_hash) in self.uid_hashes.iter().enumerate() {
+            if entry_hash != hash {
+                continue;
             }
+            let Some(entry) = self.entries.get(i).filter(|e| e.uid == edit.uid) else {
+                continue;
+            };
+            more |= first.is_some();
+            first.get_or_insert(i);
+            // Part of `written`, which fits: never past the limit.
+            matched = matched.checked_add(entry.resources).ok_or_else(overflow)?;
         }
+        let others = self.written.saturating_sub(matched);
         let written = match &edit.entry {
-            Some(new) => others.and_then(|sum| sum.checked_add(new.resources)),
+            Some(new) => others.checked_add(new.resources).ok_or_else(overflow)?,
             None => others,
-        }
-        .ok_or_else(overflow)?;
+        };
         let allocated = Resources::checked_sum(
             std::iter::once(&written).chain(self.holds.iter().map(|h| &h.resources)),
         )
@@ -275,6 +280,11 @@ impl NodeLedger {
         }
     }
 
+    /// Whether an entry's UID has this [`uid_hash`] (another UID may share it).
+    pub fn holds_uid_hash(&self, hash: u64) -> bool {
+        self.uid_hashes.contains(&hash)
+    }
+
     /// The entry held by this tenant UID, if any.
     pub fn entry_of(&self, uid: &str) -> Option<&Entry> {
         let hash = uid_hash(uid);
@@ -297,19 +307,41 @@ impl NodeLedger {
 /// nanoseconds for a 36-character UID. Not resistant to chosen keys, and it need not be: the
 /// API server makes UIDs, and equal hashes are always checked by comparing the UIDs themselves.
 pub fn uid_hash(uid: &str) -> u64 {
-    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-    let step = |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(SEED);
-    let mut words = uid.as_bytes().chunks_exact(8);
-    let mut hash = words.by_ref().fold(0, |hash, chunk| {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        step(hash, u64::from_le_bytes(word))
-    });
-    for &byte in words.remainder() {
-        hash = step(hash, u64::from(byte));
-    }
+    let mut hasher = NameHasher::default();
+    std::hash::Hasher::write(&mut hasher, uid.as_bytes());
     // The length too, so that "a" and "a\0" differ.
-    step(hash, uid.len() as u64)
+    hash_step(hasher.0, uid.len() as u64)
+}
+
+/// A [`Hasher`](std::hash::Hasher) made of [`uid_hash`]'s step, for maps keyed by names the API
+/// server gives (node names): a few nanoseconds a key, where SipHash takes tens. Not resistant
+/// to chosen keys, as [`uid_hash`] is not.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NameHasher(u64);
+
+impl std::hash::Hasher for NameHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for chunk in words.by_ref() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = hash_step(self.0, u64::from_le_bytes(word));
+        }
+        for &byte in words.remainder() {
+            self.0 = hash_step(self.0, u64::from(byte));
+        }
+    }
+}
+
+/// One step of [`uid_hash`] and [`NameHasher`]: fold in a word (the multiply-rotate of rustc's
+/// FxHasher).
+fn hash_step(hash: u64, word: u64) -> u64 {
+    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    (hash.rotate_left(5) ^ word).wrapping_mul(SEED)
 }
 
 /// Replaces, adds or removes the edited UID's entries in place, the others untouched.

@@ -37,8 +37,8 @@ pub use fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
 pub use fleet::{Fleet, FleetMut, IndexedFleet};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
-    Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,
-    plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with, uid_hash,
+    Edit, EditKind, Entry, LedgerError, NameHasher, NodeLedger, Plan, TenantWants, holders_of,
+    plan_release, plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with, uid_hash,
 };
 pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};

@@ -333,6 +333,9 @@ proptest! {
         }
         for l in &scanned {
             prop_assert_eq!(indexed.position(l.name()), scanned.position(l.name()));
+            // A name in no ledger (found by hash, then told apart by name): none.
+            let absent = format!("{}-gone", l.name());
+            prop_assert_eq!(indexed.position(&absent), scanned.position(&absent));
         }
     }
 }

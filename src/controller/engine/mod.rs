@@ -150,7 +150,11 @@ impl NodeChanges {
 /// one is always right; the bound only limits memory: a decision older than this many deletes is
 /// not expected).
 #[derive(Debug, Default)]
-pub struct GoneUids(Mutex<(std::collections::VecDeque<String>, HashSet<String>)>);
+pub struct GoneUids(Mutex<(std::collections::VecDeque<String>, UidSet)>);
+
+/// UIDs, hashed as the API server's UIDs may be (see [`placement::NameHasher`]): checked once
+/// a decision.
+type UidSet = HashSet<String, std::hash::BuildHasherDefault<placement::NameHasher>>;
 
 impl GoneUids {
     const KEPT: usize = 65_536;

@@ -59,8 +59,8 @@ pub(super) struct View {
     holders: UidIndex,
     /// By node name.
     unreadable: BTreeMap<String, Unreadable>,
-    /// Nodes the current batch edited.
-    edited: HashSet<String>,
+    /// Positions of the nodes the current batch edited (a position may repeat).
+    edited: Vec<usize>,
     /// Nodes a batch edited whose write is not confirmed: rebuilt at the next sync.
     dirty: HashSet<String>,
 }
@@ -92,7 +92,7 @@ impl View {
             fleet,
             holders,
             unreadable,
-            edited: HashSet::new(),
+            edited: Vec::new(),
             dirty: HashSet::new(),
         }
     }
@@ -177,7 +177,11 @@ impl View {
             self.fleet.clear_holds(position);
         }
         self.fleet.take_changed();
-        self.dirty.extend(self.edited.drain());
+        for position in std::mem::take(&mut self.edited) {
+            if let Some(name) = self.name_at(position) {
+                self.dirty.insert(name.to_owned());
+            }
+        }
     }
 
     /// The server took a write of this node, made from the view's ledger after
@@ -310,21 +314,22 @@ impl View {
         if !applied {
             return Err(unknown());
         }
-        if !self.edited.contains(&edit.node) {
-            self.edited.insert(edit.node.clone());
+        if self.edited.last() != Some(&position) {
+            self.edited.push(position);
         }
         let uid = UidIndex::hash(&edit.uid);
         // NB: another UID with the same hash may still be on this node: the index keeps the
         // position while any entry there hashes alike, so no UID's entry is ever lost to it.
-        let still_hashed_here = self.fleet.ledgers().get(position).is_some_and(|ledger| {
-            ledger
-                .entries()
-                .iter()
-                .any(|e| UidIndex::hash(&e.uid) == uid)
-        });
-        self.holders.remove(uid, position);
-        if edit.entry.is_some() || still_hashed_here {
+        let still_hashed_here = || {
+            self.fleet
+                .ledgers()
+                .get(position)
+                .is_some_and(|ledger| ledger.holds_uid_hash(uid))
+        };
+        if edit.entry.is_some() || still_hashed_here() {
             self.holders.insert(uid, position);
+        } else {
+            self.holders.remove(uid, position);
         }
         Ok(())
     }
@@ -406,18 +411,24 @@ impl UidIndex {
         self.positions.get(&hash).map_or(&[], Positions::as_slice)
     }
 
+    /// Adds a position (once). Nothing is allocated unless the hash is held at two or more.
     fn insert(&mut self, hash: u64, position: usize) {
         let Some(at) = self.positions.get_mut(&hash) else {
             self.positions.insert(hash, Positions::One([position]));
             return;
         };
-        let mut many = at.as_slice().to_vec();
-        if let Err(index) = many.binary_search(&position) {
-            many.insert(index, position);
-            if matches!(at, Positions::One(_)) {
+        match at {
+            Positions::One([only]) if *only == position => {}
+            Positions::One([only]) => {
+                let (low, high) = ((*only).min(position), (*only).max(position));
+                *at = Positions::Many(vec![low, high]);
                 self.shared = self.shared.saturating_add(1);
             }
-            *at = Positions::Many(many);
+            Positions::Many(many) => {
+                if let Err(index) = many.binary_search(&position) {
+                    many.insert(index, position);
+                }
+            }
         }
     }
 
@@ -425,22 +436,20 @@ impl UidIndex {
         let Some(at) = self.positions.get_mut(&hash) else {
             return;
         };
-        let mut rest = at.as_slice().to_vec();
-        let Ok(index) = rest.binary_search(&position) else {
-            return;
-        };
-        rest.remove(index);
-        match rest.as_slice() {
-            [] => {
+        match at {
+            Positions::One([only]) if *only == position => {
                 self.positions.remove(&hash);
             }
-            [one] => {
-                if matches!(at, Positions::Many(_)) {
+            Positions::One(_) => {}
+            Positions::Many(many) => {
+                if let Ok(index) = many.binary_search(&position) {
+                    many.remove(index);
+                }
+                if let [one] = many.as_slice() {
+                    *at = Positions::One([*one]);
                     self.shared = self.shared.saturating_sub(1);
                 }
-                *at = Positions::One([*one]);
             }
-            _ => *at = Positions::Many(rest),
         }
     }
 }
