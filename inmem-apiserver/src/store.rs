@@ -2,6 +2,7 @@
 //! per-resource event history, open watches, and the create/update/delete
 //! pipelines of the generic registry store.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -166,22 +167,33 @@ impl Watcher {
                 ev.old.as_ref().filter(|o| self.sees(o)),
                 self.sees(&ev.object),
             ) {
-                (Some(_), true) => (EventType::Modified, ev.object.clone()),
-                (None, true) => (EventType::Added, ev.object.clone()),
+                (Some(_), true) => (EventType::Modified, Cow::Borrowed(&ev.object)),
+                (None, true) => (EventType::Added, Cow::Borrowed(&ev.object)),
                 (Some(old), false) => {
                     let mut old = old.clone();
                     meta::set(&mut old, "resourceVersion", ev.rv.to_string());
-                    (EventType::Deleted, old)
+                    (EventType::Deleted, Cow::Owned(old))
                 }
                 (None, false) => return None,
             },
-            kind => (kind, self.sees(&ev.object).then(|| ev.object.clone())?),
+            kind => (
+                kind,
+                self.sees(&ev.object).then_some(Cow::Borrowed(&ev.object))?,
+            ),
         };
+        // Served as stored (whole, at the stored apiVersion): written from the stored object,
+        // not from a copy.
+        let as_stored = matches!(self.render, Render::Object)
+            && !events::is_events_v1(&self.asked.0, &self.asked.1)
+            && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str());
+        if as_stored {
+            return Some(event_line(ty.wire(), &obj));
+        }
         Some(event_line(
             ty.wire(),
             &self
                 .render
-                .one(serve_as(&self.asked, obj, &self.api_version)),
+                .one(serve_as(&self.asked, obj.into_owned(), &self.api_version)),
         ))
     }
 
@@ -198,7 +210,15 @@ impl Watcher {
 }
 
 pub(crate) fn event_line(ty: &str, object: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": ty, "object": object})).unwrap_or_default();
+    /// `{"object": …, "type": …}`, as `json!` writes it (keys sorted), without copying the
+    /// object into a new value first.
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        object: &'a Value,
+        #[serde(rename = "type")]
+        ty: &'a str,
+    }
+    let mut line = serde_json::to_vec(&Line { object, ty }).unwrap_or_default();
     line.push(b'\n');
     line.into()
 }

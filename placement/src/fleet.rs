@@ -20,9 +20,11 @@
 //!   Only first fit uses the indexes; the other policies score every candidate, so they scan.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
 use crate::Resources;
 use crate::fit::Choice;
+use crate::hash::NameHasher;
 use crate::index::FirstFitIndex;
 use crate::ledger::{Edit, Entry, LedgerError, NodeLedger};
 use crate::policy::{Policy, place_ledgers_matching};
@@ -126,9 +128,9 @@ pub struct IndexedFleet {
     by_selector: HashMap<Labels, FirstFitIndex>,
     /// Positions changed (replaced or held on) since the last [`take_changed`](Self::take_changed).
     changed: Vec<usize>,
-    /// (hash of the name, position), sorted: a lookup by name compares integers, then the name
-    /// at each position of an equal hash.
-    by_name_hash: Vec<(u64, usize)>,
+    /// Position by a hash of the name: one probe finds a node, then its name is compared. Two
+    /// names of one hash map to [`AMBIGUOUS`] and are found by a binary search over the names.
+    by_name_hash: HashMap<u64, usize, BuildHasherDefault<NameHasher>>,
 }
 
 impl IndexedFleet {
@@ -141,12 +143,13 @@ impl IndexedFleet {
         ledgers.dedup_by(|later, earlier| later.name() == earlier.name());
         let views: Vec<_> = ledgers.iter().map(NodeLedger::view).collect();
         let all = FirstFitIndex::new(&views);
-        let mut by_name_hash: Vec<(u64, usize)> = ledgers
-            .iter()
-            .enumerate()
-            .map(|(position, ledger)| (name_hash(ledger.name()), position))
-            .collect();
-        by_name_hash.sort_unstable();
+        let mut by_name_hash = HashMap::with_capacity_and_hasher(ledgers.len(), Default::default());
+        for (position, ledger) in ledgers.iter().enumerate() {
+            by_name_hash
+                .entry(name_hash(ledger.name()))
+                .and_modify(|at| *at = AMBIGUOUS)
+                .or_insert(position);
+        }
         IndexedFleet {
             ledgers,
             all,
@@ -245,8 +248,11 @@ impl IndexedFleet {
 
 /// The hash a node name is found by (names are unique; equal hashes are told apart by name).
 fn name_hash(name: &str) -> u64 {
-    crate::ledger::uid_hash(name)
+    crate::hash::uid_hash(name)
 }
+
+/// In [`IndexedFleet::by_name_hash`]: more than one name has this hash.
+const AMBIGUOUS: usize = usize::MAX;
 
 impl Fleet for IndexedFleet {
     fn ledgers(&self) -> &[NodeLedger] {
@@ -254,14 +260,12 @@ impl Fleet for IndexedFleet {
     }
 
     fn position(&self, name: &str) -> Option<usize> {
-        let hash = name_hash(name);
-        let from = self.by_name_hash.partition_point(|&(h, _)| h < hash);
-        self.by_name_hash
-            .get(from..)?
-            .iter()
-            .take_while(|&&(h, _)| h == hash)
-            .map(|&(_, position)| position)
-            .find(|&position| self.ledgers.get(position).is_some_and(|l| l.name() == name))
+        match *self.by_name_hash.get(&name_hash(name))? {
+            AMBIGUOUS => self.ledgers.binary_search_by(|l| l.name().cmp(name)).ok(),
+            position => {
+                Some(position).filter(|&p| self.ledgers.get(p).is_some_and(|l| l.name() == name))
+            }
+        }
     }
 
     fn place(

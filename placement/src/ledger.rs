@@ -34,6 +34,7 @@ use crate::migration::{Migration, MoveBlock, plan_in_flight, plan_move};
 use std::sync::Arc;
 
 use crate::fleet::Fleet;
+use crate::hash::uid_hash;
 use crate::policy::Policy;
 use crate::selector::{self, Labels};
 use crate::{Overcommit, Resources};
@@ -301,47 +302,6 @@ impl NodeLedger {
         edit_entries(&mut entries, edit);
         entries
     }
-}
-
-/// A hash of a tenant UID, eight bytes a step (the multiply-rotate of rustc's FxHasher): a few
-/// nanoseconds for a 36-character UID. Not resistant to chosen keys, and it need not be: the
-/// API server makes UIDs, and equal hashes are always checked by comparing the UIDs themselves.
-pub fn uid_hash(uid: &str) -> u64 {
-    let mut hasher = NameHasher::default();
-    std::hash::Hasher::write(&mut hasher, uid.as_bytes());
-    // The length too, so that "a" and "a\0" differ.
-    hash_step(hasher.0, uid.len() as u64)
-}
-
-/// A [`Hasher`](std::hash::Hasher) made of [`uid_hash`]'s step, for maps keyed by names the API
-/// server gives (node names): a few nanoseconds a key, where SipHash takes tens. Not resistant
-/// to chosen keys, as [`uid_hash`] is not.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NameHasher(u64);
-
-impl std::hash::Hasher for NameHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for chunk in words.by_ref() {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.0 = hash_step(self.0, u64::from_le_bytes(word));
-        }
-        for &byte in words.remainder() {
-            self.0 = hash_step(self.0, u64::from(byte));
-        }
-    }
-}
-
-/// One step of [`uid_hash`] and [`NameHasher`]: fold in a word (the multiply-rotate of rustc's
-/// FxHasher).
-fn hash_step(hash: u64, word: u64) -> u64 {
-    const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-    (hash.rotate_left(5) ^ word).wrapping_mul(SEED)
 }
 
 /// Replaces, adds or removes the edited UID's entries in place, the others untouched.

@@ -7,6 +7,7 @@
 //!   overcommit Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
 //!   index      FirstFitIndex: first fit in O(log n) per decision and per update
 //!   fleet      Fleet: what planning reads (a slice scans; IndexedFleet keeps first-fit indexes)
+//!   hash       uid_hash, NameHasher: fast hashes of UIDs and node names for the lookup indexes
 //!   selector   Labels: a node's labels include every pair of a tenant's nodeSelector
 //!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
@@ -20,6 +21,7 @@
 
 pub mod fit;
 pub mod fleet;
+pub mod hash;
 pub mod index;
 pub mod ledger;
 pub mod migration;
@@ -35,10 +37,11 @@ pub mod testing;
 
 pub use fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
 pub use fleet::{Fleet, FleetMut, IndexedFleet};
+pub use hash::{NameHasher, uid_hash};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
-    Edit, EditKind, Entry, LedgerError, NameHasher, NodeLedger, Plan, TenantWants, holders_of,
-    plan_release, plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with, uid_hash,
+    Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,
+    plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
 };
 pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};

@@ -41,14 +41,15 @@ pub struct Committed {
     pub held_back: bool,
 }
 
-/// Where a tenant stands in the FIFO queue: older first, then by `namespace/name`.
-pub(super) type QueueKey = (Option<Timestamp>, String);
+/// Where a tenant stands in the FIFO queue: older first, then by `namespace/name` (shared: a
+/// decision takes its key without copying the name).
+pub(super) type QueueKey = (Option<Timestamp>, Arc<str>);
 
 /// A tenant's wants, owned so that they can wait in the queue.
 #[derive(Clone, Debug)]
 pub(super) struct OwnedWants {
     pub uid: String,
-    pub tenant: String,
+    pub tenant: Arc<str>,
     pub footprint: placement::Resources,
     pub suspend: bool,
     pub status_node: Option<String>,
@@ -64,7 +65,7 @@ impl OwnedWants {
     pub(super) fn of(wants: &TenantWants<'_>, created: Option<Timestamp>) -> OwnedWants {
         OwnedWants {
             uid: wants.uid.to_owned(),
-            tenant: wants.tenant.to_owned(),
+            tenant: Arc::from(wants.tenant),
             footprint: wants.footprint,
             suspend: wants.suspend,
             status_node: wants.status_node.map(str::to_owned),
@@ -125,7 +126,7 @@ impl Job {
         match self {
             Job::Release { tenant, .. } => (0, None, tenant),
             Job::Refresh { node, .. } => (1, None, node),
-            Job::Decide { wants, .. } => (2, wants.created, &wants.tenant),
+            Job::Decide { wants, .. } => (2, wants.created, &*wants.tenant),
         }
     }
 
@@ -343,7 +344,7 @@ fn decide_tenant(
     // the delete was seen. (Releases are decided before tenants, so none comes in the loop.)
     if rules.released.contains(&wants.uid) {
         return Err(Error::TenantReleased {
-            tenant: wants.tenant.clone(),
+            tenant: wants.tenant.to_string(),
         });
     }
     loop {
@@ -456,7 +457,7 @@ mod tests {
     fn wants(name: &str, threads: u64, created: i64) -> OwnedWants {
         OwnedWants {
             uid: format!("uid-{name}"),
-            tenant: format!("default/{name}"),
+            tenant: format!("default/{name}").into(),
             footprint: Resources::new(threads, 1, 1),
             suspend: false,
             status_node: None,

@@ -416,7 +416,7 @@ impl EngineTask {
         let waiters = self.waiters_outside(&batch);
         let waiting: Vec<_> = waiters
             .iter()
-            .map(|w| ((w.created, w.tenant.clone()), w.wants()))
+            .map(|w| ((w.created, Arc::from(w.tenant.as_str())), w.wants()))
             .collect();
         self.sync_view();
         let selectors = batch
@@ -510,7 +510,7 @@ impl EngineTask {
         };
         let decided: Vec<&OwnedWants> = batch.iter().filter_map(|q| q.job.wants()).collect();
         // Only waiters older than the youngest tenant decided here can hold room for it.
-        let Some(youngest) = decided.iter().map(|w| (w.created, w.tenant.as_str())).max() else {
+        let Some(youngest) = decided.iter().map(|w| (w.created, &*w.tenant)).max() else {
             return Vec::new();
         };
         let in_batch: HashSet<&str> = decided.iter().map(|w| w.uid.as_str()).collect();
