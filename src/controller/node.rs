@@ -35,6 +35,7 @@ use serde_json::json;
 
 use super::Context;
 use super::decode::Decoded;
+use super::tenant_cache::NameRef;
 use crate::api::{NODE_FINALIZER, Node, Tenant};
 use crate::error::Error;
 
@@ -69,12 +70,12 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
                 "allocation entry does not name its tenant as namespace/name; left as is");
             continue;
         };
-        // One cache lookup per entry, of what the status claims only: this runs on every node
-        // change.
-        let tenant = ObjectRef::new(name).within(namespace);
-        if let Some(claim) = ctx.tenants.claim(&tenant).filter(|c| *c.uid == *entry.uid) {
-            if !claim.node.is_empty() && *claim.node != *node_name {
-                ctx.waiting.wake(tenant);
+        // One cache lookup per entry, of the node the status names only, allocating nothing:
+        // this runs for every entry on every node change.
+        let named = NameRef { namespace, name };
+        if let Some(named_node) = ctx.tenants.node_named_if_uid(&named, &entry.uid) {
+            if named_node.is_some_and(|n| !n.is_empty() && *n != *node_name) {
+                ctx.waiting.wake(ObjectRef::new(name).within(namespace));
             }
             continue;
         }

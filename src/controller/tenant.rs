@@ -294,7 +294,15 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
     // The object handed to us was read from the cache when the reconcile was scheduled; the
     // cache may have moved on since, and our own last write may not be in it yet: deciding from
     // the newest of the three avoids sending a write again.
-    let current = ctx.tenants.get(&ObjectRef::from_obj(tenant.as_ref()));
+    // (A cache still at the version handed over is not told back again.)
+    let current = if ctx
+        .tenants
+        .holds_version(tenant.as_ref(), tenant.metadata.resource_version.as_deref())
+    {
+        None
+    } else {
+        ctx.tenants.get(&ObjectRef::from_obj(tenant.as_ref()))
+    };
     let tenant = match ctx
         .tenant_copies
         .freshest_known(newest::newer(tenant.clone(), current))

@@ -30,7 +30,7 @@ use kube::runtime::watcher;
 use super::claims::Claim;
 use crate::api::Tenant;
 
-pub use key::{Named, TenantKey, TenantName};
+pub use key::{NameRef, Named, TenantKey, TenantName};
 
 use compact::{Compact, Interner};
 
@@ -178,6 +178,20 @@ impl TenantCache {
     /// What the cached tenant's status claims to hold, read without telling the tenant back.
     pub fn claim(&self, tenant: &dyn Named) -> Option<Claim> {
         self.read().tenants.get(tenant)?.claim()
+    }
+
+    /// The node the cached tenant's status names, if it is cached under this UID: `Some(None)`
+    /// when its status names none. Allocates nothing.
+    pub fn node_named_if_uid(&self, tenant: &dyn Named, uid: &str) -> Option<Option<Arc<str>>> {
+        self.read().tenants.get(tenant)?.node_named_if_uid(uid)
+    }
+
+    /// Whether the cached copy of this tenant is the version of `resource_version`.
+    pub fn holds_version(&self, tenant: &dyn Named, resource_version: Option<&str>) -> bool {
+        self.read()
+            .tenants
+            .get(tenant)
+            .is_some_and(|cached| cached.is_version(resource_version))
     }
 
     /// Whether a tenant of this name and namespace is cached.
@@ -335,6 +349,53 @@ mod tests {
                 .get(&ObjectRef::new("new").within("default"))
                 .is_some()
         );
+    }
+
+    #[test]
+    fn the_node_a_status_names_is_read_only_under_its_own_uid_and_a_version_is_matched_exactly() {
+        let cache = TenantCache::default();
+        let uid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+        cache.insert(
+            tenant("acme")
+                .uid(uid)
+                .on("node-eu-1")
+                .resource_version(7)
+                .build(),
+        );
+        cache.insert(tenant("idle").uid("not-a-uuid").build());
+        let acme = NameRef {
+            namespace: "default",
+            name: "acme",
+        };
+        let idle = NameRef {
+            namespace: "default",
+            name: "idle",
+        };
+        assert_eq!(
+            cache.node_named_if_uid(&acme, uid).flatten().as_deref(),
+            Some("node-eu-1")
+        );
+        // Another UID, the same one in capitals (not the API server's form), another tenant.
+        assert_eq!(
+            cache.node_named_if_uid(&acme, "0f8fad5b-d9cb-469f-a165-70867728950f"),
+            None
+        );
+        assert_eq!(cache.node_named_if_uid(&acme, &uid.to_uppercase()), None);
+        assert_eq!(
+            cache.node_named_if_uid(
+                &NameRef {
+                    name: "other",
+                    ..acme
+                },
+                uid
+            ),
+            None
+        );
+        // A UID kept as text, and a status that names no node.
+        assert_eq!(cache.node_named_if_uid(&idle, "not-a-uuid"), Some(None));
+        assert!(cache.holds_version(&acme, Some("7")));
+        assert!(!cache.holds_version(&acme, Some("8")));
+        assert!(!cache.holds_version(&acme, None));
     }
 
     #[test]

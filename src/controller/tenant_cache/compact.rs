@@ -78,6 +78,14 @@ impl Uid {
         Some(bits)
     }
 
+    /// Whether this is the UID `text` (no allocation: a canonical text is compared as bits).
+    fn is(&self, text: &str) -> bool {
+        match self {
+            Uid::Uuid(bits) => Self::canonical(text) == Some(*bits),
+            Uid::Text(own) => **own == *text,
+        }
+    }
+
     fn text(&self) -> std::borrow::Cow<'_, str> {
         match self {
             Uid::Text(text) => std::borrow::Cow::Borrowed(text),
@@ -208,6 +216,18 @@ impl Compact {
             reserved: status.map(|s| s.reserved).unwrap_or_default(),
             phase: status.map(|s| s.phase).unwrap_or_default(),
         })
+    }
+
+    /// The node its status names, if it has this UID: `Some(None)` when the status names none.
+    /// Allocates nothing (node repair asks it for every entry of every changed node).
+    pub fn node_named_if_uid(&self, uid: &str) -> Option<Option<Arc<str>>> {
+        self.uid.as_ref().filter(|own| own.is(uid))?;
+        Some(self.status.as_ref().and_then(|s| s.node_name.clone()))
+    }
+
+    /// Whether this is the version of this resourceVersion.
+    pub fn is_version(&self, resource_version: Option<&str>) -> bool {
+        resource_version.is_some() && self.resource_version.as_deref() == resource_version
     }
 
     pub fn is_deleting(&self) -> bool {

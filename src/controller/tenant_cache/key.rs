@@ -43,6 +43,23 @@ impl Named for ObjectRef<Tenant> {
     }
 }
 
+/// A tenant's namespace and name, borrowed: a lookup by a name read elsewhere (a node's entry).
+#[derive(Clone, Copy, Debug)]
+pub struct NameRef<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+impl Named for NameRef<'_> {
+    fn namespace(&self) -> &str {
+        self.namespace
+    }
+
+    fn name(&self) -> &str {
+        self.name
+    }
+}
+
 /// A cached tenant's name, shared (as [`TenantKey`]) by the cache and whoever queues it.
 #[derive(Debug)]
 pub struct TenantName {
