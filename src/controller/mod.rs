@@ -61,7 +61,7 @@ pub use waiting::WaitingRoom;
 /// tenants the watch runs behind the writes by as many tenants as wait to be placed, and a copy
 /// is a tenant's worth of memory. Past the bound a copy leaves its version only, and a
 /// reconcile that needs it reads the tenant (a read, never a second write).
-const TENANT_COPIES: usize = 2048;
+const TENANT_COPIES: usize = 1024;
 
 /// Tunables of the controller.
 #[derive(Clone, Debug)]
