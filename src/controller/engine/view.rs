@@ -20,7 +20,7 @@
 //!   entries without scanning the fleet; a hash collision only adds a position the plan checks.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -380,7 +380,8 @@ fn same_version(old: &Arc<Node>, new: &Arc<Node>) -> bool {
 /// Equal hashes of different UIDs are possible; callers check.
 #[derive(Debug, Default)]
 struct UidIndex {
-    positions: HashMap<u64, Positions, BuildHasherDefault<AlreadyHashed>>,
+    /// Keyed by the hash itself, mixed once more by the fleet's fast hasher (no SipHash).
+    positions: HashMap<u64, Positions, BuildHasherDefault<placement::NameHasher>>,
     /// Hashes held at two positions or more.
     shared: usize,
 }
@@ -451,27 +452,6 @@ impl UidIndex {
                 }
             }
         }
-    }
-}
-
-/// A hasher for keys that are already hashes (the UID index's): it passes the value through.
-#[derive(Debug, Default)]
-struct AlreadyHashed(u64);
-
-impl Hasher for AlreadyHashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only u64 keys are hashed here; fold anything else in, to stay a hasher.
-        for &byte in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
     }
 }
 
