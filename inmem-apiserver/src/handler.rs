@@ -1,6 +1,8 @@
 //! From HTTP to the store: routing, discovery documents, fault injection,
 //! request accounting, and the JSON (or streaming) responses.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WARNING};
 use http::{Method, Request, Response, StatusCode};
@@ -362,7 +364,7 @@ impl ApiServer {
         }
         let dry_run = q.dry_run();
         state.warnings.clear();
-        let created_or_ok = |(obj, created): (Value, bool)| {
+        let created_or_ok = |(obj, created): (Arc<Value>, bool)| {
             (
                 if created {
                     StatusCode::CREATED
@@ -440,10 +442,10 @@ impl ApiServer {
             }),
             Verb::Delete => delete_options(body)
                 .and_then(|o| state.delete(t, name, &o, dry_run))
-                .map(|o| (StatusCode::OK, o)),
+                .map(|o| (StatusCode::OK, Arc::new(o))),
             Verb::DeleteCollection => delete_options(body)
                 .and_then(|o| state.delete_collection(t, q, &o))
-                .map(|o| (StatusCode::OK, o)),
+                .map(|o| (StatusCode::OK, Arc::new(o))),
         };
         warnings.append(&mut state.warnings);
         let mut response = match result {

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::rules::RuleTree;
 use crate::status::{BadValue, FieldError, FieldErrorKind, GroupResource};
 
 /// One served kind and the rules its registry strategy applies.
@@ -46,6 +47,8 @@ pub(crate) struct KindVersion {
     pub name: String,
     /// The `openAPIV3Schema`, for custom kinds.
     pub schema: Option<Value>,
+    /// Where in `schema` its `x-kubernetes-validations` are; None without any.
+    pub rules: Option<RuleTree>,
     /// The `/status` subresource is enabled.
     pub status: bool,
     /// The columns of `kubectl get` (a CRD's `additionalPrinterColumns`).
@@ -139,6 +142,7 @@ impl Kind {
             versions: vec![KindVersion {
                 name: version.into(),
                 schema: None,
+                rules: None,
                 status: false,
                 columns: Vec::new(),
             }],
@@ -248,6 +252,7 @@ impl Kind {
                 versions: vec![KindVersion {
                     name: "v1".into(),
                     schema: None,
+                rules: None,
                     status: true,
                     columns: vec![PrinterColumn::created_at()],
                 }],
@@ -366,9 +371,11 @@ impl Kind {
                 if columns.is_empty() {
                     columns.push(PrinterColumn::age());
                 }
+                let schema = v.pointer("/schema/openAPIV3Schema").cloned();
                 KindVersion {
                     name: v["name"].as_str().unwrap_or_default().to_owned(),
-                    schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+                    rules: schema.as_ref().and_then(RuleTree::of),
+                    schema,
                     status: v.pointer("/subresources/status").is_some(),
                     columns,
                 }

@@ -230,7 +230,7 @@ impl ApiServer {
                 }
                 Ok(crd)
             })
-            .map(|(obj, _)| obj)
+            .map(|(obj, _)| Arc::unwrap_or_clone(obj))
     }
 
     /// Mutating admission: every object of `group`/`plural` created from now on gets
@@ -319,7 +319,7 @@ impl ApiServer {
             .objects
             .get(&events::storage_key(group, resource))?
             .get(&key)
-            .cloned()?;
+            .map(|o| Value::clone(o))?;
         Some(Self::as_stored(group, resource, obj))
     }
 
@@ -340,7 +340,7 @@ impl ApiServer {
             .get(&events::storage_key(group, resource))
             .map(|m| {
                 m.values()
-                    .map(|o| Self::as_stored(group, resource, o.clone()))
+                    .map(|o| Self::as_stored(group, resource, Value::clone(o)))
                     .collect()
             })
             .unwrap_or_default()
@@ -400,7 +400,7 @@ impl ApiServer {
                 doc["status"] = status.clone();
                 Ok(doc)
             })
-            .map(|(obj, _)| obj)
+            .map(|(obj, _)| Arc::unwrap_or_clone(obj))
     }
 
     /// Deletes an object as a DELETE would; answers the response body.

@@ -129,13 +129,15 @@ pub(crate) fn unknown_keys(obj: &Value) -> Vec<String> {
 }
 
 /// Everything but `metadata`: what moves `metadata.generation`.
-pub(crate) fn without_metadata(obj: &Value) -> Map<String, Value> {
-    obj.as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| *k != "metadata")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+pub(crate) fn same_but_metadata(a: &Value, b: &Value) -> bool {
+    fn fields(obj: &Value) -> impl Iterator<Item = (&String, &Value)> {
+        obj.as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| *k != "metadata")
+    }
+    // Maps iterate in key order, so equal sequences are equal maps.
+    fields(a).eq(fields(b))
 }
 
 const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";

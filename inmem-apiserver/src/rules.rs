@@ -68,7 +68,13 @@ fn env() -> &'static Arc<Env> {
     })
 }
 
-type Compiled = Result<Arc<Program>, String>;
+/// A compiled rule, and whether it is a transition rule (mentions `oldSelf`).
+struct Rule {
+    program: Program,
+    transition: bool,
+}
+
+type Compiled = Result<Arc<Rule>, String>;
 
 /// Compiles `source`, once: programs are cached by their source. The error
 /// is cel-go's wording (`compilation failed: ERROR: <input>:1:8: Syntax
@@ -82,7 +88,12 @@ fn compile(source: &str) -> Compiled {
     }
     let compiled = env()
         .compile(source)
-        .map(Arc::new)
+        .map(|program| {
+            Arc::new(Rule {
+                transition: program.references().has_variable("oldSelf"),
+                program,
+            })
+        })
         // cel-go indents the source lines under an error by one space more.
         .map_err(|e| {
             format!(
@@ -96,10 +107,6 @@ fn compile(source: &str) -> Compiled {
     }
     cache.insert(source.to_owned(), compiled.clone());
     compiled
-}
-
-fn uses_old_self(program: &Program) -> bool {
-    program.references().has_variable("oldSelf")
 }
 
 /// A `field.Path`: `None` is the nil path of the object's root, printed
@@ -183,27 +190,80 @@ pub(crate) fn has_rules(schema: &Value) -> bool {
             .is_some_and(|p| p.values().any(has_rules))
 }
 
-/// Evaluates the rules of `schema` on `obj`, the whole object (`old` on an
-/// update).
-pub(crate) fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Outcome {
-    let mut out = Outcome::default();
-    let ratchet = Ratchet {
-        current: old.map(|o| (obj, o)),
-        parent: None,
-    };
-    walk(
-        &Node {
-            rules: schema,
-            schema,
-            root: true,
-        },
-        obj,
-        old,
-        &Path(None),
-        ratchet,
-        &mut out,
-    );
-    out
+/// The parts of a schema that lead to rules: its `x-kubernetes-validations`, and the
+/// `properties`, `items`, `additionalProperties` and `allOf` that have rules below them. A
+/// validation walks this, so a write does not visit the values no rule looks at.
+#[derive(Debug, Clone)]
+pub(crate) struct RuleTree(Value);
+
+impl RuleTree {
+    /// None when `schema` has no rules anywhere.
+    pub(crate) fn of(schema: &Value) -> Option<Self> {
+        rules_below(schema).map(Self)
+    }
+
+    /// Evaluates the rules of `schema` (the schema this tree was made of) on `obj`, the whole
+    /// object (`old` on an update).
+    pub(crate) fn validate(&self, schema: &Value, obj: &Value, old: Option<&Value>) -> Outcome {
+        let mut out = Outcome::default();
+        let ratchet = Ratchet {
+            current: old.map(|o| (obj, o)),
+            parent: None,
+        };
+        walk(
+            &Node {
+                rules: &self.0,
+                schema,
+                root: true,
+            },
+            obj,
+            old,
+            &Path(None),
+            ratchet,
+            &mut out,
+        );
+        out
+    }
+}
+
+fn rules_below(schema: &Value) -> Option<Value> {
+    let mut tree = serde_json::Map::new();
+    if let Some(rules) = schema
+        .get("x-kubernetes-validations")
+        .filter(|r| r.as_array().is_some_and(|r| !r.is_empty()))
+    {
+        tree.insert("x-kubernetes-validations".into(), rules.clone());
+    }
+    for child in ["items", "additionalProperties"] {
+        if let Some(below) = schema
+            .get(child)
+            .filter(|c| c.is_object())
+            .and_then(rules_below)
+        {
+            tree.insert(child.into(), below);
+        }
+    }
+    let properties: serde_json::Map<String, Value> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, property)| Some((name.clone(), rules_below(property)?)))
+        .collect();
+    if !properties.is_empty() {
+        tree.insert("properties".into(), properties.into());
+    }
+    let all_of: Vec<Value> = schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(rules_below)
+        .collect();
+    if !all_of.is_empty() {
+        tree.insert("allOf".into(), all_of.into());
+    }
+    (!tree.is_empty()).then_some(Value::Object(tree))
 }
 
 /// A schema node: the schema whose rules apply (`rules`, which differs from
@@ -351,14 +411,21 @@ fn evaluate(
     let invalid =
         |path: &Path, detail: String| FieldError::invalid(path.render(), type_name.into(), detail);
     let this = to_cel(value, node.schema, node.root);
-    let before = old.map(|o| to_cel(o, node.schema, node.root));
+    // Converted and bound once per node, when a rule needs them.
+    let mut before: Option<Option<Cel>> = None;
+    let mut before = || {
+        before
+            .get_or_insert_with(|| old.map(|o| to_cel(o, node.schema, node.root)))
+            .clone()
+    };
+    let (mut plain, mut transition_context, mut optional_context) = (None, None, None);
     for rule in rules {
         let text = |key: &str| rule.get(key).and_then(Value::as_str).unwrap_or_default();
         let source = text("rule");
         if source.trim().is_empty() {
             continue;
         }
-        let program = match compile(source) {
+        let compiled = match compile(source) {
             Ok(p) => p,
             Err(e) => {
                 out.errors
@@ -367,24 +434,22 @@ fn evaluate(
             }
         };
         let optional = rule.get("optionalOldSelf") == Some(&Value::Bool(true));
-        let transition = uses_old_self(&program);
+        let transition = compiled.transition;
         if transition && old.is_none() && !optional {
             // Transition rules need an old value.
             continue;
         }
-        let mut rule_context = Context::with_env(Arc::clone(env()));
-        rule_context.add_variable_from_value("self", this.clone());
-        if optional {
-            let old_self = match &before {
-                Some(b) => OptionalValue::of(b.clone()),
-                None => OptionalValue::none(),
-            };
-            rule_context.add_variable_from_value("oldSelf", Cel::Opaque(Arc::new(old_self)));
-        } else if let Some(before) = &before {
-            rule_context.add_variable_from_value("oldSelf", before.clone());
-        }
-        let shown = rule_error_string(rule);
-        match program.execute(&rule_context) {
+        let context: &Context<'_, '_> = match (transition, optional) {
+            (false, _) => plain.get_or_insert_with(|| rule_context(&this, None)),
+            (true, false) => {
+                transition_context.get_or_insert_with(|| rule_context(&this, before()))
+            }
+            (true, true) => optional_context.get_or_insert_with(|| {
+                let old_self = before().map_or_else(OptionalValue::none, OptionalValue::of);
+                rule_context(&this, Some(Cel::Opaque(Arc::new(old_self))))
+            }),
+        };
+        match compiled.program.execute(context) {
             Ok(Cel::Bool(true)) => continue,
             Ok(Cel::Bool(false)) => {}
             Ok(_) => {
@@ -395,25 +460,20 @@ fn evaluate(
                 continue;
             }
             Err(e) => {
-                out.errors.push(invalid(path, runtime_error(&e, &shown)));
+                out.errors
+                    .push(invalid(path, runtime_error(&e, &rule_error_string(rule))));
                 continue;
             }
         }
+        let shown = rule_error_string(rule);
         let at = match normalized_field_path(text("fieldPath"), node.schema) {
             Some(p) if !p.is_empty() => path.child(&p),
             _ => path.clone(),
         };
         let detail = Some(text("messageExpression"))
             .filter(|m| !m.is_empty())
-            .and_then(|m| {
-                // Evaluated with oldSelf as is, optional or not.
-                let mut context = Context::with_env(Arc::clone(env()));
-                context.add_variable_from_value("self", this.clone());
-                if let Some(before) = &before {
-                    context.add_variable_from_value("oldSelf", before.clone());
-                }
-                message_expression(m, &context)
-            })
+            // Evaluated with oldSelf as is, optional or not.
+            .and_then(|m| message_expression(m, &rule_context(&this, before())))
             .unwrap_or_else(|| {
                 let message = text("message").trim();
                 if message.is_empty() {
@@ -442,6 +502,16 @@ fn evaluate(
     }
 }
 
+/// A context binding `self` (and `oldSelf`, when given).
+fn rule_context(this: &Cel, old_self: Option<Cel>) -> Context<'static, 'static> {
+    let mut context = Context::with_env(Arc::clone(env()));
+    context.add_variable_from_value("self", this.clone());
+    if let Some(old_self) = old_self {
+        context.add_variable_from_value("oldSelf", old_self);
+    }
+    context
+}
+
 /// `ruleErrorString`: the message, or else the rule.
 fn rule_error_string(rule: &Value) -> String {
     let text = |key: &str| {
@@ -461,7 +531,7 @@ fn rule_error_string(rule: &Value) -> String {
 /// string (else the apiserver logs why and uses the message).
 fn message_expression(source: &str, context: &Context<'_, '_>) -> Option<String> {
     let program = compile(source).ok()?;
-    let Ok(Cel::String(s)) = program.execute(context) else {
+    let Ok(Cel::String(s)) = program.program.execute(context) else {
         return None;
     };
     let s = s.trim();
@@ -875,7 +945,7 @@ fn crd_node(
             ));
         }
         if let Ok(program) = &program
-            && !uses_old_self(program)
+            && !program.transition
             && let Some(optional) = rule.get("optionalOldSelf").and_then(Value::as_bool)
         {
             cel_errors.push(FieldError::new(

@@ -178,7 +178,7 @@ fn default(schema: &Value, value: &mut Value) {
 /// still be updated where it does not change.
 pub(crate) fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    check(schema, obj, old, "", &mut errors);
+    check(schema, obj, old, String::new, &mut errors);
     for e in &mut errors {
         if e.field.is_empty() {
             e.field = NIL_PATH.into();
@@ -202,7 +202,7 @@ pub(crate) fn validate_status(schema: &Value, obj: &Value, old: Option<&Value>) 
         status_schema,
         status,
         old.and_then(|o| o.get("status")),
-        "",
+        String::new,
         &mut errors,
     );
     for e in &mut errors {
@@ -376,18 +376,17 @@ fn type_error(schema: &Value, value: &Value, path: &str) -> Option<FieldError> {
 }
 
 /// Validates one value, `old` being the old value it correlates with on an
-/// update: if they are equal, its errors are ratcheted away.
+/// update: if they are equal, its errors are ratcheted away, so none are looked for (nor its
+/// path written).
 fn check(
     schema: &Value,
     value: &Value,
     old: Option<&Value>,
-    path: &str,
+    path: impl FnOnce() -> String,
     errors: &mut Vec<FieldError>,
 ) {
-    let before = errors.len();
-    validate_node(schema, value, old, path, errors);
-    if old == Some(value) {
-        errors.truncate(before);
+    if old != Some(value) {
+        validate_node(schema, value, old, &path(), errors);
     }
 }
 
@@ -479,7 +478,7 @@ fn validate_node(
             if let Some(s) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
                     let old = old_item(schema, old, item);
-                    check(s, item, old, &format!("{path}[{i}]"), errors);
+                    check(s, item, old, || format!("{path}[{i}]"), errors);
                 }
             }
         }
@@ -547,15 +546,17 @@ fn range_error(
     prefix: &str,
     path: &str,
 ) -> Option<FieldError> {
-    let repr = match n {
+    let repr = || match n {
         Num::Int(i) => i.to_string(),
         // strconv.FormatFloat(f, 'f', -1, 64): no exponent.
         Num::Float(f) => f.to_string(),
     };
-    let fits = match (type_name, format) {
-        ("integer", "int32") => repr.parse::<i32>().is_ok(),
-        ("integer", _) => repr.parse::<i64>().is_ok(),
-        (_, "float") => repr.parse::<f32>().is_ok_and(f32::is_finite),
+    let fits = match (n, type_name, format) {
+        (Num::Int(i), "integer", "int32") => i32::try_from(i).is_ok(),
+        (Num::Int(_), "integer", _) => true,
+        (_, "integer", "int32") => repr().parse::<i32>().is_ok(),
+        (_, "integer", _) => repr().parse::<i64>().is_ok(),
+        (_, _, "float") => repr().parse::<f32>().is_ok_and(f32::is_finite),
         _ => true,
     };
     if fits {
@@ -702,7 +703,7 @@ fn validate_object(
             // apiVersion and kind of the root do not correlate.
             let type_meta = path.is_empty() && matches!(key.as_str(), "apiVersion" | "kind");
             let old = old.and_then(|o| o.get(key)).filter(|_| !type_meta);
-            check(s, child, old, &child_path(path, key), errors);
+            check(s, child, old, || child_path(path, key), errors);
         }
     }
     // After the properties, as kube-openapi's object validator checks them.

@@ -28,7 +28,9 @@ pub(crate) type ResKey = (String, String);
 pub(crate) type ObjKey = (String, String);
 /// All objects, as stored (at their kind's storage version), in key order.
 /// `events.k8s.io` `events` are stored with the core ones (see [`events`]).
-pub(crate) type Objects = BTreeMap<ResKey, BTreeMap<ObjKey, Value>>;
+/// An object is shared by the store, the history and the answers that serve it as stored: a
+/// write replaces it, nothing changes it in place.
+pub(crate) type Objects = BTreeMap<ResKey, BTreeMap<ObjKey, Arc<Value>>>;
 
 /// A function called for every committed write; see [`crate::ApiServer::on_commit`].
 pub type CommitHook = Arc<dyn Fn(&CommitEvent<'_>) + Send + Sync>;
@@ -104,7 +106,7 @@ impl<'a> CommitEvent<'a> {
     pub fn list(&self, group: &str, resource: &str) -> Vec<&'a Value> {
         self.objects
             .get(&(group.to_owned(), resource.to_owned()))
-            .map(|m| m.values().collect())
+            .map(|m| m.values().map(|o| &**o).collect())
             .unwrap_or_default()
     }
 
@@ -119,14 +121,15 @@ impl<'a> CommitEvent<'a> {
         self.objects
             .get(&(group.to_owned(), resource.to_owned()))?
             .get(&(namespace.to_owned(), name.to_owned()))
+            .map(|o| &**o)
     }
 }
 
 struct HistoryEvent {
     rv: u64,
     kind: EventType,
-    object: Value,
-    old: Option<Value>,
+    object: Arc<Value>,
+    old: Option<Arc<Value>>,
 }
 
 /// The events of one resource kept for resuming watches. A watch from `rv`
@@ -167,10 +170,10 @@ impl Watcher {
                 ev.old.as_ref().filter(|o| self.sees(o)),
                 self.sees(&ev.object),
             ) {
-                (Some(_), true) => (EventType::Modified, Cow::Borrowed(&ev.object)),
-                (None, true) => (EventType::Added, Cow::Borrowed(&ev.object)),
+                (Some(_), true) => (EventType::Modified, Cow::Borrowed(&*ev.object)),
+                (None, true) => (EventType::Added, Cow::Borrowed(&*ev.object)),
                 (Some(old), false) => {
-                    let mut old = old.clone();
+                    let mut old = Value::clone(old);
                     meta::set(&mut old, "resourceVersion", ev.rv.to_string());
                     (EventType::Deleted, Cow::Owned(old))
                 }
@@ -178,7 +181,8 @@ impl Watcher {
             },
             kind => (
                 kind,
-                self.sees(&ev.object).then_some(Cow::Borrowed(&ev.object))?,
+                self.sees(&ev.object)
+                    .then_some(Cow::Borrowed(&*ev.object))?,
             ),
         };
         // Served as stored (whole, at the stored apiVersion): written from the stored object,
@@ -266,17 +270,42 @@ impl Target {
 
     /// A stored object as served at the requested version.
     pub fn served(&self, obj: &Value) -> Value {
-        serve_as(
+        self.served_ref(obj).into_owned()
+    }
+
+    /// A stored object as served at the requested version: itself when it is served as stored.
+    fn served_ref<'v>(&self, obj: &'v Value) -> Cow<'v, Value> {
+        let api_version = self.kind.api_version(&self.version);
+        if !self.is_events_v1()
+            && obj.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
+        {
+            return Cow::Borrowed(obj);
+        }
+        Cow::Owned(serve_as(
             &(self.kind.group.clone(), self.kind.plural.clone()),
             obj.clone(),
-            &self.kind.api_version(&self.version),
-        )
+            &api_version,
+        ))
+    }
+
+    /// A stored object as served at the requested version, shared when it is served as stored.
+    pub fn served_shared(&self, obj: &Arc<Value>) -> Arc<Value> {
+        match self.served_ref(obj) {
+            Cow::Borrowed(_) => Arc::clone(obj),
+            Cow::Owned(converted) => Arc::new(converted),
+        }
     }
 
     fn schema(&self) -> Option<&Value> {
         self.kind
             .version(&self.version)
             .and_then(|v| v.schema.as_ref())
+    }
+
+    fn rules(&self) -> Option<&rules::RuleTree> {
+        self.kind
+            .version(&self.version)
+            .and_then(|v| v.rules.as_ref())
     }
 
     pub fn status_enabled(&self) -> bool {
@@ -464,7 +493,7 @@ impl Shared {
 }
 
 impl State {
-    fn object(&self, t: &Target, name: &str) -> Option<&Value> {
+    fn object(&self, t: &Target, name: &str) -> Option<&Arc<Value>> {
         self.objects.get(&t.res())?.get(&t.key(name))
     }
 
@@ -485,6 +514,7 @@ impl State {
             .get(&t.res())
             .into_iter()
             .flatten()
+            .map(|(k, o)| (k, &**o))
             .filter(move |(k, _)| {
                 t.namespace.as_ref().is_none_or(|ns| *ns == k.0) && after.is_none_or(|a| *k > a)
             })
@@ -771,8 +801,8 @@ impl State {
                     BadValue::Json(Value::Null),
                     "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
                 ));
-            } else if !blocking {
-                let outcome = rules::validate(schema, obj, old);
+            } else if !blocking && let Some(rules) = t.rules() {
+                let outcome = rules.validate(schema, obj, old);
                 errors.extend(outcome.errors);
                 self.warnings.extend(outcome.warnings);
             }
@@ -814,7 +844,7 @@ impl State {
         body: Value,
         url_name: Option<&str>,
         dry_run: bool,
-    ) -> Result<Value, Status> {
+    ) -> Result<Arc<Value>, Status> {
         let mut obj = self.decode(t, body, url_name)?;
         if !meta::resource_version(&obj).is_empty() {
             return Err(Status::internal(
@@ -865,11 +895,11 @@ impl State {
                 return Err(Status::already_exists(t.kind.gr(), &name));
             }
             if dry_run {
-                return Ok(t.served(&obj));
+                return Ok(Arc::new(t.served(&obj)));
             }
             let stored = self.commit(&t.kind, EventType::Added, obj, None);
             self.after_commit(t, &stored, EventType::Added);
-            return Ok(t.served(&stored));
+            return Ok(t.served_shared(&stored));
         }
         Err(Status::already_exists(t.kind.gr(), meta::name(&obj)))
     }
@@ -907,8 +937,8 @@ impl State {
         name: &str,
         mode: UpdateMode,
         mutate: impl FnOnce(Option<&Value>) -> Result<Value, Status>,
-    ) -> Result<(Value, bool), Status> {
-        let Some(current) = self.object(t, name).cloned() else {
+    ) -> Result<(Arc<Value>, bool), Status> {
+        let Some(current) = self.object(t, name).map(Arc::clone) else {
             if !mode.create_if_missing {
                 return Err(Status::not_found(t.kind.gr(), name));
             }
@@ -919,7 +949,7 @@ impl State {
                 .create(t, body, Some(name), mode.dry_run)
                 .map(|o| (o, true));
         };
-        let desired = mutate(Some(&t.served(&current)))?;
+        let desired = mutate(Some(&t.served_ref(&current)))?;
         let new = self.decode(t, desired, Some(name))?;
         match meta::resource_version(&new) {
             "" if mode.put && !t.kind.unconditional_update => {
@@ -956,18 +986,22 @@ impl State {
             && meta::is_terminating(&current)
         {
             if !mode.dry_run {
-                let gone = self.commit(&t.kind, EventType::Deleted, current.clone(), Some(current));
+                let gone = Value::clone(&current);
+                let gone = self.commit(&t.kind, EventType::Deleted, gone, Some(current));
                 self.after_commit(t, &gone, EventType::Deleted);
             }
-            return Ok((t.served(&new_obj), false));
+            return Ok((Arc::new(t.served(&new_obj)), false));
         }
-        if new_obj == current || mode.dry_run {
+        if new_obj == *current {
             // A no-op update is not written: no new resourceVersion, no event.
-            return Ok((t.served(&new_obj), false));
+            return Ok((t.served_shared(&current), false));
+        }
+        if mode.dry_run {
+            return Ok((Arc::new(t.served(&new_obj)), false));
         }
         let stored = self.commit(&t.kind, EventType::Modified, new_obj, Some(current));
         self.after_commit(t, &stored, EventType::Modified);
-        Ok((t.served(&stored), false))
+        Ok((t.served_shared(&stored), false))
     }
 
     /// A delete: with finalizers, the object is only marked (deletionTimestamp,
@@ -982,7 +1016,7 @@ impl State {
     ) -> Result<Value, Status> {
         let current = self
             .object(t, name)
-            .cloned()
+            .map(Arc::clone)
             .ok_or_else(|| Status::not_found(t.kind.gr(), name))?;
         for (field, actual) in [
             ("uid", meta::uid(&current)),
@@ -1007,7 +1041,7 @@ impl State {
             if meta::is_terminating(&current) || dry_run {
                 return Ok(t.served(&current));
             }
-            let mut marked = current.clone();
+            let mut marked = Value::clone(&current);
             let generation = meta::generation(&marked);
             if generation > 0 {
                 meta::set(&mut marked, "generation", generation.saturating_add(1));
@@ -1020,7 +1054,8 @@ impl State {
         let gone = if dry_run {
             current
         } else {
-            let gone = self.commit(&t.kind, EventType::Deleted, current.clone(), Some(current));
+            let gone = Value::clone(&current);
+            let gone = self.commit(&t.kind, EventType::Deleted, gone, Some(current));
             self.after_commit(t, &gone, EventType::Deleted);
             gone
         };
@@ -1091,8 +1126,8 @@ impl State {
         kind: &Kind,
         event: EventType,
         mut obj: Value,
-        old: Option<Value>,
-    ) -> Value {
+        old: Option<Arc<Value>>,
+    ) -> Arc<Value> {
         self.rv = self.rv.saturating_add(1);
         let rv = self.rv;
         meta::set(&mut obj, "resourceVersion", rv.to_string());
@@ -1101,11 +1136,12 @@ impl State {
             meta::namespace(&obj).to_owned(),
             meta::name(&obj).to_owned(),
         );
+        let obj = Arc::new(obj);
         let objects = self.objects.entry(res.clone()).or_default();
         if event == EventType::Deleted {
             objects.remove(&key);
         } else {
-            objects.insert(key.clone(), obj.clone());
+            objects.insert(key.clone(), Arc::clone(&obj));
         }
         let ev = Arc::new(HistoryEvent {
             rv,
@@ -1141,7 +1177,7 @@ impl State {
             name: &key.1,
             resource_version: rv,
             object: &ev.object,
-            old: ev.old.as_ref(),
+            old: ev.old.as_deref(),
             objects: &self.objects,
         };
         for hook in &self.hooks {
@@ -1159,7 +1195,33 @@ impl State {
                 ));
             }
         }
-        ev.object.clone()
+        Arc::clone(&ev.object)
+    }
+}
+
+fn put_status(obj: &mut Value, status: Option<Value>) {
+    if let Some(map) = obj.as_object_mut() {
+        match status {
+            Some(s) => map.insert("status".into(), s),
+            None => map.remove("status"),
+        };
+    }
+}
+
+/// Makes `new` the `current` object with `new`'s status: what a write to `/status` may change.
+/// Copies only the fields that differ (a patch of the status leaves the others equal).
+fn keep_all_but_status(current: &Value, new: &mut Value) {
+    let (Some(from), Some(to)) = (current.as_object(), new.as_object_mut()) else {
+        let status = new.get("status").cloned();
+        *new = current.clone();
+        put_status(new, status);
+        return;
+    };
+    to.retain(|key, _| key == "status" || from.contains_key(key));
+    for (key, value) in from {
+        if key != "status" && to.get(key) != Some(value) {
+            to.insert(key.clone(), value.clone());
+        }
     }
 }
 
@@ -1168,18 +1230,10 @@ impl State {
 /// `/status` changes nothing but the status. System metadata is kept.
 fn prepare_update(t: &Target, current: &Value, mut new: Value) -> Value {
     if t.status_enabled() {
-        let (base, from) = if t.on_status() {
-            (current.clone(), &new)
+        if t.on_status() {
+            keep_all_but_status(current, &mut new);
         } else {
-            (new.clone(), current)
-        };
-        let status = from.get("status").cloned();
-        new = base;
-        if let Some(map) = new.as_object_mut() {
-            match status {
-                Some(s) => map.insert("status".into(), s),
-                None => map.remove("status"),
-            };
+            put_status(&mut new, current.get("status").cloned());
         }
     }
     // The uid was checked; the rest only the server sets. (resourceVersion
@@ -1196,10 +1250,7 @@ fn prepare_update(t: &Target, current: &Value, mut new: Value) -> Value {
     }
     // The status strategy never moves generation; the main one compares all
     // but metadata (with the status subresource, the status is the old one).
-    if t.kind.tracks_generation
-        && !t.on_status()
-        && meta::without_metadata(&new) != meta::without_metadata(current)
-    {
+    if t.kind.tracks_generation && !t.on_status() && !meta::same_but_metadata(&new, current) {
         meta::set(
             &mut new,
             "generation",
