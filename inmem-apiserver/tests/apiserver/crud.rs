@@ -299,3 +299,53 @@ async fn discovery_lists_the_custom_kind_and_its_status_subresource() {
             .any(|g| g["name"] == GROUP)
     );
 }
+
+#[tokio::test]
+async fn a_status_write_changes_only_the_status_and_a_main_write_never_the_status() {
+    let (_api, client) = setup();
+    let created = create(&client, "acme", 2).await;
+    // The status subresource drops what the patch says of spec, labels and new fields.
+    let patch = json!({
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {"replicas": 5},
+        "status": {"phase": "Active"},
+    });
+    let patched = tenants(&client)
+        .patch_status("acme", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.spec, created.spec);
+    assert!(patched.labels().is_empty(), "{:?}", patched.labels());
+    assert_eq!(patched.metadata.generation, Some(1));
+    assert_eq!(
+        patched.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Active")
+    );
+    // The main resource keeps the status, and a new spec moves the generation.
+    let patch = json!({"spec": {"replicas": 3}, "status": {"phase": "Gone"}});
+    let patched = tenants(&client)
+        .patch("acme", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.replicas, 3);
+    assert_eq!(patched.metadata.generation, Some(2));
+    assert_eq!(
+        patched.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Active")
+    );
+    // A status patch that changes nothing is no write: the same resourceVersion.
+    let same = json!({"status": {"phase": "Active"}});
+    let unchanged = tenants(&client)
+        .patch_status("acme", &PatchParams::default(), &Patch::Merge(&same))
+        .await
+        .unwrap();
+    assert_eq!(unchanged.resource_version(), patched.resource_version());
+    // Removing the status through /status removes it.
+    let none = json!({"status": null});
+    let cleared = tenants(&client)
+        .patch_status("acme", &PatchParams::default(), &Patch::Merge(&none))
+        .await
+        .unwrap();
+    assert_eq!(cleared.status, None);
+    assert_eq!(cleared.spec.replicas, 3);
+}
