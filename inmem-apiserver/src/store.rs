@@ -214,15 +214,16 @@ impl Watcher {
 }
 
 pub(crate) fn event_line(ty: &str, object: &Value) -> Bytes {
-    /// `{"object": …, "type": …}`, as `json!` writes it (keys sorted), without copying the
-    /// object into a new value first.
+    /// `{"type": …, "object": …}`: the apiserver's field order (`pkg/watch/json`'s
+    /// `WatchEvent`), which lets a client learn the type before it decodes the object. Written
+    /// from the object itself, not a copy.
     #[derive(serde::Serialize)]
     struct Line<'a> {
-        object: &'a Value,
         #[serde(rename = "type")]
         ty: &'a str,
+        object: &'a Value,
     }
-    let mut line = serde_json::to_vec(&Line { object, ty }).unwrap_or_default();
+    let mut line = serde_json::to_vec(&Line { ty, object }).unwrap_or_default();
     line.push(b'\n');
     line.into()
 }

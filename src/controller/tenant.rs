@@ -28,6 +28,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use placement::{EditKind, MoveBlock, Plan, Resources, TenantWants};
+use serde::Serialize;
 use serde_json::json;
 
 use super::engine::Committed;
@@ -796,6 +797,36 @@ async fn publish(ctx: &Context, tenant: &Tenant, type_: EventType, reason: &str,
 
 /// Writes the status when it differs from the current one (merge patch of the status
 /// subresource). Returns the tenant as written, when a write was made.
+/// `{"status": …}`, serialized from the status itself.
+#[derive(Debug, Serialize)]
+struct StatusPatch<'a> {
+    status: PatchedStatus<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct PatchedStatus<'a> {
+    #[serde(flatten)]
+    status: &'a TenantStatus,
+    /// A merge patch keeps what it leaves out: a finished move's record is removed by a null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    migration: Option<Null>,
+}
+
+/// Serializes as `null`.
+#[derive(Debug, Serialize)]
+struct Null;
+
+impl<'a> StatusPatch<'a> {
+    fn of(status: &'a TenantStatus) -> Self {
+        Self {
+            status: PatchedStatus {
+                status,
+                migration: status.migration.is_none().then_some(Null),
+            },
+        }
+    }
+}
+
 async fn write_status(
     api: &Api<Tenant>,
     tenant: &Tenant,
@@ -807,16 +838,11 @@ async fn write_status(
     if tenant.status.as_ref() == Some(&status) {
         return Ok(None);
     }
-    let mut patch = json!({"status": status});
-    // A merge patch keeps what it leaves out: a finished move's record is removed by a null.
-    if status.migration.is_none() {
-        patch["status"]["migration"] = serde_json::Value::Null;
-    }
     match api
         .patch_status(
             &tenant.name_any(),
             &PatchParams::default(),
-            &Patch::Merge(&patch),
+            &Patch::Merge(&StatusPatch::of(&status)),
         )
         .await
     {
@@ -827,5 +853,39 @@ async fn write_status(
             tenant: key.to_owned(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_status_patch_is_the_status_with_a_null_for_a_finished_move() {
+        let mut status = TenantStatus {
+            phase: TenantPhase::Active,
+            node_name: "n1".into(),
+            ..TenantStatus::default()
+        };
+        let mut expected = json!({"status": status});
+        expected["status"]["migration"] = serde_json::Value::Null;
+        assert_eq!(
+            serde_json::to_value(StatusPatch::of(&status)).unwrap(),
+            expected
+        );
+        status.migration = Some(MigrationStatus {
+            from: "n1".into(),
+            to: "n2".into(),
+        });
+        assert_eq!(
+            serde_json::to_value(StatusPatch::of(&status)).unwrap(),
+            json!({"status": status})
+        );
+        assert_eq!(
+            serde_json::to_value(StatusPatch::of(&status)).unwrap()["status"]["migration"],
+            json!({"from": "n1", "to": "n2"})
+        );
     }
 }

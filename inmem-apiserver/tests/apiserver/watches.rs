@@ -293,3 +293,23 @@ async fn breaking_watches_ends_every_open_stream() {
         assert!(end.is_none());
     }
 }
+
+#[tokio::test]
+async fn a_watch_line_names_its_type_before_its_object_as_the_apiserver_writes_it() {
+    let (api, client) = setup();
+    create(&client, "a", 1).await;
+    let req = http::Request::builder()
+        .uri(format!("{TENANTS}?watch=1&timeoutSeconds=1"))
+        .body(bytes::Bytes::new())
+        .unwrap();
+    let body = http_body_util::BodyExt::collect(api.handle(req).await.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(
+        first.starts_with(r#"{"type":"ADDED","object":{"#),
+        "{first}"
+    );
+}
