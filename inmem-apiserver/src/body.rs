@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, Interval, MissedTickBehavior, Sleep};
@@ -76,6 +76,9 @@ impl Body for ResponseBody {
     }
 }
 
+/// About how much of a watch's queued lines one chunk of its body carries.
+const CHUNK_BYTES: usize = 64 * 1024;
+
 /// An open watch: the lines the store queues for it, plus its own bookmark
 /// ticks and deadline (timers only exist inside a Tokio runtime).
 pub(crate) struct WatchStream {
@@ -117,6 +120,27 @@ impl WatchStream {
         }
     }
 
+    /// `line` and the lines queued behind it, as one chunk of at most about [`CHUNK_BYTES`]:
+    /// a burst of writes reaches the client in a few writes, not one per event.
+    fn with_queued(&mut self, line: Bytes) -> Bytes {
+        let Ok(mut next) = self.rx.try_recv() else {
+            return line;
+        };
+        let mut chunk = BytesMut::with_capacity(line.len().saturating_add(next.len()));
+        chunk.extend_from_slice(&line);
+        loop {
+            chunk.extend_from_slice(&next);
+            if chunk.len() >= CHUNK_BYTES {
+                break;
+            }
+            match self.rx.try_recv() {
+                Ok(more) => next = more,
+                Err(_) => break,
+            }
+        }
+        chunk.freeze()
+    }
+
     fn poll_line(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if let Some(deadline) = &mut self.deadline
             && deadline.as_mut().poll(cx).is_ready()
@@ -126,7 +150,7 @@ impl WatchStream {
         }
         loop {
             if let Poll::Ready(line) = self.rx.poll_recv(cx) {
-                return Poll::Ready(line);
+                return Poll::Ready(line.map(|line| self.with_queued(line)));
             }
             let tick = self
                 .bookmarks

@@ -22,6 +22,8 @@
 //! Not validated: `pattern`, string formats (`date-time`, `uuid`, ...),
 //! `uniqueItems`, list-type/map-type invariants, min/maxProperties.
 
+use std::fmt::Write as _;
+
 use serde_json::{Map, Value};
 
 use crate::status::{BadValue, FieldError, FieldErrorKind, go_float, go_quote};
@@ -49,18 +51,21 @@ pub(crate) fn normalize(schema: &Value, obj: &mut Value) {
 /// `spec.items[0].bar`), sorted: what `fieldValidation` reports.
 pub(crate) fn unknown_fields(schema: &Value, obj: &Value) -> Vec<String> {
     let mut found = Vec::new();
-    collect_unknown(schema, obj, true, "", &mut found);
+    collect_unknown(schema, obj, true, &mut String::new(), &mut found);
     found.sort();
     found
 }
 
+/// `path` is the value's, extended and cut back in place while descending: a path is only
+/// copied for a field that is found.
 fn collect_unknown(
     schema: &Value,
     value: &Value,
     embedded: bool,
-    path: &str,
+    path: &mut String,
     found: &mut Vec<String>,
 ) {
+    let len = path.len();
     match value {
         Value::Object(map) => {
             let properties = schema.get("properties").and_then(Value::as_object);
@@ -72,20 +77,29 @@ fn collect_unknown(
                 if embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
                     continue;
                 }
-                match properties
+                let known = properties
                     .and_then(|p| p.get(key))
-                    .or(additional.filter(|a| a.is_object()))
-                {
-                    Some(s) => collect_unknown(s, child, false, &child_path(path, key), found),
-                    None if keep_unknown => {}
-                    None => found.push(child_path(path, key)),
+                    .or(additional.filter(|a| a.is_object()));
+                if known.is_none() && keep_unknown {
+                    continue;
                 }
+                if len > 0 {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match known {
+                    Some(s) => collect_unknown(s, child, false, path, found),
+                    None => found.push(path.clone()),
+                }
+                path.truncate(len);
             }
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    collect_unknown(s, item, false, &format!("{path}[{i}]"), found);
+                    let _ = write!(path, "[{i}]");
+                    collect_unknown(s, item, false, path, found);
+                    path.truncate(len);
                 }
             }
         }
