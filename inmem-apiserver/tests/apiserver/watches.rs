@@ -297,7 +297,9 @@ async fn breaking_watches_ends_every_open_stream() {
 #[tokio::test]
 async fn a_watch_line_names_its_type_before_its_object_as_the_apiserver_writes_it() {
     let (api, client) = setup();
-    create(&client, "a", 1).await;
+    for name in ["a", "b", "c"] {
+        create(&client, name, 1).await;
+    }
     let req = http::Request::builder()
         .uri(format!("{TENANTS}?watch=1&timeoutSeconds=1"))
         .body(bytes::Bytes::new())
@@ -307,9 +309,17 @@ async fn a_watch_line_names_its_type_before_its_object_as_the_apiserver_writes_i
         .unwrap()
         .to_bytes();
     let text = String::from_utf8(body.to_vec()).unwrap();
-    let first = text.lines().next().unwrap();
-    assert!(
-        first.starts_with(r#"{"type":"ADDED","object":{"#),
-        "{first}"
-    );
+    // Queued lines travel in one chunk, each whole on its own line.
+    let names: Vec<String> = text
+        .lines()
+        .map(|line| {
+            assert!(line.starts_with(r#"{"type":"ADDED","object":{"#), "{line}");
+            let event: serde_json::Value = serde_json::from_str(line).unwrap();
+            event["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(names, ["a", "b", "c"]);
 }
