@@ -61,7 +61,9 @@
 //!   `fieldSelector` (`metadata.name`, `metadata.namespace`, and the field
 //!   labels of events such as `involvedObject.name`), `limit` and
 //!   `continue`, `resourceVersion`/`resourceVersionMatch`.
-//! - **Watch**: newline-delimited events. From resourceVersion `0` or none,
+//! - **Watch**: newline-delimited events, `{"type":…,"object":…}` in the
+//!   apiserver's field order; lines queued together go out in one chunk
+//!   (each whole on its line). From resourceVersion `0` or none,
 //!   `ADDED` for the current objects first; from another, a replay of the
 //!   resource's event history after it, or — if older than the history (see
 //!   [`Config::history_size`], [`ApiServer::compact_history`]) — HTTP 200 and an
