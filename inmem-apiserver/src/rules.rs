@@ -966,6 +966,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_rule_tree_keeps_only_the_parts_that_lead_to_rules_and_evaluates_them_all() {
+        let positive = json!([{"rule": "self > 0", "message": "must be positive"}]);
+        let schema = json!({"type": "object", "properties": {
+            "metadata": {"type": "object"},
+            "status": {"type": "object", "properties": {"phase": {"type": "string"}}},
+            "spec": {"type": "object", "properties": {
+                "count": {"type": "integer", "allOf": [
+                    {"description": "no rules"},
+                    {"x-kubernetes-validations": positive},
+                ]},
+                "sizes": {"type": "array", "items": {"type": "integer", "x-kubernetes-validations": positive}},
+                "limits": {"type": "object", "additionalProperties": {"type": "integer", "x-kubernetes-validations": positive}},
+                "plain": {"type": "string"},
+            }},
+        }});
+        let tree = RuleTree::of(&schema).unwrap();
+        assert_eq!(
+            tree.0,
+            json!({"properties": {"spec": {"properties": {
+                "count": {"allOf": [{"x-kubernetes-validations": positive}]},
+                "sizes": {"items": {"x-kubernetes-validations": positive}},
+                "limits": {"additionalProperties": {"x-kubernetes-validations": positive}},
+            }}}})
+        );
+        assert!(
+            RuleTree::of(&json!({"type": "object", "properties": {"a": {"type": "string"}}}))
+                .is_none()
+        );
+        let obj = json!({
+            "metadata": {"name": "x"},
+            "status": {"phase": "Active"},
+            "spec": {"count": 0, "sizes": [1, -1], "limits": {"cpu": -2}, "plain": "p"},
+        });
+        let mut fields: Vec<String> = tree
+            .validate(&schema, &obj, None)
+            .errors
+            .iter()
+            .map(|e| e.field.clone())
+            .collect();
+        fields.sort();
+        assert_eq!(fields, ["spec.count", "spec.limits[cpu]", "spec.sizes[1]"]);
+    }
+
+    #[test]
     fn field_paths_normalize_as_the_apiservers_valid_field_path() {
         let schema = json!({"type": "object", "properties": {
             "a": {"type": "object", "properties": {"b.c": {"type": "string"}}},
