@@ -185,20 +185,11 @@ impl Watcher {
                     .then_some(Cow::Borrowed(&*ev.object))?,
             ),
         };
-        // Served as stored (whole, at the stored apiVersion): written from the stored object,
-        // not from a copy.
-        let as_stored = matches!(self.render, Render::Object)
-            && !events::is_events_v1(&self.asked.0, &self.asked.1)
-            && obj.get("apiVersion").and_then(Value::as_str) == Some(self.api_version.as_str());
-        if as_stored {
-            return Some(event_line(ty.wire(), &obj));
+        let served = served_from(&self.asked, obj, &self.api_version);
+        if matches!(self.render, Render::Object) {
+            return Some(event_line(ty.wire(), &served));
         }
-        Some(event_line(
-            ty.wire(),
-            &self
-                .render
-                .one(serve_as(&self.asked, obj.into_owned(), &self.api_version)),
-        ))
+        Some(event_line(ty.wire(), &self.render.one(served.into_owned())))
     }
 
     fn bookmark(&self, rv: u64, initial_events_end: bool) -> Bytes {
@@ -226,6 +217,19 @@ pub(crate) fn event_line(ty: &str, object: &Value) -> Bytes {
     let mut line = serde_json::to_vec(&Line { ty, object }).unwrap_or_default();
     line.push(b'\n');
     line.into()
+}
+
+/// A stored object as (group, resource) serves it at `api_version`: the object itself when it
+/// is served as stored (at its stored apiVersion, not as an `events.k8s.io` Event), so that
+/// an answer or a watch line is written from it and not from a copy.
+fn served_from<'v>(asked: &ResKey, obj: Cow<'v, Value>, api_version: &str) -> Cow<'v, Value> {
+    let as_stored = !events::is_events_v1(&asked.0, &asked.1)
+        && obj.get("apiVersion").and_then(Value::as_str) == Some(api_version);
+    if as_stored {
+        obj
+    } else {
+        Cow::Owned(serve_as(asked, obj.into_owned(), api_version))
+    }
 }
 
 /// A stored object as (group, resource) serves it at `api_version`.
@@ -276,17 +280,11 @@ impl Target {
 
     /// A stored object as served at the requested version: itself when it is served as stored.
     fn served_ref<'v>(&self, obj: &'v Value) -> Cow<'v, Value> {
-        let api_version = self.kind.api_version(&self.version);
-        if !self.is_events_v1()
-            && obj.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str())
-        {
-            return Cow::Borrowed(obj);
-        }
-        Cow::Owned(serve_as(
+        served_from(
             &(self.kind.group.clone(), self.kind.plural.clone()),
-            obj.clone(),
-            &api_version,
-        ))
+            Cow::Borrowed(obj),
+            &self.kind.api_version(&self.version),
+        )
     }
 
     /// A stored object as served at the requested version, shared when it is served as stored.
