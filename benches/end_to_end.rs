@@ -1,6 +1,7 @@
 //! End to end: the real controller binary, in its own process, against the in-memory API served
 //! over loopback HTTP. Prints placements per second, apply-to-Placed latency, API writes and
-//! conflicts per placement, the controller's peak RSS, and writes while pending tenants idle.
+//! conflicts per placement, CPU time per placement of each process, the controller's peak RSS,
+//! and writes while pending tenants idle.
 //!
 //! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]
 //! [--concurrency N] [--backlog] [--cost-ms MS --writes-per-second N] [--controller-args "ARGS"]
@@ -100,6 +101,27 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
     proc_kib(pid, "VmHWM:")
 }
 
+/// CPU time a process has used so far (user + system), from `/proc/PID/stat` (Linux; fields 14
+/// and 15, in clock ticks of 1/100 s, the USER_HZ Linux reports on every architecture it runs).
+/// Unlike the rate, CPU per placement hardly moves when the machine's speed swings with its
+/// neighbours' load.
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after it start past its ')'.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
+/// CPU seconds of the controller and of this process (the in-memory API and the bench) at once.
+fn cpu_now(controller: &std::process::Child) -> (f64, f64) {
+    (
+        cpu_seconds(&controller.id().to_string()).unwrap_or(0.0),
+        cpu_seconds("self").unwrap_or(0.0),
+    )
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -186,6 +208,7 @@ async fn bench() {
     // Apply the tenants: small ones that all fit, then `pending` that fit nowhere.
     api.reset_stats();
     let node_commits_before = clock.lock().unwrap().node_commits;
+    let mut cpu_begin = cpu_now(&child);
     let mut begin = Instant::now();
     let total = tenants + pending;
     for i in 0..total {
@@ -204,6 +227,7 @@ async fn bench() {
         api.reset_stats();
         begin = Instant::now();
         child = spawn_controller(&kubeconfig, concurrency);
+        cpu_begin = (0.0, cpu_now(&child).1);
     }
     loop {
         let decided = clock.lock().unwrap().decided.len() as u64;
@@ -216,6 +240,7 @@ async fn bench() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let cpu_end = cpu_now(&child);
     // Let trailing writes (node reconciles) finish before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (latencies, placed, last_decision, first_decision) = {
@@ -351,6 +376,13 @@ async fn bench() {
         "| Tenant reads (GET) per placement | {:.3} |",
         stats.count(Verb::Get, "tenants") as f64 / placed.max(1) as f64
     );
+    let per_placement_us = |seconds: f64| seconds * 1e6 / placed.max(1) as f64;
+    let controller_cpu = per_placement_us(cpu_end.0 - cpu_begin.0);
+    let api_cpu = per_placement_us(cpu_end.1 - cpu_begin.1);
+    println!("| controller CPU per placement | {controller_cpu:.0} µs |");
+    println!(
+        "| in-memory API and bench CPU per placement (this process; without --backlog, creating the tenants too) | {api_cpu:.0} µs |"
+    );
     println!("| controller peak RSS | {:.1} MB |", rss as f64 / 1024.0);
     println!(
         "| write requests during {quiet} s with {pending} pending and nothing changing | {idle_writes} |"
@@ -369,7 +401,7 @@ async fn bench() {
     };
     println!("| invariants at the end | {invariants} |");
     println!(
-        "summary | {label} | {:.0} placed/s ({placing_rate:.0}/s first to last) | {:.2} writes/placement | {:.3} conflicts/placement | {:.1} MB | {invariants}",
+        "summary | {label} | {:.0} placed/s ({placing_rate:.0}/s first to last) | {:.2} writes/placement | {:.3} conflicts/placement | {:.1} MB | CPU per placement: controller {controller_cpu:.0} µs, API {api_cpu:.0} µs | {invariants}",
         placed as f64 / elapsed.as_secs_f64(),
         writes as f64 / placed.max(1) as f64,
         (node_puts - node_commits.min(node_puts)) as f64 / placed.max(1) as f64,
