@@ -103,7 +103,7 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
 
 /// CPU time a process has used so far (user + system), from `/proc/PID/stat` (Linux; fields 14
 /// and 15, in clock ticks of 1/100 s, the USER_HZ Linux reports on every architecture it runs).
-/// Unlike the rate, CPU per placement hardly moves when the machine's speed swings with its
+/// CPU per placement moves much less than the rate when the machine's speed swings with its
 /// neighbours' load.
 fn cpu_seconds(pid: &str) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -8,7 +8,7 @@
 //!
 //! Each case first runs `--warmup` times unreported: the controller is a long-lived process, and
 //! a fresh process's first run also pays for touching its memory for the first time (on the
-//! development VMs, 1.1 to 1.5 µs per decision where the runs after it took 0.83 to 0.93).
+//! development VMs, 1.1 to 1.5 µs per decision where later runs mostly took 0.83 to 0.93).
 //!
 //! Cases: the first 90% of the nodes by name full (a fleet filled by first fit), then every node
 //! empty; first fit (decided by the engine's indexes) and best fit (a scan of every node).
