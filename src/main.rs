@@ -384,7 +384,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
     let server = serve::serve(args.metrics_addr, state);
     // NB: a task of its own on the runtime's workers, not a future the main thread polls: the
     // connections run on the workers, and each answer from the API woke the main thread (a
-    // futex wake and a context switch per request: about a fifth of the controller's CPU).
+    // futex wake and a context switch per request; as a task, about a fifth less CPU).
     let controllers = tokio::spawn(controller::run_with(client, settings, handles));
     tokio::select! {
         finished = controllers => finished.map_err(|e| format!("the controllers stopped: {e}").into()),
