@@ -44,6 +44,14 @@ struct ReconcileLabels {
     result: &'static str,
 }
 
+/// What the request loop was doing when the API refused it.
+const REQUEST_ACTIONS: [&str; 3] = ["create", "retire", "hand_back"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabel {
+    action: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
@@ -73,6 +81,9 @@ pub struct Metrics {
     requests_failed: Counter,
     /// Machines handed back (their request deleted) after holding nothing for a while.
     nodes_handed_back: Counter,
+    /// NodeRequest creates and deletes the API refused, by action (each retried at the next
+    /// look; one never stops the others).
+    request_errors: Family<ActionLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -86,8 +97,13 @@ impl Default for Metrics {
         for result in MOVE_RESULTS {
             drop(migrations.get_or_create(&MoveLabel { result }));
         }
+        let request_errors = Family::<ActionLabel, Counter>::default();
+        for action in REQUEST_ACTIONS {
+            drop(request_errors.get_or_create(&ActionLabel { action }));
+        }
         Metrics {
             migrations,
+            request_errors,
             requests_failed: Counter::default(),
             nodes_handed_back: Counter::default(),
             reconciles: Family::default(),
@@ -150,6 +166,11 @@ impl Metrics {
             self.nodes_handed_back.clone(),
         );
         registry.register(
+            "tenant_placer_node_request_errors",
+            "NodeRequest writes the API refused, by action (create, retire a Failed one, hand_back); each is retried at the next look and never stops the others",
+            self.request_errors.clone(),
+        );
+        registry.register(
             "tenant_placer_undecodable_objects",
             "Object versions the controller could not decode and skipped (see the error log)",
             self.undecodable.clone(),
@@ -205,6 +226,13 @@ impl Metrics {
     /// A NodeRequest was reported Failed.
     pub fn node_request_failed(&self) {
         self.requests_failed.inc();
+    }
+
+    /// Counts one NodeRequest write the API refused (`action`: one of create, retire, hand_back).
+    pub fn node_request_error(&self, action: &'static str) {
+        self.request_errors
+            .get_or_create(&ActionLabel { action })
+            .inc();
     }
 
     /// A machine was handed back.

@@ -28,6 +28,7 @@ pub mod migration;
 pub mod overcommit;
 pub mod policy;
 pub mod provision;
+pub mod purchase_groups;
 pub mod queue;
 pub mod rebalance;
 pub mod resources;
@@ -53,6 +54,7 @@ pub use provision::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,
     Unplaceable, WaitingTenant, purchase,
 };
+pub use purchase_groups::{SelectiveTenant, purchase_by_labels};
 pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};
 pub use rebalance::{Consolidation, Move, consolidate};
 pub use resources::{Dimension, Resources};

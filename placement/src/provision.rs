@@ -10,9 +10,8 @@
 //!                                                     └─ unplaceable: NoClass (TooLarge | AtLimit)
 //! ```
 //!
-//! Node selectors are not planned for yet: a class carries no labels, so the controller leaves
-//! tenants with a node selector out of the waiting tenants it passes (a new node could not take
-//! them), and the planner knows no selectors.
+//! This planner knows no node selectors: [`crate::purchase_by_labels`] plans tenants that have
+//! them, calling it once per group of tenants that may go on the same classes.
 //!
 //! Rules enforced here:
 //! - **the check**: a purchase is judged the way the controller places. Every request in flight
@@ -182,6 +181,8 @@ pub enum NoClass {
         at_limit: Vec<String>,
         crowded: Vec<String>,
     },
+    /// The tenant's node selector asks for labels the nodes of no class carry.
+    NoneLabelled { selector: crate::Labels },
 }
 
 impl fmt::Display for NoClass {
@@ -214,6 +215,11 @@ impl fmt::Display for NoClass {
                 }
                 Ok(())
             }
+            NoClass::NoneLabelled { selector } => write!(
+                f,
+                "no node class makes nodes labelled {}",
+                crate::Pairs(selector)
+            ),
             NoClass::AtLimit { at_limit, crowded } => {
                 f.write_str("every node class that could hold it is at its limit")?;
                 if !at_limit.is_empty() {

@@ -452,6 +452,7 @@ proptest! {
                         );
                     }
                 }
+                NoClass::NoneLabelled { .. } => prop_assert!(false, "no selectors here: {:?}", left),
             }
         }
     }
@@ -566,6 +567,7 @@ fn random_inputs_exercise_every_outcome() {
                 NoClass::TooLarge { .. } => "too large",
                 NoClass::AtLimit { crowded, .. } if crowded.is_empty() => "at limit",
                 NoClass::AtLimit { .. } => "crowded",
+                NoClass::NoneLabelled { .. } => "no class labelled",
             });
         }
     }

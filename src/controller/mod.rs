@@ -830,12 +830,14 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             |_: &watcher::Event<NodeClass>| {},
             skipped_requests.clone(),
         );
+        // Every event, not only the cache: a request Failed or gone between looks is seen.
+        let observed = ctx.clone();
         let requests = reflected(
             Api::all(ctx.client.clone()),
             None,
             request_feed,
             raise_requests,
-            |_: &watcher::Event<NodeRequest>| {},
+            move |event: &watcher::Event<NodeRequest>| observed.purchases.observe(event),
             skipped_requests.clone(),
         );
         let watches = futures::future::join(

@@ -14,20 +14,38 @@
 //! Rules enforced here (docs/design.md, "Node requests"):
 //! - with no NodeClass (in the pool) and no request in flight, nothing is planned and no tenant
 //!   gets a note: node requests are not in use, and 1,000 idle waiting tenants cost no write;
-//! - a tenant is planned for once it has waited `request_after` in `PendingCapacity` (measured
-//!   from its Placed condition's transition); suspended and `Resizing` tenants are not (a new
-//!   node cannot take a resize);
+//! - a purchase is for tenants the queue will place on the machine when it arrives: tenants
+//!   waiting for their first placement once they have waited `request_after` in
+//!   `PendingCapacity` (from their Placed condition's transition), and blocked moves off a
+//!   draining node (older than them, they take the room first), in queue order. Suspended and
+//!   `Resizing` tenants are not planned for (a new node cannot take a resize). A tenant whose
+//!   entry is already written (the engine writes the Node before the tenant) is not waiting;
+//! - under StrictFIFO nothing younger than the head (the oldest first placement) is placed before
+//!   it, so nothing is bought for them while the head is not planned for or no class holds it;
+//!   they say so, and no machine is kept for them;
+//! - a tenant with a node selector is planned only on classes whose nodes carry its labels
+//!   (`placement::purchase_by_labels`);
 //! - requests in flight (Pending, Provisioning, or Ready before its Node is seen) count as room,
 //!   and as machines of their class against its limit; a request this process created counts
-//!   from its create, before the watch shows it: nothing is requested twice;
-//! - a request's name is stable, `<class>-<hash of its tenants>`: a create repeated after a crash
-//!   or by a new leader finds the first one (AlreadyExists) instead of buying twice;
-//! - a Failed request is reported (a Warning Event on it), deleted, and its class rests for a
-//!   backoff that doubles with each failure in a row, so its tenants are planned on another
-//!   class meanwhile, or on the same one after;
-//! - a Node labelled as made for a request, seen holding nothing for `empty_node_after`, is
-//!   handed back by deleting its request; the provisioner deletes the Node, whose finalizer keeps
-//!   it while it holds reservations (a tenant placed there meanwhile is moved off first);
+//!   from its create until the watch shows it (in any phase, or deleted): nothing is requested
+//!   twice, and a request Failed or gone between two looks is not counted. A Ready request's Node
+//!   (the one its `status.nodeName` names, else its own name) counts with its free room;
+//! - a request's name is stable, `<class>-<hash of its class and tenants>` (a class name that
+//!   would not make a DNS label is cut, dots made dashes; the hash covers it whole). A name
+//!   another request holds is not reused: the next attempt's hash is taken. A create answered
+//!   AlreadyExists reads what is there: the same purchase in flight is taken as made (a leader
+//!   change), anything else is not;
+//! - a Failed request, seen in the cache or in a watch event, is reported once (a Warning Event,
+//!   the metric), deleted, and its class rests for a backoff that doubles with each failure in a
+//!   row, so its tenants are planned on another class meanwhile, or on the same one after;
+//! - a refused create, delete or hand-back is logged and counted
+//!   (`tenant_placer_node_request_errors_total{action}`) and tried again at the next look; it
+//!   never stops the others;
+//! - a Node labelled as made for a request, seen holding nothing for `empty_node_after` while
+//!   no waiting tenant the queue would place there fits it, is handed back by deleting its
+//!   request; the provisioner deletes the Node, whose finalizer keeps it while it holds
+//!   reservations (a tenant placed there meanwhile is moved off first). Nothing is bought again
+//!   for the demand a machine was handed back for, until it changes;
 //! - in a pool (`--node-selector`), a NodeClass is the pool's when the Nodes it makes (its
 //!   `spec.labels` and the class label) match the node selector, so every machine bought lands
 //!   in the pool; a NodeRequest is the pool's when its class is. Only the pool's classes are
@@ -43,14 +61,19 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
-use placement::{InFlightRequest, NodeClassOffer, Purchase, Resources, Unplaceable, WaitingTenant};
+use placement::{
+    InFlightRequest, Labels, NewNode, NodeClassOffer, Policy, Purchase, QueueMode, Resources,
+    SelectiveTenant, WaitingTenant,
+};
 
 use super::publisher::Occurrence;
+use super::waiting;
 use super::{Context, Synced};
 use crate::api::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeRequest, NodeRequestPhase,
-    NodeRequestSpec, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
+    NodeRequestSpec, NodeState, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
 };
 use crate::error::Error;
 
@@ -64,14 +87,25 @@ struct Remembered {
     notes: HashMap<String, String>,
     /// Requests created by this process that the watch has not shown yet.
     created: HashMap<String, (NodeRequestSpec, Instant)>,
+    /// Names of requests the watch showed (in any phase, or deleted) since the last look: a
+    /// created request the watch has shown is known by the cache from then on, or is gone.
+    shown: HashSet<String>,
+    /// Failed requests the watch showed since the last look, by name: seen even when they are
+    /// gone before the next look.
+    failed: HashMap<String, NodeRequest>,
+    /// By UID: Failed requests reported (Event, rest), so each is reported once.
+    retired: HashMap<String, Instant>,
     /// By class: resting until, and failures in a row.
     resting: HashMap<String, (Instant, u32)>,
     /// By node made for a request: since when it has held nothing.
     empty_since: HashMap<String, Instant>,
     /// What the last plan read (a hash), when it bought nothing: the same input plans the same.
     planned: Option<u64>,
-    /// The tenants the last plan could find no machine for.
-    unplaceable: Vec<Unplaceable>,
+    /// The tenants the last plan could find no machine for, and why (their notes).
+    unplaceable: HashMap<String, String>,
+    /// The demand (a hash of the tenants planned for) when a machine was last handed back:
+    /// nothing is bought again for it until it changes.
+    handed_back_for: Option<u64>,
 }
 
 /// The first rest of a class whose request failed; it doubles with each failure in a row.
@@ -80,6 +114,10 @@ const FIRST_REST: Duration = Duration::from_secs(30);
 const LONGEST_REST: Duration = Duration::from_secs(1800);
 /// A created request the watch has not shown after this long is forgotten (it was refused).
 const CREATED_KEPT: Duration = Duration::from_secs(60);
+/// How long a Failed request's UID is remembered as reported.
+const RETIRED_KEPT: Duration = Duration::from_secs(600);
+/// Names tried for one purchase when the stable one is taken by another request.
+const NAME_ATTEMPTS: u32 = 8;
 
 impl Purchases {
     fn lock(&self) -> std::sync::MutexGuard<'_, Remembered> {
@@ -89,6 +127,23 @@ impl Purchases {
     /// What a waiting tenant's status adds: its request, or why none can be made.
     pub fn note_for(&self, tenant: &str) -> Option<String> {
         self.lock().notes.get(tenant).cloned()
+    }
+
+    /// Called with every event of the request watch: what a look between two snapshots would
+    /// miss (a request created and Failed, or deleted, in between) is kept for the next look.
+    pub fn observe(&self, event: &watcher::Event<NodeRequest>) {
+        let (watcher::Event::Apply(request)
+        | watcher::Event::InitApply(request)
+        | watcher::Event::Delete(request)) = event
+        else {
+            return;
+        };
+        let mut remembered = self.lock();
+        let name = request.name_any();
+        if request.phase() == NodeRequestPhase::Failed {
+            remembered.failed.insert(name.clone(), request.clone());
+        }
+        remembered.shown.insert(name);
     }
 }
 
@@ -116,22 +171,21 @@ pub async fn run(
                 return;
             }
         }
-        if let Err(error) = look(&ctx, &classes, &requests, request_after).await {
-            tracing::warn!(%error, "node requests: will look again");
-        }
+        look(&ctx, &classes, &requests, request_after).await;
     }
 }
 
-/// One look: failed requests, new requests, the tenants' notes, machines to hand back.
+/// One look: failed requests, new requests, the tenants' notes, machines to hand back. A
+/// refused write is logged and counted, and never stops the rest of the look.
 async fn look(
     ctx: &Context,
     classes: &Store<NodeClass>,
     requests: &Store<NodeRequest>,
     request_after: Duration,
-) -> Result<(), Error> {
+) {
     let api: Api<NodeRequest> = Api::all(ctx.client.clone());
     let pool = Pool::of(ctx, classes);
-    retire_failed(ctx, &api, requests, &pool).await?;
+    retire_failed(ctx, &api, requests, &pool).await;
     let live: Vec<Arc<NodeRequest>> = requests
         .state()
         .into_iter()
@@ -139,6 +193,13 @@ async fn look(
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .filter(|r| r.phase() != NodeRequestPhase::Failed)
         .collect();
+    let waiters = waiters(ctx);
+    let demand = Demand::of(
+        &waiters,
+        ctx.settings.queue,
+        request_after,
+        Timestamp::now(),
+    );
     // Without a NodeClass nothing can be bought: node requests are not in use, and a note on
     // every waiting tenant saying so would be a status write each for nothing.
     let no_classes = !classes
@@ -147,70 +208,120 @@ async fn look(
         .any(|class| pool.has_class(&class.name_any()));
     if no_classes && live.is_empty() {
         wake_changed(ctx, HashMap::new());
-        return hand_back(ctx, &api, &live).await;
+        return hand_back(ctx, &api, &live, &demand).await;
     }
     let specs = ctx.purchases.requested(&live);
-    let waiting = waiting_tenants(ctx, request_after);
     let offers = offers(ctx, classes, &specs, &pool);
-    let in_flight: Vec<(String, NodeRequestSpec)> = specs
+    let in_flight: Vec<(InFlightRequest, Labels)> = specs
         .iter()
-        .filter(|(name, _, ready)| !ready || ctx.engine.node(name).is_none())
-        .map(|(name, spec, _)| (name.clone(), spec.clone()))
+        .filter_map(|r| {
+            let capacity = room_of(ctx, r)?;
+            let labels = classes
+                .get(&ObjectRef::new(&r.spec.node_class))
+                .map(|c| class_node_labels(&c))
+                .unwrap_or_else(|| {
+                    Labels::from([(NODE_CLASS_LABEL.to_owned(), r.spec.node_class.clone())])
+                });
+            let name = r.name.clone();
+            Some((InFlightRequest { name, capacity }, labels))
+        })
         .collect();
     // The planner can take a while under BestFit with many waiters: plan only when what it
     // reads changed since the last look.
-    let input = fingerprint(&waiting, &offers, &in_flight);
+    let input = fingerprint(&demand.planned, &offers, &in_flight);
     let unchanged = ctx.purchases.lock().planned == Some(input);
     let unplaceable = if unchanged {
         ctx.purchases.lock().unplaceable.clone()
     } else {
-        let purchase = plan(ctx, &waiting, &offers, &in_flight);
-        for new in &purchase.requests {
-            create(ctx, &api, new.class.as_str(), &new.tenants, &offers).await?;
+        let (purchase, unplaceable) = demand.plan(ctx.settings.policy, &offers, &in_flight);
+        let again = ctx.purchases.lock().handed_back_for == Some(demand.fingerprint());
+        if again && !purchase.requests.is_empty() {
+            tracing::info!(
+                requests = purchase.requests.len(),
+                "node requests: nothing bought again for the demand a machine was handed back for"
+            );
+        }
+        let mut taken: HashSet<String> = requests.state().iter().map(|r| r.name_any()).collect();
+        taken.extend(ctx.purchases.lock().created.keys().cloned());
+        for new in purchase.requests.iter().filter(|_| !again) {
+            create(ctx, &api, new, &offers, &mut taken).await;
         }
         let mut remembered = ctx.purchases.lock();
         // A purchase made changes what the next look reads (the requests created).
-        remembered.planned = purchase.requests.is_empty().then_some(input);
-        remembered.unplaceable = purchase.unplaceable.clone();
-        purchase.unplaceable
+        remembered.planned = (purchase.requests.is_empty() || again).then_some(input);
+        remembered.unplaceable = unplaceable.clone();
+        unplaceable
     };
-    let mut notes = notes(&live, &unplaceable);
-    for (name, (spec, _)) in ctx.purchases.lock().created.iter() {
-        for tenant in &spec.tenants {
-            notes.entry(tenant.clone()).or_insert_with(|| {
-                format!(
-                    "node request {name} ({}) is Pending for it",
-                    spec.node_class
-                )
-            });
-        }
-    }
-    wake_changed(ctx, notes);
-    hand_back(ctx, &api, &live).await
+    wake_changed(ctx, notes(ctx, &live, unplaceable));
+    hand_back(ctx, &api, &live, &demand).await
+}
+
+/// A request in flight or Ready, as the plan counts it.
+#[derive(Debug)]
+struct Requested {
+    name: String,
+    spec: NodeRequestSpec,
+    /// The Node a Ready request made (its `status.nodeName`, else its own name); `None` while
+    /// in flight.
+    node: Option<String>,
 }
 
 impl Purchases {
-    /// Every request in flight or Ready, with its spec and whether it is Ready: those the watch
-    /// shows, and those this process created that it does not show yet.
-    fn requested(&self, live: &[Arc<NodeRequest>]) -> Vec<(String, NodeRequestSpec, bool)> {
+    /// Every request in flight or Ready: those the watch shows, and those this process created
+    /// that it has not shown yet (once shown, the cache knows them, or they are gone).
+    fn requested(&self, live: &[Arc<NodeRequest>]) -> Vec<Requested> {
         let mut remembered = self.lock();
-        let seen: HashSet<String> = live.iter().map(|r| r.name_any()).collect();
+        let shown = std::mem::take(&mut remembered.shown);
         remembered
             .created
-            .retain(|name, (_, at)| !seen.contains(name) && at.elapsed() < CREATED_KEPT);
+            .retain(|name, (_, at)| !shown.contains(name) && at.elapsed() < CREATED_KEPT);
         live.iter()
-            .map(|r| {
-                let ready = r.phase() == NodeRequestPhase::Ready;
-                (r.name_any(), r.spec.clone(), ready)
+            .map(|r| Requested {
+                name: r.name_any(),
+                spec: r.spec.clone(),
+                node: (r.phase() == NodeRequestPhase::Ready).then(|| made_node(r)),
             })
             .chain(
                 remembered
                     .created
                     .iter()
-                    .map(|(name, (spec, _))| (name.clone(), spec.clone(), false)),
+                    .filter(|(name, _)| !live.iter().any(|r| r.name_any() == **name))
+                    .map(|(name, (spec, _))| Requested {
+                        name: name.clone(),
+                        spec: spec.clone(),
+                        node: None,
+                    }),
             )
             .collect()
     }
+}
+
+/// The room a request brings that the plan counts: all its capacity while in flight (or Ready
+/// before its Node is seen); once its Node is there, the Node's free room while it is Online. A
+/// waiting tenant that fits there is placed there by the engine (the plan places the same
+/// waiters in the same order); counting it would otherwise buy a machine for a tenant its
+/// machine arrived for, in the moment before the engine places it.
+fn room_of(ctx: &Context, request: &Requested) -> Option<Resources> {
+    let Some(node) = request.node.as_deref().and_then(|n| ctx.engine.node(n)) else {
+        return request.spec.capacity.to_resources().ok();
+    };
+    let ledger = node.ledger().ok()?;
+    (ledger.state() == placement::NodeState::Online).then(|| {
+        ledger
+            .effective_capacity()
+            .saturating_sub(ledger.allocated())
+    })
+}
+
+/// The Node a Ready request made: the one its status names (a provisioner may name it
+/// otherwise), else the one named after it.
+fn made_node(request: &NodeRequest) -> String {
+    request
+        .status
+        .as_ref()
+        .map(|s| s.node_name.clone())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| request.name_any())
 }
 
 /// The NodeClasses of this controller's pool: `None` when it has no node selector (all are).
@@ -249,153 +360,352 @@ pub fn class_node_labels(class: &NodeClass) -> std::collections::BTreeMap<String
 
 /// A hash of what the planner reads.
 fn fingerprint(
-    waiting: &[(String, Resources)],
-    offers: &[NodeClassOffer],
-    in_flight: &[(String, NodeRequestSpec)],
+    planned: &[SelectiveTenant],
+    offers: &[(NodeClassOffer, Labels)],
+    in_flight: &[(InFlightRequest, Labels)],
 ) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for (tenant, footprint) in waiting {
-        (
-            tenant,
-            footprint.threads,
-            footprint.memory_gb,
-            footprint.storage_gb,
-        )
-            .hash(&mut hasher);
+    for tenant in planned {
+        let footprint = tenant.waiting.footprint;
+        (&tenant.waiting.tenant, &tenant.selector).hash(&mut hasher);
+        (footprint.threads, footprint.memory_gb, footprint.storage_gb).hash(&mut hasher);
     }
-    for offer in offers {
-        (
-            &offer.name,
-            offer.capacity.threads,
-            offer.capacity.memory_gb,
-        )
-            .hash(&mut hasher);
-        (
-            offer.capacity.storage_gb,
-            offer.monthly_cost,
-            offer.limit,
-            offer.in_use,
-        )
-            .hash(&mut hasher);
+    for (offer, labels) in offers {
+        let capacity = offer.capacity;
+        (&offer.name, labels).hash(&mut hasher);
+        (capacity.threads, capacity.memory_gb, capacity.storage_gb).hash(&mut hasher);
+        (offer.monthly_cost, offer.limit, offer.in_use).hash(&mut hasher);
     }
-    for (name, spec) in in_flight {
-        (name, &spec.node_class, &spec.tenants).hash(&mut hasher);
+    for (request, labels) in in_flight {
+        let capacity = request.capacity;
+        (&request.name, labels).hash(&mut hasher);
+        (capacity.threads, capacity.memory_gb, capacity.storage_gb).hash(&mut hasher);
     }
     hasher.finish()
 }
 
-/// Reports each Failed request, deletes it, and rests its class.
+/// Reports each Failed request once (a Warning Event, the metric, its class rests), and deletes
+/// it: those the cache shows and those the watch showed Failed since the last look, gone or not.
 async fn retire_failed(
     ctx: &Context,
     api: &Api<NodeRequest>,
     requests: &Store<NodeRequest>,
     pool: &Pool,
-) -> Result<(), Error> {
-    for failed in requests.state().into_iter().filter(|r| {
-        r.phase() == NodeRequestPhase::Failed
-            && r.metadata.deletion_timestamp.is_none()
-            && pool.owns(r)
-    }) {
+) {
+    let seen = std::mem::take(&mut ctx.purchases.lock().failed);
+    let mut failed: Vec<(NodeRequest, bool)> = seen
+        .into_values()
+        .map(|r| {
+            let present = requests
+                .get(&ObjectRef::new(&r.name_any()))
+                .is_some_and(|now| now.metadata.uid == r.metadata.uid);
+            (r, present)
+        })
+        .collect();
+    for request in requests.state() {
+        if request.phase() == NodeRequestPhase::Failed
+            && !failed
+                .iter()
+                .any(|(r, _)| r.metadata.uid == request.metadata.uid)
+        {
+            failed.push((request.as_ref().clone(), true));
+        }
+    }
+    failed.sort_by_key(|(r, _)| r.name_any());
+    for (failed, present) in failed.into_iter().filter(|(r, _)| pool.owns(r)) {
         let name = failed.name_any();
-        let class = failed.spec.node_class.clone();
-        let why = failed
-            .status
-            .as_ref()
-            .map(|s| s.message.clone())
-            .unwrap_or_default();
-        let rest = {
+        let uid = failed.metadata.uid.clone().unwrap_or_default();
+        let first_time = {
             let mut remembered = ctx.purchases.lock();
-            let (until, failures) = remembered
-                .resting
-                .entry(class.clone())
-                .or_insert((Instant::now(), 0));
-            *failures = failures.saturating_add(1);
-            let rest = FIRST_REST
-                .saturating_mul(1u32 << (*failures).saturating_sub(1).min(16))
-                .min(LONGEST_REST);
-            *until = Instant::now()
-                .checked_add(rest)
-                .unwrap_or_else(Instant::now);
-            rest
+            remembered
+                .retired
+                .retain(|_, at| at.elapsed() < RETIRED_KEPT);
+            remembered.retired.insert(uid, Instant::now()).is_none()
         };
-        tracing::warn!(request = %name, %class, %why, ?rest, "node request failed; the class rests");
-        ctx.metrics.node_request_failed();
-        let note = format!(
-            "the provisioner could not deliver a {class}: {why}; {class} is not asked for again \
-             for {} s, and its tenants are planned on another class meanwhile",
-            rest.as_secs()
-        );
-        publish(
-            ctx,
-            failed.as_ref(),
-            EventType::Warning,
-            "ProvisioningFailed",
-            note,
-        )
-        .await;
+        if first_time {
+            report_failure(ctx, &failed).await;
+        }
+        if !present || failed.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
         match api.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
             Err(source) => {
-                return Err(Error::NodeRequest {
+                let error = Error::NodeRequest {
                     request: name,
                     source,
-                });
+                };
+                tracing::warn!(%error, "could not delete a Failed node request; will try again");
+                ctx.metrics.node_request_error("retire");
             }
         }
     }
-    Ok(())
 }
 
-/// Tenants waiting for capacity long enough, oldest first (those with a node selector left out).
-fn waiting_tenants(ctx: &Context, request_after: Duration) -> Vec<(String, Resources)> {
-    let now = Timestamp::now();
-    let long_enough = |tenant: &Tenant| {
-        let Some(status) = &tenant.status else {
-            return false;
-        };
-        let since = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == PLACED_CONDITION)
-            .map(|c| c.last_transition_time.0);
-        status.phase == TenantPhase::PendingCapacity
-            && since.is_some_and(|since| {
-                now.duration_since(since)
-                    .try_into()
-                    .is_ok_and(|waited: Duration| waited >= request_after)
-            })
+/// A Failed request's class rests (doubling per failure in a row); a Warning Event says why.
+async fn report_failure(ctx: &Context, failed: &NodeRequest) {
+    let name = failed.name_any();
+    let class = failed.spec.node_class.clone();
+    let why = failed
+        .status
+        .as_ref()
+        .map(|s| s.message.clone())
+        .unwrap_or_default();
+    let rest = {
+        let mut remembered = ctx.purchases.lock();
+        let (until, failures) = remembered
+            .resting
+            .entry(class.clone())
+            .or_insert((Instant::now(), 0));
+        *failures = failures.saturating_add(1);
+        let rest = FIRST_REST
+            .saturating_mul(1u32 << (*failures).saturating_sub(1).min(16))
+            .min(LONGEST_REST);
+        *until = Instant::now()
+            .checked_add(rest)
+            .unwrap_or_else(Instant::now);
+        rest
     };
-    let mut waiting: Vec<(Option<Timestamp>, String, Resources)> = ctx
-        .tenants
+    tracing::warn!(request = %name, %class, %why, ?rest, "node request failed; the class rests");
+    ctx.metrics.node_request_failed();
+    let note = format!(
+        "the provisioner could not deliver a {class}: {why}; {class} is not asked for again \
+         for {} s, and its tenants are planned on another class meanwhile",
+        rest.as_secs()
+    );
+    publish(ctx, failed, EventType::Warning, "ProvisioningFailed", note).await;
+}
+
+/// A tenant that waits for room, as purchases see it.
+#[derive(Clone, Debug, PartialEq)]
+struct Waiter {
+    /// `namespace/name`.
+    key: String,
+    created: Option<Timestamp>,
+    footprint: Resources,
+    selector: Option<Labels>,
+    wait: Wait,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Wait {
+    /// For its first placement (`PendingCapacity`), since its Placed condition changed.
+    First { since: Option<Timestamp> },
+    /// To move off a draining node that no other node can take it from now.
+    Move,
+}
+
+/// The tenants waiting for room that a new machine could take, in no order: those waiting for
+/// their first placement and blocked moves. (A `Resizing` tenant grows in place: a new machine
+/// cannot take its resize; a suspended one asks for nothing.) A tenant whose status says it waits
+/// but whose entry is already written (on any node for a first placement, on a node other than
+/// the one it leaves for a move: the engine writes the Node before the tenant's status) does not
+/// wait: planning for it in that moment would buy its room twice.
+fn waiters(ctx: &Context) -> Vec<Waiter> {
+    let mut held: HashMap<String, Vec<String>> = HashMap::new();
+    for cached in ctx.engine.cache().state() {
+        let name = cached.name_any();
+        // The newest copy: our own last write may not be in the cache yet.
+        let node = ctx.engine.node(&name).unwrap_or(cached);
+        for entry in node.allocations() {
+            held.entry(entry.uid.clone())
+                .or_default()
+                .push(name.clone());
+        }
+    }
+    let placed = |t: &Tenant, leaving: Option<&str>| {
+        let uid = t.metadata.uid.as_deref().unwrap_or_default();
+        held.get(uid)
+            .is_some_and(|nodes| nodes.iter().any(|n| Some(n.as_str()) != leaving))
+    };
+    ctx.tenants
         .state()
         .into_iter()
         .filter(|t| t.metadata.deletion_timestamp.is_none() && !t.spec.suspend)
-        // NB: a class carries no labels yet, so a new node could not take a tenant with a node
-        // selector: buying one for it would only be handed back empty.
-        .filter(|t| t.spec.node_selector.is_empty())
-        .filter(|t| long_enough(t))
         .filter_map(|t| {
-            let footprint = t.spec.footprint().ok()?;
-            let created = t.metadata.creation_timestamp.as_ref().map(|c| c.0);
-            Some((created, t.key(), footprint))
+            let status = t.status.as_ref()?;
+            let leaving = Some(status.node_name.as_str()).filter(|n| !n.is_empty());
+            if placed(&t, leaving) {
+                return None;
+            }
+            let wait = if waiting::Waiter::is_blocked_move(&t) {
+                Wait::Move
+            } else if status.phase == TenantPhase::PendingCapacity {
+                let since = status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == PLACED_CONDITION)
+                    .map(|c| c.last_transition_time.0);
+                Wait::First { since }
+            } else {
+                return None;
+            };
+            Some(Waiter {
+                key: t.key(),
+                created: t.metadata.creation_timestamp.as_ref().map(|c| c.0),
+                footprint: t.spec.footprint().ok()?,
+                selector: t.spec.selector().cloned(),
+                wait,
+            })
         })
-        .collect();
-    waiting.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    waiting
-        .into_iter()
-        .map(|(_, key, footprint)| (key, footprint))
         .collect()
 }
 
-/// The classes that may be bought now (not resting), with how many of each are in use.
+/// What to plan for: the waiting tenants a machine would be placed for, in queue order, as the
+/// queue will serve them.
+#[derive(Debug, Default, PartialEq)]
+struct Demand {
+    /// Planned for, oldest first: every blocked move (it takes room before younger tenants), and
+    /// every first placement that has waited `request_after`, unless it waits behind a
+    /// StrictFIFO head that is not planned for.
+    planned: Vec<SelectiveTenant>,
+    /// StrictFIFO: the oldest first placement (nothing younger is placed before it).
+    head: Option<Head>,
+    /// Every waiting tenant, oldest first (who could use a machine).
+    waiting: Vec<Waiter>,
+}
+
+#[derive(Debug, PartialEq)]
+struct Head {
+    tenant: String,
+    /// Whether the head is among the planned (it has waited long enough).
+    planned: bool,
+    /// The first placements younger than it.
+    behind: Vec<String>,
+}
+
+impl Demand {
+    fn of(waiters: &[Waiter], mode: QueueMode, request_after: Duration, now: Timestamp) -> Demand {
+        let mut waiting = waiters.to_vec();
+        waiting.sort_by(|a, b| (a.created, &a.key).cmp(&(b.created, &b.key)));
+        let long_enough = |w: &Waiter| match w.wait {
+            Wait::Move => true,
+            Wait::First { since } => since.is_some_and(|since| {
+                now.duration_since(since)
+                    .try_into()
+                    .is_ok_and(|waited: Duration| waited >= request_after)
+            }),
+        };
+        let first = |w: &&Waiter| matches!(w.wait, Wait::First { .. });
+        let head = (mode == QueueMode::StrictFifo)
+            .then(|| waiting.iter().find(first))
+            .flatten()
+            .map(|head| Head {
+                tenant: head.key.clone(),
+                planned: long_enough(head),
+                behind: waiting
+                    .iter()
+                    .filter(first)
+                    .skip(1)
+                    .map(|w| w.key.clone())
+                    .collect(),
+            });
+        let held_back = |w: &Waiter| {
+            head.as_ref()
+                .is_some_and(|h| !h.planned && (h.tenant == w.key || h.behind.contains(&w.key)))
+        };
+        let planned = waiting
+            .iter()
+            .filter(|w| long_enough(w) && !held_back(w))
+            .map(|w| SelectiveTenant {
+                waiting: WaitingTenant {
+                    tenant: w.key.clone(),
+                    footprint: w.footprint,
+                },
+                selector: w.selector.clone(),
+            })
+            .collect();
+        Demand {
+            planned,
+            head,
+            waiting,
+        }
+    }
+
+    /// A hash of the tenants planned for and their footprints.
+    fn fingerprint(&self) -> u64 {
+        fingerprint(&self.planned, &[], &[])
+    }
+
+    /// The purchase, and each tenant nothing is bought for with why. Behind a StrictFIFO head
+    /// no class can hold, nothing is bought for the first placements: they would never be
+    /// placed on the machine before the head.
+    fn plan(
+        &self,
+        policy: Policy,
+        offers: &[(NodeClassOffer, Labels)],
+        in_flight: &[(InFlightRequest, Labels)],
+    ) -> (Purchase, HashMap<String, String>) {
+        let mut purchase = placement::purchase_by_labels(policy, offers, in_flight, &self.planned);
+        let mut why: HashMap<String, String> = purchase
+            .unplaceable
+            .iter()
+            .map(|u| {
+                (
+                    u.tenant.clone(),
+                    format!("no node can be requested for it: {}", u.why),
+                )
+            })
+            .collect();
+        let Some(head) = &self.head else {
+            return (purchase, why);
+        };
+        let blocked = !head.planned || why.contains_key(&head.tenant);
+        if !blocked {
+            return (purchase, why);
+        }
+        if head.planned {
+            let moves: Vec<SelectiveTenant> = self
+                .planned
+                .iter()
+                .filter(|t| t.waiting.tenant != head.tenant)
+                .filter(|t| !head.behind.contains(&t.waiting.tenant))
+                .cloned()
+                .collect();
+            purchase = placement::purchase_by_labels(policy, offers, in_flight, &moves);
+        }
+        let reason = if head.planned {
+            "for which no machine can be bought"
+        } else {
+            "which has not waited long enough for a machine yet"
+        };
+        for tenant in &head.behind {
+            why.insert(
+                tenant.clone(),
+                format!(
+                    "it waits behind {} (StrictFIFO), {reason}: nothing is bought for it before",
+                    head.tenant
+                ),
+            );
+        }
+        (purchase, why)
+    }
+
+    /// Whether a waiting tenant the queue would place there could use an empty node with these
+    /// labels and this capacity (StrictFIFO: only the head's turn, or a move).
+    fn could_use(&self, labels: &Labels, capacity: Resources) -> bool {
+        self.waiting.iter().any(|w| {
+            let behind = self
+                .head
+                .as_ref()
+                .is_some_and(|h| h.behind.contains(&w.key));
+            !behind
+                && placement::selector::matches(w.selector.as_ref(), labels)
+                && w.footprint.fits_within(&capacity)
+        })
+    }
+}
+
+/// The classes that may be bought now (not resting), with how many of each are in use, and the
+/// labels their nodes carry.
 fn offers(
     ctx: &Context,
     classes: &Store<NodeClass>,
-    requested: &[(String, NodeRequestSpec, bool)],
+    requested: &[Requested],
     pool: &Pool,
-) -> Vec<NodeClassOffer> {
+) -> Vec<(NodeClassOffer, Labels)> {
     let resting: HashSet<String> = {
         let mut remembered = ctx.purchases.lock();
         remembered
@@ -408,7 +718,7 @@ fn offers(
             .map(|(class, _)| class.clone())
             .collect()
     };
-    let mut offers: Vec<NodeClassOffer> = classes
+    let mut offers: Vec<(NodeClassOffer, Labels)> = classes
         .state()
         .into_iter()
         .filter(|c| !resting.contains(&c.name_any()) && pool.has_class(&c.name_any()))
@@ -417,9 +727,9 @@ fn offers(
             let capacity = class.spec.capacity.to_resources().ok()?;
             let in_use = requested
                 .iter()
-                .filter(|(_, spec, _)| spec.node_class == name)
+                .filter(|r| r.spec.node_class == name)
                 .count();
-            Some(NodeClassOffer {
+            let offer = NodeClassOffer {
                 name,
                 capacity,
                 // Whole units in the API; whole cents for the planner.
@@ -430,56 +740,46 @@ fn offers(
                     .and_then(|c| c.checked_mul(100)),
                 limit: class.spec.limit.and_then(|l| u32::try_from(l).ok()),
                 in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
-            })
+            };
+            Some((offer, class_node_labels(&class)))
         })
         .collect();
-    offers.sort_by(|a, b| a.name.cmp(&b.name));
+    offers.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     offers
 }
 
-/// The purchase for these tenants: the pure planner, with the room in flight as empty ledgers.
-fn plan(
-    ctx: &Context,
-    waiting: &[(String, Resources)],
-    offers: &[NodeClassOffer],
-    in_flight: &[(String, NodeRequestSpec)],
-) -> Purchase {
-    let tenants: Vec<WaitingTenant> = waiting
-        .iter()
-        .map(|(tenant, footprint)| WaitingTenant {
-            tenant: tenant.clone(),
-            footprint: *footprint,
-        })
-        .collect();
-    let coming: Vec<InFlightRequest> = in_flight
-        .iter()
-        .filter_map(|(name, spec)| {
-            Some(InFlightRequest {
-                name: name.clone(),
-                capacity: spec.capacity.to_resources().ok()?,
-            })
-        })
-        .collect();
-    placement::purchase(ctx.settings.policy, offers, &coming, &tenants)
-}
-
-/// Creates one request under its stable name; one that exists already is taken as made.
+/// Creates one request. Its name is the stable one unless another request holds it (then the
+/// next of [`NAME_ATTEMPTS`]); a request found under the name wanted is looked at: the same
+/// purchase, still in flight, is taken as made, anything else is not. A refused create is
+/// logged and counted, and the next look plans again.
 async fn create(
     ctx: &Context,
     api: &Api<NodeRequest>,
-    class: &str,
-    tenants: &[String],
-    offers: &[NodeClassOffer],
-) -> Result<(), Error> {
-    let Some(offer) = offers.iter().find(|o| o.name == class) else {
-        return Ok(());
+    new: &NewNode,
+    offers: &[(NodeClassOffer, Labels)],
+    taken: &mut HashSet<String>,
+) {
+    let Some((offer, _)) = offers.iter().find(|(o, _)| o.name == new.class) else {
+        return;
     };
-    let name = request_name(class, tenants);
+    let (class, tenants) = (new.class.as_str(), &new.tenants);
     let spec = NodeRequestSpec {
         node_class: class.to_owned(),
         capacity: ResourceAmounts::from(offer.capacity),
-        tenants: tenants.to_vec(),
+        tenants: tenants.clone(),
     };
+    let Some(name) = (0..NAME_ATTEMPTS)
+        .map(|attempt| request_name(class, tenants, attempt))
+        .find(|name| !taken.contains(name))
+    else {
+        tracing::warn!(
+            class,
+            "node requests: every name for this purchase is taken"
+        );
+        ctx.metrics.node_request_error("create");
+        return;
+    };
+    taken.insert(name.clone());
     let request = NodeRequest::new(&name, spec.clone());
     match api.create(&PostParams::default(), &request).await {
         Ok(created) => {
@@ -488,55 +788,123 @@ async fn create(
                 .lock()
                 .created
                 .insert(name.clone(), (spec, Instant::now()));
-            let note = format!(
-                "a {class} is asked for {} waiting tenant(s): {}",
-                tenants.len(),
-                tenants.join(", ")
-            );
-            publish(ctx, &created, EventType::Normal, "NodeRequested", note).await;
-            // And on each tenant it is for: where its machine is coming from.
-            for key in tenants {
-                let Some((namespace, tenant_name)) = key.split_once('/') else {
-                    continue;
-                };
-                let reference = ObjectRef::<Tenant>::new(tenant_name).within(namespace);
-                if let Some(tenant) = ctx.tenants.get(&reference) {
-                    let note = format!("node request {name} asks for a {class} for it");
-                    publish(
-                        ctx,
-                        tenant.as_ref(),
-                        EventType::Normal,
-                        "NodeRequested",
-                        note,
-                    )
-                    .await;
+            announce(ctx, &created, class, tenants).await;
+        }
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {
+            // Another process made it between our look and our create (a leader change): the
+            // same purchase in flight is ours; anything else under the name is not.
+            match api.get_opt(&name).await {
+                Ok(Some(found))
+                    if found.spec == spec
+                        && found.metadata.deletion_timestamp.is_none()
+                        && found.phase() != NodeRequestPhase::Failed =>
+                {
+                    ctx.purchases
+                        .lock()
+                        .created
+                        .insert(name, (spec, Instant::now()));
+                }
+                Ok(_) => {
+                    tracing::info!(request = %name, "node requests: the name is another request's; planned again at the next look");
+                }
+                Err(source) => {
+                    let error = Error::NodeRequest {
+                        request: name,
+                        source,
+                    };
+                    tracing::warn!(%error, "could not read a node request");
+                    ctx.metrics.node_request_error("create");
                 }
             }
-            Ok(())
         }
-        Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
-        Err(source) => Err(Error::NodeRequest {
-            request: name,
-            source,
-        }),
+        Err(source) => {
+            let error = Error::NodeRequest {
+                request: name,
+                source,
+            };
+            tracing::warn!(%error, "could not create a node request; will plan again");
+            ctx.metrics.node_request_error("create");
+        }
     }
 }
 
-/// `<class>-<8 hex digits of a hash of the class and its tenants>`: the same purchase has the
-/// same name, whoever computes it.
-fn request_name(class: &str, tenants: &[String]) -> String {
+/// The Events of a new request: one on it, and one on each tenant it is for.
+async fn announce(ctx: &Context, created: &NodeRequest, class: &str, tenants: &[String]) {
+    let name = created.name_any();
+    let note = format!(
+        "a {class} is asked for {} waiting tenant(s): {}",
+        tenants.len(),
+        tenants.join(", ")
+    );
+    publish(ctx, created, EventType::Normal, "NodeRequested", note).await;
+    for key in tenants {
+        let Some((namespace, tenant_name)) = key.split_once('/') else {
+            continue;
+        };
+        let reference = ObjectRef::<Tenant>::new(tenant_name).within(namespace);
+        if let Some(tenant) = ctx.tenants.get(&reference) {
+            let note = format!("node request {name} asks for a {class} for it");
+            publish(
+                ctx,
+                tenant.as_ref(),
+                EventType::Normal,
+                "NodeRequested",
+                note,
+            )
+            .await;
+        }
+    }
+}
+
+/// The longest class name a request name keeps whole: `<class>-<8 hex digits>` stays a DNS
+/// label (63 characters), as a Node name and a label value must be.
+const KEPT_CLASS: usize = 54;
+
+/// `<class>-<8 hex digits of a hash of the class, its tenants and the attempt>`: the same
+/// purchase has the same name, whoever computes it. A class name that would not make a DNS label
+/// (too long, or with dots) is cut to 54 characters, dots made dashes, no dash at its end; the
+/// hash covers the whole name. Attempt 0 hashes without the attempt.
+fn request_name(class: &str, tenants: &[String], attempt: u32) -> String {
     use std::hash::{Hash, Hasher};
     // NB: DefaultHasher::new() has fixed keys: the same input hashes alike in every process.
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     (class, tenants).hash(&mut hasher);
+    if attempt > 0 {
+        attempt.hash(&mut hasher);
+    }
     let hash = hasher.finish() & 0xffff_ffff;
-    // Names are DNS labels (63 characters): the class name keeps what room is left.
-    let kept: String = class.chars().take(54).collect();
-    format!("{kept}-{hash:08x}")
+    let kept: String = class
+        .chars()
+        .take(KEPT_CLASS)
+        .map(|c| if c == '.' { '-' } else { c })
+        .collect();
+    format!("{}-{hash:08x}", kept.trim_end_matches('-'))
 }
 
-/// What each waiting tenant's status adds: the request for it, or why no class can hold it.
-fn notes(live: &[Arc<NodeRequest>], unplaceable: &[Unplaceable]) -> HashMap<String, String> {
+/// What each waiting tenant's status adds: the request it waits for (live, or created and not
+/// shown yet), or why nothing is bought for it, which wins.
+fn notes(
+    ctx: &Context,
+    live: &[Arc<NodeRequest>],
+    unplaceable: HashMap<String, String>,
+) -> HashMap<String, String> {
+    let mut notes = request_notes(live);
+    for (name, (spec, _)) in ctx.purchases.lock().created.iter() {
+        for tenant in &spec.tenants {
+            notes.entry(tenant.clone()).or_insert_with(|| {
+                format!(
+                    "node request {name} ({}) is Pending for it",
+                    spec.node_class
+                )
+            });
+        }
+    }
+    notes.extend(unplaceable);
+    notes
+}
+
+/// `node request X (class) is Provisioning for it`, for each tenant of each live request.
+fn request_notes(live: &[Arc<NodeRequest>]) -> HashMap<String, String> {
     let mut notes = HashMap::new();
     for request in live {
         let (name, phase) = (request.name_any(), request.phase());
@@ -550,12 +918,6 @@ fn notes(live: &[Arc<NodeRequest>], unplaceable: &[Unplaceable]) -> HashMap<Stri
                 ),
             );
         }
-    }
-    for refused in unplaceable {
-        notes.insert(
-            refused.tenant.clone(),
-            format!("no node can be requested for it: {}", refused.why),
-        );
     }
     notes
 }
@@ -589,12 +951,14 @@ fn wake_changed(ctx: &Context, notes: HashMap<String, String>) {
     }
 }
 
-/// Hands back each machine made for a request that has held nothing for `empty_node_after`.
+/// Hands back each machine made for a request that has held nothing for `empty_node_after`,
+/// unless a waiting tenant the queue would place there could use it.
 async fn hand_back(
     ctx: &Context,
     api: &Api<NodeRequest>,
     live: &[Arc<NodeRequest>],
-) -> Result<(), Error> {
+    demand: &Demand,
+) {
     let mut due = Vec::new();
     {
         let mut remembered = ctx.purchases.lock();
@@ -612,6 +976,15 @@ async fn hand_back(
             if holds || node.metadata.deletion_timestamp.is_some() {
                 continue;
             }
+            let usable = node.spec.state == NodeState::Online
+                && node
+                    .spec
+                    .capacity
+                    .to_resources()
+                    .is_ok_and(|capacity| demand.could_use(node.labels(), capacity));
+            if usable {
+                continue;
+            }
             seen.insert(name.clone());
             let since = *remembered
                 .empty_since
@@ -627,13 +1000,19 @@ async fn hand_back(
     for (node, request) in due {
         tracing::info!(%node, %request, "handing back a machine that holds nothing");
         match api.delete(&request, &DeleteParams::default()).await {
-            Ok(_) => ctx.metrics.node_handed_back(),
+            Ok(_) => {
+                ctx.metrics.node_handed_back();
+                ctx.purchases.lock().handed_back_for = Some(demand.fingerprint());
+            }
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(source) => return Err(Error::NodeRequest { request, source }),
+            Err(source) => {
+                let error = Error::NodeRequest { request, source };
+                tracing::warn!(%error, "could not hand back a machine; will try again");
+                ctx.metrics.node_request_error("hand_back");
+            }
         }
         ctx.purchases.lock().empty_since.remove(&node);
     }
-    Ok(())
 }
 
 /// Publishes one Event on a request or a tenant; a failure to publish is logged, never fatal.
@@ -665,21 +1044,54 @@ mod tests {
     use super::*;
     use crate::api::NodeRequestStatus;
 
-    #[test]
-    fn a_purchase_has_the_same_name_whoever_computes_it_and_a_different_one_for_other_tenants() {
-        let tenants = vec!["default/a".to_owned(), "default/b".to_owned()];
-        let name = request_name("hetzner-ax162", &tenants);
-        assert_eq!(name, request_name("hetzner-ax162", &tenants));
-        assert!(name.starts_with("hetzner-ax162-") && name.len() == "hetzner-ax162-".len() + 8);
-        assert_ne!(name, request_name("hetzner-ax162", &tenants[..1]));
-        assert_ne!(name, request_name("ovh-adv", &tenants));
-        // A long class name is cut so that the name stays a DNS label (63 characters).
-        let long = "c".repeat(80);
-        assert_eq!(request_name(&long, &tenants).len(), 63);
+    /// Whether `name` is a DNS-1123 label, as a Node name and a label value must be.
+    fn is_dns_label(name: &str) -> bool {
+        let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+        (1..=63).contains(&name.len())
+            && name.chars().all(|c| alnum(c) || c == '-')
+            && name.starts_with(alnum)
+            && name.ends_with(alnum)
     }
 
     #[test]
-    fn a_waiting_tenants_note_names_its_request_and_phase_or_why_none_can_be_made() {
+    fn a_purchase_has_the_same_name_whoever_computes_it_and_a_different_one_for_other_tenants() {
+        let tenants = vec!["default/a".to_owned(), "default/b".to_owned()];
+        let name = request_name("hetzner-ax162", &tenants, 0);
+        assert_eq!(name, request_name("hetzner-ax162", &tenants, 0));
+        assert!(name.starts_with("hetzner-ax162-") && name.len() == "hetzner-ax162-".len() + 8);
+        assert_ne!(name, request_name("hetzner-ax162", &tenants[..1], 0));
+        assert_ne!(name, request_name("ovh-adv", &tenants, 0));
+        // The next attempt (the stable name taken by another request) is another name.
+        assert_ne!(name, request_name("hetzner-ax162", &tenants, 1));
+        // A long class name is cut so that the name stays a DNS label (63 characters).
+        let long = "c".repeat(80);
+        assert_eq!(request_name(&long, &tenants, 0).len(), 63);
+    }
+
+    #[test]
+    fn a_request_name_is_a_dns_label_for_every_valid_class_name() {
+        // Valid NodeClass names (DNS-1123 subdomains, up to 253): a dot or a dash where the cut
+        // falls (the 55-character name of the issue: a dot at 54), dots anywhere, the longest.
+        let dot_at_cut = format!("{}.b", "a".repeat(53));
+        let dash_at_cut = format!("{}-bc", "a".repeat(53));
+        let dotted = "hetzner.ax102.eu".to_owned();
+        let longest = format!("{}.{}", "a".repeat(63), "b".repeat(189));
+        let tenants = vec!["default/a".to_owned()];
+        for class in [&dot_at_cut, &dash_at_cut, &dotted, &longest] {
+            for attempt in 0..NAME_ATTEMPTS {
+                let name = request_name(class, &tenants, attempt);
+                assert!(is_dns_label(&name), "{class}: {name}");
+            }
+        }
+        // Two classes that share their first 54 characters still get different names.
+        assert_ne!(
+            request_name(&format!("{}x", "a".repeat(60)), &tenants, 0),
+            request_name(&format!("{}y", "a".repeat(60)), &tenants, 0)
+        );
+    }
+
+    #[test]
+    fn a_waiting_tenants_note_names_its_request_and_phase() {
         let mut request = NodeRequest::new(
             "box-0000abcd",
             NodeRequestSpec {
@@ -692,24 +1104,155 @@ mod tests {
             phase: NodeRequestPhase::Provisioning,
             ..NodeRequestStatus::default()
         });
-        let refused = Unplaceable {
-            tenant: "default/huge".into(),
-            footprint: Resources::new(1000, 1, 1),
-            why: placement::NoClass::AtLimit {
-                at_limit: vec!["box".into()],
-                crowded: Vec::new(),
-            },
-        };
-        let notes = notes(&[Arc::new(request)], &[refused]);
+        let notes = request_notes(&[Arc::new(request.clone())]);
         assert_eq!(
             notes["default/big"],
             "node request box-0000abcd (box) is Provisioning for it"
         );
+        assert_eq!(notes.len(), 1);
+        // A Ready request counts the Node its status names, else the one named after it.
+        assert_eq!(made_node(&request), "box-0000abcd");
+        request.status = Some(NodeRequestStatus {
+            phase: NodeRequestPhase::Ready,
+            node_name: "lab-17".into(),
+            ..NodeRequestStatus::default()
+        });
+        assert_eq!(made_node(&request), "lab-17");
+    }
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    /// A tenant created at `created` s, waiting for its first placement since `since` s.
+    fn first(key: &str, created: i64, threads: u64, since: i64) -> Waiter {
+        Waiter {
+            key: key.into(),
+            created: Some(at(created)),
+            footprint: Resources::new(threads, 1, 1),
+            selector: None,
+            wait: Wait::First {
+                since: Some(at(since)),
+            },
+        }
+    }
+
+    fn moving(key: &str, created: i64, threads: u64) -> Waiter {
+        Waiter {
+            wait: Wait::Move,
+            ..first(key, created, threads, 0)
+        }
+    }
+
+    fn planned(demand: &Demand) -> Vec<&str> {
+        demand
+            .planned
+            .iter()
+            .map(|t| t.waiting.tenant.as_str())
+            .collect()
+    }
+
+    fn box_class(threads: u64) -> (NodeClassOffer, Labels) {
+        let offer = NodeClassOffer {
+            name: "box".into(),
+            capacity: Resources::new(threads, 64, 1000),
+            monthly_cost: Some(100),
+            limit: None,
+            in_use: 0,
+        };
+        (offer, Labels::new())
+    }
+
+    #[test]
+    fn what_is_planned_for_is_what_the_queue_will_place_on_a_new_machine() {
+        // now = 100 s, request_after = 60 s: waiting since 30 s is long enough, since 50 s not.
+        let (now, after) = (at(100), Duration::from_secs(60));
+        let waiters = [
+            first("d/young", 20, 4, 30),
+            first("d/head", 10, 100, 30),
+            moving("d/mover", 5, 60),
+            first("d/new", 30, 4, 50),
+        ];
+        // BestEffortFIFO: every move, and every first placement that waited long enough,
+        // oldest first.
+        let best = Demand::of(&waiters, QueueMode::BestEffortFifo, after, now);
+        assert_eq!(planned(&best), ["d/mover", "d/head", "d/young"]);
+        assert_eq!(best.head, None);
+        // StrictFIFO: the same, with head (the oldest first placement) known, and who is behind.
+        let strict = Demand::of(&waiters, QueueMode::StrictFifo, after, now);
+        assert_eq!(planned(&strict), ["d/mover", "d/head", "d/young"]);
+        let head = strict.head.as_ref().unwrap();
+        assert_eq!((head.tenant.as_str(), head.planned), ("d/head", true));
+        assert_eq!(head.behind, ["d/young", "d/new"]);
+        // A head that has not waited long enough: nothing behind it is planned either.
+        let waiters = [first("d/head", 10, 4, 90), first("d/young", 20, 4, 30)];
+        let strict = Demand::of(&waiters, QueueMode::StrictFifo, after, now);
+        assert!(planned(&strict).is_empty());
+    }
+
+    #[test]
+    fn behind_a_strict_fifo_head_no_class_holds_nothing_is_bought() {
+        // The issue's case: one 16-thread class; head asks 100 threads, young 12. Under
+        // BestEffortFIFO young gets a box; under StrictFIFO young would never be placed on it
+        // before head, which no box holds: nothing is bought, and both say why.
+        let (now, after) = (at(100), Duration::ZERO);
+        let waiters = [first("d/head", 10, 100, 10), first("d/young", 20, 12, 20)];
+        let classes = [box_class(16)];
+        let best = Demand::of(&waiters, QueueMode::BestEffortFifo, after, now);
+        let (purchase, _) = best.plan(Policy::FirstFit, &classes, &[]);
+        assert_eq!(purchase.requests.len(), 1);
+        assert_eq!(purchase.requests[0].tenants, ["d/young"]);
+        let strict = Demand::of(&waiters, QueueMode::StrictFifo, after, now);
+        let (purchase, why) = strict.plan(Policy::FirstFit, &classes, &[]);
+        assert!(purchase.requests.is_empty(), "{purchase:?}");
         assert!(
-            notes["default/huge"].starts_with("no node can be requested for it: "),
+            why["d/head"].starts_with("no node can be requested for it: larger than every"),
             "{}",
-            notes["default/huge"]
+            why["d/head"]
         );
-        assert_eq!(notes.len(), 2);
+        assert_eq!(
+            why["d/young"],
+            "it waits behind d/head (StrictFIFO), for which no machine can be bought: nothing is \
+             bought for it before"
+        );
+        // Nor is a machine kept for young: it could not be placed there.
+        assert!(!strict.could_use(&Labels::new(), Resources::new(16, 64, 1000)));
+        assert!(best.could_use(&Labels::new(), Resources::new(16, 64, 1000)));
+        // A head whose selector no class's labels match is no different.
+        let mut lost = first("d/head", 10, 1, 10);
+        lost.selector = Some(Labels::from([("region".to_owned(), "mars".to_owned())]));
+        let strict = Demand::of(
+            &[lost, waiters[1].clone()],
+            QueueMode::StrictFifo,
+            after,
+            now,
+        );
+        let (purchase, why) = strict.plan(Policy::FirstFit, &classes, &[]);
+        assert!(purchase.requests.is_empty(), "{purchase:?}");
+        assert_eq!(
+            why["d/head"],
+            "no node can be requested for it: no node class makes nodes labelled region=mars"
+        );
+    }
+
+    #[test]
+    fn an_older_blocked_move_takes_the_room_on_the_way_and_the_younger_tenant_gets_its_own() {
+        // The issue's case: a 64-thread box is on the way for waiter (60); then mover (60, older)
+        // is blocked off a draining node. The queue will give the box to mover first, so a second
+        // box is bought for waiter.
+        let (now, after) = (at(100), Duration::ZERO);
+        let waiters = [first("d/waiter", 20, 60, 20), moving("d/mover", 10, 60)];
+        let demand = Demand::of(&waiters, QueueMode::BestEffortFifo, after, now);
+        let on_the_way = [(
+            InFlightRequest {
+                name: "box-1".into(),
+                capacity: Resources::new(64, 64, 1000),
+            },
+            Labels::new(),
+        )];
+        let (purchase, _) = demand.plan(Policy::FirstFit, &[box_class(64)], &on_the_way);
+        assert_eq!(purchase.in_flight_assignments[0].tenants, ["d/mover"]);
+        assert_eq!(purchase.requests.len(), 1);
+        assert_eq!(purchase.requests[0].tenants, ["d/waiter"]);
     }
 }

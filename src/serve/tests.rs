@@ -210,7 +210,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// README use.
-const FAMILIES: [(&str, &str, &str); 20] = [
+const FAMILIES: [(&str, &str, &str); 21] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -255,6 +255,11 @@ const FAMILIES: [(&str, &str, &str); 20] = [
         "tenant_placer_nodes_handed_back_total",
         "counter",
         "Machines handed back (their NodeRequest deleted) after holding nothing for --empty-node-seconds.",
+    ),
+    (
+        "tenant_placer_node_request_errors_total",
+        "counter",
+        "NodeRequest writes the API refused, by action (create, retire a Failed one, hand_back); each is retried at the next look and never stops the others.",
     ),
     (
         "tenant_placer_undecodable_objects_total",
@@ -327,6 +332,7 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.node_request_failed();
     metrics.node_handed_back();
     metrics.node_handed_back();
+    metrics.node_request_error("create");
     let (nodes, mut node_feed) = reflector::store::<Node>();
     let tenants = crate::controller::TenantCache::default();
     node_feed.apply_watcher_event(&Event::Apply(node("n1", [64, 256, 8000], &[[2, 4, 20]])));
@@ -491,6 +497,10 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         scraped.get("tenant_placer_nodes_handed_back_total", &[]),
         2.0
     );
+    let errors = "tenant_placer_node_request_errors_total";
+    assert_eq!(scraped.all(errors).len(), 3);
+    assert_eq!(scraped.get(errors, &[("action", "create")]), 1.0);
+    assert_eq!(scraped.get(errors, &[("action", "hand_back")]), 0.0);
     // Two moves done, one cancelled; none in flight or blocked among these tenants.
     let moves = "tenant_placer_migrations_total";
     assert_eq!(scraped.get(moves, &[("result", "done")]), 2.0);
@@ -555,6 +565,7 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_migrations_total",
             "tenant_placer_node_requests_failed_total",
             "tenant_placer_nodes_handed_back_total",
+            "tenant_placer_node_request_errors_total",
             "tenant_placer_undecodable_objects_total",
             "tenant_placer_leader",
         ]
@@ -570,6 +581,16 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
         ),
         0.0
     );
+    // Each action a NodeRequest write can fail in shows from the start.
+    for action in ["create", "retire", "hand_back"] {
+        assert_eq!(
+            scraped.get(
+                "tenant_placer_node_request_errors_total",
+                &[("action", action)]
+            ),
+            0.0
+        );
+    }
     assert_eq!(scraped.get("tenant_placer_leader", &[]), 0.0);
 }
 

@@ -232,3 +232,212 @@ async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
     assert_eq!(requests(&h).len(), 1);
     h.assert_invariants();
 }
+
+/// Every node request's name, sorted.
+fn request_names(h: &Harness) -> Vec<String> {
+    let mut names: Vec<String> = requests(h)
+        .into_iter()
+        .filter_map(|r| r.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
+fn message(h: &Harness, name: &str) -> String {
+    h.tenant(name)
+        .and_then(|t| t.status)
+        .map(|s| s.message)
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_bought_for_tenants_behind_a_strict_fifo_head_that_no_class_can_hold() {
+    // The loop: one 8-thread node, a 16-thread class; head (100 threads, bigger than
+    // every class) then young (12). A box for young would never take young before head: it
+    // was bought, handed back and bought again. Now nothing is bought, and both say why.
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("small").capacity(8, 32, 1000).manifest()],
+        Settings {
+            queue: placement::QueueMode::StrictFifo,
+            ..buying()
+        },
+    )
+    .await;
+    h.apply(&[class("box", 16, 100, None)]);
+    h.fleet.start_provisioner(provisioner(50, &[]));
+    h.apply(&[tenant("head").resources(100, 1, 1).manifest()]);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    h.apply(&[tenant("young").resources(12, 1, 1).manifest()]);
+    until(&h, "young says it waits behind head", |h| {
+        message(h, "young").contains("waits behind default/head (StrictFIFO)")
+    })
+    .await;
+    // Many looks (every 20 ms) and more than one empty-node period (300 ms) later.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(request_names(&h), Vec::<String>::new(), "nothing bought");
+    assert!(
+        message(&h, "head").contains("no node can be requested for it: larger than every"),
+        "{}",
+        message(&h, "head")
+    );
+    // The same with a 1-thread head whose node selector no class's nodes carry.
+    h.delete_tenant("head");
+    h.apply(&[tenant("lost")
+        .resources(1, 1, 1)
+        .node_selector(&[("region", "mars")])
+        .manifest()]);
+    h.delete_tenant("young");
+    h.apply(&[tenant("young2").resources(12, 1, 1).manifest()]);
+    until(&h, "young2 says it waits behind lost", |h| {
+        message(h, "young2").contains("waits behind default/lost (StrictFIFO)")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(request_names(&h), Vec::<String>::new(), "nothing bought");
+    assert!(
+        message(&h, "lost").contains("no node class makes nodes labelled region=mars"),
+        "{}",
+        message(&h, "lost")
+    );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_whose_machine_an_older_blocked_move_takes_gets_another_machine() {
+    // mover (60 threads) lands on the only node; waiter (60) gets a 64-thread box asked for;
+    // the node is drained before the box arrives. The older, blocked mover takes the box first:
+    // waiter gets a second one (another name), not "AlreadyExists, taken as made".
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("n1").capacity(64, 256, 8000).manifest()],
+        buying(),
+    )
+    .await;
+    h.apply(&[class("box", 64, 100, None)]);
+    h.apply(&[tenant("mover").resources(60, 1, 1).manifest()]);
+    h.settle().await;
+    h.apply(&[tenant("waiter").resources(60, 1, 1).manifest()]);
+    until(&h, "a request for waiter", |h| requests(h).len() == 1).await;
+    h.apply(&[node_spec("n1", json!({"state": "Draining"}))]);
+    h.fleet.start_provisioner(provisioner(600, &[]));
+    until(&h, "both placed on bought machines", |h| {
+        ["mover", "waiter"].iter().all(|t| {
+            placed(h, t).is_some_and(|(phase, node)| phase == TenantPhase::Active && node != "n1")
+        })
+    })
+    .await;
+    h.settle().await;
+    let bought: Vec<(Option<String>, Vec<String>)> = requests(&h)
+        .into_iter()
+        .map(|r| (r.metadata.name, r.spec.tenants))
+        .collect();
+    assert_eq!(bought.len(), 2, "one machine each: {bought:?}");
+    assert_eq!(h.allocated_threads("n1"), 0);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_fails_between_two_looks_is_seen_and_the_next_class_is_tried() {
+    // Looks every 400 ms; the provisioner fails cheap within about 40 ms of its create, so no
+    // look sees it in flight. It used to stay counted as room on the way for 60 s.
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("small").capacity(8, 32, 1000).manifest()],
+        Settings {
+            request_check: Duration::from_millis(400),
+            ..buying()
+        },
+    )
+    .await;
+    h.apply(&[class("cheap", 64, 100, None), class("dear", 64, 300, None)]);
+    h.fleet.start_provisioner(provisioner(0, &["cheap"]));
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    until(&h, "big placed on a dear machine", |h| {
+        placed(h, "big")
+            .is_some_and(|(phase, node)| phase == TenantPhase::Active && node.starts_with("dear-"))
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(events_with_reason(&h, "ProvisioningFailed").len(), 1);
+    let names = request_names(&h);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("dear-"));
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_whose_name_is_long_or_dotted_gets_requests_the_api_accepts() {
+    // A valid 55-character class name with a dot at the 54th character made request names the
+    // API refused (422), and the refusal stopped every purchase and hand-back.
+    let long = format!("{}.b", "a".repeat(53));
+    let h = small_fleet(provisioner(50, &[]), &[class(&long, 64, 100, None)]).await;
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    until(&h, "big placed on a bought machine", |h| {
+        placed(h, "big")
+            .is_some_and(|(phase, node)| phase == TenantPhase::Active && node != "small")
+    })
+    .await;
+    h.settle().await;
+    let asked = requests(&h);
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].spec.node_class, long);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_request_counts_the_node_its_status_names_not_one_named_after_it() {
+    // A provisioner that names the Node otherwise (lab-1): once lab-1 is there, the request is
+    // no longer room on the way, and a tenant lab-1 cannot take gets a machine of its own.
+    // No provisioner runs: the test plays it.
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("small").capacity(8, 32, 1000).manifest()],
+        buying(),
+    )
+    .await;
+    h.apply(&[class("box", 64, 100, None)]);
+    h.apply(&[tenant("first").resources(32, 1, 1).manifest()]);
+    until(&h, "a request for first", |h| requests(h).len() == 1).await;
+    let name = request_names(&h).remove(0);
+    h.apply(&[json!({
+        "apiVersion": VERSION, "kind": "Node",
+        "metadata": {"name": "lab-1", "labels": {
+            "placement.tenant-placer.dev/node-request": name,
+            "placement.tenant-placer.dev/node-class": "box"}},
+        "spec": {"capacity": {"threads": 64, "memoryGb": 256, "storageGb": 8000}}
+    })]);
+    h.apply(&[json!({
+        "apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": name},
+        "status": {"phase": "Ready", "nodeName": "lab-1", "message": "up"}
+    })]);
+    until(&h, "first placed on lab-1", |h| {
+        placed(h, "first") == Some((TenantPhase::Active, "lab-1".to_owned()))
+    })
+    .await;
+    // 32 threads free on lab-1: second (40) needs another machine.
+    h.apply(&[tenant("second").resources(40, 1, 1).manifest()]);
+    until(&h, "a request for second", |h| requests(h).len() == 2).await;
+    h.settle().await;
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_with_a_node_selector_is_bought_a_machine_of_a_class_that_carries_its_labels() {
+    let mut eu = class("eu-box", 64, 300, None);
+    eu["spec"]["labels"] = json!({"region": "eu"});
+    let h = small_fleet(provisioner(50, &[]), &[class("us-box", 64, 100, None), eu]).await;
+    h.apply(&[tenant("euro")
+        .resources(32, 1, 1)
+        .node_selector(&[("region", "eu")])
+        .manifest()]);
+    until(&h, "euro placed on an eu machine", |h| {
+        placed(h, "euro").is_some_and(|(phase, node)| {
+            phase == TenantPhase::Active && node.starts_with("eu-box-")
+        })
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(requests(&h).len(), 1, "only the eu class is bought");
+    h.assert_invariants();
+}
