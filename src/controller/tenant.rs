@@ -58,6 +58,8 @@ pub struct WantedStatus {
 /// The reason of a tenant on a draining node that no other node can take now: it waits in the
 /// waiting room for room to appear, holding its reservation.
 pub const MIGRATION_BLOCKED: &str = "MigrationBlocked";
+/// The tenant holds its reservation on a node outside this controller's pool.
+pub const OUTSIDE_POOL: &str = "OutsidePool";
 /// The reason of a tenant on a draining node waiting for a move in flight to complete.
 const MIGRATION_WAITING: &str = "MigrationWaiting";
 
@@ -358,6 +360,14 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             return Ok(Action::await_change());
         }
     };
+    if let Some(wanted) = outside_pool(&tenant, &ctx).await? {
+        ctx.waiting.withdraw(&uid);
+        ctx.metrics.outside_pool();
+        tracing::warn!(tenant = %key, node = %wanted.node_name,
+            "the tenant holds a reservation outside this pool; it is left where it is");
+        write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+        return Ok(Action::await_change());
+    }
     let Some(mut committed) = decide(&api, &tenant, &uid, &key, footprint, created, &ctx).await?
     else {
         return Ok(Action::await_change());
@@ -444,6 +454,58 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
 /// Asks the engine to move the tenant to rest, as its spec (`footprint`) and status (the node
 /// it names, the move it records) say. `None` when the tenant was released meanwhile (it is
 /// gone or going: nothing to place or tell). A failure is written to the status and returned.
+/// In a pool (`--node-selector`), a tenant whose status names a node this pool does not see
+/// (its labels came into the pool from another): when that node exists outside the pool, the
+/// tenant keeps its reservation there and is not placed here (it would be held twice). Its
+/// status says so. `None`: the tenant is this pool's to decide (no pool, the node is the pool's,
+/// or gone: a lost reservation, decided as usual).
+async fn outside_pool(tenant: &Tenant, ctx: &Context) -> Result<Option<WantedStatus>, Error> {
+    let Some(selector) = ctx
+        .settings
+        .node_selector
+        .as_ref()
+        .filter(|s| !s.is_everything())
+    else {
+        return Ok(None);
+    };
+    let Some(status) = tenant.status.as_ref() else {
+        return Ok(None);
+    };
+    let node = &status.node_name;
+    if node.is_empty() || ctx.engine.node(node).is_some() {
+        return Ok(None);
+    }
+    let nodes: Api<crate::api::Node> = Api::all(ctx.client.clone());
+    let found = nodes
+        .get_opt(node)
+        .await
+        .map_err(|source| Error::ReadNode {
+            node: node.clone(),
+            source,
+        })?;
+    let Some(found) = found.filter(|n| !selector.matches(n.labels())) else {
+        return Ok(None);
+    };
+    let held = found
+        .allocations()
+        .iter()
+        .find(|e| Some(e.uid.as_str()) == tenant.metadata.uid.as_deref());
+    let Some(held) = held else {
+        return Ok(None);
+    };
+    Ok(Some(WantedStatus {
+        phase: status.phase,
+        node_name: node.clone(),
+        reserved: held.resources.to_resources().unwrap_or(Resources::ZERO),
+        message: format!(
+            "holds its reservation on {node}, a node outside this pool (--node-selector              {selector}): it stays there and is not placed in this pool (it would be held twice);              to move it here, have its pool drain {node}, or label it back"
+        ),
+        placed: true,
+        reason: OUTSIDE_POOL,
+        migration: None,
+    }))
+}
+
 async fn decide(
     api: &Api<Tenant>,
     tenant: &Tenant,

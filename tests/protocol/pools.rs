@@ -372,3 +372,58 @@ async fn a_pool_buys_only_classes_whose_nodes_land_in_it_and_leaves_other_pools_
         "pool a bought or retired pool b's: {names:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_relabelled_into_another_pool_stays_where_it_is_and_says_why() {
+    // a-t0 is placed in pool a, then labelled into pool b: pool b must not place it on b-n1
+    // (it would be held on both), and pool a keeps its entry.
+    let fleet = Arc::new(Fleet::new().unwrap());
+    for object in [
+        node("a-n1")
+            .label("pool", "a")
+            .capacity(64, 256, 8000)
+            .manifest(),
+        node("b-n1")
+            .label("pool", "b")
+            .capacity(64, 256, 8000)
+            .manifest(),
+        tenant("a-t0")
+            .label("pool", "a")
+            .resources(2, 4, 20)
+            .manifest(),
+    ] {
+        fleet.api.apply(object).unwrap();
+    }
+    fleet.start(pool("a"));
+    let b = tokio::spawn(controller::run(fleet.client.clone(), pool("b")));
+    until("a-t0 is placed on a-n1", || {
+        active_on(&fleet, "a-t0").as_deref() == Some("a-n1")
+    })
+    .await;
+    fleet
+        .api
+        .apply(json!({"apiVersion": VERSION, "kind": "Tenant",
+                      "metadata": {"name": "a-t0", "namespace": "default", "labels": {"pool": "b"}}}))
+        .unwrap();
+    until("a-t0 says it is outside pool b's nodes", || {
+        fleet
+            .tenants()
+            .into_iter()
+            .find(|t| t.metadata.name.as_deref() == Some("a-t0"))
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.message.contains("a node outside this pool"))
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    b.abort();
+    let held: Vec<(String, usize)> = fleet
+        .nodes()
+        .into_iter()
+        .map(|n| {
+            let entries = n.status.map_or(0, |s| s.allocations.len());
+            (n.metadata.name.unwrap(), entries)
+        })
+        .collect();
+    assert_eq!(held, [("a-n1".to_owned(), 1), ("b-n1".to_owned(), 0)]);
+    assert_eq!(active_on(&fleet, "a-t0").as_deref(), Some("a-n1"));
+}
