@@ -320,7 +320,10 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.conflict();
     metrics.retries_exhausted();
     metrics.orphan_released();
-    metrics.undecodable("node");
+    metrics.undecodable("Node");
+    metrics.undecodable("NodeClass");
+    metrics.undecodable("NodeRequest");
+    metrics.undecodable("NodeRequest");
     metrics.migration_ended(true);
     metrics.migration_ended(true);
     metrics.migration_ended(false);
@@ -405,10 +408,12 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         scraped.get("tenant_placer_orphaned_entries_released_total", &[]),
         1.0
     );
-    // Both kinds, the one never counted at 0.
+    // Every kind under its own label, the one never counted at 0.
     let undecodable = "tenant_placer_undecodable_objects_total";
-    assert_eq!(scraped.all(undecodable).len(), 2);
+    assert_eq!(scraped.all(undecodable).len(), 4);
     assert_eq!(scraped.get(undecodable, &[("kind", "node")]), 1.0);
+    assert_eq!(scraped.get(undecodable, &[("kind", "nodeclass")]), 1.0);
+    assert_eq!(scraped.get(undecodable, &[("kind", "noderequest")]), 2.0);
     assert_eq!(scraped.get(undecodable, &[("kind", "tenant")]), 0.0);
 
     // The histogram, cumulative: 3 ms falls in the 0.005 bucket and above, 30 ms from 0.05 on.
@@ -563,13 +568,13 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
         scraped.get("tenant_placer_placement_conflicts_total", &[]),
         0.0
     );
-    assert_eq!(
-        scraped.get(
-            "tenant_placer_undecodable_objects_total",
-            &[("kind", "tenant")]
-        ),
-        0.0
-    );
+    for kind in ["tenant", "node", "nodeclass", "noderequest"] {
+        assert_eq!(
+            scraped.get("tenant_placer_undecodable_objects_total", &[("kind", kind)]),
+            0.0,
+            "{kind}"
+        );
+    }
     assert_eq!(scraped.get("tenant_placer_leader", &[]), 0.0);
 }
 
