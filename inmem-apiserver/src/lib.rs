@@ -13,6 +13,9 @@
 //!
 //! # Rules it enforces, as the apiserver does
 //!
+//! - **Host** (over HTTP, [`serve`]): only `localhost`, loopback addresses and the bound
+//!   address are answered (any IP when bound to every address); another `Host`, such as a
+//!   DNS-rebinding page's name, is `403 Forbidden` ([`check_host`]).
 //! - **Paths**: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced
 //!   `/namespaces/{ns}/{resource}[/{name}[/status]]`, cluster-scoped
 //!   `/{resource}[/{name}[/status]]`, and lists/watches across namespaces.
@@ -126,6 +129,7 @@ mod discovery;
 mod events;
 mod faults;
 mod handler;
+mod host;
 mod kinds;
 mod meta;
 mod openapi;
@@ -152,6 +156,7 @@ use serde_json::Value;
 pub use body::ResponseBody;
 pub use cost::CostModel;
 pub use faults::{Fault, FaultAction, RequestKey, Stall, Stats, Verb};
+pub use host::{ForeignHost, check_host};
 pub use server::serve;
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};

@@ -614,3 +614,36 @@ fn readyz_is_503_until_ready_healthz_is_200_and_unknown_paths_are_404() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// One GET of `path` over HTTP/1.1 naming `host`: the status line and the body.
+async fn get_naming(addr: std::net::SocketAddr, host: &str, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+#[tokio::test]
+async fn the_page_and_metrics_answer_only_hosts_that_name_this_server() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(serve_on(listener, State::default()));
+    for path in ["/metrics", "/", "/api/fleet", "/healthz"] {
+        let (status, body) = get_naming(addr, "attacker.example", path).await;
+        assert_eq!(status, "HTTP/1.1 403 Forbidden", "{path}");
+        assert_eq!(
+            body,
+            "Host \"attacker.example\" is not this server: only localhost, loopback addresses and \
+             127.0.0.1 are answered (DNS rebinding guard)\n"
+        );
+    }
+    for host in [addr.to_string(), format!("localhost:{}", addr.port())] {
+        let (status, _) = get_naming(addr, &host, "/metrics").await;
+        assert_eq!(status, "HTTP/1.1 200 OK", "{host}");
+    }
+    server.abort();
+}

@@ -1,6 +1,6 @@
 //! The API served over real HTTP/1.1 with [`inmem_apiserver::serve`]: kube-rs
 //! as a client, watch events flushed as they happen, and a fault that drops
-//! the connection dropping it.
+//! the connection dropping it; a request to a foreign `Host` refused.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -72,7 +72,7 @@ async fn raw_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(addr).await?;
     stream
         .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
         )
         .await?;
     let mut answer = String::new();
@@ -97,5 +97,49 @@ async fn a_dropped_connection_fault_closes_the_connection_without_an_answer() {
         answer.contains("content-type: application/json"),
         "{answer}"
     );
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_request_naming_a_foreign_host_is_refused_and_writes_nothing() {
+    let (api, _) = setup();
+    let (addr, server) = served(&api).await;
+    let body = serde_json::to_string(&tenant("rebound", 1)).unwrap();
+    let post = |host: String| {
+        let body = body.clone();
+        async move {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            let request = format!(
+                "POST {TENANTS} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.unwrap();
+            answer
+        }
+    };
+    // A DNS-rebinding page: its name resolved to 127.0.0.1, the browser names it in the Host.
+    let refused = post(format!("attacker.example:{}", addr.port())).await;
+    assert!(refused.starts_with("HTTP/1.1 403 Forbidden"), "{refused}");
+    let status: serde_json::Value =
+        serde_json::from_str(refused.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Host \"attacker.example:{}\" is not this server: only localhost, loopback addresses \
+             and 127.0.0.1 are answered (DNS rebinding guard)",
+            addr.port()
+        )
+    );
+    assert!(
+        api.get(GROUP, "tenants", Some("default"), "rebound")
+            .is_none()
+    );
+    // The same request naming the server's address (as kube-rs and kubectl do) is served.
+    let created = post(addr.to_string()).await;
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
     server.abort();
 }
