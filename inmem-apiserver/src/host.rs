@@ -5,9 +5,10 @@
 //! its `Host` names:
 //! - `localhost`, or a loopback address (127.0.0.0/8, `[::1]`);
 //! - the address the server is bound to;
-//! - any IP address, when the server is bound to every address (0.0.0.0 or `[::]`): in a Pod,
-//!   Prometheus scrapes and the kubelet probes by Pod IP, and a rebinding page's Host is a name,
-//!   never an IP literal.
+//! - when the server is bound to every address (0.0.0.0 or `[::]`, as in a Pod): any IP address
+//!   (Prometheus scrapes and the kubelet probes by Pod IP), and a cluster Service's name
+//!   (`*.svc`, `*.svc.cluster.local`), which public DNS never resolves, so no rebinding page
+//!   can bear it. A rebinding page's Host is a public name, never an IP literal.
 //!
 //! Any other name is refused. The port is not looked at (a rebinding page names its own name,
 //! whatever the port). A request without a `Host` (HTTP/1.0) is answered: browsers, which carry
@@ -28,7 +29,7 @@ pub struct ForeignHost {
 impl fmt::Display for ForeignHost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let answered = if self.bound.ip().is_unspecified() {
-            "localhost and IP addresses are".to_owned()
+            "localhost, IP addresses and cluster Service names (*.svc) are".to_owned()
         } else {
             format!("localhost, loopback addresses and {} are", self.bound.ip())
         };
@@ -55,6 +56,7 @@ pub fn check_host(host: Option<&HeaderValue>, bound: SocketAddr) -> Result<(), F
             let ip = ip.to_canonical();
             ip.is_loopback() || ip == bound.ip().to_canonical() || bound.ip().is_unspecified()
         }
+        Some(Name::Service) => bound.ip().is_unspecified(),
         None => false,
     };
     if answered {
@@ -70,9 +72,12 @@ pub fn check_host(host: Option<&HeaderValue>, bound: SocketAddr) -> Result<(), F
 enum Name {
     Localhost,
     Ip(IpAddr),
+    /// A cluster Service's DNS name.
+    Service,
 }
 
-/// The host of `host[:port]` or `[ipv6][:port]`, if it is `localhost` or an IP literal.
+/// The host of `host[:port]` or `[ipv6][:port]`, if it is `localhost`, an IP literal or a
+/// cluster Service's name.
 fn name_of(host: &str) -> Option<Name> {
     let bracketed = host.strip_prefix('[');
     let (name, port) = match bracketed {
@@ -92,7 +97,16 @@ fn name_of(host: &str) -> Option<Name> {
     if name.eq_ignore_ascii_case("localhost") {
         return Some(Name::Localhost);
     }
-    name.parse::<Ipv4Addr>().ok().map(|ip| Name::Ip(ip.into()))
+    if let Ok(ip) = name.parse::<Ipv4Addr>() {
+        return Some(Name::Ip(ip.into()));
+    }
+    let name = name.to_ascii_lowercase();
+    // `<service>.<namespace>.svc`, `.svc.` not being a suffix of the service's name.
+    let service = [".svc", ".svc.cluster.local"]
+        .iter()
+        .filter_map(|suffix| name.strip_suffix(suffix))
+        .any(|rest| rest.split('.').count() == 2 && rest.split('.').all(|l| !l.is_empty()));
+    service.then_some(Name::Service)
 }
 
 #[cfg(test)]
@@ -125,11 +139,26 @@ mod tests {
             (Some("10.1.2.3:8080"), pod_ip, true),
             (Some("10.1.2.4:8080"), pod_ip, false),
             (Some("tenant-placer-metrics.ns.svc:8080"), pod_ip, false),
-            // Bound to every address: any IP literal (the Pod IP Prometheus and the kubelet use),
-            // still no foreign name.
+            // Bound to every address: any IP literal (the Pod IP Prometheus and the kubelet use)
+            // and a Service's name, still no other name.
             (Some("10.1.2.3:8080"), any_v4, true),
             (Some("[fd00::3]:8080"), any_v6, true),
+            (Some("tenant-placer-metrics.ns.svc:8080"), any_v4, true),
+            (
+                Some("Tenant-Placer-Metrics.NS.svc.cluster.local"),
+                any_v6,
+                true,
+            ),
             (Some("attacker.example"), any_v4, false),
+            (Some("tenant-placer-metrics.svc"), any_v4, false),
+            (Some("a.b.c.svc"), any_v4, false),
+            (Some("x.ns.svc.attacker.example"), any_v4, false),
+            (
+                Some("x.ns.svc.cluster.local.attacker.example"),
+                any_v4,
+                false,
+            ),
+            (Some("tenant-placer-metrics.ns.svc"), loopback, false),
             // Not a host at all.
             (Some("127.0.0.1:"), loopback, false),
             (Some("127.0.0.1:http"), loopback, false),
@@ -161,8 +190,8 @@ mod tests {
         let any: SocketAddr = "0.0.0.0:8080".parse().unwrap();
         assert_eq!(
             check_host(Some(&header), any).unwrap_err().to_string(),
-            "Host \"attacker.example\" is not this server: only localhost and IP addresses are \
-             answered (DNS rebinding guard)"
+            "Host \"attacker.example\" is not this server: only localhost, IP addresses and \
+             cluster Service names (*.svc) are answered (DNS rebinding guard)"
         );
     }
 }

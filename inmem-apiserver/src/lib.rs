@@ -11,11 +11,13 @@
 //! `events.k8s.io` `events`, `coordination.k8s.io` `leases`, and the CRDs
 //! themselves ([`ApiServer::register_kind`] adds more).
 //!
+//! Over HTTP it answers only a `Host` naming this server ([`check_host`]: `localhost`, loopback
+//! addresses, the bound address; bound to every address, also any IP and `*.svc` names); any
+//! other, such as a DNS-rebinding page's name, is `403 Forbidden`: a guard a real apiserver,
+//! behind TLS and authentication, does not need.
+//!
 //! # Rules it enforces, as the apiserver does
 //!
-//! - **Host** (over HTTP, [`serve`]): only `localhost`, loopback addresses and the bound
-//!   address are answered (any IP when bound to every address); another `Host`, such as a
-//!   DNS-rebinding page's name, is `403 Forbidden` ([`check_host`]).
 //! - **Paths**: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced
 //!   `/namespaces/{ns}/{resource}[/{name}[/status]]`, cluster-scoped
 //!   `/{resource}[/{name}[/status]]`, and lists/watches across namespaces.

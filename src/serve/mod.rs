@@ -23,9 +23,9 @@
 //!   label values escaped as the format requires;
 //! - with the page off, its paths answer 404 like any unknown path;
 //! - only `Host`s naming this server are answered (`inmem_apiserver::check_host`: localhost,
-//!   loopback, the bound address, or any IP when bound to every address, as in a Pod where
-//!   Prometheus and the kubelet use the Pod IP); another name is 403, saying why (a
-//!   DNS-rebinding page could otherwise read the fleet page and the metrics).
+//!   loopback, the bound address; bound to every address, as in a Pod, also any IP, which
+//!   Prometheus and the kubelet use, and cluster Service names); another name is 403, saying why
+//!   (a DNS-rebinding page could otherwise read the fleet page and the metrics).
 
 mod gauges;
 pub mod page;
