@@ -87,7 +87,7 @@
 //!   events published through `events.k8s.io`.
 //! - **Custom resources** are pruned of unknown fields, defaulted and
 //!   validated against the version's `openAPIV3Schema` (see the `schema`
-//!   module for what is checked, integer formats included), then against its
+//!   module for what is checked, integer formats and `date-time` included), then against its
 //!   `x-kubernetes-validations` CEL rules, evaluated with the `cel` crate
 //!   (cel-rust; see the `rules` module): `self`, `oldSelf` transition rules
 //!   (and `optionalOldSelf`), `message`, `messageExpression`, `fieldPath` and
@@ -105,7 +105,7 @@
 //!
 //! CEL type checking and cost limits, the Kubernetes CEL libraries
 //! (`quantity`, `url`, `ip`, `cidr`, `sets`, `isSorted`, ...: a rule calling
-//! one fails), `pattern` and string `format` validation,
+//! one fails), `pattern` and string formats other than `date-time`,
 //! conversion webhooks (versions differ only in `apiVersion`), managedFields
 //! and field ownership (apply is a merge), YAML and protobuf bodies, OpenAPI
 //! v2, garbage collection (`ownerReferences`, `propagationPolicy` are stored but not acted
