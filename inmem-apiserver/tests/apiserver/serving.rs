@@ -68,16 +68,18 @@ async fn watch_events_arrive_as_they_happen() {
     server.abort();
 }
 
-async fn raw_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+/// One raw HTTP/1.1 exchange: `request` as written (saying `Connection: close`), the whole answer.
+async fn exchange(addr: SocketAddr, request: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(addr).await?;
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await?;
+    stream.write_all(request.as_bytes()).await?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await?;
     Ok(answer)
+}
+
+async fn raw_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    exchange(addr, &request).await
 }
 
 #[tokio::test]
@@ -106,22 +108,16 @@ async fn a_request_naming_a_foreign_host_is_refused_and_writes_nothing() {
     let (addr, server) = served(&api).await;
     let body = serde_json::to_string(&tenant("rebound", 1)).unwrap();
     let post = |host: String| {
-        let body = body.clone();
-        async move {
-            let mut stream = TcpStream::connect(addr).await.unwrap();
-            let request = format!(
-                "POST {TENANTS} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            stream.write_all(request.as_bytes()).await.unwrap();
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).await.unwrap();
-            answer
-        }
+        format!(
+            "POST {TENANTS} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
     };
     // A DNS-rebinding page: its name resolved to 127.0.0.1, the browser names it in the Host.
-    let refused = post(format!("attacker.example:{}", addr.port())).await;
+    let refused = exchange(addr, &post(format!("attacker.example:{}", addr.port())))
+        .await
+        .unwrap();
     assert!(refused.starts_with("HTTP/1.1 403 Forbidden"), "{refused}");
     let status: serde_json::Value =
         serde_json::from_str(refused.split("\r\n\r\n").nth(1).unwrap()).unwrap();
@@ -139,7 +135,7 @@ async fn a_request_naming_a_foreign_host_is_refused_and_writes_nothing() {
             .is_none()
     );
     // The same request naming the server's address (as kube-rs and kubectl do) is served.
-    let created = post(addr.to_string()).await;
+    let created = exchange(addr, &post(addr.to_string())).await.unwrap();
     assert!(created.starts_with("HTTP/1.1 201"), "{created}");
     server.abort();
 }
