@@ -20,13 +20,14 @@ What it checks:
      when switched on, and nothing that exposes the page or metrics outside the cluster (no
      Ingress, ClusterIP Services only);
   4b. the admission guards exactly when switched on (the ValidatingAdmissionPolicy on
-     nodes/status and tenants/status, the MutatingAdmissionPolicies adding the Tenant finalizer,
+     nodes/status, tenants/status and noderequests/status, the MutatingAdmissionPolicies adding the Tenant finalizer,
      only while controller.finalizer is on, and the Node finalizer), each with its binding: the
      fields the API requires and the values it allows (its OpenAPI schema marks neither, so this
      is checked here, field by field), the right resources and operations, and their CEL: every
      expression parses, and is evaluated on sample requests (the controller's ServiceAccount
      system:serviceaccount:<release namespace>:<ServiceAccount> and statusWriters may write the
-     status and nobody else; the message names the ServiceAccount; the match condition and the
+     status of Nodes and Tenants, provisioners and statusWriters that of NodeRequests, and nobody
+     else; the message names the ServiceAccount or the provisioners; the match condition and the
      JSON Patch add each finalizer once, keeping the others);
   5. kubernetes-validate --strict accepts every rendered built-in object and the CRDs, for
      Kubernetes 1.32 and the newest version it knows (ServiceMonitor is not built in: skipped);
@@ -115,11 +116,13 @@ class Case:
     service_monitor: bool = False
     page: bool = True
     # Admission guards: the ValidatingAdmissionPolicy, the MutatingAdmissionPolicies, the Tenant
-    # one among them (only while controller.finalizer is on), and admissionGuards.statusWriters.
+    # one among them (only while controller.finalizer is on), admissionGuards.statusWriters and
+    # admissionGuards.provisioners.
     validating: bool = True
     mutating: bool = True
     tenant_finalizer_policy: bool = True
     status_writers: list[str] = field(default_factory=list)
+    provisioners: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -192,6 +195,7 @@ def cases() -> tuple[list[Case], list[BadCase]]:
             replicas=2,
             service_monitor=True,
             status_writers=all_on["admissionGuards"]["statusWriters"],
+            provisioners=all_on["admissionGuards"]["provisioners"],
         ),
         Case("replicaCount=2, leaderElection automatic", {"replicaCount": 2},
              leader_election=True, replicas=2),
@@ -223,6 +227,12 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                                                     "system:serviceaccount:ops:break-glass"]}},
              release="edge",
              status_writers=["alice@example.com", "system:serviceaccount:ops:break-glass"]),
+        Case("two provisioners, one of them also a statusWriter",
+             {"admissionGuards": {"provisioners": ["system:serviceaccount:capi:provisioner",
+                                                   "kubernetes-admin"],
+                                  "statusWriters": ["kubernetes-admin"]}},
+             status_writers=["kubernetes-admin"],
+             provisioners=["system:serviceaccount:capi:provisioner", "kubernetes-admin"]),
         *POOL_CASES,
     ]
     bad = [
@@ -255,6 +265,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                 {"admissionGuards": {"statusWriters": [""]}}, "statusWriters"),
         BadCase("admissionGuards.statusWriters not a list",
                 {"admissionGuards": {"statusWriters": "kubernetes-admin"}}, "statusWriters"),
+        BadCase("admissionGuards.provisioners with an empty name",
+                {"admissionGuards": {"provisioners": [""]}}, "provisioners"),
         BadCase("controller.nodeSelector not a string",
                 {"controller": {"nodeSelector": {"pool": "eu"}}}, "nodeSelector"),
         BadCase("controller.tenantSelector not a string",
@@ -843,7 +855,7 @@ def check_admission_guards(report: Report, case: Case, objects: list[dict[str, A
     try:
         for policy in named(VAP).values():
             check_status_writers(report, label, policy, named(VAP_BINDING), username,
-                                 case.status_writers)
+                                 case.status_writers, case.provisioners)
         for name, policy in named(MAP).items():
             tenant = name.endswith("-tenant-finalizer")
             resource, finalizer = (("tenants", TENANT_FINALIZER) if tenant
@@ -855,11 +867,12 @@ def check_admission_guards(report: Report, case: Case, objects: list[dict[str, A
 
 def check_status_writers(report: Report, label: str, policy: dict[str, Any],
                          bindings: dict[str, dict[str, Any]], username: str,
-                         extra: list[str]) -> None:
+                         extra: list[str], provisioners: list[str]) -> None:
     at, spec = f"{label}: {where(policy)}", policy["spec"]
     report.check(spec.get("failurePolicy") == "Fail", f"{at}: failurePolicy is not Fail")
     want_rules = [{"apiGroups": [PLACEMENT_GROUP], "apiVersions": ["*"],
-                   "operations": ["UPDATE"], "resources": ["nodes/status", "tenants/status"]}]
+                   "operations": ["UPDATE"],
+                   "resources": ["nodes/status", "tenants/status", "noderequests/status"]}]
     rules = spec.get("matchConstraints", {}).get("resourceRules")
     report.check(rules == want_rules, f"{at}: resourceRules {rules}, want {want_rules}")
     binding = bindings.get(policy["metadata"]["name"], {})
@@ -871,11 +884,14 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
     validation = validations[0]
     report.check(username in validation.get("message", ""),
                  f"{at}: message does not name {username}: {validation.get('message')!r}")
-    writers = [username] + [w for w in extra if w != username]
     others = [f"system:serviceaccount:{NAMESPACE}:{username.rsplit(':', 1)[1]}-impostor",
               f"system:serviceaccount:elsewhere:{username.rsplit(':', 1)[1]}",
-              "kubernetes-admin", "system:admin", ""]
-    for resource in ("nodes", "tenants"):
+              "system:serviceaccount:capi:provisioner", "kubernetes-admin", "system:admin", "",
+              username]
+    for resource in ("nodes", "tenants", "noderequests"):
+        # NodeRequests' status is the provisioner's, never the controller's.
+        writers = ((provisioners if resource == "noderequests" else [username])
+                   + [w for w in extra if w != username])
         for user in writers + [o for o in others if o not in writers]:
             request = {"operation": "UPDATE", "subResource": "status", "name": "x",
                        "resource": {"group": PLACEMENT_GROUP, "version": "v1alpha1",
@@ -898,6 +914,12 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
             want = (f"only the tenant-placer controller ({username}) writes {resource}/status: "
                     f"the Node's status.allocations is the record of reservations; change "
                     f"{advice} instead")
+            if resource == "noderequests":
+                named = ", ".join(provisioners) or "none named"
+                want = (f"only the provisioner (admissionGuards.provisioners: {named}) writes "
+                        f"noderequests/status: it says whether a machine was bought and which "
+                        f"Node it is; the tenant-placer controller asks for machines and never "
+                        f"delivers them")
             report.check(message == want, f"{at}: message {message!r}, want {want!r}")
 
 

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand};
 use tenant_placer::api::{LabelSelector, Node, Tenant};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::invariants::{self, Quiescence};
@@ -145,8 +146,9 @@ struct PlacementArgs {
     /// Tenant.
     #[arg(long, env = "TENANT_PLACER_TENANT_SELECTOR")]
     tenant_selector: Option<LabelSelector>,
-    /// Play the provisioner in-process (simulate and sandbox only): `simulated` turns each
-    /// NodeRequest into a Node after --provisioner-delay-ms.
+    /// Play the provisioner in-process (simulate, plan and sandbox; refused by run, where a real
+    /// provisioner runs apart): `simulated` turns each NodeRequest into a Node after
+    /// --provisioner-delay-ms.
     #[arg(long, value_enum)]
     provisioner: Option<ProvisionerKind>,
     /// How long the simulated provisioner takes to deliver a machine.
@@ -305,8 +307,22 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
+/// Why `run` refuses the simulated provisioner's flags.
+const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner and --provisioner-fails are not taken by \
+    `run`: the simulated provisioner only plays in `sandbox`, `simulate` and `plan`, in-process \
+    against their in-memory API. On a cluster, a real provisioner (such as Cluster API) is a \
+    separate component that turns NodeRequests into machines; `run` only asks for them.";
+
 async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
+    // NB: `run` would accept them and do nothing: no Node would ever come of a request.
+    if let Command::Run(RunArgs { placement, .. }) = &cli.command
+        && (placement.provisioner.is_some() || !placement.provisioner_fails.is_empty())
+    {
+        Cli::command()
+            .error(ErrorKind::ArgumentConflict, SIMULATED_PROVISIONER_ONLY)
+            .exit();
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,kube=warn".into());
     // Logs go to stderr: stdout is `simulate`'s and `crd`'s output (JSON or YAML in scripts).

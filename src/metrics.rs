@@ -9,7 +9,8 @@
 //! - counters only go up; the gauges of tenants and nodes are not kept here: the serving layer
 //!   reads them from the watch caches at scrape time (docs/design.md, "The parts");
 //! - this module knows nothing of the controller, HTTP or the page: it is handed its calls;
-//! - `undecodable_objects_total` always shows both kinds, 0 until one is skipped.
+//! - `undecodable_objects_total` always shows every kind the controller watches (`tenant`, `node`,
+//!   `nodeclass`, `noderequest`), 0 until one is skipped; an object is counted under its own kind.
 //!
 //! NB: `prometheus-client` appends `_total` to a counter's name and a full stop to every help
 //! text it is given at registration: names and helps are registered without them.
@@ -26,8 +27,9 @@ use prometheus_client::registry::Registry;
 pub const DURATION_BUCKETS: [f64; 10] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
-/// The kinds an undecodable object can be of, shown from the start.
-const KINDS: [&str; 2] = ["tenant", "node"];
+/// The kinds an undecodable object can be of, as labelled (the API's kind in lower case), shown
+/// from the start.
+const KINDS: [&str; 4] = ["tenant", "node", "nodeclass", "noderequest"];
 
 /// How a move off a draining node ended.
 const MOVE_RESULTS: [&str; 2] = ["done", "cancelled"];
@@ -90,7 +92,7 @@ impl Default for Metrics {
     fn default() -> Self {
         let undecodable = Family::<KindLabel, Counter>::default();
         for kind in KINDS {
-            // Created at 0, so that both kinds show before anything is skipped.
+            // Created at 0, so that every kind shows before anything is skipped.
             drop(undecodable.get_or_create(&KindLabel { kind }));
         }
         let migrations = Family::<MoveLabel, Counter>::default();
@@ -240,8 +242,13 @@ impl Metrics {
         self.nodes_handed_back.inc();
     }
 
-    /// An object of `kind` could not be decoded and was skipped (each version once).
-    pub fn undecodable(&self, kind: &'static str) {
+    /// An object of `kind` (as the API names it: `NodeClass`) could not be decoded and was
+    /// skipped (each version once). A kind not watched is counted as `other`.
+    pub fn undecodable(&self, kind: &str) {
+        let kind = KINDS
+            .into_iter()
+            .find(|known| known.eq_ignore_ascii_case(kind))
+            .unwrap_or("other");
         self.undecodable.get_or_create(&KindLabel { kind }).inc();
     }
 }

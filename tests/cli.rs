@@ -72,3 +72,22 @@ fn simulate_says_which_pool_it_placed_when_selectors_are_set() {
     let plain = String::from_utf8_lossy(&plain.stdout);
     assert!(!plain.contains("selector"), "{plain}");
 }
+
+#[test]
+fn run_refuses_the_simulated_provisioner_which_only_plays_in_sandbox_and_simulate() {
+    for args in [
+        &["run", "--provisioner", "simulated"][..],
+        &["run", "--provisioner-fails", "big"][..],
+    ] {
+        let out = tenant_placer(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for said in [
+            "not taken by `run`",
+            "only plays in `sandbox`, `simulate` and `plan`",
+            "a real provisioner (such as Cluster API) is a separate component",
+        ] {
+            assert!(stderr.contains(said), "{args:?}: {said:?} not in {stderr}");
+        }
+    }
+}

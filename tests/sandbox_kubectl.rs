@@ -12,7 +12,7 @@
 
 mod common;
 use common::sandbox::{self, Sandbox};
-use common::{COMMAND_DEADLINE, collect_lines, examples, run, wait_for};
+use common::{COMMAND_DEADLINE, collect_lines, examples, http, run, wait_for};
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
@@ -492,4 +492,59 @@ fn the_sandbox_refuses_a_non_loopback_address() {
         "{stderr}"
     );
     assert!(stderr.contains("--allow-non-loopback"), "{stderr}");
+}
+
+#[test]
+fn a_dns_rebinding_page_can_neither_write_to_the_sandbox_nor_read_its_page() {
+    let sandbox = Sandbox::start(&[]);
+    let api = sandbox.api_addr();
+    let body = r#"{"apiVersion":"placement.tenant-placer.dev/v1alpha1","kind":"Tenant","metadata":{"name":"rebound","namespace":"default"},"spec":{"resources":{"threads":1,"memoryGb":1,"storageGb":1}}}"#;
+    let create = |host: &str| {
+        http(
+            &api,
+            &format!(
+                "POST /apis/placement.tenant-placer.dev/v1alpha1/namespaces/default/tenants HTTP/1.1\r\n\
+                 Host: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+
+    // What a page on attacker.example, resolved to 127.0.0.1, would send.
+    let refused = create(&format!(
+        "attacker.example:{}",
+        api.rsplit(':').next().unwrap()
+    ));
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(
+        refused.contains(r#"Host \"attacker.example:"#)
+            && refused.contains("is not this server")
+            && refused.contains("(DNS rebinding guard)"),
+        "{refused}"
+    );
+    let tenants = sandbox.kubectl(&["get", "tn", "-A"]).ok("kubectl get tn");
+    assert!(!tenants.contains("rebound"), "created anyway:\n{tenants}");
+
+    // The same request naming the sandbox's own address is served (kubectl's Host).
+    let created = create(&api);
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
+
+    // The page server (health, metrics, the fleet page) guards the same way.
+    let page = sandbox
+        .page_url()
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let get = |host: &str| {
+        http(
+            &page,
+            &format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let refused = get("attacker.example");
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    assert!(refused.contains("(DNS rebinding guard)"), "{refused}");
+    assert!(get(&page).starts_with("HTTP/1.1 200"));
+    assert!(get("localhost").starts_with("HTTP/1.1 200"));
 }

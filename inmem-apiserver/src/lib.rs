@@ -11,6 +11,11 @@
 //! `events.k8s.io` `events`, `coordination.k8s.io` `leases`, and the CRDs
 //! themselves ([`ApiServer::register_kind`] adds more).
 //!
+//! Over HTTP it answers only a `Host` naming this server ([`check_host`]: `localhost`, loopback
+//! addresses, the bound address; bound to every address, also any IP and `*.svc` names); any
+//! other, such as a DNS-rebinding page's name, is `403 Forbidden`: a guard a real apiserver,
+//! behind TLS and authentication, does not need.
+//!
 //! # Rules it enforces, as the apiserver does
 //!
 //! - **Paths**: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced
@@ -82,7 +87,7 @@
 //!   events published through `events.k8s.io`.
 //! - **Custom resources** are pruned of unknown fields, defaulted and
 //!   validated against the version's `openAPIV3Schema` (see the `schema`
-//!   module for what is checked, integer formats included), then against its
+//!   module for what is checked, integer formats and `date-time` included), then against its
 //!   `x-kubernetes-validations` CEL rules, evaluated with the `cel` crate
 //!   (cel-rust; see the `rules` module): `self`, `oldSelf` transition rules
 //!   (and `optionalOldSelf`), `message`, `messageExpression`, `fieldPath` and
@@ -100,7 +105,7 @@
 //!
 //! CEL type checking and cost limits, the Kubernetes CEL libraries
 //! (`quantity`, `url`, `ip`, `cidr`, `sets`, `isSorted`, ...: a rule calling
-//! one fails), `pattern` and string `format` validation,
+//! one fails), `pattern` and string formats other than `date-time`,
 //! conversion webhooks (versions differ only in `apiVersion`), managedFields
 //! and field ownership (apply is a merge), YAML and protobuf bodies, OpenAPI
 //! v2, garbage collection (`ownerReferences`, `propagationPolicy` are stored but not acted
@@ -126,6 +131,7 @@ mod discovery;
 mod events;
 mod faults;
 mod handler;
+mod host;
 mod kinds;
 mod meta;
 mod openapi;
@@ -152,6 +158,7 @@ use serde_json::Value;
 pub use body::ResponseBody;
 pub use cost::CostModel;
 pub use faults::{Fault, FaultAction, RequestKey, Stall, Stats, Verb};
+pub use host::{ForeignHost, check_host};
 pub use server::serve;
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};

@@ -16,10 +16,12 @@
 //! `Checked value must be of type integer with format int32 in spec.x`, which
 //! the apiserver reports on the object, `<nil>`, and `must be of type int32:
 //! "float64"` for a value of another type), `minLength`/`maxLength`,
-//! `minItems`/`maxItems`, `allOf`/`anyOf`/`oneOf`/`not`. On an update, errors
+//! `minItems`/`maxItems`, `allOf`/`anyOf`/`oneOf`/`not`, and the string format
+//! `date-time` (kube-openapi's `IsDateTime`: `2006-01-02T15:04:05[.frac](Z|±hh:mm)`,
+//! `spec.at in body must be of type date-time: "not-a-time"`). On an update, errors
 //! of values that did not change are ratcheted away, as the apiserver does;
 //! on the status subresource only `status` is validated, from its own root.
-//! Not validated: `pattern`, string formats (`date-time`, `uuid`, ...),
+//! Not validated: `pattern`, other string formats (`uuid`, `email`, ...),
 //! `uniqueItems`, list-type/map-type invariants, min/maxProperties.
 
 use std::fmt::Write as _;
@@ -330,6 +332,79 @@ fn kept_format(schema: &Value) -> &str {
     if kept { format } else { "" }
 }
 
+/// kube-openapi's `strfmt.IsDateTime`: lower-cased and split at each `t`, the first part a
+/// date (Go's `time.Parse("2006-01-02")`: the day within its month) and the second
+/// `hh:mm:ss`, an optional fraction (any one character, then digits) and `z` or `±hh:mm`, with
+/// hh <= 23, mm <= 59 and ss <= 59. Parts after a second `t` are not looked at, as there.
+fn is_date_time(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    let mut parts = lower.split('t');
+    let (Some(date), Some(time)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    s.len() >= 4 && is_date(date) && is_time(time)
+}
+
+/// `2006-01-02`, the day within its month (29 February in leap years only).
+fn is_date(date: &str) -> bool {
+    let field = |range: std::ops::Range<usize>| {
+        date.get(range)
+            .filter(|d| d.bytes().all(|b| b.is_ascii_digit()))?
+            .parse::<u32>()
+            .ok()
+    };
+    let (Some(year), Some(month), Some(day)) = (field(0..4), field(5..7), field(8..10)) else {
+        return false;
+    };
+    let leap = year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400));
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    date.len() == 10
+        && date.get(4..5) == Some("-")
+        && date.get(7..8) == Some("-")
+        && (1..=days).contains(&day)
+}
+
+/// `^([0-9]{2}):([0-9]{2}):([0-9]{2})(.[0-9]+)?(z|([+-][0-9]{2}:[0-9]{2}))$` (lower case),
+/// hours at most 23, minutes and seconds at most 59.
+fn is_time(time: &str) -> bool {
+    let two = |at: usize, max: u32| {
+        time.get(at..at.saturating_add(2))
+            .filter(|d| d.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|d| d.parse::<u32>().ok())
+            .is_some_and(|n| n <= max)
+    };
+    let clock = two(0, 23)
+        && time.get(2..3) == Some(":")
+        && two(3, 59)
+        && time.get(5..6) == Some(":")
+        && two(6, 59);
+    let Some(rest) = time.get(8..).filter(|_| clock) else {
+        return false;
+    };
+    let zone = |z: &str| {
+        z == "z"
+            || (z.len() == 6
+                && (z.starts_with('+') || z.starts_with('-'))
+                && z[1..].bytes().enumerate().all(|(i, b)| match i {
+                    2 => b == b':',
+                    _ => b.is_ascii_digit(),
+                }))
+    };
+    // The fraction's `.` is any one character but a newline, as in kube-openapi's pattern.
+    let fraction = rest.chars().next().filter(|c| *c != '\n').is_some_and(|c| {
+        let after = &rest[c.len_utf8()..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0 && zone(&after[digits..])
+    });
+    zone(rest) || fraction
+}
+
 /// `swag.IsFloat64AJSONInteger`: whole (to a relative 1e-9) and within
 /// ±(2^53 - 1).
 fn is_json_integer(f: f64) -> bool {
@@ -462,6 +537,16 @@ fn validate_node(
                 errors.push(invalid(
                     value,
                     format!("{path} in body should be at least {min} chars long"),
+                ));
+            }
+            // kube-openapi's formatValidator, after the string's; the format named as written.
+            let format = kept_format(schema);
+            if format.replace('-', "") == "datetime" && !is_date_time(s) {
+                errors.push(FieldError::new(
+                    FieldErrorKind::TypeInvalid,
+                    path,
+                    BadValue::Json(value.clone()),
+                    format!("{path} in body must be of type {format}: {}", go_quote(s)),
                 ));
             }
         }

@@ -5,23 +5,32 @@
 //! their events arrive (hyper flushes whenever the body has nothing more for
 //! now). A response carrying [`DroppedConnection`] closes the connection
 //! without an answer, as a broken connection would.
+//!
+//! Only `Host`s naming this server are answered ([`crate::check_host`]: localhost, loopback, the
+//! bound address); any other is a `403` Status saying why, and nothing is done (a DNS-rebinding
+//! page could otherwise write objects).
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HOST, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::{ApiServer, DroppedConnection, ResponseBody, ServiceError, Status};
+use crate::{ApiServer, DroppedConnection, ResponseBody, ServiceError, Status, check_host};
 
 /// Serves `api` on `listener` until the returned future is dropped (which
 /// stops accepting; connections already open are served to their end).
 /// Failures to accept (e.g. too many open files) are retried after a pause.
 pub async fn serve(api: ApiServer, listener: TcpListener) {
+    // Should the listener not know its address, only localhost and loopback are answered.
+    let bound = listener
+        .local_addr()
+        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _peer)) => stream,
@@ -33,7 +42,7 @@ pub async fn serve(api: ApiServer, listener: TcpListener) {
         let _ = stream.set_nodelay(true);
         let api = api.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| serve_one(api.clone(), req));
+            let service = hyper::service::service_fn(move |req| serve_one(api.clone(), bound, req));
             // A connection that breaks, or that a fault drops, just ends.
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -44,8 +53,12 @@ pub async fn serve(api: ApiServer, listener: TcpListener) {
 
 async fn serve_one(
     api: ApiServer,
+    bound: SocketAddr,
     req: Request<Incoming>,
 ) -> Result<Response<ResponseBody>, ServiceError> {
+    if let Err(foreign) = check_host(req.headers().get(HOST), bound) {
+        return Ok(plain_status(&Status::forbidden(foreign.to_string())));
+    }
     let (parts, body) = req.into_parts();
     let bytes = match body.collect().await {
         Ok(collected) => collected.to_bytes(),

@@ -197,6 +197,11 @@ impl Status {
         )
     }
 
+    /// A request this server refuses to answer at all (e.g. a foreign `Host`).
+    pub(crate) fn forbidden(message: String) -> Self {
+        Self::failure(403, "Forbidden", message, Some(StatusDetails::default()))
+    }
+
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::failure(400, "BadRequest", message.into(), None)
     }

@@ -382,13 +382,10 @@ async fn report_skipped(
         if !reported.first_time(&bad) {
             continue;
         }
-        let kind = match bad.object.kind.as_deref() {
-            Some("Node") => "node",
-            _ => "tenant",
-        };
         tracing::error!(object = %bad.describe(), error = %bad.error,
             "cannot decode this object; it is skipped until it is fixed (the last readable version is kept)");
-        ctx.metrics.undecodable(kind);
+        ctx.metrics
+            .undecodable(bad.object.kind.as_deref().unwrap_or_default());
         if let Some(events) = &ctx.events {
             let occurrence = publisher::Occurrence {
                 type_: kube::runtime::events::EventType::Warning,

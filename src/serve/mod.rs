@@ -21,7 +21,11 @@
 //!   `tenant_placer_leader` gauge;
 //! - `/metrics` is the Prometheus text format, version 0.0.4 (what every Prometheus scrapes), with
 //!   label values escaped as the format requires;
-//! - with the page off, its paths answer 404 like any unknown path.
+//! - with the page off, its paths answer 404 like any unknown path;
+//! - only `Host`s naming this server are answered (`inmem_apiserver::check_host`: localhost,
+//!   loopback, the bound address; bound to every address, as in a Pod, also any IP, which
+//!   Prometheus and the kubelet use, and cluster Service names); another name is 403, saying why
+//!   (a DNS-rebinding page could otherwise read the fleet page and the metrics).
 
 mod gauges;
 pub mod page;
@@ -33,6 +37,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
+use inmem_apiserver::{ForeignHost, check_host};
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
 
@@ -151,7 +156,10 @@ pub async fn serve_on(listener: tokio::net::TcpListener, state: State) -> std::i
         let state = state.clone();
         connections.spawn(async move {
             let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                let response = respond_to(request.method(), request.uri().path(), &state);
+                let response = match check_host(request.headers().get(http::header::HOST), addr) {
+                    Ok(()) => respond_to(request.method(), request.uri().path(), &state),
+                    Err(foreign) => refuse(&foreign),
+                };
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
@@ -181,6 +189,11 @@ pub fn respond_to(method: &http::Method, path: &str, state: &State) -> Response<
 /// [`respond_to`] for a GET of `path`.
 pub fn respond_with(path: &str, state: &State) -> Response<Body> {
     respond_to(&http::Method::GET, path, state)
+}
+
+/// 403 for a request to a `Host` that is not this server.
+fn refuse(foreign: &ForeignHost) -> Response<Body> {
+    plain(StatusCode::FORBIDDEN, "text/plain", format!("{foreign}\n")).map(BodyExt::boxed_unsync)
 }
 
 /// The answer for `/healthz`, `/readyz`, `/metrics`, or 404.
@@ -218,6 +231,10 @@ fn respond(path: &str, state: &State) -> Response<Full<Bytes>> {
             "not found\n".to_owned(),
         ),
     };
+    plain(status, content_type, body)
+}
+
+fn plain(status: StatusCode, content_type: &str, body: String) -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if let Ok(value) = http::HeaderValue::from_str(content_type) {

@@ -325,7 +325,10 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.conflict();
     metrics.retries_exhausted();
     metrics.orphan_released();
-    metrics.undecodable("node");
+    metrics.undecodable("Node");
+    metrics.undecodable("NodeClass");
+    metrics.undecodable("NodeRequest");
+    metrics.undecodable("NodeRequest");
     metrics.migration_ended(true);
     metrics.migration_ended(true);
     metrics.migration_ended(false);
@@ -411,10 +414,12 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         scraped.get("tenant_placer_orphaned_entries_released_total", &[]),
         1.0
     );
-    // Both kinds, the one never counted at 0.
+    // Every kind under its own label, the one never counted at 0.
     let undecodable = "tenant_placer_undecodable_objects_total";
-    assert_eq!(scraped.all(undecodable).len(), 2);
+    assert_eq!(scraped.all(undecodable).len(), 4);
     assert_eq!(scraped.get(undecodable, &[("kind", "node")]), 1.0);
+    assert_eq!(scraped.get(undecodable, &[("kind", "nodeclass")]), 1.0);
+    assert_eq!(scraped.get(undecodable, &[("kind", "noderequest")]), 2.0);
     assert_eq!(scraped.get(undecodable, &[("kind", "tenant")]), 0.0);
 
     // The histogram, cumulative: 3 ms falls in the 0.005 bucket and above, 30 ms from 0.05 on.
@@ -574,13 +579,13 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
         scraped.get("tenant_placer_placement_conflicts_total", &[]),
         0.0
     );
-    assert_eq!(
-        scraped.get(
-            "tenant_placer_undecodable_objects_total",
-            &[("kind", "tenant")]
-        ),
-        0.0
-    );
+    for kind in ["tenant", "node", "nodeclass", "noderequest"] {
+        assert_eq!(
+            scraped.get("tenant_placer_undecodable_objects_total", &[("kind", kind)]),
+            0.0,
+            "{kind}"
+        );
+    }
     // Each action a NodeRequest write can fail in shows from the start.
     for action in ["create", "retire", "hand_back"] {
         assert_eq!(
@@ -629,4 +634,37 @@ fn readyz_is_503_until_ready_healthz_is_200_and_unknown_paths_are_404() {
         respond_with("/nope", &state).status(),
         StatusCode::NOT_FOUND
     );
+}
+
+/// One GET of `path` over HTTP/1.1 naming `host`: the status line and the body.
+async fn get_naming(addr: std::net::SocketAddr, host: &str, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+#[tokio::test]
+async fn the_page_and_metrics_answer_only_hosts_that_name_this_server() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(serve_on(listener, State::default()));
+    for path in ["/metrics", "/", "/api/fleet", "/healthz"] {
+        let (status, body) = get_naming(addr, "attacker.example", path).await;
+        assert_eq!(status, "HTTP/1.1 403 Forbidden", "{path}");
+        assert_eq!(
+            body,
+            "Host \"attacker.example\" is not this server: only localhost, loopback addresses and \
+             127.0.0.1 are answered (DNS rebinding guard)\n"
+        );
+    }
+    for host in [addr.to_string(), format!("localhost:{}", addr.port())] {
+        let (status, _) = get_naming(addr, &host, "/metrics").await;
+        assert_eq!(status, "HTTP/1.1 200 OK", "{host}");
+    }
+    server.abort();
 }

@@ -9,6 +9,7 @@
 //!     └ page_url()         the fleet page it serves
 //!   run(command, deadline) → Output { status, stdout, stderr }, .ok(what) / .failed(what)
 //!   wait_for(what, probe)  polls until Some, or fails the test after WAIT
+//!   http(addr, request)    one raw HTTP/1.1 exchange, the whole answer as text
 //! ```
 //!
 //! Every wait is bounded and every child is killed at its deadline, so nothing hangs.
@@ -130,4 +131,16 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
         let _ = pipe.read_to_string(&mut text);
         text
     })
+}
+
+/// Sends `request` (raw HTTP/1.1, which should say `Connection: close`) to `addr` and returns the
+/// whole answer: for requests no client library would send, such as one with a foreign `Host`.
+pub fn http(addr: &str, request: &str) -> String {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(COMMAND_DEADLINE)).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
 }

@@ -118,6 +118,19 @@ impl Sandbox {
             .unwrap_or_else(|| panic!("the sandbox printed no page URL:\n{}", self.printed()))
     }
 
+    /// The API's address (`127.0.0.1:PORT`), from the `API` line it printed.
+    pub fn api_addr(&self) -> String {
+        self.stdout
+            .lock()
+            .unwrap()
+            .iter()
+            .find_map(|l| {
+                let url = l.strip_prefix("API")?.split_whitespace().next()?;
+                url.strip_prefix("http://").map(str::to_owned)
+            })
+            .unwrap_or_else(|| panic!("the sandbox printed no API URL:\n{}", self.printed()))
+    }
+
     /// Kills it (the page and the API go away); dropping it does the same.
     pub fn stop(&mut self) {
         let _ = self.child.kill();

@@ -10,6 +10,7 @@ mod discovery;
 mod events;
 mod faults;
 mod field_validation;
+mod formats;
 mod observation;
 mod openapi;
 mod patches;

@@ -1,6 +1,6 @@
 //! The API served over real HTTP/1.1 with [`inmem_apiserver::serve`]: kube-rs
 //! as a client, watch events flushed as they happen, and a fault that drops
-//! the connection dropping it.
+//! the connection dropping it; a request to a foreign `Host` refused.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -68,16 +68,18 @@ async fn watch_events_arrive_as_they_happen() {
     server.abort();
 }
 
-async fn raw_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+/// One raw HTTP/1.1 exchange: `request` as written (saying `Connection: close`), the whole answer.
+async fn exchange(addr: SocketAddr, request: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(addr).await?;
-    stream
-        .write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await?;
+    stream.write_all(request.as_bytes()).await?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await?;
     Ok(answer)
+}
+
+async fn raw_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    exchange(addr, &request).await
 }
 
 #[tokio::test]
@@ -97,5 +99,43 @@ async fn a_dropped_connection_fault_closes_the_connection_without_an_answer() {
         answer.contains("content-type: application/json"),
         "{answer}"
     );
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_request_naming_a_foreign_host_is_refused_and_writes_nothing() {
+    let (api, _) = setup();
+    let (addr, server) = served(&api).await;
+    let body = serde_json::to_string(&tenant("rebound", 1)).unwrap();
+    let post = |host: String| {
+        format!(
+            "POST {TENANTS} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    // A DNS-rebinding page: its name resolved to 127.0.0.1, the browser names it in the Host.
+    let refused = exchange(addr, &post(format!("attacker.example:{}", addr.port())))
+        .await
+        .unwrap();
+    assert!(refused.starts_with("HTTP/1.1 403 Forbidden"), "{refused}");
+    let status: serde_json::Value =
+        serde_json::from_str(refused.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(status["reason"], "Forbidden");
+    assert_eq!(
+        status["message"],
+        format!(
+            "Host \"attacker.example:{}\" is not this server: only localhost, loopback addresses \
+             and 127.0.0.1 are answered (DNS rebinding guard)",
+            addr.port()
+        )
+    );
+    assert!(
+        api.get(GROUP, "tenants", Some("default"), "rebound")
+            .is_none()
+    );
+    // The same request naming the server's address (as kube-rs and kubectl do) is served.
+    let created = exchange(addr, &post(addr.to_string())).await.unwrap();
+    assert!(created.starts_with("HTTP/1.1 201"), "{created}");
     server.abort();
 }
