@@ -195,7 +195,7 @@ fn held(region: &Region<'_, System>) -> (isize, isize) {
 /// the Store and what it holds, in bytes and allocations.
 fn cached<K>(page: &str, keep: Keep) -> (reflector::Store<K>, isize, isize)
 where
-    K: Cached<DynamicType = ()> + Clone + serde::de::DeserializeOwned + 'static,
+    K: Cached<DynamicType = ()> + decode::Lenient + Clone + serde::de::DeserializeOwned + 'static,
 {
     let region = Region::new(GLOBAL);
     let (store, mut writer) = reflector::store::<K>();
@@ -229,7 +229,7 @@ where
 /// each way of keeping it.
 fn report<K>(kind: &str, page: &str, n: usize)
 where
-    K: Cached<DynamicType = ()> + Clone + serde::de::DeserializeOwned + 'static,
+    K: Cached<DynamicType = ()> + decode::Lenient + Clone + serde::de::DeserializeOwned + 'static,
 {
     let mut row = format!("| {kind} | {:.0} |", page.len() as f64 / n as f64);
     for keep in [

@@ -23,7 +23,7 @@ pub enum Error {
     #[error("node {node} kept changing under us: {attempts} conflicting writes in a row")]
     ConflictRetriesExhausted { node: String, attempts: u32 },
 
-    #[error("node {node} has allocations that cannot be read: {reason}")]
+    #[error("node {node} cannot be read: {reason}; its reservations are kept until it is fixed")]
     UnreadableNode { node: String, reason: String },
 
     #[error("gave up after {writes} node writes for tenant {tenant} without settling")]

@@ -28,6 +28,9 @@ impl Node {
     /// A checked ledger for placement, or which field makes that impossible.
     pub fn ledger(&self) -> Result<NodeLedger, String> {
         let node = self;
+        if let Some(why) = node.unreadable_reason() {
+            return Err(why.to_owned());
+        }
         let capacity = node
             .spec
             .capacity
@@ -191,6 +194,7 @@ impl Node {
             free: free.into(),
             tenants: i64::try_from(entries.len()).unwrap_or(i64::MAX),
             conditions,
+            unreadable: None,
         }
     }
 }

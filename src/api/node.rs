@@ -1,6 +1,8 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{Condition, ResourceAmounts};
 
@@ -168,6 +170,56 @@ pub struct NodeStatus {
     /// deleted, Drained.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Why the types could not read this Node, on a copy kept present by [`Node::unreadable`]
+    /// (never serialized): such a node has no ledger and is never written.
+    #[serde(skip)]
+    pub unreadable: Option<String>,
+}
+
+impl Node {
+    /// A Node the types cannot hold (`why`: the field and what is wrong with it), kept present
+    /// from what can be read of its `json`: its metadata and the UIDs its allocations name (an
+    /// entry whose amounts cannot be read shows zero). Its spec is a placeholder; it has no
+    /// ledger ([`Node::ledger`] answers `why`), so it is never written and no tenant it names is
+    /// decided elsewhere while it stays so.
+    pub fn unreadable(metadata: ObjectMeta, json: &str, why: String) -> Node {
+        let object: Value = serde_json::from_str(json).unwrap_or_default();
+        let allocations = object
+            .pointer("/status/allocations")
+            .and_then(Value::as_array)
+            .map(|entries| entries.iter().filter_map(lenient_entry).collect())
+            .unwrap_or_default();
+        Node {
+            metadata,
+            spec: NodeSpec {
+                capacity: ResourceAmounts::default(),
+                state: NodeState::default(),
+                overcommit: None,
+            },
+            status: Some(NodeStatus {
+                allocations,
+                unreadable: Some(why),
+                ..NodeStatus::default()
+            }),
+        }
+    }
+
+    /// Why the types could not read this node, for a copy kept by [`Node::unreadable`].
+    pub fn unreadable_reason(&self) -> Option<&str> {
+        self.status.as_ref()?.unreadable.as_deref()
+    }
+}
+
+/// An allocation entry as far as it can be read: `None` without a readable UID.
+fn lenient_entry(entry: &Value) -> Option<AllocationEntry> {
+    if let Ok(whole) = serde_json::from_value::<AllocationEntry>(entry.clone()) {
+        return Some(whole);
+    }
+    Some(AllocationEntry {
+        tenant: entry["tenant"].as_str().unwrap_or_default().to_owned(),
+        uid: entry["uid"].as_str()?.to_owned(),
+        resources: ResourceAmounts::default(),
+    })
 }
 
 /// One tenant's reservation on this node.

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -260,6 +261,27 @@ pub enum SpecError {
 }
 
 impl Tenant {
+    /// A Tenant the types cannot hold, as far as its delete needs it: its metadata (its key, UID
+    /// and finalizers) and the status that can be read from its `json`. Its spec is a
+    /// placeholder that asks for nothing: only a tenant being deleted is kept so.
+    pub fn unreadable(metadata: ObjectMeta, json: &str) -> Tenant {
+        let object: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+        let status = object
+            .get("status")
+            .and_then(|status| serde_json::from_value(status.clone()).ok());
+        Tenant {
+            metadata,
+            spec: TenantSpec {
+                resources: ResourceAmounts::default(),
+                mode: TenantMode::default(),
+                replicas: None,
+                suspend: true,
+                node_selector: BTreeMap::new(),
+            },
+            status,
+        }
+    }
+
     /// `namespace/name`, the key people read (and allocation entries carry).
     pub fn key(&self) -> String {
         format!(

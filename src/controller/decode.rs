@@ -2,7 +2,9 @@
 //!
 //! ```text
 //!   LIST / WATCH ──▶ Decoded<K> per object ──┬─ Readable(K) ──▶ reflector, controller
+//!                                            ├─ Salvaged(K, why) ──▶ reported; kept, unreadable
 //!                                            └─ Undecodable{metadata, error} ──▶ reported, skipped
+//!                                               (a delete: by key, from its metadata)
 //! ```
 //!
 //! Rules enforced here:
@@ -11,8 +13,15 @@
 //!   item, and the watch goes on;
 //! - what cannot be decoded is reported once per resourceVersion (error log naming the object and
 //!   the field, the `tenant_placer_undecodable_objects_total` metric, a Warning Event on the
-//!   object) and skipped: the cache keeps the last version it could read, so a reservation is
-//!   neither dropped nor changed because of an unreadable edit;
+//!   object);
+//! - unreadable never means gone: a kind that can be kept present while unreadable is
+//!   ([`Lenient::salvage`]: a Node, with the UIDs its allocations name, so its reservations are
+//!   neither released nor placed again elsewhere); otherwise the object is skipped and the cache
+//!   keeps the last version it could read, so a reservation is neither dropped nor changed
+//!   because of an unreadable edit;
+//! - deletes are handled by key, whatever the body: the delete of an object the types cannot hold
+//!   still reaches the caches as its metadata names it ([`Lenient::gone`]), and so does a Tenant
+//!   being deleted (its finalizer is released by key);
 //! - each object is decoded from its own JSON text (a scan takes it whole, then the type is read
 //!   from it), never through a `serde_json::Value` tree: a watch line must name its `type`
 //!   before its `object`, as the API server writes it.
@@ -27,12 +36,61 @@ use kube::runtime::watcher;
 use serde::de::{Deserialize, DeserializeOwned, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::api::{Node, NodeClass, NodeRequest, Tenant};
+
 /// One object of a list or watch: readable as `K`, or not (with what made it unreadable).
 #[derive(Clone, Debug)]
 pub enum Decoded<K> {
     Readable(K),
+    /// Unreadable, but kept present as far as it could be read ([`Lenient::salvage`]).
+    Salvaged(K, Box<Undecodable>),
     Undecodable(Box<Undecodable>),
 }
+
+/// What a watch makes of an object of this kind that the types cannot hold.
+pub trait Lenient: Sized {
+    /// The object as far as its `json` can be read, kept present while it stays unreadable;
+    /// `None` (the default) skips it, and the cache keeps its last readable version.
+    fn salvage(_json: &str, _bad: &Undecodable) -> Option<Self> {
+        None
+    }
+
+    /// A body for the delete of an object the types cannot hold, from its metadata alone (a
+    /// delete is handled by key); `None` (the default) drops the event.
+    fn gone(_metadata: &ObjectMeta) -> Option<Self> {
+        None
+    }
+}
+
+impl Lenient for Node {
+    fn salvage(json: &str, bad: &Undecodable) -> Option<Node> {
+        bad.metadata.name.as_ref()?;
+        Some(Node::unreadable(
+            bad.metadata.clone(),
+            json,
+            bad.error.clone(),
+        ))
+    }
+}
+
+impl Lenient for Tenant {
+    /// Only a tenant being deleted: its reservation is released by its UID and its finalizer
+    /// by its name. Any other edit leaves the last readable version in the cache.
+    fn salvage(json: &str, bad: &Undecodable) -> Option<Tenant> {
+        bad.metadata.deletion_timestamp.as_ref()?;
+        bad.metadata.name.as_ref()?;
+        Some(Tenant::unreadable(bad.metadata.clone(), json))
+    }
+
+    fn gone(metadata: &ObjectMeta) -> Option<Tenant> {
+        metadata.name.as_ref()?;
+        Some(Tenant::unreadable(metadata.clone(), "{}"))
+    }
+}
+
+impl Lenient for NodeClass {}
+
+impl Lenient for NodeRequest {}
 
 /// An object the types cannot hold: its metadata (to name it) and the failing field.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,7 +100,7 @@ pub struct Undecodable {
     pub error: String,
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
+impl<'de, K: DeserializeOwned + Lenient> Deserialize<'de> for Decoded<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         // NB: the object's JSON text is taken whole first, so that a failure inside K leaves the
         // rest of the list (and this object's metadata) readable. Taking the text is a scan, not
@@ -60,10 +118,16 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
         let mut reader = serde_json::Deserializer::from_str(raw.get());
         match serde_path_to_error::deserialize::<_, K>(&mut reader) {
             Ok(object) => Ok(Decoded::Readable(object)),
-            Err(failure) => Ok(Decoded::Undecodable(Box::new(Undecodable {
-                metadata: metadata_of(raw.get()),
-                error: format!("{}: {}", failure.path(), failure.inner()),
-            }))),
+            Err(failure) => {
+                let bad = Box::new(Undecodable {
+                    metadata: metadata_of(raw.get()),
+                    error: format!("{}: {}", failure.path(), failure.inner()),
+                });
+                Ok(match K::salvage(raw.get(), &bad) {
+                    Some(kept) => Decoded::Salvaged(kept, bad),
+                    None => Decoded::Undecodable(bad),
+                })
+            }
         }
     }
 }
@@ -105,36 +169,45 @@ impl<K: Resource<DynamicType = ()>> Resource for Decoded<K> {
 
     fn meta(&self) -> &ObjectMeta {
         match self {
-            Decoded::Readable(object) => object.meta(),
+            Decoded::Readable(object) | Decoded::Salvaged(object, _) => object.meta(),
             Decoded::Undecodable(bad) => &bad.metadata,
         }
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         match self {
-            Decoded::Readable(object) => object.meta_mut(),
+            Decoded::Readable(object) | Decoded::Salvaged(object, _) => object.meta_mut(),
             Decoded::Undecodable(bad) => &mut bad.metadata,
         }
     }
 }
 
-/// The readable part of a watch event; an undecodable object is handed to `skipped` instead
-/// (its event is dropped: the cache keeps the last readable version).
-pub fn readable<K>(
+/// The readable part of a watch event: what cannot be decoded is handed to `skipped`, and the
+/// event keeps what was salvaged of it; a delete whose body cannot be read is kept by its key.
+pub fn readable<K: Lenient>(
     event: watcher::Event<Decoded<K>>,
     skipped: &mut impl FnMut(Box<Undecodable>),
 ) -> Option<watcher::Event<K>> {
-    let mut keep = |decoded: Decoded<K>| match decoded {
+    let mut keep = |decoded: Decoded<K>, deleted: bool| match decoded {
         Decoded::Readable(object) => Some(object),
-        Decoded::Undecodable(bad) => {
+        Decoded::Salvaged(object, bad) => {
             skipped(bad);
-            None
+            Some(object)
+        }
+        Decoded::Undecodable(bad) => {
+            let gone = if deleted {
+                K::gone(&bad.metadata)
+            } else {
+                None
+            };
+            skipped(bad);
+            gone
         }
     };
     match event {
-        watcher::Event::Apply(d) => keep(d).map(watcher::Event::Apply),
-        watcher::Event::Delete(d) => keep(d).map(watcher::Event::Delete),
-        watcher::Event::InitApply(d) => keep(d).map(watcher::Event::InitApply),
+        watcher::Event::Apply(d) => keep(d, false).map(watcher::Event::Apply),
+        watcher::Event::Delete(d) => keep(d, true).map(watcher::Event::Delete),
+        watcher::Event::InitApply(d) => keep(d, false).map(watcher::Event::InitApply),
         watcher::Event::Init => Some(watcher::Event::Init),
         watcher::Event::InitDone => Some(watcher::Event::InitDone),
     }
@@ -195,7 +268,7 @@ impl Reported {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::api::{Tenant, TenantMode};
+    use crate::api::TenantMode;
     use crate::testing;
     use kube::core::ObjectList;
     use serde_json::json;
@@ -225,7 +298,7 @@ mod tests {
             .iter()
             .filter_map(|d| match d {
                 Decoded::Readable(t) => t.metadata.name.clone(),
-                Decoded::Undecodable(_) => None,
+                Decoded::Salvaged(..) | Decoded::Undecodable(_) => None,
             })
             .collect();
         assert_eq!(names, ["a", "c"]);
@@ -306,5 +379,47 @@ mod tests {
             readable(watcher::Event::Apply(good), &mut |_| panic!("readable")),
             Some(watcher::Event::Apply(t)) if t.metadata.name.as_deref() == Some("a")
         ));
+    }
+
+    #[test]
+    fn a_node_the_types_cannot_hold_is_kept_present_with_the_uids_it_holds_and_no_ledger() {
+        let node = testing::node("n1")
+            .capacity(8, 8, 8)
+            .holding("acme", (2, 1, 1))
+            .settled()
+            .build();
+        let mut json = serde_json::to_value(node).unwrap();
+        json["spec"]["capacity"]["threads"] = json!("8");
+        json["status"]["allocations"][0]["resources"]["memoryGb"] = json!("one");
+        let event = watcher::Event::Apply(serde_json::from_value::<Decoded<Node>>(json).unwrap());
+        let mut skipped = Vec::new();
+        let Some(watcher::Event::Apply(kept)) = readable(event, &mut |bad| skipped.push(bad))
+        else {
+            panic!("kept, not dropped")
+        };
+        assert_eq!(kept.metadata.name.as_deref(), Some("n1"));
+        let uids: Vec<&str> = kept.allocations().iter().map(|a| a.uid.as_str()).collect();
+        assert_eq!(
+            uids,
+            ["uid-acme"],
+            "its entry is seen, so acme is placed nowhere else"
+        );
+        let why = kept.ledger().unwrap_err();
+        assert!(why.starts_with("spec.capacity.threads: "), "{why}");
+        assert_eq!(skipped.len(), 1, "and reported");
+    }
+
+    #[test]
+    fn the_delete_of_a_tenant_the_types_cannot_hold_keeps_its_key_and_uid() {
+        let bad: Decoded<Tenant> =
+            serde_json::from_value(tenant("bad", json!("two"))).expect("decodes as Undecodable");
+        let gone = readable(watcher::Event::Delete(bad.clone()), &mut |_| {});
+        let Some(watcher::Event::Delete(gone)) = gone else {
+            panic!("a delete is kept by its key")
+        };
+        assert_eq!(gone.key(), "default/bad");
+        assert_eq!(gone.metadata.uid, bad.meta().uid);
+        // Any other edit is skipped: the cache keeps the last readable version.
+        assert!(readable(watcher::Event::Apply(bad), &mut |_| {}).is_none());
     }
 }

@@ -233,6 +233,7 @@ impl Synced {
 /// What a kind needs to be watched, decoded one by one and cached.
 trait Watchable:
     strip::Cached<DynamicType = ()>
+    + decode::Lenient
     + Clone
     + std::fmt::Debug
     + serde::de::DeserializeOwned
@@ -244,6 +245,7 @@ trait Watchable:
 
 impl<K> Watchable for K where
     K: strip::Cached<DynamicType = ()>
+        + decode::Lenient
         + Clone
         + std::fmt::Debug
         + serde::de::DeserializeOwned

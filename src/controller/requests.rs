@@ -972,7 +972,7 @@ async fn hand_back(
             let holds = ctx
                 .engine
                 .node(&name)
-                .is_none_or(|n| !n.allocations().is_empty());
+                .is_none_or(|n| !n.allocations().is_empty() || n.unreadable_reason().is_some());
             if holds || node.metadata.deletion_timestamp.is_some() {
                 continue;
             }

@@ -131,7 +131,7 @@ async fn a_tenant_that_cannot_be_decided_holds_no_room_and_says_why() {
     let stuck = h.tenant("stuck-older").unwrap().status.unwrap();
     assert!(
         stuck.message.starts_with(
-            "cannot be decided now, will retry: node broken has allocations that cannot be read"
+            "cannot be decided now, will retry: node broken cannot be read: status.allocations[1]"
         ),
         "{}",
         stuck.message

@@ -1,6 +1,7 @@
 //! A seeded random soak: applies, resizes, mode switches, suspends, deletes, node capacity and
 //! state changes (drains and cancelled drains among them), and what other actors do (wiped node statuses, nodes deleted with and without
-//! their finalizer and re-created, tenants the types cannot hold), restarts mid-queue and
+//! their finalizer and re-created, tenants and nodes the types cannot hold, tenants made unreadable
+//! and deleted), restarts mid-queue and
 //! same-name re-creates, with injected API faults; the invariants are checked after quiescence.
 //! `TP_SOAK_CASES` sets the number of cases (default 3, for CI); `TP_SOAK_SEED` the first seed.
 
@@ -49,13 +50,19 @@ async fn soak_case(seed: u64) {
         .api
         .install_crd(super::guards::tenant_crd_without_replica_bounds())
         .unwrap();
+    h.fleet
+        .api
+        .install_crd(super::unreadable::node_crd_of_an_older_release())
+        .unwrap();
+    // Nodes made unreadable, fixed before the checks.
+    let mut broken: Vec<&str> = Vec::new();
     let mut tenants: Vec<String> = Vec::new();
     let mut next = 0;
     for _ in 0..rng.usize(10..30) {
         if rng.u8(0..4) == 0 {
             h.fleet.api.inject(random_fault(&mut rng));
         }
-        match rng.u8(0..15) {
+        match rng.u8(0..17) {
             0..=3 => {
                 let name = format!("t{next}");
                 next += 1;
@@ -159,10 +166,33 @@ async fn soak_case(seed: u64) {
                     tenants.swap_remove(at);
                 }
             }
+            15 => {
+                // A node the types cannot hold (threads as text): its tenants stay on it, and
+                // none is placed again elsewhere, until it is fixed.
+                let name = NODE_NAMES[rng.usize(0..3)];
+                if exists(&h, name) {
+                    h.lowered.insert(name.to_owned());
+                    let threads = rng.i64(4..=64).to_string();
+                    h.apply(&[node_spec(name, json!({"capacity": {"threads": threads}}))]);
+                    broken.push(name);
+                }
+            }
+            16 if !tenants.is_empty() => {
+                // A tenant made unreadable, then deleted: released by its key.
+                let name = tenants.swap_remove(rng.usize(0..tenants.len()));
+                let unreadable = json!({"mode": "Cluster", "replicas": 2_147_483_648_i64});
+                h.apply(&[tenant_spec(&name, unreadable)]);
+                h.delete_tenant(&name);
+            }
             _ => {}
         }
         if rng.u8(0..3) == 0 {
             tokio::time::sleep(std::time::Duration::from_millis(rng.u64(0..20))).await;
+        }
+    }
+    for name in broken {
+        if h.fleet.api.get(GROUP, "nodes", None, name).is_some() {
+            h.apply(&[node_spec(name, json!({"capacity": {"threads": 64}}))]);
         }
     }
     h.fleet.api.clear_faults();

@@ -449,8 +449,9 @@ async fn a_node_status_with_a_negative_amount_is_never_written_and_its_tenant_is
     assert_eq!(error.label(), "unreadable_node");
     assert_eq!(
         error.to_string(),
-        "node node-eu-1 has allocations that cannot be read: \
-         status.allocations[0].resources.threads is -3; amounts must be whole numbers of at least 0"
+        "node node-eu-1 cannot be read: \
+         status.allocations[0].resources.threads is -3; amounts must be whole numbers of at least 0; \
+         its reservations are kept until it is fixed"
     );
     // Not placed on node-eu-2 either: that would reserve it twice.
     expect_no_more_requests(&mut api).await;

@@ -8,8 +8,8 @@
 //!
 //! Rules enforced here (docs/design.md, rules 4, 9 and "The placement engine", "The queue"):
 //! - a UID once released is never placed again (a decision queued before its delete was seen);
-//! - a tenant named by an unreadable node is not decided, and an unreadable node is not
-//!   refreshed: the job fails with the node named;
+//! - a tenant named by an unreadable node, or whose status names one, is not decided, and an
+//!   unreadable node is not refreshed: the job fails with the node named;
 //! - a job makes at most `max_writes` edits; past that it fails rather than loop;
 //! - a job's answer has the type its handle asked for ([`Decided`]): a tenant gets its resting
 //!   plan, a release the edits it made, a refresh nothing.
@@ -346,6 +346,10 @@ fn decide_tenant(
         return Err(Error::TenantReleased {
             tenant: wants.tenant.to_string(),
         });
+    }
+    // Its entry may be on the node its status names, where it cannot be seen while unreadable.
+    if let Some(node) = &wants.status_node {
+        view.check_node_readable(node)?;
     }
     loop {
         view.check_readable(&wants.uid)?;
