@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use kube::ResourceExt;
 use placement::Resources;
 
-use crate::api::{Node, Tenant, TenantPhase};
+use crate::api::{Node, PLACED_CONDITION, QUEUED_BEHIND_OLDER, Tenant, TenantPhase};
 
 /// Whether the controller is known to have caught up with every change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,9 +187,13 @@ pub fn check(
     }
     if quiescence == Quiescence::Settled {
         let ledgers: Vec<_> = nodes.iter().filter_map(|n| n.ledger().ok()).collect();
+        let head = oldest_that_fits_nowhere(&live, &ledgers);
         for (uid, tenant) in &live {
             let held = holders.get(uid).and_then(|h| h.first());
             check_tenant_status(tenant, held, &mut violations);
+            if queued_behind(tenant, head.as_ref()) {
+                continue;
+            }
             check_not_left_waiting(tenant, uid, &ledgers, &mut violations);
         }
     }
@@ -209,6 +213,58 @@ fn status_names_both(tenant: &Tenant, held: &[(String, Resources)]) -> bool {
     held.len() == 2
         && held.iter().any(|(n, _)| *n == migration.from)
         && held.iter().any(|(n, _)| *n == migration.to)
+}
+
+/// The queue position (creation time, key) of the oldest tenant waiting for its first placement
+/// that no node can take now: under StrictFIFO, the head.
+fn oldest_that_fits_nowhere(
+    live: &HashMap<String, &Tenant>,
+    ledgers: &[placement::NodeLedger],
+) -> Option<(Option<k8s_openapi::jiff::Timestamp>, String)> {
+    live.iter()
+        .filter(|(_, t)| {
+            !t.spec.suspend
+                && t.status
+                    .as_ref()
+                    .is_some_and(|s| s.phase == TenantPhase::PendingCapacity)
+        })
+        .filter_map(|(uid, t)| {
+            let key = t.key();
+            let wants = placement::TenantWants {
+                uid,
+                tenant: &key,
+                footprint: t.spec.footprint().ok()?,
+                suspend: false,
+                status_node: None,
+                migration: None,
+                node_selector: t.spec.selector(),
+            };
+            let fits = matches!(
+                placement::plan_tenant(&wants, ledgers),
+                placement::Plan::Edit(_)
+            );
+            let created = t.metadata.creation_timestamp.as_ref().map(|c| c.0);
+            (!fits).then_some((created, key))
+        })
+        .min()
+}
+
+/// Whether a tenant says it waits behind an older one (StrictFIFO) and one older than it does
+/// fit nowhere: then room it could use may be free.
+fn queued_behind(
+    tenant: &Tenant,
+    head: Option<&(Option<k8s_openapi::jiff::Timestamp>, String)>,
+) -> bool {
+    let queued = tenant.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == PLACED_CONDITION && c.reason == QUEUED_BEHIND_OLDER)
+    });
+    let position = (
+        tenant.metadata.creation_timestamp.as_ref().map(|c| c.0),
+        tenant.key(),
+    );
+    queued && head.is_some_and(|head| *head < position)
 }
 
 /// At rest, a tenant waiting for room has none: the plan the engine would make now writes nothing.

@@ -10,6 +10,9 @@ use super::{Condition, ResourceAmounts};
 
 /// The type of the condition that says whether the tenant holds its reservation.
 pub const PLACED_CONDITION: &str = "Placed";
+/// The Placed condition's reason while a tenant waits behind an older one that fits nowhere
+/// (StrictFIFO): room may be free, and it is not placed.
+pub const QUEUED_BEHIND_OLDER: &str = "QueuedBehindOlder";
 
 /// A tenant to place on one node: resources per replica, a mode, and a replica count.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -226,7 +226,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
                  the older {behind} still waits for room"
             ),
             placed: false,
-            reason: "QueuedBehindOlder",
+            reason: crate::api::QUEUED_BEHIND_OLDER,
             migration: None,
         },
         // decide() never answers an edit; treat one as "not at rest yet".

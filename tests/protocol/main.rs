@@ -15,6 +15,7 @@ mod leader;
 mod policy;
 mod pools;
 mod promise;
+mod purchase_soak;
 mod quiet;
 mod race;
 mod rbac;
