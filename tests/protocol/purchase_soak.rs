@@ -213,17 +213,5 @@ fn check_purchases(h: &Harness, seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_random_purchase_soak_keeps_every_invariant() {
-    let cases: u64 = std::env::var("TP_SOAK_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
-    let first: u64 = std::env::var("TP_SOAK_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
-    for seed in first..first + cases {
-        eprintln!("purchase soak case seed {seed}");
-        purchase_case(seed).await;
-    }
-    eprintln!("purchase soak: {cases} cases from seed {first}, all invariants held");
+    super::soak::seeded("purchase soak", purchase_case).await;
 }

@@ -200,8 +200,8 @@ async fn soak_case(seed: u64) {
     h.assert_invariants();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_seeded_random_soak_keeps_every_invariant() {
+/// Runs `case` for `TP_SOAK_CASES` seeds (default 3) from `TP_SOAK_SEED` (default 1).
+pub async fn seeded<F: std::future::Future<Output = ()>>(what: &str, case: impl Fn(u64) -> F) {
     let cases: u64 = std::env::var("TP_SOAK_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -211,8 +211,13 @@ async fn a_seeded_random_soak_keeps_every_invariant() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
     for seed in first..first + cases {
-        eprintln!("soak case seed {seed}");
-        soak_case(seed).await;
+        eprintln!("{what} case seed {seed}");
+        case(seed).await;
     }
-    eprintln!("soak: {cases} cases from seed {first}, all invariants held");
+    eprintln!("{what}: {cases} cases from seed {first}, all invariants held");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_random_soak_keeps_every_invariant() {
+    seeded("soak", soak_case).await;
 }
