@@ -16,7 +16,8 @@ use tenant_placer::provisioner::ProvisionerConfig;
 
 use crate::*;
 
-const CLASSES: [&str; 3] = ["small", "large", "flaky"];
+/// The classes, with their threads.
+const CLASSES: [(&str, i64); 3] = [("small", 16), ("large", 64), ("flaky", 32)];
 
 fn class(name: &str, threads: i64, cost: i64, limit: i64) -> Value {
     json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": name},
@@ -91,13 +92,11 @@ async fn purchase_case(seed: u64) {
             }
             6 => {
                 // A class changed (limit, price) or deleted and brought back.
-                let name = CLASSES[rng.usize(0..CLASSES.len())];
+                let (name, threads) = CLASSES[rng.usize(0..CLASSES.len())];
                 if rng.bool() {
                     let _ = h.fleet.api.delete(GROUP, "nodeclasses", None, name);
                 } else {
-                    let spec = json!({"limit": rng.i64(1..=3), "monthlyCost": rng.i64(10..=400)});
-                    h.apply(&[json!({"apiVersion": VERSION, "kind": "NodeClass",
-                                     "metadata": {"name": name}, "spec": spec})]);
+                    h.apply(&[class(name, threads, rng.i64(10..=400), rng.i64(1..=3))]);
                 }
             }
             7 => {
