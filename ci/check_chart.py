@@ -150,7 +150,7 @@ class Report:
         return ok
 
 
-# Two pools, one release each (README, "Pools"): disjoint selectors, and each release's status
+# Two pools, one release each (docs/placement.md, "Pools"): disjoint selectors, and each release's status
 # guard admitting the other pool's controller too (every guard sees every status write).
 POOL_CASES = [
     Case(f"pool '{pool}': release 'pool-{pool}' with node and tenant selectors, leader election",

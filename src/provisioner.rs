@@ -1,5 +1,5 @@
-//! A simulated provisioner: it plays the part of the provisioner contract (README, "Node
-//! requests") for `simulate` and `sandbox` (`--provisioner simulated`), against any API.
+//! A simulated provisioner: it plays the part of the provisioner contract
+//! (docs/node-requests.md) for `simulate` and `sandbox` (`--provisioner simulated`), against any API.
 //!
 //! ```text
 //!   NodeRequest (no status) ──▶ Provisioning ──after the delay──▶ Node created ──▶ Ready (nodeName)

@@ -1,6 +1,6 @@
 //! First fit, and the shape of a "does not fit" answer.
 //!
-//! Rules enforced here (docs/design.md, "The parts"; README, "Placement policies"):
+//! Rules enforced here (docs/design.md, "The parts"; docs/placement.md, "Placement policies"):
 //! - nodes are considered in name order (byte order), whatever order they are given in;
 //! - only nodes that take new tenants are eligible: state `Online`, and not holding more than
 //!   their capacity in any dimension (a node whose capacity was lowered below what it holds);

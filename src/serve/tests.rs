@@ -209,7 +209,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 }
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
-/// README use.
+/// docs use.
 const FAMILIES: [(&str, &str, &str); 21] = [
     (
         "tenant_placer_reconciles_total",
