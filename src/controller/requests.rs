@@ -433,12 +433,13 @@ async fn retire_failed(
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
             Err(source) => {
-                let error = Error::NodeRequest {
-                    request: name,
+                refused(
+                    ctx,
+                    "retire",
+                    name,
                     source,
-                };
-                tracing::warn!(%error, "could not delete a Failed node request; will try again");
-                ctx.metrics.node_request_error("retire");
+                    "could not delete a Failed node request; will try again",
+                );
             }
         }
     }
@@ -808,22 +809,18 @@ async fn create(
                     tracing::info!(request = %name, "node requests: the name is another request's; planned again at the next look");
                 }
                 Err(source) => {
-                    let error = Error::NodeRequest {
-                        request: name,
-                        source,
-                    };
-                    tracing::warn!(%error, "could not read a node request");
-                    ctx.metrics.node_request_error("create");
+                    refused(ctx, "create", name, source, "could not read a node request");
                 }
             }
         }
         Err(source) => {
-            let error = Error::NodeRequest {
-                request: name,
+            refused(
+                ctx,
+                "create",
+                name,
                 source,
-            };
-            tracing::warn!(%error, "could not create a node request; will plan again");
-            ctx.metrics.node_request_error("create");
+                "could not create a node request; will plan again",
+            );
         }
     }
 }
@@ -1006,13 +1003,25 @@ async fn hand_back(
             }
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
             Err(source) => {
-                let error = Error::NodeRequest { request, source };
-                tracing::warn!(%error, "could not hand back a machine; will try again");
-                ctx.metrics.node_request_error("hand_back");
+                refused(
+                    ctx,
+                    "hand_back",
+                    request,
+                    source,
+                    "could not hand back a machine; will try again",
+                );
             }
         }
         ctx.purchases.lock().empty_since.remove(&node);
     }
+}
+
+/// A NodeRequest write the API refused: logged with what was being done, counted by action, and
+/// tried again at the next look (it never stops the others).
+fn refused(ctx: &Context, action: &'static str, request: String, source: kube::Error, what: &str) {
+    let error = Error::NodeRequest { request, source };
+    tracing::warn!(%error, action, "{what}");
+    ctx.metrics.node_request_error(action);
 }
 
 /// Publishes one Event on a request or a tenant; a failure to publish is logged, never fatal.

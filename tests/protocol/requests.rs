@@ -441,3 +441,77 @@ async fn a_tenant_with_a_node_selector_is_bought_a_machine_of_a_class_that_carri
     assert_eq!(requests(&h).len(), 1, "only the eu class is bought");
     h.assert_invariants();
 }
+
+/// A purchase from wait to hand-back: big waits, one box is bought, delivered and used; big is
+/// deleted and the box goes back. Counts every request created.
+async fn purchase_run(at_write: Option<u64>) -> (u64, usize) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let h = small_fleet(provisioner(100, &[]), &[class("box", 64, 100, None)]).await;
+    let created = Arc::new(AtomicUsize::new(0));
+    let counter = created.clone();
+    h.fleet.api.on_commit(move |commit| {
+        if commit.resource == "noderequests" && commit.old.is_none() {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    h.fleet.api.reset_stats();
+    let restarter = at_write.map(|at| {
+        let stall = inmem_apiserver::Stall::default();
+        h.fleet.api.inject(
+            Fault::writes()
+                .after(u32::try_from(at).unwrap())
+                .commit_then_stall(&stall),
+        );
+        let (fleet, settings) = (h.fleet.clone(), h.settings.clone());
+        tokio::spawn(async move {
+            stall.0.notified().await;
+            // The write committed and unanswered: the controller dies, a new one starts (and
+            // so does the provisioner, in case the write was its own).
+            fleet.start(settings);
+            fleet.start_provisioner(provisioner(100, &[]));
+        })
+    });
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    until(&h, "big placed on its box", |h| {
+        placed(h, "big")
+            .is_some_and(|(phase, node)| phase == TenantPhase::Active && node != "small")
+    })
+    .await;
+    h.settle().await;
+    h.assert_invariants();
+    h.delete_tenant("big");
+    until(&h, "the box handed back", |h| {
+        requests(h).is_empty() && h.fleet.nodes().len() == 1
+    })
+    .await;
+    h.settle().await;
+    h.assert_invariants();
+    let writes = h.fleet.api.stats().write_requests();
+    if let (Some(at), Some(restarter)) = (at_write, restarter) {
+        assert!(
+            restarter.is_finished() || writes <= at,
+            "at write {at}: the fault never fired in a run of {writes} writes"
+        );
+        restarter.abort();
+    }
+    (writes, created.load(Ordering::SeqCst))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_at_any_write_of_a_purchase_buys_nothing_twice_and_loses_nothing() {
+    use futures::StreamExt;
+    // Every write of the run (the controller's and the provisioner's): the write commits, its
+    // answer never comes, the controller dies there and a new one starts. One box, always.
+    let (writes, created) = purchase_run(None).await;
+    assert_eq!(created, 1);
+    assert!(writes >= 6, "a purchase makes {writes} writes");
+    let runs: Vec<(u64, (u64, usize))> = futures::stream::iter(0..writes)
+        .map(|at| async move { (at, purchase_run(Some(at)).await) })
+        .buffer_unordered(4)
+        .collect()
+        .await;
+    for (at, (_, created)) in runs {
+        assert_eq!(created, 1, "killed at write {at}: {created} boxes bought");
+    }
+    eprintln!("purchase: killed at each of {writes} writes, one box each time");
+}
