@@ -193,6 +193,17 @@ async fn look(
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .filter(|r| r.phase() != NodeRequestPhase::Failed)
         .collect();
+    // Without a NodeClass nothing can be bought: node requests are not in use, and a note on
+    // every waiting tenant saying so would be a status write each for nothing. (No machine is
+    // handed back either: none is wanted by a live request.)
+    let no_classes = !classes
+        .state()
+        .iter()
+        .any(|class| pool.has_class(&class.name_any()));
+    if no_classes && live.is_empty() {
+        wake_changed(ctx, HashMap::new());
+        return hand_back(ctx, &api, &live, &Demand::default()).await;
+    }
     let waiters = waiters(ctx);
     let demand = Demand::of(
         &waiters,
@@ -200,16 +211,6 @@ async fn look(
         request_after,
         Timestamp::now(),
     );
-    // Without a NodeClass nothing can be bought: node requests are not in use, and a note on
-    // every waiting tenant saying so would be a status write each for nothing.
-    let no_classes = !classes
-        .state()
-        .iter()
-        .any(|class| pool.has_class(&class.name_any()));
-    if no_classes && live.is_empty() {
-        wake_changed(ctx, HashMap::new());
-        return hand_back(ctx, &api, &live, &demand).await;
-    }
     let specs = ctx.purchases.requested(&live);
     let offers = offers(ctx, classes, &specs, &pool);
     let in_flight: Vec<(InFlightRequest, Labels)> = specs
@@ -505,32 +506,13 @@ enum Wait {
 /// the one it leaves for a move: the engine writes the Node before the tenant's status) does not
 /// wait: planning for it in that moment would buy its room twice.
 fn waiters(ctx: &Context) -> Vec<Waiter> {
-    let mut held: HashMap<String, Vec<String>> = HashMap::new();
-    for cached in ctx.engine.cache().state() {
-        let name = cached.name_any();
-        // The newest copy: our own last write may not be in the cache yet.
-        let node = ctx.engine.node(&name).unwrap_or(cached);
-        for entry in node.allocations() {
-            held.entry(entry.uid.clone())
-                .or_default()
-                .push(name.clone());
-        }
-    }
-    let placed = |t: &Tenant, leaving: Option<&str>| {
-        let uid = t.metadata.uid.as_deref().unwrap_or_default();
-        held.get(uid)
-            .is_some_and(|nodes| nodes.iter().any(|n| Some(n.as_str()) != leaving))
-    };
-    ctx.tenants
+    let mut waiters: Vec<(Waiter, String, Option<String>)> = ctx
+        .tenants
         .state()
         .into_iter()
         .filter(|t| t.metadata.deletion_timestamp.is_none() && !t.spec.suspend)
         .filter_map(|t| {
             let status = t.status.as_ref()?;
-            let leaving = Some(status.node_name.as_str()).filter(|n| !n.is_empty());
-            if placed(&t, leaving) {
-                return None;
-            }
             let wait = if waiting::Waiter::is_blocked_move(&t) {
                 Wait::Move
             } else if status.phase == TenantPhase::PendingCapacity {
@@ -543,15 +525,40 @@ fn waiters(ctx: &Context) -> Vec<Waiter> {
             } else {
                 return None;
             };
-            Some(Waiter {
+            let leaving = Some(status.node_name.clone()).filter(|n| !n.is_empty());
+            let waiter = Waiter {
                 key: t.key(),
                 created: t.metadata.creation_timestamp.as_ref().map(|c| c.0),
                 footprint: t.spec.footprint().ok()?,
                 selector: t.spec.selector().cloned(),
                 wait,
-            })
+            };
+            Some((waiter, t.metadata.uid.clone().unwrap_or_default(), leaving))
         })
-        .collect()
+        .collect();
+    if waiters.is_empty() {
+        return Vec::new();
+    }
+    // Where the waiters' UIDs are written (only theirs are looked up, not every entry kept).
+    let uids: HashSet<&str> = waiters.iter().map(|(_, uid, _)| uid.as_str()).collect();
+    let mut held: HashMap<String, Vec<String>> = HashMap::new();
+    for cached in ctx.engine.cache().state() {
+        let name = cached.name_any();
+        // The newest copy: our own last write may not be in the cache yet.
+        let node = ctx.engine.node(&name).unwrap_or(cached);
+        for entry in node.allocations() {
+            if uids.contains(entry.uid.as_str()) {
+                held.entry(entry.uid.clone())
+                    .or_default()
+                    .push(name.clone());
+            }
+        }
+    }
+    waiters.retain(|(_, uid, leaving)| {
+        held.get(uid)
+            .is_none_or(|nodes| nodes.iter().all(|n| Some(n) == leaving.as_ref()))
+    });
+    waiters.into_iter().map(|(waiter, _, _)| waiter).collect()
 }
 
 /// What to plan for: the waiting tenants a machine would be placed for, in queue order, as the
