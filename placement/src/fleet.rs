@@ -3,7 +3,7 @@
 //! current as the ledgers change.
 //!
 //! ```text
-//!   plan_tenant_held_by / FifoQueue ──place, find, position, most_free, hold──▶ impl Fleet
+//!   plan_tenant_held_by / FifoQueue ──place, find, position, most_free, (un)hold──▶ impl Fleet
 //!        [NodeLedger]   scans every node (tests, tools, small fleets)
 //!        IndexedFleet   ledgers in name order + FirstFitIndex over all + one per node selector
 //! ```
@@ -76,6 +76,10 @@ pub trait FleetMut: Fleet {
     /// Holds `hold` on the node of this name (see [`NodeLedger::hold`]); a node not in the
     /// fleet holds nothing.
     fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError>;
+
+    /// Drops the room held for `uid` on the node of this name (see [`NodeLedger::unhold`]).
+    /// False when none was held there.
+    fn unhold(&mut self, node: &str, uid: &str) -> bool;
 }
 
 impl Fleet for [NodeLedger] {
@@ -91,6 +95,12 @@ impl FleetMut for [NodeLedger] {
             None => Ok(()),
         }
     }
+
+    fn unhold(&mut self, node: &str, uid: &str) -> bool {
+        self.iter_mut()
+            .find(|l| l.name() == node)
+            .is_some_and(|ledger| ledger.unhold(uid))
+    }
 }
 
 impl Fleet for Vec<NodeLedger> {
@@ -103,6 +113,10 @@ impl FleetMut for Vec<NodeLedger> {
     fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError> {
         self.as_mut_slice().hold(node, hold)
     }
+
+    fn unhold(&mut self, node: &str, uid: &str) -> bool {
+        self.as_mut_slice().unhold(node, uid)
+    }
 }
 
 impl<const N: usize> Fleet for [NodeLedger; N] {
@@ -114,6 +128,10 @@ impl<const N: usize> Fleet for [NodeLedger; N] {
 impl<const N: usize> FleetMut for [NodeLedger; N] {
     fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError> {
         self.as_mut_slice().hold(node, hold)
+    }
+
+    fn unhold(&mut self, node: &str, uid: &str) -> bool {
+        self.as_mut_slice().unhold(node, uid)
     }
 }
 
@@ -306,6 +324,20 @@ impl FleetMut for IndexedFleet {
         }
         self.reindex(position);
         Ok(())
+    }
+
+    fn unhold(&mut self, node: &str, uid: &str) -> bool {
+        let Some(position) = self.position(node) else {
+            return false;
+        };
+        let dropped = self
+            .ledgers
+            .get_mut(position)
+            .is_some_and(|ledger| ledger.unhold(uid));
+        if dropped {
+            self.reindex(position);
+        }
+        dropped
     }
 }
 

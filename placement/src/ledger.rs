@@ -202,6 +202,21 @@ impl NodeLedger {
         Ok(())
     }
 
+    /// Drops the room held for this tenant UID. False when none was held for it.
+    pub fn unhold(&mut self, uid: &str) -> bool {
+        let before = self.holds.len();
+        self.holds.retain(|h| h.uid != uid);
+        if self.holds.len() == before {
+            return false;
+        }
+        // Less than before, which was in range.
+        self.allocated = Resources::checked_sum(
+            std::iter::once(&self.written).chain(self.holds.iter().map(|h| &h.resources)),
+        )
+        .unwrap_or(self.allocated);
+        true
+    }
+
     /// The ledger after an edit of its entries; holds, overcommit and labels are kept. Fails when the
     /// sum would overflow.
     pub fn edited(&self, edit: &Edit) -> Result<NodeLedger, LedgerError> {

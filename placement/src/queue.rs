@@ -8,6 +8,9 @@
 //!   waiting to resize there (`Resizing`; its status names that node). A suspended waiter holds
 //!   nothing. A waiter's room is held only on a node carrying the labels of its node selector
 //!   (its plan is the one [`plan_tenant_held_by`] makes for it);
+//! - room on a delivered machine is held for the waiting tenants it was bought for
+//!   ([`FifoQueue::hold_bought`]) before anything is decided, whatever their age: no other
+//!   tenant takes it; each of them sees it free when decided itself;
 //! - `BestEffortFIFO` (the default): an older tenant that fits nowhere holds nothing and blocks
 //!   no one;
 //! - `StrictFIFO`: the oldest tenant that fits nowhere is the head; while it waits, no younger
@@ -94,6 +97,8 @@ pub struct FifoQueue<'w, K> {
     most_free: Option<Resources>,
     /// Holds placed so far.
     holds: usize,
+    /// Room held on delivered machines for the tenants they were bought for: (node, UID).
+    bought: Vec<(String, String)>,
 }
 
 impl<'w, K: Ord> FifoQueue<'w, K> {
@@ -121,6 +126,50 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             head: None,
             most_free: None,
             holds: 0,
+            bought: Vec::new(),
+        }
+    }
+
+    /// Holds room on each delivered machine for the waiting tenants it was bought for, before
+    /// anything is decided: `bought` pairs a machine's node with a tenant that holds no entry
+    /// anywhere. Held only where the tenant fits on that node now. Until the tenant is decided
+    /// (its own decision drops its hold first), no other tenant, older or younger, takes that
+    /// room: the planner chose the packing, not the policy of the moment.
+    pub fn hold_bought<F: FleetMut + ?Sized>(
+        &mut self,
+        ledgers: &mut F,
+        bought: &[(&str, TenantWants<'_>)],
+    ) {
+        for (node, wants) in bought {
+            if self.bought.iter().any(|(_, uid)| uid == wants.uid) {
+                continue;
+            }
+            let Some(ledger) = ledgers.find(node) else {
+                continue;
+            };
+            let holders: [usize; 0] = [];
+            match plan_tenant_held_by(
+                Policy::FirstFit,
+                wants,
+                std::slice::from_ref(ledger),
+                &holders,
+                0,
+            ) {
+                Plan::Edit(edit) if edit.kind == EditKind::Reserve && edit.node == *node => {
+                    hold(ledgers, edit);
+                    self.holds = self.holds.saturating_add(1);
+                    self.bought.push(((*node).to_owned(), wants.uid.to_owned()));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Drops the room held on a delivered machine for this tenant, if any: it is being decided.
+    fn lift_bought<F: FleetMut + ?Sized>(&mut self, uid: &str, ledgers: &mut F) {
+        if let Some(at) = self.bought.iter().position(|(_, held)| held == uid) {
+            let (node, uid) = self.bought.swap_remove(at);
+            ledgers.unhold(&node, &uid);
         }
     }
 
@@ -161,6 +210,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
         holders: &[usize],
         turn: u64,
     ) -> Plan {
+        self.lift_bought(wants.uid, ledgers);
         let holds_nothing = !holders
             .iter()
             .filter_map(|&i| ledgers.ledgers().get(i))
@@ -208,7 +258,8 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 return;
             }
             self.considered = self.considered.saturating_add(1);
-            if wants.suspend {
+            // Suspended: it asks for nothing. Bought for: its room is held already.
+            if wants.suspend || self.bought.iter().any(|(_, uid)| uid == wants.uid) {
                 continue;
             }
             let (wants, holder) = (*wants, *holder);
@@ -426,5 +477,91 @@ mod tests {
         assert!(queue.holds_placed());
         assert_eq!("StrictFIFO".parse(), Ok(QueueMode::StrictFifo));
         assert!("strict".parse::<QueueMode>().is_err());
+    }
+
+    /// Decides `order` one after another on `ledgers` (each placement applied), with `bought`
+    /// held first; returns where each went ("" when it did not fit).
+    fn decide_all(
+        policy: Policy,
+        ledgers: &mut Vec<crate::NodeLedger>,
+        bought: &[(&str, TenantWants<'_>)],
+        order: &[(u32, TenantWants<'_>)],
+    ) -> Vec<String> {
+        let mut queue: FifoQueue<'_, u32> = FifoQueue::new(QueueMode::BestEffortFifo, Vec::new());
+        queue.hold_bought(ledgers, bought);
+        order
+            .iter()
+            .map(
+                |(key, wants)| match queue.plan(key, policy, wants, ledgers, 0) {
+                    Plan::Edit(edit) => {
+                        let node = edit.node.clone();
+                        let at = ledgers.iter().position(|l| l.name() == node).unwrap();
+                        ledgers[at].apply(&edit).unwrap();
+                        node
+                    }
+                    _ => String::new(),
+                },
+            )
+            .collect()
+    }
+
+    #[test]
+    fn delivered_machines_are_taken_by_the_tenants_they_were_bought_for_whatever_the_policy() {
+        // m1 (64) was bought for a (30) and b (30), m2 (64) for c (40) and d (20). LeastLoaded
+        // alone spreads a and b over both machines, and then c fits on neither.
+        let tenants = [
+            wants("a", 30),
+            wants("b", 30),
+            wants("c", 40),
+            wants("d", 20),
+        ];
+        let order: Vec<(u32, TenantWants<'_>)> = (1..).zip(tenants).collect();
+        let machines = vec![node("m1", 64, &[]), node("m2", 64, &[])];
+        let spread = decide_all(Policy::LeastLoaded, &mut machines.clone(), &[], &order);
+        assert_eq!(spread, ["m1", "m2", "", "m1"], "without holds");
+        let bought = [
+            ("m1", tenants[0]),
+            ("m1", tenants[1]),
+            ("m2", tenants[2]),
+            ("m2", tenants[3]),
+        ];
+        for policy in Policy::ALL {
+            let mut ledgers = machines.clone();
+            let placed = decide_all(policy, &mut ledgers, &bought, &order);
+            assert_eq!(placed, ["m1", "m1", "m2", "m2"], "{policy}");
+            assert!(ledgers.iter().all(|l| l.holds().is_empty()), "{policy}");
+        }
+    }
+
+    #[test]
+    fn room_bought_for_a_tenant_is_kept_from_older_and_younger_ones() {
+        // m1 (16) was bought for "mine" (12, created at 5); "older" (12, at 1) and "younger"
+        // (12, at 9) are decided around it and find it taken. Then "mine" takes it.
+        let mine = wants("mine", 12);
+        let order = [
+            (1, wants("older", 12)),
+            (5, mine),
+            (9, wants("younger", 12)),
+        ];
+        let mut ledgers = vec![node("m1", 16, &[])];
+        let placed = decide_all(Policy::FirstFit, &mut ledgers, &[("m1", mine)], &order);
+        assert_eq!(placed, ["", "m1", ""]);
+        // Bought for a tenant it cannot hold now (the machine came smaller): nothing is held.
+        let mut small = vec![node("m1", 8, &[])];
+        let mut queue: FifoQueue<'_, u32> = FifoQueue::new(QueueMode::BestEffortFifo, Vec::new());
+        queue.hold_bought(&mut small, &[("m1", mine)]);
+        assert!(small[0].holds().is_empty() && !queue.holds_placed());
+        // An older waiter outside the batch that the machine was bought for holds its room
+        // there once, not again where the policy would put it.
+        let mut ledgers = vec![node("m0", 16, &[]), node("m1", 16, &[])];
+        let mut queue = FifoQueue::new(QueueMode::BestEffortFifo, vec![(5, mine)]);
+        queue.hold_bought(&mut ledgers, &[("m1", mine)]);
+        let plan = queue.plan(&9, Policy::FirstFit, &wants("younger", 12), &mut ledgers, 0);
+        assert!(
+            matches!(plan, Plan::Edit(ref e) if e.node == "m0"),
+            "{plan:?}"
+        );
+        assert_eq!(ledgers[1].holds().len(), 1);
+        assert!(ledgers[0].holds().is_empty());
     }
 }

@@ -250,6 +250,9 @@ proptest! {
 enum Change {
     /// Room held for a waiting tenant on the node at this index (mod the fleet's size).
     Hold(usize, Resources),
+    /// The room held for the tenant of the hold made at this step (if any) dropped on the node
+    /// at this index.
+    Unhold(usize, usize),
     /// The node at this index gets a new state, labels and a tenant's entry.
     Replace(usize, NodeState, placement::Labels, Resources),
 }
@@ -257,6 +260,7 @@ enum Change {
 fn change() -> impl Strategy<Value = Change> {
     prop_oneof![
         (0usize..12, resources(20)).prop_map(|(i, r)| Change::Hold(i, r)),
+        (0usize..12, 0usize..16).prop_map(|(i, k)| Change::Unhold(i, k)),
         (0usize..12, state(), label_map(), resources(20))
             .prop_map(|(i, s, l, r)| Change::Replace(i, s, l, r)),
     ]
@@ -264,7 +268,7 @@ fn change() -> impl Strategy<Value = Change> {
 
 proptest! {
     /// An indexed fleet answers as the scan over the same ledgers does, under every policy and
-    /// node selector, after any sequence of held room and replaced ledgers (states, labels and
+    /// node selector, after any sequence of held and dropped room and replaced ledgers (states, labels and
     /// entries changed), whether a selector was indexed before or after the changes.
     #[test]
     fn an_indexed_fleet_answers_as_the_scan_does(
@@ -301,6 +305,11 @@ proptest! {
                     let name = scanned[i % scanned.len()].name().to_owned();
                     let hold = testing::entry(&format!("w{n}"), *amount);
                     prop_assert_eq!(scanned.hold(&name, hold.clone()).is_ok(), indexed.hold(&name, hold).is_ok());
+                }
+                Change::Unhold(i, k) => {
+                    let name = scanned[i % scanned.len()].name().to_owned();
+                    let uid = format!("w{k}");
+                    prop_assert_eq!(scanned.unhold(&name, &uid), indexed.unhold(&name, &uid));
                 }
                 Change::Replace(i, state, labels, amount) => {
                     let at = i % scanned.len();

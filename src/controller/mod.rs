@@ -53,7 +53,7 @@ use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
-pub use engine::{Engine, EngineConfig, NodeChanges, RetryPolicy};
+pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
 pub use tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
 pub use waiting::WaitingRoom;
 
@@ -718,6 +718,9 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // The engine decides nothing before both caches are synced and the waiting room holds every
     // tenant that was waiting (a restart, or a new leader, keeps the queue's order).
     let (raise_queue_ready, queue_ready) = Synced::flag();
+    // Fed by the request watch (node requests on): delivered machines' room is held for the
+    // tenants they were bought for.
+    let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
     let engine = Engine::start(
         nodes,
         node_cache.clone(),
@@ -729,6 +732,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             metrics: metrics.clone(),
             max_migrations: usize::from(settings.max_migrations),
             node_changes: Some(node_changes),
+            bought: bought.clone(),
         },
     );
     let gone = engine.gone();
@@ -836,7 +840,12 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             None,
             request_feed,
             raise_requests,
-            move |event: &watcher::Event<NodeRequest>| observed.purchases.observe(event),
+            move |event: &watcher::Event<NodeRequest>| {
+                observed.purchases.observe(event);
+                if let Some(bought) = &bought {
+                    bought.observe(event);
+                }
+            },
             skipped_requests.clone(),
         );
         let watches = futures::future::join(

@@ -23,6 +23,9 @@
 //! - under StrictFIFO nothing younger than the head (the oldest first placement) is placed before
 //!   it, so nothing is bought for them while the head is not planned for or no class holds it;
 //!   they say so, and no machine is kept for them;
+//! - a request's room (in flight or delivered) goes first to the waiting tenants it was bought
+//!   for, while they fit; the plan counts what is left for the others. The engine holds a
+//!   delivered machine's room for the same tenants (`engine::Bought`);
 //! - a tenant with a node selector is planned only on classes whose nodes carry its labels
 //!   (`placement::purchase_by_labels`);
 //! - requests in flight (Pending, Provisioning, or Ready before its Node is seen) count as room,
@@ -213,7 +216,7 @@ async fn look(
     );
     let specs = ctx.purchases.requested(&live);
     let offers = offers(ctx, classes, &specs, &pool);
-    let in_flight: Vec<(InFlightRequest, Labels)> = specs
+    let rooms: Vec<Room<'_>> = specs
         .iter()
         .filter_map(|r| {
             let capacity = room_of(ctx, r)?;
@@ -224,9 +227,14 @@ async fn look(
                     Labels::from([(NODE_CLASS_LABEL.to_owned(), r.spec.node_class.clone())])
                 });
             let name = r.name.clone();
-            Some((InFlightRequest { name, capacity }, labels))
+            Some(Room {
+                request: InFlightRequest { name, capacity },
+                labels,
+                bought_for: &r.spec.tenants,
+            })
         })
         .collect();
+    let (demand, in_flight) = demand.promise(rooms);
     // The planner can take a while under BestFit with many waiters: plan only when what it
     // reads changed since the last look.
     let input = fingerprint(&demand.planned, &offers, &in_flight);
@@ -561,6 +569,14 @@ fn waiters(ctx: &Context) -> Vec<Waiter> {
     waiters.into_iter().map(|(waiter, _, _)| waiter).collect()
 }
 
+/// A request's room as the plan counts it, and the tenants it was bought for.
+#[derive(Debug)]
+struct Room<'a> {
+    request: InFlightRequest,
+    labels: Labels,
+    bought_for: &'a [String],
+}
+
 /// What to plan for: the waiting tenants a machine would be placed for, in queue order, as the
 /// queue will serve them.
 #[derive(Debug, Default, PartialEq)]
@@ -630,6 +646,37 @@ impl Demand {
             head,
             waiting,
         }
+    }
+
+    /// Each request's room goes first to the waiting tenants it was bought for (their
+    /// selectors matching its labels), oldest first while they fit, planned for or not (behind
+    /// a StrictFIFO head): the engine holds a delivered machine's room for them. They are
+    /// planned for no further; the plan sees what is left of each request, for the others.
+    fn promise(mut self, rooms: Vec<Room<'_>>) -> (Demand, Vec<(InFlightRequest, Labels)>) {
+        let mut promised: HashSet<&str> = HashSet::new();
+        let mut in_flight = Vec::with_capacity(rooms.len());
+        for Room {
+            mut request,
+            labels,
+            bought_for,
+        } in rooms
+        {
+            for waiter in &self.waiting {
+                let takes = bought_for.contains(&waiter.key)
+                    && !promised.contains(waiter.key.as_str())
+                    && placement::selector::matches(waiter.selector.as_ref(), &labels)
+                    && waiter.footprint.fits_within(&request.capacity);
+                if takes {
+                    request.capacity = request.capacity.saturating_sub(waiter.footprint);
+                    promised.insert(&waiter.key);
+                }
+            }
+            in_flight.push((request, labels));
+        }
+        let promised: HashSet<String> = promised.into_iter().map(str::to_owned).collect();
+        self.planned
+            .retain(|t| !promised.contains(&t.waiting.tenant));
+        (self, in_flight)
     }
 
     /// A hash of the tenants planned for and their footprints.
@@ -1270,5 +1317,70 @@ mod tests {
         assert_eq!(purchase.in_flight_assignments[0].tenants, ["d/mover"]);
         assert_eq!(purchase.requests.len(), 1);
         assert_eq!(purchase.requests[0].tenants, ["d/waiter"]);
+    }
+
+    #[test]
+    fn a_requests_room_goes_first_to_the_tenants_it_was_bought_for() {
+        let (now, after) = (at(100), Duration::ZERO);
+        let mut mars = first("d/mars", 4, 2, 0);
+        mars.selector = Some(Labels::from([("region".to_owned(), "mars".to_owned())]));
+        let waiters = [
+            first("d/older", 1, 12, 0),
+            first("d/mine", 5, 12, 0),
+            first("d/small", 9, 4, 0),
+            first("d/grown", 3, 20, 0),
+            mars,
+        ];
+        let demand = Demand::of(&waiters, QueueMode::BestEffortFifo, after, now);
+        fn room<'a>(name: &str, threads: u64, bought_for: &'a [String]) -> Room<'a> {
+            Room {
+                request: InFlightRequest {
+                    name: name.into(),
+                    capacity: Resources::new(threads, 64, 1000),
+                },
+                labels: Labels::new(),
+                bought_for,
+            }
+        }
+        let r1 = ["d/mine", "d/mars", "d/grown"].map(String::from);
+        let r2 = ["d/gone".to_owned()];
+        let (demand, in_flight) = demand.promise(vec![room("r1", 16, &r1), room("r2", 16, &r2)]);
+        // mine is r1's (4 threads left). mars's selector is not r1's labels, and grown (bought
+        // for when it was smaller) no longer fits: both are planned as usual, with older and
+        // small, on what is left.
+        assert_eq!(
+            planned(&demand),
+            ["d/older", "d/grown", "d/mars", "d/small"]
+        );
+        let left: Vec<(&str, u64)> = in_flight
+            .iter()
+            .map(|(r, _)| (r.name.as_str(), r.capacity.threads))
+            .collect();
+        assert_eq!(left, [("r1", 4), ("r2", 16)]);
+        // So older is planned on r2, not on the room r1 brings for mine.
+        let (purchase, _) = demand.plan(Policy::FirstFit, &[box_class(16)], &in_flight);
+        let assigned: Vec<(&str, Vec<&str>)> = purchase
+            .in_flight_assignments
+            .iter()
+            .map(|a| {
+                (
+                    a.request.as_str(),
+                    a.tenants.iter().map(|t| t.as_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(assigned, [("r1", vec!["d/small"]), ("r2", vec!["d/older"])]);
+        // Behind a StrictFIFO head that has not waited long enough, mine is planned for by no
+        // one, and r1's room is still its own.
+        let waiters = [first("d/head", 1, 100, 99), first("d/mine", 5, 12, 0)];
+        let strict = Demand::of(
+            &waiters,
+            QueueMode::StrictFifo,
+            Duration::from_secs(60),
+            now,
+        );
+        assert!(planned(&strict).is_empty());
+        let (_, in_flight) = strict.promise(vec![room("r1", 16, &r1)]);
+        assert_eq!(in_flight[0].0.capacity.threads, 4);
     }
 }

@@ -256,6 +256,15 @@ impl WaitingRoom {
             .collect()
     }
 
+    /// The waiting tenants whose key (namespace/name) is `named`, in no order.
+    pub fn waiters_named(&self, named: impl Fn(&str) -> bool) -> Vec<Waiter> {
+        self.lock()
+            .values()
+            .filter(|(_, w)| named(&w.tenant))
+            .map(|(_, w)| w.clone())
+            .collect()
+    }
+
     /// Re-queues one tenant now, waiting or not.
     pub fn wake(&self, tenant: ObjectRef<Tenant>) {
         // A closed channel means the controller is stopping; nothing to wake.

@@ -306,8 +306,9 @@ async fn nothing_is_bought_for_tenants_behind_a_strict_fifo_head_that_no_class_c
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_whose_machine_an_older_blocked_move_takes_gets_another_machine() {
     // mover (60 threads) lands on the only node; waiter (60) gets a 64-thread box asked for;
-    // the node is drained before the box arrives. The older, blocked mover takes the box first:
-    // waiter gets a second one (another name), not "AlreadyExists, taken as made".
+    // the node is drained before the box arrives. The box's room is waiter's: the older,
+    // blocked mover gets a second box (another name, not "AlreadyExists, taken as made"), and
+    // each tenant lands on the box bought for it, whichever arrives first.
     let h = Harness::start_on(
         ApiServer::new(),
         &[node("n1").capacity(64, 256, 8000).manifest()],
@@ -333,6 +334,10 @@ async fn a_tenant_whose_machine_an_older_blocked_move_takes_gets_another_machine
         .map(|r| (r.metadata.name, r.spec.tenants))
         .collect();
     assert_eq!(bought.len(), 2, "one machine each: {bought:?}");
+    for (name, tenants) in &bought {
+        let tenant = tenants[0].trim_start_matches("default/");
+        assert_eq!(placed(&h, tenant).unwrap().1, *name.as_ref().unwrap());
+    }
     assert_eq!(h.allocated_threads("n1"), 0);
     h.assert_invariants();
 }

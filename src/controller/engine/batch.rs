@@ -236,6 +236,9 @@ pub(super) struct Rules<'a> {
     pub mode: QueueMode,
     /// The waiting tenants with no job in this batch: room is held for the older ones.
     pub waiters: &'a [(QueueKey, TenantWants<'a>)],
+    /// Delivered machines and the waiting tenants each was bought for (holding nothing): their
+    /// room there is held for them first.
+    pub bought: &'a [(&'a str, TenantWants<'a>)],
     /// UIDs released lately: never placed again.
     pub released: &'a GoneUids,
     /// Edits one job may make.
@@ -266,6 +269,7 @@ pub(super) fn decide_batch(
             .map(|(key, wants)| (key.clone(), *wants, view.held_at(wants.uid)))
             .collect(),
     );
+    queue.hold_bought(&mut view.fleet, rules.bought);
     let mut turn = rules.turn;
     let mut moves = Moves {
         in_flight: view.moves_in_flight(),
@@ -524,6 +528,7 @@ mod tests {
             policy: Policy::FirstFit,
             mode: QueueMode::BestEffortFifo,
             waiters,
+            bought: &[],
             released,
             max_writes,
             max_migrations,

@@ -64,6 +64,7 @@ pub fn decide(
             policy,
             mode: QueueMode::BestEffortFifo,
             waiters: &[],
+            bought: &[],
             released: &released,
             max_writes: 8,
             max_migrations: 16,

@@ -20,6 +20,8 @@
 //! - totals (`allocated`, `free`, `tenants`) and the OverCapacity condition are recomputed from
 //!   the ledger's entries on every write; room held for waiting tenants lives in the ledger's
 //!   holds, which are not entries, so it is never written;
+//! - a delivered machine's room is held for the waiting tenants it was bought for, before a
+//!   batch decides anything ([`Bought`], fed by the request watch);
 //! - a job is answered only once its writes are committed; a stale view can only cost a 409,
 //!   never an over-commit, because each write is guarded. After a 409 the node is read again
 //!   and the affected jobs are decided again after a jittered pause ([`conflicts`]);
@@ -29,6 +31,7 @@
 mod batch;
 #[cfg(any(test, feature = "testing"))]
 pub mod bench;
+mod bought;
 mod conflicts;
 mod view;
 
@@ -42,11 +45,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use placement::{NodeLedger, TenantWants};
+use placement::{Fleet, NodeLedger, TenantWants};
 use tokio::sync::{mpsc, oneshot};
 
 pub use batch::Committed;
 use batch::{Draft, Job, OwnedWants, Queued, Rules, decide_batch};
+pub use bought::Bought;
 use conflicts::{JobWrites, NodeFailure, Resolution, resolve};
 use view::View;
 
@@ -95,6 +99,9 @@ pub struct EngineConfig {
     /// The nodes the node watch changed, fed by its events: each batch then looks only at
     /// those (and at the ones it wrote). `None`: each batch looks at every node.
     pub node_changes: Option<Arc<NodeChanges>>,
+    /// The machines bought and whom for, fed by the request watch: a delivered machine's room
+    /// is held for its waiting tenants. `None`: node requests are off.
+    pub bought: Option<Arc<Bought>>,
 }
 
 /// The names of nodes changed since the engine last looked, as the node watch reports them.
@@ -426,6 +433,11 @@ impl EngineTask {
         for selector in selectors {
             self.view.fleet.index_selector(selector);
         }
+        let bought_for = self.bought_for();
+        let bought: Vec<(&str, TenantWants<'_>)> = bought_for
+            .iter()
+            .map(|(node, waiter)| (node.as_str(), waiter.wants()))
+            .collect();
         let now = Time(Timestamp::now());
         let rules = Rules {
             policy: self.config.policy,
@@ -436,6 +448,7 @@ impl EngineTask {
                 .map(|room| room.mode())
                 .unwrap_or_default(),
             waiters: &waiting,
+            bought: &bought,
             released: &self.released,
             max_writes: self.config.retry.max_writes,
             max_migrations: self.config.max_migrations,
@@ -501,6 +514,50 @@ impl EngineTask {
             }
         }
         self.view.sync(self.nodes.snapshot());
+    }
+
+    /// Each delivered machine (its node in the view, made for its request) with each tenant it
+    /// was bought for that waits for a machine (holding nothing, or moving off a draining
+    /// node), whatever its age.
+    fn bought_for(&self) -> Vec<(String, super::waiting::Waiter)> {
+        let (Some(bought), Some(room)) = (&self.config.bought, &self.config.waiting) else {
+            return Vec::new();
+        };
+        if bought.is_empty() {
+            return Vec::new();
+        }
+        let mut machine_of: HashMap<&str, &str> = HashMap::new();
+        let machines = bought.machines();
+        for (request, machine) in &machines {
+            let delivered = self
+                .view
+                .fleet
+                .find(&machine.node)
+                .is_some_and(|l| bought::made_for(l.labels(), request));
+            if delivered {
+                for tenant in machine.tenants.iter() {
+                    machine_of.insert(tenant, &machine.node);
+                }
+            }
+        }
+        if machine_of.is_empty() {
+            return Vec::new();
+        }
+        // Not a resize (it grows where it is): a first placement, or a move off a draining node.
+        let wants_a_machine = |uid: &str| {
+            self.view.held_at(uid).is_none_or(|at| {
+                self.view
+                    .fleet
+                    .ledgers()
+                    .get(at)
+                    .is_some_and(|l| l.state() == placement::NodeState::Draining)
+            })
+        };
+        room.waiters_named(|tenant| machine_of.contains_key(tenant))
+            .into_iter()
+            .filter(|w| wants_a_machine(&w.uid))
+            .filter_map(|w| Some((machine_of.get(w.tenant.as_str())?.to_string(), w)))
+            .collect()
     }
 
     /// The waiting tenants older than the youngest tenant decided here, with no job in it.
