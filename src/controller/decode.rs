@@ -88,9 +88,40 @@ impl Lenient for Tenant {
     }
 }
 
-impl Lenient for NodeClass {}
+/// A class or request the types cannot read is skipped (the cache keeps its last readable
+/// version); its delete still removes it by name, from a body of its metadata alone.
+impl Lenient for NodeClass {
+    fn gone(metadata: &ObjectMeta) -> Option<NodeClass> {
+        metadata.name.as_ref()?;
+        let spec = crate::api::NodeClassSpec {
+            capacity: crate::api::ResourceAmounts::default(),
+            provider: String::new(),
+            monthly_cost: None,
+            limit: None,
+            labels: Default::default(),
+        };
+        Some(NodeClass {
+            metadata: metadata.clone(),
+            spec,
+        })
+    }
+}
 
-impl Lenient for NodeRequest {}
+impl Lenient for NodeRequest {
+    fn gone(metadata: &ObjectMeta) -> Option<NodeRequest> {
+        metadata.name.as_ref()?;
+        let spec = crate::api::NodeRequestSpec {
+            node_class: String::new(),
+            capacity: crate::api::ResourceAmounts::default(),
+            tenants: Vec::new(),
+        };
+        Some(NodeRequest {
+            metadata: metadata.clone(),
+            spec,
+            status: None,
+        })
+    }
+}
 
 /// An object the types cannot hold: its metadata (to name it) and the failing field.
 #[derive(Clone, Debug, PartialEq)]
@@ -421,5 +452,42 @@ mod tests {
         assert_eq!(gone.metadata.uid, bad.meta().uid);
         // Any other edit is skipped: the cache keeps the last readable version.
         assert!(readable(watcher::Event::Apply(bad), &mut |_| {}).is_none());
+    }
+
+    #[test]
+    fn the_delete_of_a_class_or_request_the_types_cannot_hold_removes_it_by_name() {
+        use kube::ResourceExt;
+        let class: Decoded<NodeClass> = serde_json::from_value(json!({
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "NodeClass",
+            "metadata": {"name": "box", "uid": "c-1"},
+            "spec": {"capacity": {"threads": "many", "memoryGb": 1, "storageGb": 1},
+                     "provider": "lab"}
+        }))
+        .expect("decodes as Undecodable");
+        assert!(matches!(class, Decoded::Undecodable(_)));
+        let Some(watcher::Event::Delete(gone)) =
+            readable(watcher::Event::Delete(class.clone()), &mut |_| {})
+        else {
+            panic!("a class delete is kept by its name")
+        };
+        assert_eq!(gone.name_any(), "box");
+        assert!(readable(watcher::Event::Apply(class), &mut |_| {}).is_none());
+        let request: Decoded<NodeRequest> = serde_json::from_value(json!({
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "NodeRequest",
+            "metadata": {"name": "box-1", "uid": "r-1"},
+            "spec": {"nodeClass": "box", "capacity": {"threads": 1, "memoryGb": 1, "storageGb": 1},
+                     "tenants": "not-a-list"}
+        }))
+        .expect("decodes as Undecodable");
+        let Some(watcher::Event::Delete(gone)) =
+            readable(watcher::Event::Delete(request.clone()), &mut |_| {})
+        else {
+            panic!("a request delete is kept by its name")
+        };
+        assert_eq!(
+            (gone.name_any(), gone.metadata.uid),
+            ("box-1".into(), Some("r-1".into()))
+        );
+        assert!(readable(watcher::Event::Apply(request), &mut |_| {}).is_none());
     }
 }

@@ -384,8 +384,14 @@ async fn report_skipped(
         if !reported.first_time(&bad) {
             continue;
         }
+        // A Node is kept present, unreadable (decode::Lenient::salvage); the others are skipped.
+        let kept = if bad.object.kind.as_deref() == Some(&*Node::kind(&())) {
+            "keeps it present but unreadable (its reservations stay; nothing is placed on it or moved off it) until it is fixed"
+        } else {
+            "skips it until it is fixed (the last readable version is kept)"
+        };
         tracing::error!(object = %bad.describe(), error = %bad.error,
-            "cannot decode this object; it is skipped until it is fixed (the last readable version is kept)");
+            "cannot decode this object; tenant-placer {kept}");
         ctx.metrics
             .undecodable(bad.object.kind.as_deref().unwrap_or_default());
         if let Some(events) = &ctx.events {
@@ -394,7 +400,7 @@ async fn report_skipped(
                 reason: "Undecodable",
                 action: "Decode",
                 note: format!(
-                    "tenant-placer cannot read this object and skips it until it is fixed: {}",
+                    "tenant-placer cannot read this object and {kept}: {}",
                     bad.error
                 ),
             };

@@ -163,6 +163,53 @@ async fn a_class_at_its_limit_gets_no_more_requests_and_the_tenant_says_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_delete_of_a_request_the_types_cannot_read_is_seen_and_its_tenant_gets_another() {
+    use kube::CustomResourceExt;
+    // big waits; its request stays Pending (no provisioner yet). An older schema lets in a
+    // phase the types do not know: the cache keeps the Pending version. Then the request is
+    // deleted: seen by name, whatever its body, so big gets a request again and is placed.
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("small").capacity(8, 32, 1000).manifest()],
+        buying(),
+    )
+    .await;
+    h.apply(&[class("box", 16, 100, None)]);
+    h.apply(&[tenant("big").resources(12, 1, 1).manifest()]);
+    until(&h, "a request for big", |h| requests(h).len() == 1).await;
+    let name = requests(&h)[0].metadata.name.clone().unwrap();
+    let api = &h.fleet.api;
+    let current = serde_json::to_value(NodeRequest::crd()).unwrap();
+    let mut older = current.clone();
+    older
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/status/properties/phase")
+        .unwrap()
+        .as_object_mut()
+        .unwrap()
+        .remove("enum");
+    api.install_crd(older).unwrap();
+    api.apply(
+        json!({"apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": name},
+                     "status": {"phase": "Racking", "message": "in the rack"}}),
+    )
+    .unwrap();
+    api.install_crd(current).unwrap();
+    until(&h, "the unreadable request reported", |h| {
+        !events_with_reason(h, "Undecodable").is_empty()
+    })
+    .await;
+    api.delete(GROUP, "noderequests", None, &name).unwrap();
+    h.fleet.start_provisioner(provisioner(0, &[]));
+    until(&h, "big placed on a machine bought again", |h| {
+        placed(h, "big").is_some_and(|(phase, _)| phase == TenantPhase::Active)
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(requests(&h).len(), 1);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_deleted_before_its_machine_arrives_leaves_it_idle_and_it_is_handed_back() {
     let h = small_fleet(provisioner(400, &[]), &[class("box", 64, 100, None)]).await;
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
