@@ -67,6 +67,14 @@ async fn until(h: &Harness, what: &str, done: impl Fn(&Harness) -> bool) {
 
 /// A fleet with one 8-thread node, the controller buying, and a provisioner.
 async fn small_fleet(provisioner_config: ProvisionerConfig, classes: &[Value]) -> Harness {
+    let h = unprovisioned(classes).await;
+    h.fleet.start_provisioner(provisioner_config);
+    h
+}
+
+/// A fleet with one 8-thread node and the controller buying; no provisioner runs (the test
+/// plays it, or starts one later).
+async fn unprovisioned(classes: &[Value]) -> Harness {
     let h = Harness::start_on(
         ApiServer::new(),
         &[node("small").capacity(8, 32, 1000).manifest()],
@@ -74,7 +82,6 @@ async fn small_fleet(provisioner_config: ProvisionerConfig, classes: &[Value]) -
     )
     .await;
     h.apply(classes);
-    h.fleet.start_provisioner(provisioner_config);
     h
 }
 
@@ -168,13 +175,7 @@ async fn the_delete_of_a_request_the_types_cannot_read_is_seen_and_its_tenant_ge
     // big waits; its request stays Pending (no provisioner yet). An older schema lets in a
     // phase the types do not know: the cache keeps the Pending version. Then the request is
     // deleted: seen by name, whatever its body, so big gets a request again and is placed.
-    let h = Harness::start_on(
-        ApiServer::new(),
-        &[node("small").capacity(8, 32, 1000).manifest()],
-        buying(),
-    )
-    .await;
-    h.apply(&[class("box", 16, 100, None)]);
+    let h = unprovisioned(&[class("box", 16, 100, None)]).await;
     h.apply(&[tenant("big").resources(12, 1, 1).manifest()]);
     until(&h, "a request for big", |h| requests(h).len() == 1).await;
     let name = requests(&h)[0].metadata.name.clone().unwrap();
@@ -442,13 +443,7 @@ async fn a_ready_request_counts_the_node_its_status_names_not_one_named_after_it
     // A provisioner that names the Node otherwise (lab-1): once lab-1 is there, the request is
     // no longer room on the way, and a tenant lab-1 cannot take gets a machine of its own.
     // No provisioner runs: the test plays it.
-    let h = Harness::start_on(
-        ApiServer::new(),
-        &[node("small").capacity(8, 32, 1000).manifest()],
-        buying(),
-    )
-    .await;
-    h.apply(&[class("box", 64, 100, None)]);
+    let h = unprovisioned(&[class("box", 64, 100, None)]).await;
     h.apply(&[tenant("first").resources(32, 1, 1).manifest()]);
     until(&h, "a request for first", |h| requests(h).len() == 1).await;
     let name = request_names(&h).remove(0);
