@@ -151,9 +151,9 @@ struct PlacementArgs {
     /// --provisioner-delay-ms.
     #[arg(long, value_enum)]
     provisioner: Option<ProvisionerKind>,
-    /// How long the simulated provisioner takes to deliver a machine.
-    #[arg(long, default_value_t = 2000)]
-    provisioner_delay_ms: u64,
+    /// How long the simulated provisioner takes to deliver a machine [default: 2000].
+    #[arg(long)]
+    provisioner_delay_ms: Option<u64>,
     /// Classes whose requests the simulated provisioner fails (comma-separated), to watch the
     /// controller plan on another class.
     #[arg(long, value_delimiter = ',')]
@@ -196,7 +196,7 @@ impl PlacementArgs {
             match self.provisioner {
                 Some(ProvisionerKind::Simulated) => format!(
                     " --provisioner simulated --provisioner-delay-ms {}",
-                    self.provisioner_delay_ms
+                    self.provisioner_delay()
                 ),
                 None => String::new(),
             }
@@ -247,11 +247,16 @@ impl PlacementArgs {
         }
     }
 
+    /// How long the simulated provisioner takes, in milliseconds.
+    fn provisioner_delay(&self) -> u64 {
+        self.provisioner_delay_ms.unwrap_or(2000)
+    }
+
     /// The simulated provisioner these flags ask for, if any.
     fn provisioner(&self) -> Option<tenant_placer::provisioner::ProvisionerConfig> {
         self.provisioner.map(|ProvisionerKind::Simulated| {
             tenant_placer::provisioner::ProvisionerConfig {
-                delay: Duration::from_millis(self.provisioner_delay_ms),
+                delay: Duration::from_millis(self.provisioner_delay()),
                 failing: self.provisioner_fails.iter().cloned().collect(),
                 every: Duration::from_millis(100),
             }
@@ -308,7 +313,8 @@ async fn main() -> std::process::ExitCode {
 }
 
 /// Why `run` refuses the simulated provisioner's flags.
-const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner and --provisioner-fails are not taken by \
+const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner, --provisioner-delay-ms and \
+    --provisioner-fails are not taken by \
     `run`: the simulated provisioner only plays in `sandbox`, `simulate` and `plan`, in-process \
     against their in-memory API. On a cluster, a real provisioner (such as Cluster API) is a \
     separate component that turns NodeRequests into machines; `run` only asks for them.";
@@ -317,7 +323,9 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
     // NB: `run` would accept them and do nothing: no Node would ever come of a request.
     if let Command::Run(RunArgs { placement, .. }) = &cli.command
-        && (placement.provisioner.is_some() || !placement.provisioner_fails.is_empty())
+        && (placement.provisioner.is_some()
+            || placement.provisioner_delay_ms.is_some()
+            || !placement.provisioner_fails.is_empty())
     {
         Cli::command()
             .error(ErrorKind::ArgumentConflict, SIMULATED_PROVISIONER_ONLY)

@@ -78,6 +78,7 @@ fn run_refuses_the_simulated_provisioner_which_only_plays_in_sandbox_and_simulat
     for args in [
         &["run", "--provisioner", "simulated"][..],
         &["run", "--provisioner-fails", "big"][..],
+        &["run", "--provisioner-delay-ms", "10"][..],
     ] {
         let out = tenant_placer(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
