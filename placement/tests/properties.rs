@@ -12,6 +12,8 @@ use placement::{
 };
 use proptest::prelude::*;
 
+mod common;
+
 fn resources(max: u64) -> impl Strategy<Value = Resources> {
     (0..=max, 0..=max, 0..=max).prop_map(|(t, m, s)| Resources::new(t, m, s))
 }
@@ -173,20 +175,10 @@ proptest! {
 /// the first by name (so a scan in input order, or one that depends on it, would be caught).
 #[test]
 fn the_first_fit_properties_are_exercised() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let cases = 256;
-    let mut runner = TestRunner::new_with_rng(
-        Config {
-            failure_persistence: None,
-            ..Config::with_cases(cases)
-        },
-        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
-    );
     let strategy = (fleet(), request());
     let (mut placed, mut several, mut out_of_order, mut over) = (0, 0, 0, 0);
-    for _ in 0..cases {
-        let (nodes, request) = strategy.new_tree(&mut runner).unwrap().current();
+    for (nodes, request) in common::sample(strategy, cases) {
         let views: Vec<_> = nodes.iter().map(OwnedNode::view).collect();
         let fitting: Vec<&str> = views
             .iter()

@@ -12,6 +12,8 @@ use placement::{
 };
 use proptest::prelude::*;
 
+mod common;
+
 fn small() -> impl Strategy<Value = Resources> {
     (1..=6u64, 1..=6u64, 1..=6u64).prop_map(|(t, m, s)| Resources::new(t, m, s))
 }
@@ -516,16 +518,7 @@ proptest! {
 /// waiting resize whose room a younger batch tenant would have taken without the hold.
 #[test]
 fn the_resize_promise_is_exercised() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let cases = 512;
-    let mut runner = TestRunner::new_with_rng(
-        Config {
-            failure_persistence: None,
-            ..Config::with_cases(cases)
-        },
-        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
-    );
     let strategy = (
         slack(),
         resize_tenants(),
@@ -533,8 +526,7 @@ fn the_resize_promise_is_exercised() {
         prop::sample::select(Policy::ALL.to_vec()),
     );
     let (mut promised, mut mattered) = (0, 0);
-    for _ in 0..cases {
-        let (slack, tenants, strict, policy) = strategy.new_tree(&mut runner).unwrap().current();
+    for (slack, tenants, strict, policy) in common::sample(strategy, cases) {
         let mode = if strict {
             QueueMode::StrictFifo
         } else {
