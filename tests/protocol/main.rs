@@ -193,14 +193,7 @@ impl Harness {
             writes.is_empty(),
             "node writes broke the invariants: {writes:#?}"
         );
-        if let Err(found) = invariants::check(
-            &self.fleet.nodes(),
-            &self.fleet.tenants(),
-            &self.lowered,
-            Quiescence::Settled,
-        ) {
-            panic!("invariants violated at rest: {found:#?}");
-        }
+        assert_at_rest(&self.fleet, &self.lowered);
     }
 
     /// Placements as names and amounts (UIDs differ between runs): what two runs must agree on.
@@ -236,6 +229,19 @@ impl Harness {
             })
             .collect();
         Placements { nodes, tenants }
+    }
+}
+
+/// Every invariant at rest over a fleet's nodes and tenants (`lowered`: nodes whose capacity a
+/// test lowered), for the tests that run a fleet without a [`Harness`].
+pub fn assert_at_rest(fleet: &Fleet, lowered: &HashSet<String>) {
+    if let Err(found) = invariants::check(
+        &fleet.nodes(),
+        &fleet.tenants(),
+        lowered,
+        Quiescence::Settled,
+    ) {
+        panic!("invariants violated at rest: {found:#?}");
     }
 }
 

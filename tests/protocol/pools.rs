@@ -167,13 +167,27 @@ async fn two_pools_side_by_side_place_each_pools_tenants_only_on_its_own_nodes()
             assert_eq!(pool_of(tenant), pool_of(&name), "{name} holds {tenant}");
         }
     }
-    if let Err(found) = invariants::check(
-        &fleet.nodes(),
-        &fleet.tenants(),
-        &HashSet::new(),
-        Quiescence::Settled,
-    ) {
-        panic!("invariants violated at rest: {found:#?}");
+    assert_pool_invariants(&fleet, Quiescence::Settled);
+}
+
+/// The invariants over the nodes and tenants of pools a and b (a tenant of no pool, or one
+/// that left them, is nobody's to place); at rest, or only those that hold at any moment (a
+/// pool that keeps another pool's entry, or a tenant relabelled away, breaks the rules at rest
+/// on purpose).
+fn assert_pool_invariants(fleet: &Fleet, quiescence: Quiescence) {
+    let pooled = |name: Option<&String>| name.is_some_and(|n| matches!(pool_of(n), "a" | "b"));
+    let nodes: Vec<_> = fleet
+        .nodes()
+        .into_iter()
+        .filter(|n| pooled(n.metadata.name.as_ref()))
+        .collect();
+    let tenants: Vec<_> = fleet
+        .tenants()
+        .into_iter()
+        .filter(|t| quiescence == Quiescence::AnyMoment || pooled(t.metadata.name.as_ref()))
+        .collect();
+    if let Err(found) = invariants::check(&nodes, &tenants, &HashSet::new(), quiescence) {
+        panic!("invariants violated ({quiescence:?}): {found:#?}");
     }
 }
 
@@ -234,6 +248,7 @@ async fn a_tenant_outside_every_pool_is_left_alone_by_all_of_them() {
             );
         }
     }
+    assert_pool_invariants(&fleet, Quiescence::Settled);
 }
 
 /// Waits until the controller has found something outside its pool this many times.
@@ -278,6 +293,7 @@ async fn an_entry_of_another_pools_tenant_is_reported_and_never_released_as_an_o
     let entries = node.status.unwrap().allocations;
     assert_eq!(entries.len(), 1, "the entry of b-t0 was released");
     assert_eq!(handles.metrics.orphans_released(), 0);
+    assert_pool_invariants(&fleet, Quiescence::AnyMoment);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -314,6 +330,7 @@ async fn a_tenant_whose_labels_leave_the_pool_keeps_its_reservation() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let entries = fleet.nodes().pop().unwrap().status.unwrap().allocations;
     assert_eq!(entries.len(), 1, "the reservation of a-t0 was released");
+    assert_pool_invariants(&fleet, Quiescence::AnyMoment);
 }
 
 fn class(name: &str, pool: &str) -> Value {
@@ -371,6 +388,7 @@ async fn a_pool_buys_only_classes_whose_nodes_land_in_it_and_leaves_other_pools_
         names[1], "b-metal-failed",
         "pool a bought or retired pool b's: {names:?}"
     );
+    assert_pool_invariants(&fleet, Quiescence::AnyMoment);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -426,4 +444,5 @@ async fn a_tenant_relabelled_into_another_pool_stays_where_it_is_and_says_why() 
         .collect();
     assert_eq!(held, [("a-n1".to_owned(), 1), ("b-n1".to_owned(), 0)]);
     assert_eq!(active_on(&fleet, "a-t0").as_deref(), Some("a-n1"));
+    assert_pool_invariants(&fleet, Quiescence::Settled);
 }
