@@ -4,7 +4,7 @@
 //! After quiescence, besides every reservation invariant: no tenant waits naming a request that
 //! does not exist; no tenant is in two requests in flight; nothing stays in flight once the
 //! provisioner is done; every delivered machine is used, handed back, or fits a waiting tenant.
-//! `TP_SOAK_CASES` sets the number of cases (default 3, for CI); `TP_SOAK_SEED` the first seed.
+//! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
 
 use std::collections::HashMap;
 use std::time::Duration;
