@@ -189,6 +189,14 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// How many reconciles of `kind` ended with `result` ("ok", or the error label): a test's
+    /// sign that a re-check ran.
+    pub fn reconciles(&self, kind: &'static str, result: &'static str) -> u64 {
+        self.reconciles
+            .get_or_create(&ReconcileLabels { kind, result })
+            .get()
+    }
+
     /// A Node status write answered 409 Conflict (it is retried from fresh data).
     pub fn conflict(&self) {
         self.conflicts.inc();
