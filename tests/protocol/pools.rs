@@ -368,16 +368,25 @@ async fn a_pool_buys_only_classes_whose_nodes_land_in_it_and_leaves_other_pools_
                 .manifest(),
         )
         .unwrap();
-    fleet.start(Settings {
-        request_after: Some(Duration::ZERO),
-        request_check: Duration::from_millis(20),
-        ..pool("a")
-    });
+    let handles = Handles::default();
+    fleet.start_with(
+        Settings {
+            request_after: Some(Duration::ZERO),
+            request_check: Duration::from_millis(20),
+            ..pool("a")
+        },
+        handles.clone(),
+    );
     wait_until("pool a asks for a machine", || {
         request_names(&fleet).len() == 2
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Five more looks, each of which could retire pool b's failed request or buy again.
+    let looks = handles.metrics.request_looks_done();
+    wait_until("pool a looks five more times", || {
+        handles.metrics.request_looks_done() >= looks + 5
+    })
+    .await;
     let names = request_names(&fleet);
     assert!(names[0].starts_with("a-metal-"), "{names:?}");
     assert_eq!(
