@@ -423,151 +423,94 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::api::NodeState;
-    use crate::testing::{node, tenant};
+    use crate::testing::{NodeBuilder, TenantBuilder, node, tenant};
 
     /// The "no tenant waits for room that is there" rule, judged by trying every node: each case
-    /// a fleet, one waiting tenant, and whether the rule finds room it should have taken.
+    /// a fleet (nodes of 8 threads, 8 GB, 8 GB), the tenant t (asking 4, 4, 4) in some phase, and
+    /// whether the rule finds room it should have taken.
     #[test]
     fn a_waiting_tenant_with_room_on_some_node_breaks_the_rule() {
-        let pending = || {
-            tenant("t")
-                .resources(4, 4, 4)
-                .phase(TenantPhase::PendingCapacity)
-        };
-        let cases: Vec<(&str, Vec<Node>, Tenant, bool)> = vec![
-            // 8 - 4 = 4 free in every dimension: exactly room for 4.
+        let eight = |name| node(name).capacity(8, 8, 8);
+        let t = |phase| tenant("t").resources(4, 4, 4).phase(phase);
+        let pending = || t(TenantPhase::PendingCapacity);
+        let resizing_on_a = || t(TenantPhase::Resizing).on("a");
+        let cases: Vec<(&str, Vec<NodeBuilder>, TenantBuilder, bool)> = vec![
+            // a: 8 - 5 = 3 threads free, one short; b: 8 - 4 = 4 in every dimension, exactly 4.
             (
                 "room on the second node",
                 vec![
-                    node("a")
-                        .capacity(8, 8, 8)
-                        .holding("x", (5, 1, 1))
-                        .settled()
-                        .build(),
-                    node("b")
-                        .capacity(8, 8, 8)
-                        .holding("y", (4, 4, 4))
-                        .settled()
-                        .build(),
+                    eight("a").holding("x", (5, 1, 1)),
+                    eight("b").holding("y", (4, 4, 4)),
                 ],
-                pending().build(),
+                pending(),
                 true,
             ),
-            // 8 - 5 = 3 threads free on a: one dimension short.
             (
                 "one dimension short everywhere",
-                vec![
-                    node("a")
-                        .capacity(8, 8, 8)
-                        .holding("x", (5, 1, 1))
-                        .settled()
-                        .build(),
-                ],
-                pending().build(),
+                vec![eight("a").holding("x", (5, 1, 1))],
+                pending(),
                 false,
             ),
             (
                 "room only on a cordoned node",
-                vec![
-                    node("a")
-                        .capacity(8, 8, 8)
-                        .state(NodeState::Cordoned)
-                        .settled()
-                        .build(),
-                ],
-                pending().build(),
+                vec![eight("a").state(NodeState::Cordoned)],
+                pending(),
                 false,
             ),
             (
                 "room only on a node without the selector's labels",
-                vec![
-                    node("a")
-                        .capacity(8, 8, 8)
-                        .label("region", "us")
-                        .settled()
-                        .build(),
-                ],
-                pending().node_selector(&[("region", "eu")]).build(),
+                vec![eight("a").label("region", "us")],
+                pending().node_selector(&[("region", "eu")]),
                 false,
             ),
             (
                 "room on a node with the selector's labels",
-                vec![
-                    node("a")
-                        .capacity(8, 8, 8)
-                        .label("region", "eu")
-                        .settled()
-                        .build(),
-                ],
-                pending().node_selector(&[("region", "eu")]).build(),
+                vec![eight("a").label("region", "eu")],
+                pending().node_selector(&[("region", "eu")]),
                 true,
             ),
             (
                 "a suspended tenant asks for nothing",
-                vec![node("a").capacity(8, 8, 8).settled().build()],
-                pending().suspended().build(),
+                vec![eight("a")],
+                pending().suspended(),
                 false,
             ),
-            // t holds 2 on a; 8 - 4 (x) = 4 free counting its own entry as free: room to grow to 4.
+            // t holds 2 on a: 8 - 4 (x) = 4 free with its own entry counted free, room to grow.
             (
                 "a resize with room on its node",
-                vec![
-                    node("a")
-                        .capacity(8, 8, 8)
-                        .holding("x", (4, 1, 1))
-                        .holding("t", (2, 2, 2))
-                        .settled()
-                        .build(),
-                ],
-                tenant("t")
-                    .resources(4, 4, 4)
-                    .phase(TenantPhase::Resizing)
-                    .on("a")
-                    .build(),
+                vec![eight("a").holding("x", (4, 1, 1)).holding("t", (2, 2, 2))],
+                resizing_on_a(),
                 true,
             ),
-            // 8 - 5 (x) = 3 threads: short by one.
+            // 8 - 5 (x) = 3 threads: short by one (room on b does not count for a resize).
             (
                 "a resize short on its node",
                 vec![
-                    node("a")
-                        .capacity(8, 8, 8)
-                        .holding("x", (5, 1, 1))
-                        .holding("t", (2, 2, 2))
-                        .settled()
-                        .build(),
-                    node("b").capacity(8, 8, 8).settled().build(),
+                    eight("a").holding("x", (5, 1, 1)).holding("t", (2, 2, 2)),
+                    eight("b"),
                 ],
-                tenant("t")
-                    .resources(4, 4, 4)
-                    .phase(TenantPhase::Resizing)
-                    .on("a")
-                    .build(),
+                resizing_on_a(),
                 false,
             ),
             (
                 "a tenant on a draining node another could take",
                 vec![
-                    node("a")
-                        .capacity(8, 8, 8)
+                    eight("a")
                         .state(NodeState::Draining)
-                        .holding("t", (4, 4, 4))
-                        .settled()
-                        .build(),
-                    node("b").capacity(8, 8, 8).settled().build(),
+                        .holding("t", (4, 4, 4)),
+                    eight("b"),
                 ],
-                tenant("t")
-                    .resources(4, 4, 4)
-                    .phase(TenantPhase::Active)
-                    .on("a")
-                    .build(),
+                t(TenantPhase::Active).on("a"),
                 true,
             ),
         ];
         for (what, nodes, waiting, broken) in cases {
-            let ledgers: Vec<_> = nodes.iter().map(|n| n.ledger().unwrap()).collect();
+            let ledgers: Vec<_> = nodes
+                .into_iter()
+                .map(|n| n.settled().build().ledger().unwrap())
+                .collect();
             let mut found = Vec::new();
-            check_not_left_waiting(&waiting, "uid-t", &ledgers, &mut found);
+            check_not_left_waiting(&waiting.build(), "uid-t", &ledgers, &mut found);
             assert_eq!(!found.is_empty(), broken, "{what}: {found:?}");
         }
     }
