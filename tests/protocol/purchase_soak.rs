@@ -14,6 +14,8 @@ use serde_json::json;
 use tenant_placer::api::{GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, TenantPhase};
 use tenant_placer::provisioner::ProvisionerConfig;
 
+use tenant_placer::controller::Handles;
+
 use crate::*;
 
 /// The classes, with their threads.
@@ -64,6 +66,8 @@ async fn purchase_case(seed: u64) {
         failing: ["flaky".to_owned()].into(),
         every: Duration::from_millis(20),
     });
+    // What the running controller reports into (a restart starts afresh).
+    let mut handles = h.handles.clone();
     let mut tenants: Vec<String> = Vec::new();
     let mut next = 0;
     for _ in 0..rng.usize(8..20) {
@@ -110,7 +114,8 @@ async fn purchase_case(seed: u64) {
             8 => {
                 // A restart mid-look.
                 h.fleet.stop();
-                h.fleet.start(h.settings.clone());
+                handles = Handles::default();
+                h.fleet.start_with(h.settings.clone(), handles.clone());
             }
             _ => {}
         }
@@ -133,7 +138,15 @@ async fn purchase_case(seed: u64) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Looks spanning twice the empty-node period (each at least `request_check` after the
+    // last): an empty bought node has been seen empty long enough and handed back.
+    let period = h.settings.empty_node_after.as_millis() * 2;
+    let looks = u64::try_from(period / h.settings.request_check.as_millis()).unwrap() + 2;
+    let from = handles.metrics.request_looks_done();
+    h.until("looks spanning twice the empty-node period", || {
+        handles.metrics.request_looks_done() >= from + looks
+    })
+    .await;
     h.settle().await;
     h.lowered.clear();
     h.assert_invariants();
