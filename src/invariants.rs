@@ -228,25 +228,73 @@ fn oldest_that_fits_nowhere(
                     .as_ref()
                     .is_some_and(|s| s.phase == TenantPhase::PendingCapacity)
         })
-        .filter_map(|(uid, t)| {
-            let key = t.key();
-            let wants = placement::TenantWants {
-                uid,
-                tenant: &key,
-                footprint: t.spec.footprint().ok()?,
-                suspend: false,
-                status_node: None,
-                migration: None,
-                node_selector: t.spec.selector(),
-            };
-            let fits = matches!(
-                placement::plan_tenant(&wants, ledgers),
-                placement::Plan::Edit(_)
-            );
+        .filter_map(|(_, t)| {
+            let footprint = t.spec.footprint().ok()?;
+            let fits = room_for(footprint, t.spec.selector(), ledgers, None).is_some();
             let created = t.metadata.creation_timestamp.as_ref().map(|c| c.0);
-            (!fits).then_some((created, key))
+            (!fits).then(|| (created, t.key()))
         })
         .min()
+}
+
+/// `a` is at most `b` in every dimension, spelled out.
+fn at_most(a: Resources, b: Resources) -> bool {
+    a.threads <= b.threads && a.memory_gb <= b.memory_gb && a.storage_gb <= b.storage_gb
+}
+
+/// The room a node's written entries leave, per dimension (never below 0), counting the entry of
+/// `except` as free.
+fn room_left(ledger: &placement::NodeLedger, except: Option<&str>) -> Resources {
+    let capacity = ledger.effective_capacity();
+    let mut taken = Resources::ZERO;
+    for entry in ledger.entries() {
+        if Some(entry.uid.as_str()) != except {
+            taken = Resources::new(
+                taken.threads.saturating_add(entry.resources.threads),
+                taken.memory_gb.saturating_add(entry.resources.memory_gb),
+                taken.storage_gb.saturating_add(entry.resources.storage_gb),
+            );
+        }
+    }
+    Resources::new(
+        capacity.threads.saturating_sub(taken.threads),
+        capacity.memory_gb.saturating_sub(taken.memory_gb),
+        capacity.storage_gb.saturating_sub(taken.storage_gb),
+    )
+}
+
+/// A node with room for `footprint` now, found without the planner by trying every node: Online,
+/// not over its capacity, carrying every label of `selector`, other than `besides`, and leaving
+/// at least `footprint` free in every dimension.
+fn room_for<'l>(
+    footprint: Resources,
+    selector: Option<&placement::Labels>,
+    ledgers: &'l [placement::NodeLedger],
+    besides: Option<&str>,
+) -> Option<&'l str> {
+    ledgers
+        .iter()
+        .filter(|l| l.state() == placement::NodeState::Online && Some(l.name()) != besides)
+        .filter(|l| {
+            selector
+                .into_iter()
+                .flatten()
+                .all(|(key, value)| l.labels().get(key) == Some(value))
+        })
+        .filter(|l| at_most(sum_of(l.entries()), l.effective_capacity()))
+        .find(|l| at_most(footprint, room_left(l, None)))
+        .map(placement::NodeLedger::name)
+}
+
+/// The sum of some entries, spelled out.
+fn sum_of(entries: &[placement::Entry]) -> Resources {
+    entries.iter().fold(Resources::ZERO, |sum, e| {
+        Resources::new(
+            sum.threads.saturating_add(e.resources.threads),
+            sum.memory_gb.saturating_add(e.resources.memory_gb),
+            sum.storage_gb.saturating_add(e.resources.storage_gb),
+        )
+    })
 }
 
 /// Whether a tenant says it waits behind an older one (StrictFIFO) and one older than it does
@@ -267,51 +315,58 @@ fn queued_behind(
     queued && head.is_some_and(|head| *head < position)
 }
 
-/// At rest, a tenant waiting for room has none: the plan the engine would make now writes nothing.
-/// Likewise a tenant left on a draining node: no other node could take it now.
+/// At rest, a tenant waiting for room has none, judged by trying every node (not by the planner
+/// the controller uses): a tenant waiting to be placed fits on no node ([`room_for`]); one waiting
+/// to grow on its node (`Resizing`) does not fit there, its own entry counted as free, or the
+/// node is Offline. Likewise a tenant left on a draining node: no other node could take it now.
+/// A suspended tenant asks for nothing.
 fn check_not_left_waiting(
     tenant: &Tenant,
     uid: &str,
     ledgers: &[placement::NodeLedger],
     violations: &mut Vec<String>,
 ) {
-    let waiting = tenant.status.as_ref().is_some_and(|s| {
-        matches!(
-            s.phase,
-            TenantPhase::PendingCapacity | TenantPhase::Resizing
-        )
-    });
-    let on_draining = tenant
-        .status
-        .as_ref()
-        .map(|s| s.node_name.as_str())
-        .filter(|n| !n.is_empty())
-        .filter(|n| {
-            ledgers
-                .iter()
-                .any(|l| l.name() == *n && l.state() == placement::NodeState::Draining)
-        });
     let Ok(footprint) = tenant.spec.footprint() else {
         return;
     };
-    if !waiting && on_draining.is_none() {
+    let Some(status) = tenant.status.as_ref().filter(|_| !tenant.spec.suspend) else {
+        return;
+    };
+    let key = tenant.key();
+    let own = ledgers.iter().find(|l| l.name() == status.node_name);
+    let selector = tenant.spec.selector();
+    if let Some(node) = own.filter(|l| l.state() == placement::NodeState::Draining) {
+        if let Some(other) = room_for(footprint, selector, ledgers, Some(node.name())) {
+            violations.push(format!(
+                "tenant {key} stays on draining node {}, but node {other} could take it now",
+                node.name()
+            ));
+        }
         return;
     }
-    let key = tenant.key();
-    let wants = placement::TenantWants {
-        uid,
-        tenant: &key,
-        footprint,
-        suspend: tenant.spec.suspend,
-        status_node: on_draining,
-        migration: None,
-        node_selector: tenant.spec.selector(),
-    };
-    if let placement::Plan::Edit(edit) = placement::plan_tenant(&wants, ledgers) {
-        violations.push(format!(
-            "tenant {key} still waits, but node {} could take it now ({:?})",
-            edit.node, edit.kind
-        ));
+    match status.phase {
+        TenantPhase::PendingCapacity => {
+            if let Some(node) = room_for(footprint, selector, ledgers, None) {
+                violations.push(format!(
+                    "tenant {key} still waits, but node {node} could take it now"
+                ));
+            }
+        }
+        TenantPhase::Resizing => {
+            let Some(node) = own.filter(|l| l.entry_of(uid).is_some()) else {
+                return;
+            };
+            if node.state() != placement::NodeState::Offline
+                && at_most(footprint, room_left(node, Some(uid)))
+            {
+                violations.push(format!(
+                    "tenant {key} still waits to grow to {footprint}, but node {} has room for it \
+                     now",
+                    node.name()
+                ));
+            }
+        }
+        _ => {}
     }
 }
 
@@ -360,5 +415,103 @@ fn check_tenant_status(
             }
         }
         (phase, held) => violations.push(format!("tenant {key}: phase {phase} but holds {held:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::api::NodeState;
+    use crate::testing::{NodeBuilder, TenantBuilder, node, tenant};
+
+    /// The "no tenant waits for room that is there" rule, judged by trying every node: each case
+    /// a fleet (nodes of 8 threads, 8 GB, 8 GB), the tenant t (asking 4, 4, 4) in some phase, and
+    /// whether the rule finds room it should have taken.
+    #[test]
+    fn a_waiting_tenant_with_room_on_some_node_breaks_the_rule() {
+        let eight = |name| node(name).capacity(8, 8, 8);
+        let t = |phase| tenant("t").resources(4, 4, 4).phase(phase);
+        let pending = || t(TenantPhase::PendingCapacity);
+        let resizing_on_a = || t(TenantPhase::Resizing).on("a");
+        let cases: Vec<(&str, Vec<NodeBuilder>, TenantBuilder, bool)> = vec![
+            // a: 8 - 5 = 3 threads free, one short; b: 8 - 4 = 4 in every dimension, exactly 4.
+            (
+                "room on the second node",
+                vec![
+                    eight("a").holding("x", (5, 1, 1)),
+                    eight("b").holding("y", (4, 4, 4)),
+                ],
+                pending(),
+                true,
+            ),
+            (
+                "one dimension short everywhere",
+                vec![eight("a").holding("x", (5, 1, 1))],
+                pending(),
+                false,
+            ),
+            (
+                "room only on a cordoned node",
+                vec![eight("a").state(NodeState::Cordoned)],
+                pending(),
+                false,
+            ),
+            (
+                "room only on a node without the selector's labels",
+                vec![eight("a").label("region", "us")],
+                pending().node_selector(&[("region", "eu")]),
+                false,
+            ),
+            (
+                "room on a node with the selector's labels",
+                vec![eight("a").label("region", "eu")],
+                pending().node_selector(&[("region", "eu")]),
+                true,
+            ),
+            (
+                "a suspended tenant asks for nothing",
+                vec![eight("a")],
+                pending().suspended(),
+                false,
+            ),
+            // t holds 2 on a: 8 - 4 (x) = 4 free with its own entry counted free, room to grow.
+            (
+                "a resize with room on its node",
+                vec![eight("a").holding("x", (4, 1, 1)).holding("t", (2, 2, 2))],
+                resizing_on_a(),
+                true,
+            ),
+            // 8 - 5 (x) = 3 threads: short by one (room on b does not count for a resize).
+            (
+                "a resize short on its node",
+                vec![
+                    eight("a").holding("x", (5, 1, 1)).holding("t", (2, 2, 2)),
+                    eight("b"),
+                ],
+                resizing_on_a(),
+                false,
+            ),
+            (
+                "a tenant on a draining node another could take",
+                vec![
+                    eight("a")
+                        .state(NodeState::Draining)
+                        .holding("t", (4, 4, 4)),
+                    eight("b"),
+                ],
+                t(TenantPhase::Active).on("a"),
+                true,
+            ),
+        ];
+        for (what, nodes, waiting, broken) in cases {
+            let ledgers: Vec<_> = nodes
+                .into_iter()
+                .map(|n| n.settled().build().ledger().unwrap())
+                .collect();
+            let mut found = Vec::new();
+            check_not_left_waiting(&waiting.build(), "uid-t", &ledgers, &mut found);
+            assert_eq!(!found.is_empty(), broken, "{what}: {found:?}");
+        }
     }
 }

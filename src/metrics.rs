@@ -86,6 +86,8 @@ pub struct Metrics {
     /// NodeRequest creates and deletes the API refused, by action (each retried at the next
     /// look; one never stops the others).
     request_errors: Family<ActionLabel, Counter>,
+    /// Looks of the node-request loop done (not exported: a test's sign that a look ran).
+    request_looks: Counter,
 }
 
 impl Default for Metrics {
@@ -107,6 +109,7 @@ impl Default for Metrics {
             migrations,
             request_errors,
             requests_failed: Counter::default(),
+            request_looks: Counter::default(),
             nodes_handed_back: Counter::default(),
             reconciles: Family::default(),
             durations: Family::new_with_constructor(duration_histogram),
@@ -187,6 +190,24 @@ impl Metrics {
         self.durations
             .get_or_create(&KindLabel { kind })
             .observe(took.as_secs_f64());
+    }
+
+    /// The node-request loop finished a look.
+    pub fn request_look_done(&self) {
+        self.request_looks.inc();
+    }
+
+    /// How many looks the node-request loop has finished.
+    pub fn request_looks_done(&self) -> u64 {
+        self.request_looks.get()
+    }
+
+    /// How many reconciles of `kind` ended with `result` ("ok", or the error label): a test's
+    /// sign that a re-check ran.
+    pub fn reconciles(&self, kind: &'static str, result: &'static str) -> u64 {
+        self.reconciles
+            .get_or_create(&ReconcileLabels { kind, result })
+            .get()
     }
 
     /// A Node status write answered 409 Conflict (it is retried from fresh data).

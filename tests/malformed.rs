@@ -255,6 +255,54 @@ spec:
     },
 ];
 
+/// The value at each limit the rows above go past, which must be accepted: a bound compared off
+/// by one refuses it. (What each is, the kind, and its spec.)
+const AT_THE_LIMIT: &[(&str, &str, &str)] = &[
+    (
+        "a nodeSelector value of exactly 63 bytes",
+        "Tenant",
+        "{resources: {threads: 2, memoryGb: 4, storageGb: 20}, \
+         nodeSelector: {region: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx}}",
+    ),
+    (
+        "1000 replicas, the maximum",
+        "Tenant",
+        "{mode: Cluster, replicas: 1000, resources: {threads: 2, memoryGb: 4, storageGb: 20}}",
+    ),
+    (
+        "1 replica, the minimum",
+        "Tenant",
+        "{mode: Standalone, replicas: 1, resources: {threads: 2, memoryGb: 4, storageGb: 20}}",
+    ),
+    (
+        "2 replicas, the least for a Cluster",
+        "Tenant",
+        "{mode: Cluster, replicas: 2, resources: {threads: 2, memoryGb: 4, storageGb: 20}}",
+    ),
+    (
+        "1 thread, 1 GB of memory and 1 GB of storage, the minimums",
+        "Tenant",
+        "{resources: {threads: 1, memoryGb: 1, storageGb: 1}}",
+    ),
+    (
+        "2^53-1 threads, GB of memory and GB of storage, the maximums",
+        "Tenant",
+        "{resources: {threads: 9007199254740991, memoryGb: 9007199254740991, \
+         storageGb: 9007199254740991}}",
+    ),
+    (
+        "overcommit ratios of 0.001 and 16, the bounds",
+        "Node",
+        "{capacity: {threads: 64, memoryGb: 256, storageGb: 8000}, \
+         overcommit: {threads: 0.001, memoryGb: 16, storageGb: 16}}",
+    ),
+    (
+        "a node with capacity 0 and 2^53-1, the bounds",
+        "Node",
+        "{capacity: {threads: 0, memoryGb: 9007199254740991, storageGb: 9007199254740991}}",
+    ),
+];
+
 fn api_with_crds() -> ApiServer {
     let api = ApiServer::new();
     for crd in [
@@ -332,4 +380,23 @@ async fn the_well_formed_examples_are_accepted() {
             assert_eq!(code, 201, "{file}: {body}");
         }
     }
+}
+
+#[tokio::test]
+async fn the_value_at_each_limit_is_accepted() {
+    let mut failures = Vec::new();
+    for (what, kind, spec) in AT_THE_LIMIT {
+        let metadata = match *kind {
+            "Tenant" => "{name: good, namespace: default}",
+            _ => "{name: good}",
+        };
+        let manifest = format!(
+            "apiVersion: placement.tenant-placer.dev/v1alpha1\nkind: {kind}\nmetadata: {metadata}\nspec: {spec}\n"
+        );
+        let (code, body) = create(&api_with_crds(), &manifest).await;
+        if code != 201 {
+            failures.push(format!("{what}: {code} {}", body["message"]));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -78,6 +78,9 @@ pub struct Stats {
     pub requests: BTreeMap<RequestKey, u64>,
     /// Committed writes (creates, updates, deletes; no-op updates excluded).
     pub writes: u64,
+    /// Requests a fault rule acted on (not those it let through first): a test that injects
+    /// a fault checks here that it fired.
+    pub faults_fired: u64,
 }
 
 impl Stats {

@@ -241,10 +241,11 @@ impl ApiServer {
         let (fault, rv) = {
             let mut state = self.shared.lock();
             state.stats.record(key.clone());
-            (
-                faults::take(&mut state.faults, &key, name.as_deref()),
-                state.rv,
-            )
+            let fault = faults::take(&mut state.faults, &key, name.as_deref());
+            if fault.is_some() {
+                state.stats.faults_fired = state.stats.faults_fired.saturating_add(1);
+            }
+            (fault, state.rv)
         };
         // The cost model: a write waits for its slot and its service time (a 409 costs too).
         if verb.is_write()

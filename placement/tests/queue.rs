@@ -12,6 +12,8 @@ use placement::{
 };
 use proptest::prelude::*;
 
+mod common;
+
 fn small() -> impl Strategy<Value = Resources> {
     (1..=6u64, 1..=6u64, 1..=6u64).prop_map(|(t, m, s)| Resources::new(t, m, s))
 }
@@ -122,11 +124,25 @@ proptest! {
         // An older waiting tenant that the room left by older tenants could take holds that room
         // (waiters younger than the whole batch, and behind a StrictFIFO head, hold nothing).
         let youngest_in_batch = outcomes.last().map(|(age, _)| *age);
-        let head_age: Option<usize> = queue.head().map(|h| h[1..].parse().unwrap());
+        // The head, judged by the model, not read from the queue: StrictFIFO considers every
+        // tenant older than the youngest batch tenant (waiters before the first batch tenant
+        // younger than them, batch tenants as they are decided), oldest first, and the first that
+        // fits nowhere in the room left by older tenants (their entries and holds, which nothing
+        // younger changes) is the head. BestEffortFIFO has none.
+        let expected_head = youngest_in_batch.filter(|_| strict).and_then(|youngest| {
+            (0..=youngest).find(|&age| {
+                !fits_anywhere(&without_younger(&ledgers, age), tenants[age].0)
+            })
+        });
+        prop_assert_eq!(
+            queue.head().map(owner_age),
+            expected_head,
+            "the head is the oldest considered tenant that fits nowhere"
+        );
         for (age, (footprint, in_batch)) in tenants.iter().enumerate() {
             if *in_batch
                 || youngest_in_batch.is_none_or(|y| age > y)
-                || head_age.is_some_and(|h| h < age)
+                || expected_head.is_some_and(|h| h < age)
             {
                 continue;
             }
@@ -136,9 +152,17 @@ proptest! {
             let could = fits_anywhere(&without_younger(&ledgers, age), *footprint);
             prop_assert_eq!(held, could, "waiting t{:02}: holds room {} but could take some {}", age, held, could);
         }
-        if let (true, Some(head)) = (strict, queue.head()) {
+        for (age, plan) in &outcomes {
+            // Every batch tenant younger than the head waits behind it, and only those do.
+            let behind_head = expected_head.is_some_and(|h| h < *age);
+            prop_assert_eq!(
+                matches!(plan, Plan::Queued { behind } if Some(owner_age(behind)) == expected_head),
+                behind_head,
+                "t{:02}: {:?} with the head {:?}", age, plan, expected_head
+            );
+        }
+        if let Some(head) = expected_head {
             // Nothing younger than the head holds room it took for the first time.
-            let head: usize = head[1..].parse().unwrap();
             for l in &ledgers {
                 for (e, held) in l.entries().iter().map(|e| (e, false)).chain(l.holds().iter().map(|e| (e, true))) {
                     prop_assert!(owner_age(&e.uid) < head, "{} (hold: {}) is younger than the head {}",
@@ -494,16 +518,7 @@ proptest! {
 /// waiting resize whose room a younger batch tenant would have taken without the hold.
 #[test]
 fn the_resize_promise_is_exercised() {
-    use proptest::strategy::ValueTree;
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     let cases = 512;
-    let mut runner = TestRunner::new_with_rng(
-        Config {
-            failure_persistence: None,
-            ..Config::with_cases(cases)
-        },
-        TestRng::deterministic_rng(RngAlgorithm::ChaCha),
-    );
     let strategy = (
         slack(),
         resize_tenants(),
@@ -511,8 +526,7 @@ fn the_resize_promise_is_exercised() {
         prop::sample::select(Policy::ALL.to_vec()),
     );
     let (mut promised, mut mattered) = (0, 0);
-    for _ in 0..cases {
-        let (slack, tenants, strict, policy) = strategy.new_tree(&mut runner).unwrap().current();
+    for (slack, tenants, strict, policy) in common::sample(strategy, cases) {
         let mode = if strict {
             QueueMode::StrictFifo
         } else {

@@ -175,6 +175,7 @@ pub async fn run(
             }
         }
         look(&ctx, &classes, &requests, request_after).await;
+        ctx.metrics.request_look_done();
     }
 }
 

@@ -34,7 +34,7 @@ use std::time::Duration;
 use inmem_apiserver::ApiServer;
 use serde_json::{Value, json};
 use tenant_placer::api::{GROUP, Node, Tenant};
-use tenant_placer::controller::{RetryPolicy, Settings};
+use tenant_placer::controller::{Handles, RetryPolicy, Settings};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
 /// Nodes and tenants are the crate's fixtures, sent as the manifests a client applies.
@@ -87,6 +87,8 @@ pub struct Harness {
     /// Nodes whose capacity a test lowered (they may hold more than their capacity).
     pub lowered: HashSet<String>,
     pub settings: Settings,
+    /// What the first controller reports into (its metrics: signs that a pass ran).
+    pub handles: Handles,
 }
 
 impl Harness {
@@ -130,9 +132,12 @@ impl Harness {
             write_violations,
             lowered: HashSet::new(),
             settings,
+            handles: Handles::default(),
         };
         harness.apply(nodes);
-        harness.fleet.start(harness.settings.clone());
+        harness
+            .fleet
+            .start_with(harness.settings.clone(), harness.handles.clone());
         harness.settle().await;
         harness
     }
@@ -149,6 +154,12 @@ impl Harness {
             .api
             .delete(GROUP, "tenants", Some("default"), name)
             .unwrap();
+    }
+
+    /// Waits (up to 60 s) until `done` holds: a positive sign that something ran, before a test
+    /// asserts that nothing else happened.
+    pub async fn until(&self, what: &str, done: impl Fn() -> bool) {
+        wait_until(what, done).await;
     }
 
     pub async fn settle(&self) {
@@ -193,14 +204,7 @@ impl Harness {
             writes.is_empty(),
             "node writes broke the invariants: {writes:#?}"
         );
-        if let Err(found) = invariants::check(
-            &self.fleet.nodes(),
-            &self.fleet.tenants(),
-            &self.lowered,
-            Quiescence::Settled,
-        ) {
-            panic!("invariants violated at rest: {found:#?}");
-        }
+        assert_at_rest(&self.fleet, &self.lowered);
     }
 
     /// Placements as names and amounts (UIDs differ between runs): what two runs must agree on.
@@ -236,6 +240,31 @@ impl Harness {
             })
             .collect();
         Placements { nodes, tenants }
+    }
+}
+
+/// Waits (up to 60 s) until `done` holds.
+pub async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Every invariant at rest over a fleet's nodes and tenants (`lowered`: nodes whose capacity a
+/// test lowered), for the tests that run a fleet without a [`Harness`].
+pub fn assert_at_rest(fleet: &Fleet, lowered: &HashSet<String>) {
+    if let Err(found) = invariants::check(
+        &fleet.nodes(),
+        &fleet.tenants(),
+        lowered,
+        Quiescence::Settled,
+    ) {
+        panic!("invariants violated at rest: {found:#?}");
     }
 }
 

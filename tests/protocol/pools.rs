@@ -83,17 +83,6 @@ fn watched_fleet(running: Arc<Mutex<Vec<&'static str>>>) -> (Arc<Fleet>, Arc<Mut
     (fleet, foreign)
 }
 
-/// Waits (up to 20 s) until `done` holds.
-async fn until(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..400 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting until {what}");
-}
-
 fn active_on(fleet: &Fleet, tenant: &str) -> Option<String> {
     let found = fleet
         .tenants()
@@ -144,7 +133,7 @@ async fn two_pools_side_by_side_place_each_pools_tenants_only_on_its_own_nodes()
     // Pool b beside it, with its own controller: its tenants land on its node only.
     running.lock().unwrap().push("b");
     let _b = tokio::spawn(controller::run(fleet.client.clone(), pool("b")));
-    until("pool b's tenants are placed", || {
+    wait_until("pool b's tenants are placed", || {
         (0..4).all(|i| active_on(&fleet, &format!("b-t{i}")).is_some())
     })
     .await;
@@ -167,13 +156,27 @@ async fn two_pools_side_by_side_place_each_pools_tenants_only_on_its_own_nodes()
             assert_eq!(pool_of(tenant), pool_of(&name), "{name} holds {tenant}");
         }
     }
-    if let Err(found) = invariants::check(
-        &fleet.nodes(),
-        &fleet.tenants(),
-        &HashSet::new(),
-        Quiescence::Settled,
-    ) {
-        panic!("invariants violated at rest: {found:#?}");
+    assert_pool_invariants(&fleet, Quiescence::Settled);
+}
+
+/// The invariants over the nodes and tenants of pools a and b (a tenant of no pool, or one
+/// that left them, is nobody's to place); at rest, or only those that hold at any moment (a
+/// pool that keeps another pool's entry, or a tenant relabelled away, breaks the rules at rest
+/// on purpose).
+fn assert_pool_invariants(fleet: &Fleet, quiescence: Quiescence) {
+    let pooled = |name: Option<&String>| name.is_some_and(|n| matches!(pool_of(n), "a" | "b"));
+    let nodes: Vec<_> = fleet
+        .nodes()
+        .into_iter()
+        .filter(|n| pooled(n.metadata.name.as_ref()))
+        .collect();
+    let tenants: Vec<_> = fleet
+        .tenants()
+        .into_iter()
+        .filter(|t| quiescence == Quiescence::AnyMoment || pooled(t.metadata.name.as_ref()))
+        .collect();
+    if let Err(found) = invariants::check(&nodes, &tenants, &HashSet::new(), quiescence) {
+        panic!("invariants violated ({quiescence:?}): {found:#?}");
     }
 }
 
@@ -207,7 +210,7 @@ async fn a_tenant_outside_every_pool_is_left_alone_by_all_of_them() {
         .unwrap();
     fleet.start(pool("a"));
     let _b = tokio::spawn(controller::run(fleet.client.clone(), pool("b")));
-    until("pool a's tenant is placed", || {
+    wait_until("pool a's tenant is placed", || {
         active_on(&fleet, "a-t0").is_some()
     })
     .await;
@@ -234,11 +237,12 @@ async fn a_tenant_outside_every_pool_is_left_alone_by_all_of_them() {
             );
         }
     }
+    assert_pool_invariants(&fleet, Quiescence::Settled);
 }
 
 /// Waits until the controller has found something outside its pool this many times.
 async fn found_outside(metrics: &tenant_placer::metrics::Metrics, at_least: u64) {
-    until("the controller reports what is outside its pool", || {
+    wait_until("the controller reports what is outside its pool", || {
         metrics.outside_pool_found() >= at_least
     })
     .await;
@@ -278,6 +282,7 @@ async fn an_entry_of_another_pools_tenant_is_reported_and_never_released_as_an_o
     let entries = node.status.unwrap().allocations;
     assert_eq!(entries.len(), 1, "the entry of b-t0 was released");
     assert_eq!(handles.metrics.orphans_released(), 0);
+    assert_pool_invariants(&fleet, Quiescence::AnyMoment);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,18 +307,26 @@ async fn a_tenant_whose_labels_leave_the_pool_keeps_its_reservation() {
         )
         .unwrap();
     let handles = Handles::default();
-    fleet.start_with(pool("a"), handles.clone());
-    until("a-t0 is placed", || active_on(&fleet, "a-t0").is_some()).await;
+    fleet.start_with(
+        Settings {
+            orphan_sweep: Duration::from_millis(50),
+            ..pool("a")
+        },
+        handles.clone(),
+    );
+    wait_until("a-t0 is placed", || active_on(&fleet, "a-t0").is_some()).await;
     // The watch reports it deleted; a direct read shows it is not.
     fleet
         .api
         .apply(json!({"apiVersion": VERSION, "kind": "Tenant",
                       "metadata": {"name": "a-t0", "namespace": "default", "labels": {"pool": "c"}}}))
         .unwrap();
-    found_outside(&handles.metrics, 1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Seen outside the pool by the delete event, then twice more by the node's sweep (each a
+    // chance to release the entry as an orphan): only then is its being kept worth checking.
+    found_outside(&handles.metrics, 3).await;
     let entries = fleet.nodes().pop().unwrap().status.unwrap().allocations;
     assert_eq!(entries.len(), 1, "the reservation of a-t0 was released");
+    assert_pool_invariants(&fleet, Quiescence::AnyMoment);
 }
 
 fn class(name: &str, pool: &str) -> Value {
@@ -355,22 +368,32 @@ async fn a_pool_buys_only_classes_whose_nodes_land_in_it_and_leaves_other_pools_
                 .manifest(),
         )
         .unwrap();
-    fleet.start(Settings {
-        request_after: Some(Duration::ZERO),
-        request_check: Duration::from_millis(20),
-        ..pool("a")
-    });
-    until("pool a asks for a machine", || {
+    let handles = Handles::default();
+    fleet.start_with(
+        Settings {
+            request_after: Some(Duration::ZERO),
+            request_check: Duration::from_millis(20),
+            ..pool("a")
+        },
+        handles.clone(),
+    );
+    wait_until("pool a asks for a machine", || {
         request_names(&fleet).len() == 2
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Five more looks, each of which could retire pool b's failed request or buy again.
+    let looks = handles.metrics.request_looks_done();
+    wait_until("pool a looks five more times", || {
+        handles.metrics.request_looks_done() >= looks + 5
+    })
+    .await;
     let names = request_names(&fleet);
     assert!(names[0].starts_with("a-metal-"), "{names:?}");
     assert_eq!(
         names[1], "b-metal-failed",
         "pool a bought or retired pool b's: {names:?}"
     );
+    assert_pool_invariants(&fleet, Quiescence::AnyMoment);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,8 +418,13 @@ async fn a_tenant_relabelled_into_another_pool_stays_where_it_is_and_says_why() 
         fleet.api.apply(object).unwrap();
     }
     fleet.start(pool("a"));
-    let b = tokio::spawn(controller::run(fleet.client.clone(), pool("b")));
-    until("a-t0 is placed on a-n1", || {
+    let b_handles = Handles::default();
+    let b = tokio::spawn(controller::run_with(
+        fleet.client.clone(),
+        pool("b"),
+        b_handles.clone(),
+    ));
+    wait_until("a-t0 is placed on a-n1", || {
         active_on(&fleet, "a-t0").as_deref() == Some("a-n1")
     })
     .await;
@@ -405,7 +433,7 @@ async fn a_tenant_relabelled_into_another_pool_stays_where_it_is_and_says_why() 
         .apply(json!({"apiVersion": VERSION, "kind": "Tenant",
                       "metadata": {"name": "a-t0", "namespace": "default", "labels": {"pool": "b"}}}))
         .unwrap();
-    until("a-t0 says it is outside pool b's nodes", || {
+    wait_until("a-t0 says it is outside pool b's nodes", || {
         fleet
             .tenants()
             .into_iter()
@@ -414,7 +442,17 @@ async fn a_tenant_relabelled_into_another_pool_stays_where_it_is_and_says_why() 
             .is_some_and(|s| s.message.contains("a node outside this pool"))
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Pool b decides a-t0 again (its own status write wakes it): a pass after the one that
+    // said why, which could have placed it; then nothing may have been placed.
+    let passes = b_handles.metrics.reconciles("tenant", "ok");
+    wait_until("pool b re-checks a-t0", || {
+        b_handles.metrics.reconciles("tenant", "ok") > passes
+    })
+    .await;
+    fleet
+        .settle(Duration::from_millis(80), Duration::from_secs(60))
+        .await
+        .unwrap();
     b.abort();
     let held: Vec<(String, usize)> = fleet
         .nodes()
@@ -426,4 +464,5 @@ async fn a_tenant_relabelled_into_another_pool_stays_where_it_is_and_says_why() 
         .collect();
     assert_eq!(held, [("a-n1".to_owned(), 1), ("b-n1".to_owned(), 0)]);
     assert_eq!(active_on(&fleet, "a-t0").as_deref(), Some("a-n1"));
+    assert_pool_invariants(&fleet, Quiescence::Settled);
 }

@@ -59,16 +59,30 @@ async fn room_an_older_resize_could_use_is_not_taken_by_a_younger_tenant() {
         );
         next_second().await;
         h.delete_tenant("filler");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Filler's room is free (its entry released, the tenant gone) ...
+        h.until("filler is released", || {
+            h.tenant("filler").is_none() && h.allocated_threads("n1") == 4
+        })
+        .await;
         h.apply(&[tenant("younger").resources(5, 1, 1).manifest()]);
         h.settle().await;
+        // ... and the younger was decided while r-older still waits for its late wake-up: the
+        // case the hold is for (had r-older grown first, the younger would wait anyway).
+        assert_eq!(
+            phase_and_node(&h, "r-older").0,
+            TenantPhase::Resizing,
+            "{queue}: r-older was woken before the younger was decided"
+        );
         // 10 - 4 held = 6 free, of which 2 are r-older's growth: 4 left, the younger asks 5.
         assert_eq!(
             phase_and_node(&h, "younger").0,
             TenantPhase::PendingCapacity,
             "{queue}: the younger took the room of the older resize"
         );
-        tokio::time::sleep(Duration::from_millis(3500)).await;
+        h.until("r-older's wake-up pass grows it", || {
+            phase_and_node(&h, "r-older").0 == TenantPhase::Active
+        })
+        .await;
         h.settle().await;
         assert_eq!(
             phase_and_node(&h, "r-older"),

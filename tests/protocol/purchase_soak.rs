@@ -4,7 +4,7 @@
 //! After quiescence, besides every reservation invariant: no tenant waits naming a request that
 //! does not exist; no tenant is in two requests in flight; nothing stays in flight once the
 //! provisioner is done; every delivered machine is used, handed back, or fits a waiting tenant.
-//! `TP_SOAK_CASES` sets the number of cases (default 3, for CI); `TP_SOAK_SEED` the first seed.
+//! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,6 +13,8 @@ use kube::ResourceExt;
 use serde_json::json;
 use tenant_placer::api::{GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, TenantPhase};
 use tenant_placer::provisioner::ProvisionerConfig;
+
+use tenant_placer::controller::Handles;
 
 use crate::*;
 
@@ -64,6 +66,8 @@ async fn purchase_case(seed: u64) {
         failing: ["flaky".to_owned()].into(),
         every: Duration::from_millis(20),
     });
+    // What the running controller reports into (a restart starts afresh).
+    let mut handles = h.handles.clone();
     let mut tenants: Vec<String> = Vec::new();
     let mut next = 0;
     for _ in 0..rng.usize(8..20) {
@@ -112,7 +116,8 @@ async fn purchase_case(seed: u64) {
             8 => {
                 // A restart mid-look.
                 h.fleet.stop();
-                h.fleet.start(h.settings.clone());
+                handles = Handles::default();
+                h.fleet.start_with(h.settings.clone(), handles.clone());
             }
             _ => {}
         }
@@ -135,7 +140,15 @@ async fn purchase_case(seed: u64) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Looks spanning twice the empty-node period (each at least `request_check` after the
+    // last): an empty bought node has been seen empty long enough and handed back.
+    let period = h.settings.empty_node_after.as_millis() * 2;
+    let looks = u64::try_from(period / h.settings.request_check.as_millis()).unwrap() + 2;
+    let from = handles.metrics.request_looks_done();
+    h.until("looks spanning twice the empty-node period", || {
+        handles.metrics.request_looks_done() >= from + looks
+    })
+    .await;
     h.settle().await;
     h.lowered.clear();
     h.assert_invariants();

@@ -65,6 +65,17 @@ async fn until(h: &Harness, what: &str, done: impl Fn(&Harness) -> bool) {
     panic!("{what}: not reached; requests {:#?}", requests(h));
 }
 
+/// Waits until the harness's controller has made `n` more looks for machines to ask for (each
+/// at least 20 ms apart under [`buying`]: 40 outlast its empty-node period of 300 ms).
+async fn more_looks(h: &Harness, n: u64) {
+    let metrics = h.handles.metrics.clone();
+    let from = metrics.request_looks_done();
+    h.until(&format!("{n} more looks"), || {
+        metrics.request_looks_done() >= from + n
+    })
+    .await;
+}
+
 /// A fleet with one 8-thread node, the controller buying, and a provisioner.
 async fn small_fleet(provisioner_config: ProvisionerConfig, classes: &[Value]) -> Harness {
     let h = unprovisioned(classes).await;
@@ -321,8 +332,8 @@ async fn nothing_is_bought_for_tenants_behind_a_strict_fifo_head_that_no_class_c
         message(h, "young").contains("waits behind default/head (StrictFIFO)")
     })
     .await;
-    // Many looks (every 20 ms) and more than one empty-node period (300 ms) later.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Many looks and more than one empty-node period later: nothing bought meanwhile.
+    more_looks(&h, 40).await;
     assert_eq!(request_names(&h), Vec::<String>::new(), "nothing bought");
     assert!(
         message(&h, "head").contains("no node can be requested for it: larger than every"),
@@ -341,7 +352,7 @@ async fn nothing_is_bought_for_tenants_behind_a_strict_fifo_head_that_no_class_c
         message(h, "young2").contains("waits behind default/lost (StrictFIFO)")
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    more_looks(&h, 40).await;
     assert_eq!(request_names(&h), Vec::<String>::new(), "nothing bought");
     assert!(
         message(&h, "lost").contains("no node class makes nodes labelled region=mars"),

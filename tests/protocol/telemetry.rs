@@ -73,6 +73,7 @@ async fn metrics_show_reconciles_tenants_by_phase_and_node_allocation_and_readyz
         pending["note"].as_str().unwrap().contains("short by"),
         "{pending}"
     );
+    assert_at_rest(&fleet, &HashSet::new());
     running.abort();
 }
 
@@ -129,6 +130,11 @@ async fn an_unreadable_node_class_or_node_request_is_counted_under_its_own_kind(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    fleet
+        .settle(Duration::from_millis(100), Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_at_rest(&fleet, &HashSet::new());
     running.abort();
     for line in [
         "tenant_placer_undecodable_objects_total{kind=\"nodeclass\"} 1\n",

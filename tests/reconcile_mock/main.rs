@@ -189,12 +189,27 @@ pub async fn expect_status(handle: &mut Handle, name: &str, tenant: &Tenant) -> 
     status_of(&patch)
 }
 
-pub async fn expect_no_more_requests(handle: &mut Handle) {
-    if let Ok(Some((request, _))) =
-        tokio::time::timeout(Duration::from_millis(100), handle.next_request()).await
-    {
-        panic!("unexpected request {} {}", request.method(), request.uri());
+/// Nothing more was sent: drops `held` (what still holds a client: the context, the engine)
+/// and waits for the positive signal that every client is gone (the mock's channel closes),
+/// failing on any request found before it. A client still held after 5 s fails too: something
+/// the scenario started is still running.
+pub async fn expect_no_more_requests<T>(mut handle: Handle, held: T) {
+    drop(held);
+    match tokio::time::timeout(Duration::from_secs(5), handle.next_request()).await {
+        Ok(None) => {}
+        Ok(Some((request, _))) => {
+            panic!("unexpected request {} {}", request.method(), request.uri())
+        }
+        Err(_) => panic!("a client is still held 5 s after the scenario ended"),
     }
+}
+
+/// Runs a scenario with a deadline: a regression that leaves the reconcile waiting fails the
+/// test instead of hanging it.
+pub async fn within<F: std::future::Future>(scenario: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(10), scenario)
+        .await
+        .expect("the scenario did not finish within 10 s")
 }
 
 pub fn status_of(patch: &Value) -> TenantStatus {

@@ -12,13 +12,14 @@ use crate::*;
 
 #[tokio::test]
 async fn an_entry_whose_tenant_is_confirmed_gone_by_a_direct_read_is_released() {
-    let node = eu1(10).holding("ghost", (2, 4, 20)).settled().build();
-    let (ctx, mut api, _cache) = context([node.clone()]);
-    let run = tokio::spawn(reconcile(Arc::new(node), ctx));
-    let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
-        "message": "tenants.placement.tenant-placer.dev \"ghost\" not found"});
-    expect(&mut api, Method::GET, &format!("{TENANTS}/ghost"), |_| {
-        (StatusCode::NOT_FOUND, not_found)
+    within(async move {
+        let node = eu1(10).holding("ghost", (2, 4, 20)).settled().build();
+        let (ctx, mut api, _cache) = context([node.clone()]);
+        let run = tokio::spawn(reconcile(Arc::new(node), ctx));
+        let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+            "message": "tenants.placement.tenant-placer.dev \"ghost\" not found"});
+        expect(&mut api, Method::GET, &format!("{TENANTS}/ghost"), |_| {
+            (StatusCode::NOT_FOUND, not_found)
     })
     .await;
     let put = expect(
@@ -30,61 +31,69 @@ async fn an_entry_whose_tenant_is_confirmed_gone_by_a_direct_read_is_released() 
     .await;
     assert_eq!(allocations(&put), vec![]);
     run.await.unwrap().unwrap();
-    expect_no_more_requests(&mut api).await;
+    expect_no_more_requests(api, ()).await;
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn an_entry_missing_only_from_the_tenant_cache_is_kept() {
-    let node = eu1(10).holding("acme", (2, 4, 20)).settled().build();
-    let (ctx, mut api, _cache) = context([node.clone()]);
-    let run = tokio::spawn(reconcile(Arc::new(node), ctx));
-    let alive = acme().build();
-    expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {
-        (StatusCode::OK, serde_json::to_value(&alive).unwrap())
+    within(async move {
+        let node = eu1(10).holding("acme", (2, 4, 20)).settled().build();
+        let (ctx, mut api, _cache) = context([node.clone()]);
+        let run = tokio::spawn(reconcile(Arc::new(node), ctx));
+        let alive = acme().build();
+        expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {
+            (StatusCode::OK, serde_json::to_value(&alive).unwrap())
+        })
+        .await;
+        // The node holds an entry and lacks the reservations finalizer: a guarded JSON patch adds it.
+        let guarded = eu1(10)
+            .holding("acme", (2, 4, 20))
+            .settled()
+            .finalizer(NODE_FINALIZER)
+            .build();
+        let patch = expect(
+            &mut api,
+            Method::PATCH,
+            &format!("{NODES}/node-eu-1"),
+            |_| (StatusCode::OK, serde_json::to_value(&guarded).unwrap()),
+        )
+        .await;
+        assert_eq!(
+            patch,
+            json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [NODE_FINALIZER]},
+            ])
+        );
+        run.await.unwrap().unwrap();
+        expect_no_more_requests(api, ()).await;
     })
     .await;
-    // The node holds an entry and lacks the reservations finalizer: a guarded JSON patch adds it.
-    let guarded = eu1(10)
-        .holding("acme", (2, 4, 20))
-        .settled()
-        .finalizer(NODE_FINALIZER)
-        .build();
-    let patch = expect(
-        &mut api,
-        Method::PATCH,
-        &format!("{NODES}/node-eu-1"),
-        |_| (StatusCode::OK, serde_json::to_value(&guarded).unwrap()),
-    )
-    .await;
-    assert_eq!(
-        patch,
-        json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [NODE_FINALIZER]},
-        ])
-    );
-    run.await.unwrap().unwrap();
-    expect_no_more_requests(&mut api).await;
 }
 
 #[tokio::test]
 async fn an_entry_of_a_tenant_re_created_under_the_same_name_is_released() {
-    let node = eu1(10).holding("acme", (2, 4, 20)).settled().build();
-    let (ctx, mut api, _cache) = context([node.clone()]);
-    let run = tokio::spawn(reconcile(Arc::new(node), ctx));
-    let reborn = acme().uid("uid-acme-2").build();
-    expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {
-        (StatusCode::OK, serde_json::to_value(&reborn).unwrap())
+    within(async move {
+        let node = eu1(10).holding("acme", (2, 4, 20)).settled().build();
+        let (ctx, mut api, _cache) = context([node.clone()]);
+        let run = tokio::spawn(reconcile(Arc::new(node), ctx));
+        let reborn = acme().uid("uid-acme-2").build();
+        expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {
+            (StatusCode::OK, serde_json::to_value(&reborn).unwrap())
+        })
+        .await;
+        let put = expect(
+            &mut api,
+            Method::PUT,
+            &format!("{NODES}/node-eu-1/status"),
+            accept_put,
+        )
+        .await;
+        assert_eq!(allocations(&put), vec![]);
+        run.await.unwrap().unwrap();
+        expect_no_more_requests(api, ()).await;
     })
     .await;
-    let put = expect(
-        &mut api,
-        Method::PUT,
-        &format!("{NODES}/node-eu-1/status"),
-        accept_put,
-    )
-    .await;
-    assert_eq!(allocations(&put), vec![]);
-    run.await.unwrap().unwrap();
-    expect_no_more_requests(&mut api).await;
 }

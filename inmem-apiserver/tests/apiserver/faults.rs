@@ -211,16 +211,23 @@ async fn a_writes_fault_after_n_lets_n_writes_through_then_acts_on_the_next_writ
             .await
             .unwrap();
     }
+    assert_eq!(
+        api.stats().faults_fired,
+        0,
+        "the writes let through do not count"
+    );
     let status = status_of(
         tenants(&client)
             .patch("acme", &PatchParams::default(), &replicas(4))
             .await,
     );
     assert_eq!(status.code, 409, "the third write is the one that fails");
+    assert_eq!(api.stats().faults_fired, 1, "the fault fired once");
     tenants(&client)
         .patch("acme", &PatchParams::default(), &replicas(5))
         .await
         .unwrap();
+    assert_eq!(api.stats().faults_fired, 1, "and only once");
 }
 
 #[tokio::test]

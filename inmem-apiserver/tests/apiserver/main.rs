@@ -190,3 +190,25 @@ pub async fn post(api: &ApiServer, uri: &str, body: Value) -> (u16, Value) {
 pub fn raw_tenant(name: &str, spec: Value) -> Value {
     json!({"apiVersion": format!("{GROUP}/v1"), "kind": "Tenant", "metadata": {"name": name}, "spec": spec})
 }
+
+/// A cluster-scoped kind `kind` of group `example.dev`, served at `v1`, whose spec has these
+/// properties (a CRD as a test writes one by hand).
+pub fn cluster_crd(plural: &str, kind: &str, spec_properties: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.dev")},
+        "spec": {
+            "group": "example.dev",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "scope": "Cluster",
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {"type": "object", "properties": spec_properties}}
+                }}
+            }]
+        }
+    })
+}

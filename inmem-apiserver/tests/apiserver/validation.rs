@@ -93,29 +93,14 @@ async fn a_name_that_is_not_a_dns_subdomain_is_invalid() {
 
 /// A CRD written by hand, with defaults and a preserved subtree.
 fn widget_crd() -> serde_json::Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "widgets.example.dev"},
-        "spec": {
-            "group": "example.dev",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "scope": "Cluster",
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {"spec": {
-                        "type": "object",
-                        "properties": {
-                            "size": {"type": "integer", "default": 3, "maximum": 10},
-                            "opaque": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
-                        }
-                    }}
-                }}
-            }]
-        }
-    })
+    cluster_crd(
+        "widgets",
+        "Widget",
+        json!({
+            "size": {"type": "integer", "default": 3, "maximum": 10},
+            "opaque": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }),
+    )
 }
 
 #[tokio::test]
@@ -164,4 +149,160 @@ async fn a_crd_whose_name_does_not_match_its_names_is_invalid() {
         err.message,
         r#"CustomResourceDefinition.apiextensions.k8s.io "gadgets.example.dev" is invalid: metadata.name: Invalid value: "gadgets.example.dev": must be spec.names.plural+"."+spec.group"#
     );
+}
+
+/// A CRD with one field per kind of bound the schema validator enforces.
+fn bounds_crd() -> serde_json::Value {
+    cluster_crd(
+        "bounds",
+        "Bound",
+        json!({
+            "int": {"type": "integer", "minimum": 1, "maximum": 1000},
+            "big": {"type": "integer", "format": "int64", "minimum": 0, "maximum": 9_007_199_254_740_991_i64},
+            "open": {"type": "integer", "minimum": 0, "exclusiveMinimum": true,
+                     "maximum": 10, "exclusiveMaximum": true},
+            "ratio": {"type": "number", "format": "double", "minimum": 0.001, "maximum": 16.0},
+            "int32": {"type": "integer", "format": "int32"},
+            "step": {"type": "integer", "multipleOf": 5},
+            "text": {"type": "string", "minLength": 2, "maxLength": 63},
+            "list": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3}
+        }),
+    )
+}
+
+/// Every bound of the schema, on each side: the value at the limit (or just inside an exclusive
+/// one) is accepted, the value one step past it refused with the apiserver's message. A
+/// comparison off by one either way fails one of the two.
+#[tokio::test]
+async fn each_schema_limit_accepts_the_value_at_it_and_refuses_the_one_past_it() {
+    let api = ApiServer::new();
+    api.install_crd(bounds_crd()).unwrap();
+    let x63 = "x".repeat(63);
+    let x64 = "x".repeat(64);
+    // (field, at the limit, one past it, the refusal's detail).
+    let cases: &[(&str, Value, Value, &str)] = &[
+        (
+            "int",
+            json!(1),
+            json!(0),
+            "Invalid value: 0: spec.int in body should be greater than or equal to 1",
+        ),
+        (
+            "int",
+            json!(1000),
+            json!(1001),
+            "Invalid value: 1001: spec.int in body should be less than or equal to 1000",
+        ),
+        (
+            "big",
+            json!(0),
+            json!(-1),
+            "Invalid value: -1: spec.big in body should be greater than or equal to 0",
+        ),
+        (
+            "big",
+            json!(9_007_199_254_740_991_i64),
+            json!(9_007_199_254_740_992_i64),
+            "Invalid value: 9007199254740992: spec.big in body should be less than or equal to 9007199254740991",
+        ),
+        // Exclusive: 1 and 9 are just inside, 0 and 10 are the limits themselves.
+        (
+            "open",
+            json!(1),
+            json!(0),
+            "Invalid value: 0: spec.open in body should be greater than 0",
+        ),
+        (
+            "open",
+            json!(9),
+            json!(10),
+            "Invalid value: 10: spec.open in body should be less than 10",
+        ),
+        (
+            "ratio",
+            json!(0.001),
+            json!(0.0009),
+            "Invalid value: 0.0009: spec.ratio in body should be greater than or equal to 0.001",
+        ),
+        (
+            "ratio",
+            json!(16.0),
+            json!(16.001),
+            "Invalid value: 16.001: spec.ratio in body should be less than or equal to 16",
+        ),
+        (
+            "int32",
+            json!(2_147_483_647_i64),
+            json!(2_147_483_648_i64),
+            r#"Invalid value: "": Checked value must be of type integer with format int32 in spec.int32"#,
+        ),
+        (
+            "int32",
+            json!(-2_147_483_648_i64),
+            json!(-2_147_483_649_i64),
+            r#"Invalid value: "": Checked value must be of type integer with format int32 in spec.int32"#,
+        ),
+        (
+            "step",
+            json!(10),
+            json!(11),
+            "Invalid value: 11: spec.step in body should be a multiple of 5",
+        ),
+        (
+            "text",
+            json!("ab"),
+            json!("a"),
+            r#"Invalid value: "a": spec.text in body should be at least 2 chars long"#,
+        ),
+        (
+            "text",
+            json!(x63),
+            json!(x64),
+            "spec.text: Too long: may not be more than 63 bytes",
+        ),
+        (
+            "list",
+            json!(["a"]),
+            json!([]),
+            "Invalid value: []: spec.list in body should have at least 1 items",
+        ),
+        (
+            "list",
+            json!(["a", "b", "c"]),
+            json!(["a", "b", "c", "d"]),
+            "spec.list: Too many: 4: must have at most 3 items",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (n, (field, at, past, detail)) in cases.iter().enumerate() {
+        let bound = |name: String, value: &Value| {
+            json!({"apiVersion": "example.dev/v1", "kind": "Bound", "metadata": {"name": name},
+                   "spec": {*field: value}})
+        };
+        let (code, body) = post(
+            &api,
+            "/apis/example.dev/v1/bounds",
+            bound(format!("at-{n}"), at),
+        )
+        .await;
+        if code != 201 {
+            failures.push(format!(
+                "{field} = {at} (at the limit): {code} {}",
+                body["message"]
+            ));
+        }
+        let (code, body) = post(
+            &api,
+            "/apis/example.dev/v1/bounds",
+            bound(format!("past-{n}"), past),
+        )
+        .await;
+        let message = body["message"].as_str().unwrap_or_default();
+        if code != 422 || !message.contains(detail) {
+            failures.push(format!(
+                "{field} = {past} (past the limit): {code} {message}, wanted {detail:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
