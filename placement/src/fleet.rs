@@ -125,16 +125,6 @@ impl<const N: usize> Fleet for [NodeLedger; N] {
     }
 }
 
-impl<const N: usize> FleetMut for [NodeLedger; N] {
-    fn hold(&mut self, node: &str, hold: Entry) -> Result<(), LedgerError> {
-        self.as_mut_slice().hold(node, hold)
-    }
-
-    fn unhold(&mut self, node: &str, uid: &str) -> bool {
-        self.as_mut_slice().unhold(node, uid)
-    }
-}
-
 /// Ledgers in name order with first-fit indexes kept current (module doc).
 #[derive(Clone, Debug, Default)]
 pub struct IndexedFleet {
@@ -404,5 +394,54 @@ mod tests {
             fleet.place(Policy::FirstFit, None, &Resources::ZERO, 0),
             Choice::NoFit(_)
         ));
+    }
+
+    #[test]
+    fn an_edit_applies_to_its_own_node_only_and_the_index_follows() {
+        let mut fleet = IndexedFleet::new(vec![
+            ledger("n1").capacity(8, 8, 8).build(),
+            ledger("n2").capacity(8, 8, 8).build(),
+        ]);
+        let edit = Edit {
+            kind: crate::ledger::EditKind::Reserve,
+            node: "n1".into(),
+            uid: "a".into(),
+            entry: Some(crate::testing::entry("a", (6, 6, 6))),
+        };
+        let before = fleet.ledgers().to_vec();
+        // At another node's position, or past the end: nothing changes.
+        assert_eq!(fleet.apply(1, &edit), Ok(false));
+        assert_eq!(fleet.apply(2, &edit), Ok(false));
+        assert_eq!(fleet.ledgers(), &before[..]);
+        assert!(fleet.take_changed().is_empty());
+        assert_eq!(fleet.apply(0, &edit), Ok(true));
+        assert_eq!(fleet.ledgers()[0].entries().len(), 1);
+        assert_eq!(fleet.take_changed(), [0]);
+        // n1 has 2 left: first fit now answers n2 for 4.
+        let four = Resources::new(4, 4, 4);
+        assert_eq!(
+            fleet.place(Policy::FirstFit, None, &four, 0),
+            Choice::Place("n2")
+        );
+        assert_eq!(fleet.clone().into_ledgers(), fleet.ledgers());
+    }
+
+    #[test]
+    fn selector_indexes_are_kept_for_at_most_max_selectors_and_none_for_the_empty_one() {
+        let mut fleet = IndexedFleet::new(vec![ledger("n1").capacity(8, 8, 8).build()]);
+        fleet.index_selector(&Labels::new());
+        assert!(
+            fleet.by_selector.is_empty(),
+            "the empty selector matches every node"
+        );
+        for i in 0..=IndexedFleet::MAX_SELECTORS {
+            fleet.index_selector(&labels(&[("rack", &i.to_string())]));
+        }
+        assert_eq!(fleet.by_selector.len(), IndexedFleet::MAX_SELECTORS);
+        // Asking again for one indexed keeps it as it is.
+        let first = labels(&[("rack", "0")]);
+        fleet.index_selector(&first);
+        assert!(fleet.by_selector.contains_key(&first));
+        assert_eq!(fleet.by_selector.len(), IndexedFleet::MAX_SELECTORS);
     }
 }
