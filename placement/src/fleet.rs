@@ -444,4 +444,32 @@ mod tests {
         assert!(fleet.by_selector.contains_key(&first));
         assert_eq!(fleet.by_selector.len(), IndexedFleet::MAX_SELECTORS);
     }
+
+    #[test]
+    fn cleared_holds_free_their_room_in_the_index_and_names_are_found_by_distinct_hashes() {
+        let mut fleet = IndexedFleet::new(vec![
+            ledger("n1").capacity(8, 8, 8).build(),
+            ledger("n2").capacity(8, 8, 8).build(),
+        ]);
+        fleet
+            .hold("n1", crate::testing::entry("w", (6, 6, 6)))
+            .unwrap();
+        fleet.take_changed();
+        let four = Resources::new(4, 4, 4);
+        assert_eq!(
+            fleet.place(Policy::FirstFit, None, &four, 0),
+            Choice::Place("n2")
+        );
+        // Nothing held on n2: nothing to clear, nothing changed.
+        fleet.clear_holds(1);
+        assert!(fleet.take_changed().is_empty());
+        fleet.clear_holds(0);
+        assert!(fleet.ledgers()[0].holds().is_empty());
+        assert_eq!(fleet.take_changed(), [0]);
+        assert_eq!(
+            fleet.place(Policy::FirstFit, None, &four, 0),
+            Choice::Place("n1")
+        );
+        assert_ne!(name_hash("n1"), name_hash("n2"));
+    }
 }

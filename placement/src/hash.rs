@@ -103,6 +103,15 @@ mod tests {
             )
         }));
         assert_eq!(hashes, names);
+        // Bytes that pad to the same words differ by their length alone.
+        let hashes: HashSet<u64> = (1..=64)
+            .map(|n| {
+                let mut hasher = NameHasher::default();
+                hasher.write(&vec![0; n]);
+                hasher.finish()
+            })
+            .collect();
+        assert_eq!(hashes.len(), 64);
     }
 
     #[test]
