@@ -112,6 +112,15 @@ mod tests {
             })
             .collect();
         assert_eq!(hashes.len(), 64);
+        // Keys that are hashes already (u64) hash apart too.
+        let hashes: HashSet<u64> = (0..1_000u64)
+            .map(|key| {
+                let mut hasher = NameHasher::default();
+                hasher.write_u64(key);
+                hasher.finish()
+            })
+            .collect();
+        assert_eq!(hashes.len(), 1_000);
     }
 
     #[test]

@@ -422,6 +422,10 @@ mod tests {
             index.update("m", Resources::ZERO),
             Err(UnknownNode("m".into()))
         );
+        assert_eq!(
+            UnknownNode("m".into()).to_string(),
+            "node m is not in the first-fit index"
+        );
         assert_eq!(index.len(), 1);
     }
 }
