@@ -402,7 +402,17 @@ mod tests {
         assert!(index.is_empty());
         assert_eq!(index.first_fit(&Resources::ZERO), None);
         assert!(index.set(ledger("m").capacity_of(cap).view()));
+        assert!(!index.is_empty());
+        assert_eq!(index.view("m").map(|v| v.capacity), Some(cap));
+        assert!(index.view("z").is_none());
         assert!(index.set(ledger("k").capacity_of(cap).allocated_of(cap).view()));
+        // Set at a position another node holds: added by name, the other left as it was.
+        assert!(index.set_at(0, ledger("l").capacity_of(cap).view()));
+        assert_eq!(
+            index.views().map(|v| v.name).collect::<Vec<_>>(),
+            ["k", "l", "m"]
+        );
+        assert!(index.remove("l"));
         assert_eq!(index.first_fit(&Resources::new(1, 1, 1)), Some("m"));
         index.update("k", Resources::new(3, 3, 3)).unwrap();
         assert_eq!(index.first_fit(&Resources::new(1, 1, 1)), Some("k"));

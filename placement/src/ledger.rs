@@ -622,6 +622,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn written_is_the_entries_and_allocated_adds_the_holds_until_they_are_dropped() {
+        let mut node = crate::testing::ledger("n")
+            .capacity(8, 8, 8)
+            .holding("a", (1, 1, 1))
+            .holding("b", (2, 2, 2))
+            .build()
+            .with_labels(std::sync::Arc::new(crate::testing::labels(&[(
+                "rack", "r1",
+            )])));
+        assert_eq!(node.written(), Resources::new(3, 3, 3));
+        assert_eq!(node.labels(), &crate::testing::labels(&[("rack", "r1")]));
+        assert!(node.holds_uid_hash(uid_hash("a")) && !node.holds_uid_hash(uid_hash("w")));
+        node.hold(crate::testing::entry("w", (2, 1, 1))).unwrap();
+        node.hold(crate::testing::entry("v", (1, 1, 1))).unwrap();
+        assert_eq!(node.allocated(), Resources::new(6, 5, 5));
+        assert_eq!(node.written(), Resources::new(3, 3, 3));
+        // A hold is not an entry.
+        assert!(!node.holds_uid_hash(uid_hash("w")) && node.entry_of("w").is_none());
+        assert!(node.unhold("w"));
+        assert!(!node.unhold("w"), "dropped once");
+        assert_eq!(node.allocated(), Resources::new(4, 4, 4));
+        node.clear_holds();
+        assert!(node.holds().is_empty());
+        assert_eq!(node.allocated(), node.written());
+        let overflow = LedgerError::TotalOverflows { node: "n".into() };
+        assert_eq!(
+            overflow.to_string(),
+            "the allocations recorded on node n add up past the largest storable integer"
+        );
+    }
+
+    #[test]
     fn apply_in_place_matches_a_rebuild_and_changes_nothing_when_the_sum_overflows() {
         let edit = |uid: &str, entry: Option<Entry>| Edit {
             kind: EditKind::Reserve,

@@ -291,6 +291,19 @@ mod tests {
 
     #[test]
     fn bad_ratios_are_refused_naming_the_dimension() {
+        assert_eq!(
+            Overcommit::from_per_mille(1000, 16_500, 1000).err(),
+            Some(OvercommitError::TooLarge {
+                dimension: Dimension::MemoryGb,
+                ratio: 16.5
+            })
+        );
+        assert!(Overcommit::NONE.is_none());
+        assert!(
+            !Overcommit::from_per_mille(1000, 1000, 1500)
+                .unwrap()
+                .is_none()
+        );
         let err = |t, m, s| Overcommit::from_ratios(t, m, s).err();
         assert_eq!(
             err(f64::NAN, 1.0, 1.0).map(|e| e.dimension()),
