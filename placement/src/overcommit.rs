@@ -299,11 +299,8 @@ mod tests {
             })
         );
         assert!(Overcommit::NONE.is_none());
-        assert!(
-            !Overcommit::from_per_mille(1000, 1000, 1500)
-                .unwrap()
-                .is_none()
-        );
+        let half_again = Overcommit::from_per_mille(1000, 1000, 1500);
+        assert!(half_again.is_ok_and(|o| !o.is_none()));
         let err = |t, m, s| Overcommit::from_ratios(t, m, s).err();
         assert_eq!(
             err(f64::NAN, 1.0, 1.0).map(|e| e.dimension()),
