@@ -336,7 +336,9 @@ fn check_not_left_waiting(
     let own = ledgers.iter().find(|l| l.name() == status.node_name);
     let selector = tenant.spec.selector();
     if let Some(node) = own.filter(|l| l.state() == placement::NodeState::Draining) {
-        if let Some(other) = room_for(footprint, selector, ledgers, Some(node.name())) {
+        // A move carries the entry as held (a resize is asked for once it has moved).
+        let carried = node.entry_of(uid).map_or(footprint, |e| e.resources);
+        if let Some(other) = room_for(carried, selector, ledgers, Some(node.name())) {
             violations.push(format!(
                 "tenant {key} stays on draining node {}, but node {other} could take it now",
                 node.name()

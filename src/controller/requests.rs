@@ -18,7 +18,8 @@
 //!   waiting for their first placement once they have waited `request_after` in
 //!   `PendingCapacity` (from their Placed condition's transition), and blocked moves off a
 //!   draining node (older than them, they take the room first), in queue order. Suspended and
-//!   `Resizing` tenants are not planned for (a new node cannot take a resize). A tenant whose
+//!   `Resizing` tenants are not planned for (a new node cannot take a resize); a move is planned
+//!   for what it holds (it carries its entry as held). A tenant whose
 //!   entry is already written (the engine writes the Node before the tenant) is not waiting;
 //! - under StrictFIFO nothing younger than the head (the oldest first placement) is placed before
 //!   it, so nothing is bought for them while the head is not planned for or no class holds it;
@@ -535,10 +536,16 @@ fn waiters(ctx: &Context) -> Vec<Waiter> {
                 return None;
             };
             let leaving = Some(status.node_name.clone()).filter(|n| !n.is_empty());
+            // A move carries the entry as held (a resize is asked for once it has moved): the
+            // room it needs is what it holds, whatever its spec asks now.
+            let footprint = match wait {
+                Wait::Move => status.reserved.to_resources().ok()?,
+                Wait::First { .. } => t.spec.footprint().ok()?,
+            };
             let waiter = Waiter {
                 key: t.key(),
                 created: t.metadata.creation_timestamp.as_ref().map(|c| c.0),
-                footprint: t.spec.footprint().ok()?,
+                footprint,
                 selector: t.spec.selector().cloned(),
                 wait,
             };

@@ -222,6 +222,45 @@ async fn the_delete_of_a_request_the_types_cannot_read_is_seen_and_its_tenant_ge
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_move_is_bought_the_room_it_holds_not_the_smaller_footprint_it_asks_next() {
+    // t0 holds 38 threads on n1, which is drained with nowhere to go; then t0 asks for 7. A move
+    // carries its entry as held (the resize comes once it has moved): a 16-thread box would
+    // never take it and would stay idle, kept for it. The 64-thread box is bought.
+    let h = unprovisioned(&[]).await;
+    h.apply(&[node("n1").capacity(40, 64, 1000).manifest()]);
+    h.apply(&[tenant("t0").resources(38, 1, 1).manifest()]);
+    until(&h, "t0 on n1", |h| {
+        placed(h, "t0") == Some((TenantPhase::Active, "n1".into()))
+    })
+    .await;
+    h.apply(&[node_spec("n1", json!({"state": "Draining"}))]);
+    h.apply(&[tenant("t0").resources(7, 1, 1).manifest()]);
+    until(
+        &h,
+        "t0 blocked, its new footprint asked for once it has moved",
+        |h| {
+            h.tenant("t0")
+                .and_then(|t| t.status)
+                .is_some_and(|s| s.message.contains("is asked for once it has moved"))
+        },
+    )
+    .await;
+    h.apply(&[class("small", 16, 100, None), class("large", 64, 300, None)]);
+    h.fleet.start_provisioner(provisioner(0, &[]));
+    until(&h, "t0 moved off n1", |h| {
+        placed(h, "t0").is_some_and(|(phase, node)| phase == TenantPhase::Active && node != "n1")
+    })
+    .await;
+    h.settle().await;
+    let classes: Vec<String> = requests(&h)
+        .into_iter()
+        .map(|r| r.spec.node_class)
+        .collect();
+    assert_eq!(classes, ["large"]);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_deleted_before_its_machine_arrives_leaves_it_idle_and_it_is_handed_back() {
     let h = small_fleet(provisioner(400, &[]), &[class("box", 64, 100, None)]).await;
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);

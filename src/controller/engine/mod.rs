@@ -553,10 +553,20 @@ impl EngineTask {
                     .is_some_and(|l| l.state() == placement::NodeState::Draining)
             })
         };
+        // A move carries its entry as held: that is the room it needs.
+        let held = |uid: &str| {
+            let at = self.view.held_at(uid)?;
+            Some(self.view.fleet.ledgers().get(at)?.entry_of(uid)?.resources)
+        };
         room.waiters_named(|tenant| machine_of.contains_key(tenant))
             .into_iter()
             .filter(|w| wants_a_machine(&w.uid))
-            .filter_map(|w| Some((machine_of.get(w.tenant.as_str())?.to_string(), w)))
+            .filter_map(|mut w| {
+                if let Some(resources) = held(&w.uid) {
+                    w.footprint = resources;
+                }
+                Some((machine_of.get(w.tenant.as_str())?.to_string(), w))
+            })
             .collect()
     }
 
