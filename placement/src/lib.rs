@@ -47,8 +47,8 @@ pub use ledger::{
 pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};
 pub use policy::{
-    Policy, Slack, UnknownPolicy, best_fit_among, effective_view, place, place_ledgers,
-    place_ledgers_matching, place_with, weighted_slack,
+    Policy, Slack, UnknownPolicy, best_fit_among, place, place_ledgers, place_ledgers_matching,
+    place_with, weighted_slack,
 };
 pub use provision::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,

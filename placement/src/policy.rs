@@ -144,8 +144,8 @@ pub fn place<'a>(
 }
 
 /// [`place`] on a fleet with one overcommit profile: it weighs `BestFit` and `LeastLoaded`
-/// scores. The views' capacities must already be effective (see [`Overcommit::effective`] and
-/// [`effective_view`]); a [`NodeLedger`]'s view is.
+/// scores. The views' capacities must already be effective (see [`Overcommit::effective`]); a
+/// [`NodeLedger`]'s view is.
 pub fn place_with<'a>(
     policy: Policy,
     nodes: &[NodeView<'a>],
@@ -196,14 +196,6 @@ pub fn place_ledgers_matching<'a>(
     match choice {
         Choice::NoFit(no_fit) => Choice::NoFit(no_fit.for_selector(selector, labelled.len())),
         place => place,
-    }
-}
-
-/// A view whose capacity is replaced by its effective capacity under `overcommit`.
-pub fn effective_view<'a>(view: NodeView<'a>, overcommit: &Overcommit) -> NodeView<'a> {
-    NodeView {
-        capacity: overcommit.effective(view.capacity),
-        ..view
     }
 }
 
@@ -749,6 +741,13 @@ mod tests {
         assert_eq!(
             Wide::from_u128(5).add(&Wide::from_u128(7)),
             Wide::from_u128(12)
+        );
+        // A carry crosses limbs: (2^128 − 1) + 1 = 2^128.
+        let carried = a.add(&Wide::from_u128(1));
+        assert_eq!(carried.0, [0, 0, 1, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            (carried.len(), sq.len(), Wide::from_u128(0).len()),
+            (3, 4, 0)
         );
         assert_eq!(sq.cmp_value(&a), Ordering::Greater);
     }
