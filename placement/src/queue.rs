@@ -10,7 +10,9 @@
 //!   (its plan is the one [`plan_tenant_held_by`] makes for it);
 //! - room on a delivered machine is held for the waiting tenants it was bought for
 //!   ([`FifoQueue::hold_bought`]) before anything is decided, whatever their age: no other
-//!   tenant takes it; each of them sees it free when decided itself;
+//!   tenant takes it; each of them sees it free when decided itself. Under StrictFIFO an older
+//!   first placement that fits nowhere else takes it (it would be the head, and they would wait
+//!   behind it for good);
 //! - `BestEffortFIFO` (the default): an older tenant that fits nowhere holds nothing and blocks
 //!   no one;
 //! - `StrictFIFO`: the oldest tenant that fits nowhere is the head; while it waits, no younger
@@ -97,11 +99,12 @@ pub struct FifoQueue<'w, K> {
     most_free: Option<Resources>,
     /// Holds placed so far.
     holds: usize,
-    /// Room held on delivered machines for the tenants they were bought for: (node, UID).
-    bought: Vec<(String, String)>,
+    /// Room held on delivered machines for the tenants they were bought for: (tenant's key,
+    /// node, UID).
+    bought: Vec<(K, String, String)>,
 }
 
-impl<'w, K: Ord> FifoQueue<'w, K> {
+impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
     /// `waiting` are the tenants waiting for room that are not decided in this batch.
     pub fn new(mode: QueueMode, waiting: Vec<(K, TenantWants<'w>)>) -> Self {
         Self::with_holders(
@@ -131,17 +134,20 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
     }
 
     /// Holds room on each delivered machine for the waiting tenants it was bought for, before
-    /// anything is decided: `bought` pairs a machine's node with a tenant that holds no entry
-    /// anywhere. Held only where the tenant fits on that node now. Until the tenant is decided
-    /// (its own decision drops its hold first), no other tenant, older or younger, takes that
-    /// room: the planner chose the packing, not the policy of the moment.
+    /// anything is decided: `bought` names a tenant (its key, and wants that hold no entry
+    /// anywhere) and the node of a machine bought for it. Held only where the tenant fits on
+    /// that node now. Until the tenant is decided (its own decision drops its hold first), no
+    /// other tenant takes that room, older or younger: the planner chose the packing, not the
+    /// policy of the moment. Except under StrictFIFO for an older first placement that fits
+    /// nowhere else: it would be the head, and everything the machine was bought for would wait
+    /// behind it for good, so it takes that room.
     pub fn hold_bought<F: FleetMut + ?Sized>(
         &mut self,
         ledgers: &mut F,
-        bought: &[(&str, TenantWants<'_>)],
+        bought: &[(K, &str, TenantWants<'_>)],
     ) {
-        for (node, wants) in bought {
-            if self.bought.iter().any(|(_, uid)| uid == wants.uid) {
+        for (key, node, wants) in bought {
+            if self.bought.iter().any(|(_, _, uid)| uid == wants.uid) {
                 continue;
             }
             let Some(ledger) = ledgers.find(node) else {
@@ -158,19 +164,29 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 Plan::Edit(edit) if edit.kind == EditKind::Reserve && edit.node == *node => {
                     hold(ledgers, edit);
                     self.holds = self.holds.saturating_add(1);
-                    self.bought.push(((*node).to_owned(), wants.uid.to_owned()));
+                    self.bought
+                        .push((key.clone(), (*node).to_owned(), wants.uid.to_owned()));
                 }
                 _ => {}
             }
         }
     }
 
-    /// Drops the room held on a delivered machine for this tenant, if any: it is being decided.
-    fn lift_bought<F: FleetMut + ?Sized>(&mut self, uid: &str, ledgers: &mut F) {
-        if let Some(at) = self.bought.iter().position(|(_, held)| held == uid) {
-            let (node, uid) = self.bought.swap_remove(at);
-            ledgers.unhold(&node, &uid);
+    /// Drops the room held on delivered machines for the tenants `lifted` names.
+    fn lift_bought<F: FleetMut + ?Sized>(
+        &mut self,
+        ledgers: &mut F,
+        lifted: impl Fn(&K, &str) -> bool,
+    ) {
+        let mut kept = Vec::with_capacity(self.bought.len());
+        for (key, node, uid) in std::mem::take(&mut self.bought) {
+            if lifted(&key, &uid) {
+                ledgers.unhold(&node, &uid);
+            } else {
+                kept.push((key, node, uid));
+            }
         }
+        self.bought = kept;
     }
 
     /// Whether room has been held for an older waiting tenant so far in this batch.
@@ -210,11 +226,14 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
         holders: &[usize],
         turn: u64,
     ) -> Plan {
-        self.lift_bought(wants.uid, ledgers);
         let holds_nothing = !holders
             .iter()
             .filter_map(|&i| ledgers.ledgers().get(i))
             .any(|l| l.entry_of(wants.uid).is_some());
+        // Its own held room is its to take.
+        if !self.bought.is_empty() {
+            self.lift_bought(ledgers, |_, uid| uid == wants.uid);
+        }
         // A lost entry goes back first: its room is the tenant's own, neither held for older
         // tenants nor behind a StrictFIFO head.
         if holds_nothing && let Some(restore) = plan_restore(wants, &*ledgers) {
@@ -230,7 +249,18 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
                 behind: head.clone(),
             };
         }
-        let plan = plan_tenant_held_by(policy, wants, &*ledgers, holders, turn);
+        let mut plan = plan_tenant_held_by(policy, wants, &*ledgers, holders, turn);
+        // Under StrictFIFO a first placement that fits nowhere becomes the head, and every
+        // younger one waits behind it, those a machine was bought for too: it takes the room
+        // held for younger tenants rather than wait for good.
+        let first_in_strict = self.mode == QueueMode::StrictFifo && holds_nothing && !wants.suspend;
+        if matches!(plan, Plan::Pending(_))
+            && first_in_strict
+            && self.bought.iter().any(|(held_for, _, _)| held_for > key)
+        {
+            self.lift_bought(ledgers, |held_for, _| held_for > key);
+            plan = plan_tenant_held_by(policy, wants, &*ledgers, holders, turn);
+        }
         if matches!(plan, Plan::Pending(_)) {
             self.note_unplaceable(wants.tenant);
         }
@@ -259,7 +289,7 @@ impl<'w, K: Ord> FifoQueue<'w, K> {
             }
             self.considered = self.considered.saturating_add(1);
             // Suspended: it asks for nothing. Bought for: its room is held already.
-            if wants.suspend || self.bought.iter().any(|(_, uid)| uid == wants.uid) {
+            if wants.suspend || self.bought.iter().any(|(_, _, uid)| uid == wants.uid) {
                 continue;
             }
             let (wants, holder) = (*wants, *holder);
@@ -484,10 +514,11 @@ mod tests {
     fn decide_all(
         policy: Policy,
         ledgers: &mut Vec<crate::NodeLedger>,
-        bought: &[(&str, TenantWants<'_>)],
+        mode: QueueMode,
+        bought: &[(u32, &str, TenantWants<'_>)],
         order: &[(u32, TenantWants<'_>)],
     ) -> Vec<String> {
-        let mut queue: FifoQueue<'_, u32> = FifoQueue::new(QueueMode::BestEffortFifo, Vec::new());
+        let mut queue: FifoQueue<'_, u32> = FifoQueue::new(mode, Vec::new());
         queue.hold_bought(ledgers, bought);
         order
             .iter()
@@ -517,17 +548,24 @@ mod tests {
         ];
         let order: Vec<(u32, TenantWants<'_>)> = (1..).zip(tenants).collect();
         let machines = vec![node("m1", 64, &[]), node("m2", 64, &[])];
-        let spread = decide_all(Policy::LeastLoaded, &mut machines.clone(), &[], &order);
+        let best_effort = QueueMode::BestEffortFifo;
+        let spread = decide_all(
+            Policy::LeastLoaded,
+            &mut machines.clone(),
+            best_effort,
+            &[],
+            &order,
+        );
         assert_eq!(spread, ["m1", "m2", "", "m1"], "without holds");
         let bought = [
-            ("m1", tenants[0]),
-            ("m1", tenants[1]),
-            ("m2", tenants[2]),
-            ("m2", tenants[3]),
+            (1, "m1", tenants[0]),
+            (2, "m1", tenants[1]),
+            (3, "m2", tenants[2]),
+            (4, "m2", tenants[3]),
         ];
         for policy in Policy::ALL {
             let mut ledgers = machines.clone();
-            let placed = decide_all(policy, &mut ledgers, &bought, &order);
+            let placed = decide_all(policy, &mut ledgers, best_effort, &bought, &order);
             assert_eq!(placed, ["m1", "m1", "m2", "m2"], "{policy}");
             assert!(ledgers.iter().all(|l| l.holds().is_empty()), "{policy}");
         }
@@ -543,19 +581,27 @@ mod tests {
             (5, mine),
             (9, wants("younger", 12)),
         ];
-        let mut ledgers = vec![node("m1", 16, &[])];
-        let placed = decide_all(Policy::FirstFit, &mut ledgers, &[("m1", mine)], &order);
-        assert_eq!(placed, ["", "m1", ""]);
+        // Under StrictFIFO older would be the head and mine would wait behind it for good: the
+        // queue serves older first, on the room bought for mine.
+        for (mode, placed) in [
+            (QueueMode::BestEffortFifo, ["", "m1", ""]),
+            (QueueMode::StrictFifo, ["m1", "", ""]),
+        ] {
+            let mut ledgers = vec![node("m1", 16, &[])];
+            let bought = [(5, "m1", mine)];
+            let got = decide_all(Policy::FirstFit, &mut ledgers, mode, &bought, &order);
+            assert_eq!(got, placed, "{mode}");
+        }
         // Bought for a tenant it cannot hold now (the machine came smaller): nothing is held.
         let mut small = vec![node("m1", 8, &[])];
         let mut queue: FifoQueue<'_, u32> = FifoQueue::new(QueueMode::BestEffortFifo, Vec::new());
-        queue.hold_bought(&mut small, &[("m1", mine)]);
+        queue.hold_bought(&mut small, &[(5, "m1", mine)]);
         assert!(small[0].holds().is_empty() && !queue.holds_placed());
         // An older waiter outside the batch that the machine was bought for holds its room
         // there once, not again where the policy would put it.
         let mut ledgers = vec![node("m0", 16, &[]), node("m1", 16, &[])];
         let mut queue = FifoQueue::new(QueueMode::BestEffortFifo, vec![(5, mine)]);
-        queue.hold_bought(&mut ledgers, &[("m1", mine)]);
+        queue.hold_bought(&mut ledgers, &[(5, "m1", mine)]);
         let plan = queue.plan(&9, Policy::FirstFit, &wants("younger", 12), &mut ledgers, 0);
         assert!(
             matches!(plan, Plan::Edit(ref e) if e.node == "m0"),

@@ -25,7 +25,8 @@
 //!   it, so nothing is bought for them while the head is not planned for or no class holds it;
 //!   they say so, and no machine is kept for them;
 //! - a request's room (in flight or delivered) goes first to the waiting tenants it was bought
-//!   for, while they fit; the plan counts what is left for the others. The engine holds a
+//!   for, while they fit (under StrictFIFO not those behind the head, which comes first); the
+//!   plan counts what is left for the others. The engine holds a
 //!   delivered machine's room for the same tenants (`engine::Bought`);
 //! - a tenant with a node selector is planned only on classes whose nodes carry its labels
 //!   (`placement::purchase_by_labels`);
@@ -657,9 +658,10 @@ impl Demand {
     }
 
     /// Each request's room goes first to the waiting tenants it was bought for (their
-    /// selectors matching its labels), oldest first while they fit, planned for or not (behind
-    /// a StrictFIFO head): the engine holds a delivered machine's room for them. They are
-    /// planned for no further; the plan sees what is left of each request, for the others.
+    /// selectors matching its labels), oldest first while they fit, planned for or not: the
+    /// engine holds a delivered machine's room for them. Not those behind a StrictFIFO head: the
+    /// head comes first. They are planned for no further; the plan sees what is left of each
+    /// request, for the others.
     fn promise(mut self, rooms: Vec<Room<'_>>) -> (Demand, Vec<(InFlightRequest, Labels)>) {
         let mut promised: HashSet<&str> = HashSet::new();
         let mut in_flight = Vec::with_capacity(rooms.len());
@@ -670,7 +672,14 @@ impl Demand {
         } in rooms
         {
             for waiter in &self.waiting {
-                let takes = bought_for.contains(&waiter.key)
+                // Under StrictFIFO the head comes first, even onto room bought for those behind
+                // it (the engine's queue does the same rather than wait for good).
+                let behind_head = self
+                    .head
+                    .as_ref()
+                    .is_some_and(|h| h.behind.contains(&waiter.key));
+                let takes = !behind_head
+                    && bought_for.contains(&waiter.key)
                     && !promised.contains(waiter.key.as_str())
                     && placement::selector::matches(waiter.selector.as_ref(), &labels)
                     && waiter.footprint.fits_within(&request.capacity);
@@ -1378,17 +1387,11 @@ mod tests {
             })
             .collect();
         assert_eq!(assigned, [("r1", vec!["d/small"]), ("r2", vec!["d/older"])]);
-        // Behind a StrictFIFO head that has not waited long enough, mine is planned for by no
-        // one, and r1's room is still its own.
-        let waiters = [first("d/head", 1, 100, 99), first("d/mine", 5, 12, 0)];
-        let strict = Demand::of(
-            &waiters,
-            QueueMode::StrictFifo,
-            Duration::from_secs(60),
-            now,
-        );
-        assert!(planned(&strict).is_empty());
-        let (_, in_flight) = strict.promise(vec![room("r1", 16, &r1)]);
-        assert_eq!(in_flight[0].0.capacity.threads, 4);
+        // Behind a StrictFIFO head, mine's room is not promised: the head comes first.
+        let waiters = [first("d/head", 1, 10, 0), first("d/mine", 5, 12, 0)];
+        let strict = Demand::of(&waiters, QueueMode::StrictFifo, after, now);
+        let (strict, in_flight) = strict.promise(vec![room("r1", 16, &r1)]);
+        assert_eq!(in_flight[0].0.capacity.threads, 16);
+        assert_eq!(planned(&strict), ["d/head", "d/mine"]);
     }
 }

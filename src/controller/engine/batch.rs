@@ -238,7 +238,7 @@ pub(super) struct Rules<'a> {
     pub waiters: &'a [(QueueKey, TenantWants<'a>)],
     /// Delivered machines and the waiting tenants each was bought for (holding nothing): their
     /// room there is held for them first.
-    pub bought: &'a [(&'a str, TenantWants<'a>)],
+    pub bought: &'a [(QueueKey, &'a str, TenantWants<'a>)],
     /// UIDs released lately: never placed again.
     pub released: &'a GoneUids,
     /// Edits one job may make.

@@ -434,9 +434,12 @@ impl EngineTask {
             self.view.fleet.index_selector(selector);
         }
         let bought_for = self.bought_for();
-        let bought: Vec<(&str, TenantWants<'_>)> = bought_for
+        let bought: Vec<(batch::QueueKey, &str, TenantWants<'_>)> = bought_for
             .iter()
-            .map(|(node, waiter)| (node.as_str(), waiter.wants()))
+            .map(|(node, w)| {
+                let key = (w.created, Arc::from(w.tenant.as_str()));
+                (key, node.as_str(), w.wants())
+            })
             .collect();
         let now = Time(Timestamp::now());
         let rules = Rules {
