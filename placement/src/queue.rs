@@ -161,7 +161,8 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
                 &holders,
                 0,
             ) {
-                Plan::Edit(edit) if edit.kind == EditKind::Reserve && edit.node == *node => {
+                // It holds nothing: on this one node, the only edit is a reservation there.
+                Plan::Edit(edit) => {
                     hold(ledgers, edit);
                     self.holds = self.holds.saturating_add(1);
                     self.bought
@@ -506,7 +507,12 @@ mod tests {
         assert_eq!(written, Vec::<&str>::new(), "a hold is never an entry");
         assert!(queue.holds_placed());
         assert_eq!("StrictFIFO".parse(), Ok(QueueMode::StrictFifo));
-        assert!("strict".parse::<QueueMode>().is_err());
+        assert_eq!(QueueMode::BestEffortFifo.to_string(), "BestEffortFIFO");
+        let unknown = "strict".parse::<QueueMode>().unwrap_err();
+        assert_eq!(
+            unknown.to_string(),
+            "unknown queue mode \"strict\": expected BestEffortFIFO or StrictFIFO"
+        );
     }
 
     /// Decides `order` one after another on `ledgers` (each placement applied), with `bought`

@@ -32,15 +32,6 @@ impl Dimension {
             Dimension::StorageGb => "storageGb",
         }
     }
-
-    /// A short human rendering of an amount in this dimension: `2 threads`, `4 GB memory`.
-    pub fn describe(self, amount: u64) -> String {
-        match self {
-            Dimension::Threads => format!("{amount} threads"),
-            Dimension::MemoryGb => format!("{amount} GB memory"),
-            Dimension::StorageGb => format!("{amount} GB storage"),
-        }
-    }
 }
 
 impl fmt::Display for Dimension {
