@@ -154,21 +154,14 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
                 continue;
             };
             let holders: [usize; 0] = [];
-            match plan_tenant_held_by(
-                Policy::FirstFit,
-                wants,
-                std::slice::from_ref(ledger),
-                &holders,
-                0,
-            ) {
-                // It holds nothing: on this one node, the only edit is a reservation there.
-                Plan::Edit(edit) => {
-                    hold(ledgers, edit);
-                    self.holds = self.holds.saturating_add(1);
-                    self.bought
-                        .push((key.clone(), (*node).to_owned(), wants.uid.to_owned()));
-                }
-                _ => {}
+            let one = std::slice::from_ref(ledger);
+            // It holds nothing: on this one node, the only edit is a reservation there.
+            if let Plan::Edit(edit) = plan_tenant_held_by(Policy::FirstFit, wants, one, &holders, 0)
+            {
+                hold(ledgers, edit);
+                self.holds = self.holds.saturating_add(1);
+                self.bought
+                    .push((key.clone(), (*node).to_owned(), wants.uid.to_owned()));
             }
         }
     }
