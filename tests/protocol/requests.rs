@@ -327,7 +327,8 @@ async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
     other.abort();
     // Both computed the same purchase under the same stable name: one was made, the other
     // found it.
-    assert_eq!(requests(&h).len(), 1);
+    let made = requests(&h);
+    assert_eq!(made.len(), 1, "{made:#?}");
     h.assert_invariants();
 }
 
