@@ -140,6 +140,7 @@ mod tests {
             "m-2",
             &["t/b", "t/c"],
         )));
+        assert!(!bought.is_empty());
         let mut machines = bought.machines();
         machines.sort_by(|a, b| a.0.cmp(&b.0));
         let nodes: Vec<(&str, &str, usize)> = machines
