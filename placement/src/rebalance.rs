@@ -106,13 +106,9 @@ impl<'a> Slot<'a> {
     }
 
     /// How much room the node has left, as LeastLoaded ranks it: `None` when it is over its
-    /// effective capacity (no room at all).
+    /// effective capacity (no room at all). Asked of sources only, which are Online.
     fn room_score(&self) -> Option<Slack> {
-        let whole = NodeView {
-            state: NodeState::Online,
-            ..self.view
-        };
-        weighted_slack(&whole, &Resources::ZERO, &self.ledger.overcommit())
+        weighted_slack(&self.view, &Resources::ZERO, &self.ledger.overcommit())
     }
 }
 
