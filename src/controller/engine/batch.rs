@@ -718,4 +718,38 @@ mod tests {
         assert!(view.ledger("t").unwrap().entry_of("uid-a").is_some());
         assert_eq!(view.moves_in_flight(), 1);
     }
+
+    #[test]
+    fn a_job_says_what_it_decides_and_a_failed_one_answers_its_error() {
+        let (queued, mut answer) = decide(wants("a", 1, 10));
+        assert_eq!(queued.job.wants().map(|w| w.uid.as_str()), Some("uid-a"));
+        queued.job.fail(Error::CacheClosed);
+        assert!(matches!(answer.try_recv(), Ok(Err(Error::CacheClosed))));
+        let (queued, _) = release("b");
+        assert!(queued.job.wants().is_none());
+        // An empty node selector is no selector; a label map is kept.
+        let empty = placement::Labels::new();
+        let eu = placement::Labels::from([("region".to_owned(), "eu".to_owned())]);
+        let of = |selector| {
+            let wants = placement::TenantWants {
+                node_selector: Some(selector),
+                ..testing_wants()
+            };
+            OwnedWants::of(&wants, None).node_selector
+        };
+        assert_eq!(of(&empty), None);
+        assert_eq!(of(&eu).as_deref(), Some(&eu));
+        // A decision that failed is answered with its error, whatever is written.
+        let refreshed = |done| Decided::Refresh {
+            node: "n1".into(),
+            reply: oneshot::channel().0,
+            done,
+        };
+        assert!(refreshed(Err(Error::CacheClosed)).failed());
+        assert!(!refreshed(Ok(())).failed());
+    }
+
+    fn testing_wants() -> placement::TenantWants<'static> {
+        placement::testing::wants("uid-c", (1, 1, 1))
+    }
 }
