@@ -55,8 +55,9 @@
 //! - **left out**: a tenant that fits, at its turn, in no room and no class can take is left out
 //!   (its room is not counted; it holds back no one). After improving, each one left out is
 //!   tried again, in queue order: in the room as it is, then with one more node of each class
-//!   that holds it and is under its limit; the first that lets the check place everyone is kept,
-//!   and improving starts over. What is still left out gets a [`NoClass`]: too large for every
+//!   under its limit that holds it (or of any class under its limit, when the tenant fits a node
+//!   already planned or in flight: the new node takes others and leaves it room); the first that
+//!   lets the check place everyone is kept, and improving starts over. What is still left out gets a [`NoClass`]: too large for every
 //!   class (the shortfall against the largest capacity per dimension), or every class that holds
 //!   it is at its limit, or, under a policy that re-places the others (BestFit, LeastLoaded),
 //!   would leave another tenant unplaced with one more node;
@@ -583,9 +584,9 @@ impl<'a> Planner<'a> {
     }
 
     /// Gives one tenant left out its place when it can now be had, the check placing every
-    /// planned tenant and it: in the room as it is, or with one more node of a class that holds
-    /// it and is under its limit (the preferred class first, then the cheapest). Tenants are
-    /// tried in queue order. True when one was taken back.
+    /// planned tenant and it: in the room as it is, or with one more node of a class under its
+    /// limit that holds it, or that takes others off a node it fits (the preferred class first,
+    /// then the cheapest). Tenants are tried in queue order. True when one was taken back.
     fn take_back(&self, draft: &mut Draft, prefer: Option<usize>) -> bool {
         let left_out: Vec<usize> = (0..self.waiting.len())
             .filter(|&p| draft.excluded.get(p) == Some(&true))
@@ -610,8 +611,10 @@ impl<'a> Planner<'a> {
             let ranks = prefer.into_iter().chain(0..self.classes.len());
             let mut tried = vec![false; self.classes.len()];
             for rank in ranks {
+                // A class that does not hold the tenant helps only when the tenant fits a node
+                // already there: the new node takes others and leaves it room.
                 if tried.get(rank) != Some(&false)
-                    || !self.holds(rank, &footprint)
+                    || !(fits_a_node || self.holds(rank, &footprint))
                     || !self.under_limit(&back, rank)
                 {
                     continue;
@@ -1263,6 +1266,74 @@ mod tests {
                 cost: Cost {
                     unpriced_nodes: 2,
                     monthly: 0,
+                },
+            },
+            Case {
+                // Each class has room for one more node. The plain rule gives t0 the cheaper
+                // c1, and t1 (7 GB storage: c0 holds 2) finds no room beside it and no class
+                // under its limit. Preferring c0 (cheaper per thread) places both at 1.69: the
+                // plan that leaves fewer out wins over the cheaper one (0.78).
+                name: "the plan that leaves the fewest out wins over a cheaper one",
+                policy: Policy::FirstFit,
+                classes: vec![
+                    limited(class("c0", r(10, 9, 2), Some(91)), 4, 3),
+                    limited(class("c1", r(7, 15, 8), Some(78)), 2, 1),
+                ],
+                in_flight: vec![],
+                waiting: vec![tenant("t0", r(2, 6, 1)), tenant("t1", r(6, 7, 7))],
+                bought: vec![("c0", vec!["t0"]), ("c1", vec!["t1"])],
+                cost: cents(169),
+            },
+            Case {
+                // The plain rule: t0 and t1 on a c0 (2·16·16, 0.41), t2 (5 threads) on a c1
+                // (0.75). Preferring c1 (cheaper per thread) costs the same 1.16 with the
+                // tenants spread otherwise: at equal cost the plain rule's plan stands.
+                name: "at equal cost the plain rule wins",
+                policy: Policy::FirstFit,
+                classes: vec![
+                    limited(class("c0", r(2, 16, 16), Some(41)), 3, 0),
+                    class("c1", r(13, 9, 7), Some(75)),
+                ],
+                in_flight: vec![],
+                waiting: vec![
+                    tenant("t0", r(0, 3, 6)),
+                    tenant("t1", r(0, 4, 2)),
+                    tenant("t2", r(5, 1, 0)),
+                ],
+                bought: vec![("c0", vec!["t0", "t1"]), ("c1", vec!["t2"])],
+                cost: cents(116),
+            },
+            Case {
+                // t1 (6 threads) fits only r0 (6·16·6), where LeastLoaded put t0 (5 GB storage)
+                // first, and c0 (4 threads) cannot hold it. A c0 node for t0 leaves it r0.
+                name: "a node of a class that cannot hold a tenant left out makes room for it",
+                policy: Policy::LeastLoaded,
+                classes: vec![class("c0", r(4, 11, 14), Some(95))],
+                in_flight: vec![request("r0", r(6, 16, 6))],
+                waiting: vec![tenant("t0", r(0, 1, 5)), tenant("t1", r(6, 1, 5))],
+                bought: vec![("c0", vec!["t0"])],
+                cost: cents(95),
+            },
+            Case {
+                // c0 has room for one more node. t0 opens it; t1 (7 threads) then finds no room
+                // and no class (c1 has 5 threads), and t2 opens the one c1. Improving drops the
+                // c0 (t0 fits beside t2), which frees c0's limit: t1 is taken back on a new c0.
+                name: "a class freed by improving takes back a tenant left out",
+                policy: Policy::RoundRobin,
+                classes: vec![
+                    limited(class("c0", r(7, 4, 15), Some(4)), 4, 3),
+                    limited(class("c1", r(5, 11, 8), None), 1, 0),
+                ],
+                in_flight: vec![],
+                waiting: vec![
+                    tenant("t0", r(2, 3, 3)),
+                    tenant("t1", r(7, 2, 4)),
+                    tenant("t2", r(0, 6, 4)),
+                ],
+                bought: vec![("c1", vec!["t0", "t2"]), ("c0", vec!["t1"])],
+                cost: Cost {
+                    unpriced_nodes: 1,
+                    monthly: 4,
                 },
             },
         ];
