@@ -1336,6 +1336,32 @@ mod tests {
                     monthly: 4,
                 },
             },
+            Case {
+                // Stopping after a round in which only one of the two steps changed something
+                // leaves t2 on an unpriced c2 (two unpriced nodes); the rounds after it move
+                // t2's node to c1 (one unpriced node and 0.38): improving repeats until neither
+                // step changes anything.
+                name: "improving repeats until nothing changes",
+                policy: Policy::FirstFit,
+                classes: vec![
+                    limited(class("c0", r(15, 2, 14), Some(55)), 4, 1),
+                    limited(class("c1", r(15, 6, 6), Some(38)), 1, 0),
+                    class("c2", r(6, 15, 16), None),
+                    limited(class("c3", r(3, 12, 10), Some(57)), 1, 3),
+                ],
+                in_flight: vec![],
+                waiting: vec![
+                    tenant("t0", r(0, 4, 1)),
+                    tenant("t1", r(1, 6, 8)),
+                    tenant("t2", r(2, 6, 2)),
+                    tenant("t3", r(1, 5, 1)),
+                ],
+                bought: vec![("c2", vec!["t0", "t1", "t3"]), ("c1", vec!["t2"])],
+                cost: Cost {
+                    unpriced_nodes: 1,
+                    monthly: 38,
+                },
+            },
         ];
         for case in cases {
             let p = purchase(case.policy, &case.classes, &case.in_flight, &case.waiting);
