@@ -114,7 +114,7 @@ fn tenant(i: usize, node: &str) -> Value {
         .resources(2, 8, 120)
         .label("app.kubernetes.io/part-of", "shop")
         .label("team", &format!("team-{:02}", i % 40))
-        .finalizer(tenant_placer::controller::tenant::FINALIZER)
+        .finalizer(tenant_placer::api::TENANT_FINALIZER)
         .on(node)
         .reserved(2, 8, 120)
         .phase(TenantPhase::Active)

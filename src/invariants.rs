@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use kube::ResourceExt;
 use placement::Resources;
 
-use crate::api::{Node, PLACED_CONDITION, QUEUED_BEHIND_OLDER, Tenant, TenantPhase};
+use crate::api::{Node, PlacedReason, Tenant, TenantPhase};
 
 /// Whether the controller is known to have caught up with every change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -303,11 +303,7 @@ fn queued_behind(
     tenant: &Tenant,
     head: Option<&(Option<k8s_openapi::jiff::Timestamp>, String)>,
 ) -> bool {
-    let queued = tenant.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == PLACED_CONDITION && c.reason == QUEUED_BEHIND_OLDER)
-    });
+    let queued = tenant.placed_reason() == Some(PlacedReason::QueuedBehindOlder);
     let position = (
         tenant.metadata.creation_timestamp.as_ref().map(|c| c.0),
         tenant.key(),

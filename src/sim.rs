@@ -132,11 +132,8 @@ impl Fleet {
         self.api
             .add_finalizer_on_create(GROUP, "nodes", crate::api::NODE_FINALIZER);
         if tenants {
-            self.api.add_finalizer_on_create(
-                GROUP,
-                "tenants",
-                crate::controller::tenant::FINALIZER,
-            );
+            self.api
+                .add_finalizer_on_create(GROUP, "tenants", crate::api::TENANT_FINALIZER);
         }
     }
 

@@ -30,8 +30,8 @@ pub use provision::{
 };
 pub use selector::{LabelSelector, SelectorError};
 pub use tenant::{
-    MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, QUEUED_BEHIND_OLDER, Tenant, TenantMode,
-    TenantPhase, TenantSpec, TenantStatus,
+    MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
+    TenantMode, TenantPhase, TenantSpec, TenantStatus,
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -10,9 +10,94 @@ use super::{Condition, ResourceAmounts};
 
 /// The type of the condition that says whether the tenant holds its reservation.
 pub const PLACED_CONDITION: &str = "Placed";
-/// The Placed condition's reason while a tenant waits behind an older one that fits nowhere
-/// (StrictFIFO): room may be free, and it is not placed.
-pub const QUEUED_BEHIND_OLDER: &str = "QueuedBehindOlder";
+
+/// The finalizer every Tenant carries until its reservation is released.
+pub const TENANT_FINALIZER: &str = "placement.tenant-placer.dev/reservation";
+
+/// The reason of a Tenant's `Placed` condition: the one word for what its status says. The
+/// status carries [`PlacedReason::as_str`]; code compares these values, never the text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PlacedReason {
+    /// Holds its reservation.
+    Reserved,
+    /// Suspended, keeping its reservation or holding none.
+    Suspended,
+    /// Holds its reservation; a larger footprint does not fit on its node yet.
+    ResizeBlocked,
+    /// Waits for room: no node has it.
+    NoCapacity,
+    /// Reserved on two nodes while it moves off a draining one.
+    Migrating,
+    /// On a draining node that no other node can take now: it waits for room, holding its
+    /// reservation.
+    MigrationBlocked,
+    /// On a draining node, waiting for a move in flight to complete (`--max-migrations`).
+    MigrationWaiting,
+    /// Holds its reservation on a node outside this controller's pool.
+    OutsidePool,
+    /// Its reservation was lost and could not be restored.
+    ReservationLost,
+    /// Waits behind an older tenant that fits nowhere (StrictFIFO): room may be free, and it is
+    /// not placed.
+    QueuedBehindOlder,
+    /// A decision is being carried out.
+    InProgress,
+    /// No decision could be made now (an unreadable node, conflicts, a failed write).
+    Undecided,
+    /// Its spec cannot be placed as written.
+    InvalidSpec,
+    /// Deleting: releasing the reservation failed; it is retried.
+    ReleaseFailed,
+}
+
+impl PlacedReason {
+    pub const ALL: [PlacedReason; 14] = [
+        Self::Reserved,
+        Self::Suspended,
+        Self::ResizeBlocked,
+        Self::NoCapacity,
+        Self::Migrating,
+        Self::MigrationBlocked,
+        Self::MigrationWaiting,
+        Self::OutsidePool,
+        Self::ReservationLost,
+        Self::QueuedBehindOlder,
+        Self::InProgress,
+        Self::Undecided,
+        Self::InvalidSpec,
+        Self::ReleaseFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Reserved => "Reserved",
+            Self::Suspended => "Suspended",
+            Self::ResizeBlocked => "ResizeBlocked",
+            Self::NoCapacity => "NoCapacity",
+            Self::Migrating => "Migrating",
+            Self::MigrationBlocked => "MigrationBlocked",
+            Self::MigrationWaiting => "MigrationWaiting",
+            Self::OutsidePool => "OutsidePool",
+            Self::ReservationLost => "ReservationLost",
+            Self::QueuedBehindOlder => "QueuedBehindOlder",
+            Self::InProgress => "InProgress",
+            Self::Undecided => "Undecided",
+            Self::InvalidSpec => "InvalidSpec",
+            Self::ReleaseFailed => "ReleaseFailed",
+        }
+    }
+
+    /// The reason a condition's text names; `None` for a text this controller does not write.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+}
+
+impl fmt::Display for PlacedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A tenant to place on one node: resources per replica, a mode, and a replica count.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -264,6 +349,16 @@ pub enum SpecError {
 }
 
 impl Tenant {
+    /// The reason of the status's `Placed` condition, if it has one this controller writes.
+    pub fn placed_reason(&self) -> Option<PlacedReason> {
+        let status = self.status.as_ref()?;
+        let placed = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == PLACED_CONDITION)?;
+        PlacedReason::parse(&placed.reason)
+    }
+
     /// A Tenant the types cannot hold, as far as its delete needs it: its metadata (its key, UID
     /// and finalizers) and the status that can be read from its `json`. Its spec is a
     /// placeholder that asks for nothing: only a tenant being deleted is kept so.

@@ -36,11 +36,11 @@ use super::newest;
 use super::publisher::Occurrence;
 use super::waiting::Waiter;
 use super::{Context, EventLevel};
-use crate::api::{Condition, MigrationStatus, PLACED_CONDITION, Tenant, TenantPhase, TenantStatus};
+use crate::api::{
+    Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
+    TenantPhase, TenantStatus,
+};
 use crate::error::Error;
-
-/// The finalizer every Tenant carries until its reservation is released.
-pub const FINALIZER: &str = "placement.tenant-placer.dev/reservation";
 
 /// What the status should say, before it is merged with the current one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,42 +50,27 @@ pub struct WantedStatus {
     pub reserved: Resources,
     pub message: String,
     pub placed: bool,
-    pub reason: &'static str,
+    pub reason: PlacedReason,
     /// The move in flight, while the tenant is reserved on both nodes.
     pub migration: Option<MigrationStatus>,
 }
-
-/// The reason of a tenant on a draining node that no other node can take now: it waits in the
-/// waiting room for room to appear, holding its reservation.
-pub const MIGRATION_BLOCKED: &str = "MigrationBlocked";
-/// The tenant holds its reservation on a node outside this controller's pool.
-pub const OUTSIDE_POOL: &str = "OutsidePool";
-/// The reason of a tenant on a draining node waiting for a move in flight to complete.
-const MIGRATION_WAITING: &str = "MigrationWaiting";
-
-/// The reason (condition and Event) of a tenant whose reservation was lost and not restored.
-const LOST: &str = "ReservationLost";
 
 impl WantedStatus {
     /// Prefixes the note on a lost reservation; a status that holds nothing takes its reason.
     fn with_lost_note(&mut self, note: &str) {
         self.message = format!("{note}; {}", self.message);
         if !self.placed {
-            self.reason = LOST;
+            self.reason = PlacedReason::ReservationLost;
         }
     }
 }
 
 /// The note on a lost reservation that the tenant's status carries, if it carries one.
 fn lost_note(tenant: &Tenant) -> Option<&str> {
-    let status = tenant.status.as_ref()?;
-    let condition = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == PLACED_CONDITION)?;
-    if condition.reason != LOST {
+    if tenant.placed_reason() != Some(PlacedReason::ReservationLost) {
         return None;
     }
+    let status = tenant.status.as_ref()?;
     status.message.split_once("; ").map(|(note, _)| note)
 }
 
@@ -106,14 +91,14 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             node,
             *reserved,
             format!("suspended; keeps its reservation of {reserved} on {node}"),
-            "Suspended",
+            PlacedReason::Suspended,
         ),
         Plan::Holding { node, reserved } => holding(
             TenantPhase::Active,
             node,
             *reserved,
             format!("holds {reserved} on {node}"),
-            "Reserved",
+            PlacedReason::Reserved,
         ),
         // A suspended tenant asks for nothing: its larger footprint waits until it resumes.
         Plan::ResizeBlocked { node, reserved, .. } if suspend => holding(
@@ -124,7 +109,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
                 "suspended; keeps its reservation of {reserved} on {node}; its new footprint of \
                  {footprint} is asked for when it resumes"
             ),
-            "Suspended",
+            PlacedReason::Suspended,
         ),
         Plan::ResizeBlocked {
             node,
@@ -144,7 +129,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
                 format!(
                     "keeps {reserved} on {node}; the new footprint of {footprint} does not fit there yet ({why})"
                 ),
-                "ResizeBlocked",
+                PlacedReason::ResizeBlocked,
             )
         }
         Plan::Pending(no_fit) => WantedStatus {
@@ -153,7 +138,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             reserved: Resources::ZERO,
             message: format!("waiting for capacity for {footprint}: {no_fit}"),
             placed: false,
-            reason: "NoCapacity",
+            reason: PlacedReason::NoCapacity,
             migration: None,
         },
         Plan::SuspendedUnplaced => WantedStatus {
@@ -162,7 +147,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             reserved: Resources::ZERO,
             message: "suspended; holds no reservation and will be placed when resumed".into(),
             placed: false,
-            reason: "Suspended",
+            reason: PlacedReason::Suspended,
             migration: None,
         },
         Plan::Migrating { from, to, reserved } => WantedStatus {
@@ -174,7 +159,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
                  completes"
             ),
             placed: true,
-            reason: "Migrating",
+            reason: PlacedReason::Migrating,
             migration: Some(MigrationStatus {
                 from: from.clone(),
                 to: to.clone(),
@@ -188,14 +173,14 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             let (why, reason) = match why {
                 MoveBlock::NoRoom(no_fit) => (
                     format!("no other node can take it now ({no_fit}); it moves when room appears"),
-                    MIGRATION_BLOCKED,
+                    PlacedReason::MigrationBlocked,
                 ),
                 MoveBlock::Turn { in_flight } => (
                     format!(
                         "it moves when one of the {in_flight} moves in flight completes \
                          (--max-migrations)"
                     ),
-                    MIGRATION_WAITING,
+                    PlacedReason::MigrationWaiting,
                 ),
             };
             // A new footprint waits too: it is asked for on the node the tenant moves to.
@@ -226,7 +211,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
                  the older {behind} still waits for room"
             ),
             placed: false,
-            reason: crate::api::QUEUED_BEHIND_OLDER,
+            reason: PlacedReason::QueuedBehindOlder,
             migration: None,
         },
         // decide() never answers an edit; treat one as "not at rest yet".
@@ -236,7 +221,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             reserved: Resources::ZERO,
             message: format!("placement in progress on {}", edit.node),
             placed: false,
-            reason: "InProgress",
+            reason: PlacedReason::InProgress,
             migration: None,
         },
     }
@@ -253,7 +238,7 @@ fn undecided(tenant: &Tenant, error: &Error) -> WantedStatus {
         reserved: status.reserved.to_resources().unwrap_or_default(),
         message: format!("cannot be decided now, will retry: {error}"),
         placed,
-        reason: "Undecided",
+        reason: PlacedReason::Undecided,
         migration: status.migration,
     }
 }
@@ -277,7 +262,7 @@ pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantS
             previous,
             PLACED_CONDITION,
             if wanted.placed { "True" } else { "False" },
-            wanted.reason,
+            wanted.reason.as_str(),
             wanted.message.clone(),
             generation,
             now,
@@ -329,12 +314,13 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         ctx.waiting
             .enter(ObjectRef::from_obj(tenant.as_ref()), waiter);
     }
-    let tenant = if !ctx.settings.finalizer || tenant.finalizers().iter().any(|f| f == FINALIZER) {
-        tenant
-    } else {
-        ctx.tenant_copies
-            .remember(add_finalizer(&api, &tenant, &key).await?)
-    };
+    let tenant =
+        if !ctx.settings.finalizer || tenant.finalizers().iter().any(|f| f == TENANT_FINALIZER) {
+            tenant
+        } else {
+            ctx.tenant_copies
+                .remember(add_finalizer(&api, &tenant, &key).await?)
+        };
 
     let footprint = match footprint {
         Ok(footprint) => footprint,
@@ -353,7 +339,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
                 reserved: held.map(|(_, r)| r).unwrap_or_default(),
                 message: format!("spec cannot be used, nothing changed: {problem}"),
                 placed: false,
-                reason: "InvalidSpec",
+                reason: PlacedReason::InvalidSpec,
                 migration: None,
             };
             write_status(&api, &tenant, &wanted, &key, &ctx).await?;
@@ -404,7 +390,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
             "its reservation on {lost} was lost (the node no longer held it) and {lost} cannot \
              take it back now"
         );
-        publish(&ctx, &tenant, EventType::Warning, LOST, note.clone()).await;
+        let reason = PlacedReason::ReservationLost.as_str();
+        publish(&ctx, &tenant, EventType::Warning, reason, note.clone()).await;
         wanted.with_lost_note(&note);
     } else if !wanted.placed
         && let Some(note) = lost_note(&tenant)
@@ -439,7 +426,9 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         }
         // On a draining node with no room elsewhere: it stays in the waiting room, woken when a
         // node could take it.
-        _ if wanted.reason == MIGRATION_BLOCKED => Action::requeue(ctx.pending_backoff.next(&uid)),
+        _ if wanted.reason == PlacedReason::MigrationBlocked => {
+            Action::requeue(ctx.pending_backoff.next(&uid))
+        }
         _ => {
             // At rest. (A suspended waiter never had room held: it asks for nothing, and
             // becoming suspended already asked every node to be judged again.)
@@ -501,7 +490,7 @@ async fn outside_pool(tenant: &Tenant, ctx: &Context) -> Result<Option<WantedSta
             "holds its reservation on {node}, a node outside this pool (--node-selector              {selector}): it stays there and is not placed in this pool (it would be held twice);              to move it here, have its pool drain {node}, or label it back"
         ),
         placed: true,
-        reason: OUTSIDE_POOL,
+        reason: PlacedReason::OutsidePool,
         migration: None,
     }))
 }
@@ -556,7 +545,11 @@ async fn finalize(
     key: &str,
     ctx: &Context,
 ) -> Result<Action, Error> {
-    let Some(index) = tenant.finalizers().iter().position(|f| f == FINALIZER) else {
+    let Some(index) = tenant
+        .finalizers()
+        .iter()
+        .position(|f| f == TENANT_FINALIZER)
+    else {
         return Ok(Action::await_change());
     };
     let released = ctx.engine.release(uid, key).await;
@@ -580,7 +573,7 @@ async fn finalize(
                 .unwrap_or_default(),
             message: format!("releasing the reservation failed, will retry: {error}"),
             placed: false,
-            reason: "ReleaseFailed",
+            reason: PlacedReason::ReleaseFailed,
             migration: None,
         };
         write_status(api, tenant, &wanted, key, ctx).await?;
@@ -590,7 +583,7 @@ async fn finalize(
     // test + remove: fails with 422 if the list changed since we read it; we then requeue.
     let path = format!("/metadata/finalizers/{index}");
     let patch = super::json_patch(json!([
-        {"op": "test", "path": path, "value": FINALIZER},
+        {"op": "test", "path": path, "value": TENANT_FINALIZER},
         {"op": "remove", "path": path},
     ]));
     match api
@@ -644,7 +637,7 @@ async fn read(
 }
 
 async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<Tenant, Error> {
-    let patch = super::add_finalizer_ops(tenant.metadata.finalizers.as_ref(), FINALIZER);
+    let patch = super::add_finalizer_ops(tenant.metadata.finalizers.as_ref(), TENANT_FINALIZER);
     api.patch(
         &tenant.name_any(),
         &PatchParams::default(),
@@ -665,14 +658,11 @@ async fn announce(
     wanted: &WantedStatus,
 ) {
     announce_writes(ctx, tenant, writes).await;
-    let was_blocked = tenant
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == PLACED_CONDITION))
-        .is_some_and(|c| c.reason == MIGRATION_BLOCKED);
-    if wanted.reason == MIGRATION_BLOCKED && !was_blocked {
+    let was_blocked = tenant.placed_reason() == Some(PlacedReason::MigrationBlocked);
+    if wanted.reason == PlacedReason::MigrationBlocked && !was_blocked {
         let note = wanted.message.clone();
-        publish(ctx, tenant, EventType::Warning, MIGRATION_BLOCKED, note).await;
+        let reason = PlacedReason::MigrationBlocked.as_str();
+        publish(ctx, tenant, EventType::Warning, reason, note).await;
     }
     let was = tenant.status.as_ref().map(|s| s.phase);
     if was != Some(wanted.phase) {
@@ -923,6 +913,131 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// Every plan at rest, suspended or not, and a footprint that differs from what is held:
+    /// the phase, node, reservation, whether it is placed, the reason and the message.
+    #[test]
+    fn wanted_status_table() {
+        use placement::{Edit, EditKind, NoFit, Shortfall};
+        let r = Resources::new;
+        let (held, asks) = (r(2, 4, 20), r(4, 4, 20));
+        let shortfall = Shortfall {
+            requested: asks,
+            available: r(3, 64, 100),
+        };
+        let no_fit = NoFit {
+            eligible_nodes: 2,
+            shortfall,
+            selector: None,
+            labelled_nodes: 0,
+        };
+        let holding = |node: &str| Plan::Holding {
+            node: node.into(),
+            reserved: held,
+        };
+        let resize = |node_offline| Plan::ResizeBlocked {
+            node: "n1".into(),
+            reserved: held,
+            shortfall,
+            node_offline,
+        };
+        let blocked = |why| Plan::MoveBlocked {
+            node: "n1".into(),
+            reserved: held,
+            why,
+        };
+        let no_room = || blocked(MoveBlock::NoRoom(no_fit.clone()));
+        use PlacedReason as R;
+        use TenantPhase as P;
+        // (plan, suspend, footprint) -> (phase, node, placed, reason, message)
+        type Case<'a> = (Plan, bool, Resources, P, &'a str, bool, R, &'a str);
+        #[rustfmt::skip]
+        let cases: Vec<Case<'_>> = vec![
+            (holding("n1"), false, held, P::Active, "n1", true, R::Reserved,
+             "holds 2 threads, 4 GB memory, 20 GB storage on n1"),
+            (holding("n1"), true, held, P::Suspended, "n1", true, R::Suspended,
+             "suspended; keeps its reservation of 2 threads, 4 GB memory, 20 GB storage on n1"),
+            (resize(false), false, asks, P::Resizing, "n1", true, R::ResizeBlocked,
+             "keeps 2 threads, 4 GB memory, 20 GB storage on n1; the new footprint of 4 threads, \
+              4 GB memory, 20 GB storage does not fit there yet (threads: needs 4, at most 3 free \
+              (short by 1))"),
+            (resize(true), false, asks, P::Resizing, "n1", true, R::ResizeBlocked,
+             "keeps 2 threads, 4 GB memory, 20 GB storage on n1; the new footprint of 4 threads, \
+              4 GB memory, 20 GB storage does not fit there yet (n1 is Offline)"),
+            (resize(false), true, asks, P::Suspended, "n1", true, R::Suspended,
+             "suspended; keeps its reservation of 2 threads, 4 GB memory, 20 GB storage on n1; \
+              its new footprint of 4 threads, 4 GB memory, 20 GB storage is asked for when it \
+              resumes"),
+            (Plan::Pending(no_fit.clone()), false, asks, P::PendingCapacity, "", false,
+             R::NoCapacity, ""),
+            (Plan::SuspendedUnplaced, true, asks, P::Suspended, "", false, R::Suspended,
+             "suspended; holds no reservation and will be placed when resumed"),
+            (Plan::Queued { behind: "default/big".into() }, false, asks, P::PendingCapacity, "",
+             false, R::QueuedBehindOlder,
+             "waiting its turn for 4 threads, 4 GB memory, 20 GB storage: StrictFIFO places \
+              tenants oldest first, and the older default/big still waits for room"),
+            (Plan::Migrating { from: "n1".into(), to: "n2".into(), reserved: held }, false, held,
+             P::Migrating, "n1", true, R::Migrating,
+             "moving from n1 to n2 (n1 is draining): reserved on both until the move completes"),
+            (no_room(), false, held, P::Active, "n1", true, R::MigrationBlocked, ""),
+            (no_room(), false, asks, P::Resizing, "n1", true, R::MigrationBlocked, ""),
+            (no_room(), true, asks, P::Suspended, "n1", true, R::MigrationBlocked, ""),
+            (blocked(MoveBlock::Turn { in_flight: 3 }), false, held, P::Active, "n1", true,
+             R::MigrationWaiting,
+             "holds 2 threads, 4 GB memory, 20 GB storage on n1, which is draining; it moves \
+              when one of the 3 moves in flight completes (--max-migrations)"),
+            (Plan::Edit(Edit { kind: EditKind::Reserve, node: "n2".into(), uid: "u".into(),
+             entry: None }), false, asks, P::Pending, "", false, R::InProgress,
+             "placement in progress on n2"),
+        ];
+        for (plan, suspend, footprint, phase, node, placed, reason, message) in cases {
+            let wanted = wanted_status(&plan, suspend, footprint);
+            let case = format!("{plan:?}, suspend {suspend}, footprint {footprint}");
+            assert_eq!(wanted.phase, phase, "{case}");
+            assert_eq!(wanted.node_name, node, "{case}");
+            assert_eq!(wanted.placed, placed, "{case}");
+            assert_eq!(wanted.reason, reason, "{case}");
+            let expected_reserved = if placed { held } else { Resources::ZERO };
+            assert_eq!(wanted.reserved, expected_reserved, "{case}");
+            assert_eq!(wanted.migration.is_some(), reason == R::Migrating, "{case}");
+            // An empty expectation: the message carries text from placement's own Display
+            // (NoFit), checked where that is defined; here only its start.
+            if message.is_empty() {
+                let start = match reason {
+                    R::NoCapacity => {
+                        "waiting for capacity for 4 threads, 4 GB memory, 20 GB storage: "
+                    }
+                    _ => {
+                        "holds 2 threads, 4 GB memory, 20 GB storage on n1, which is draining; no \
+                          other node can take it now ("
+                    }
+                };
+                assert!(
+                    wanted.message.starts_with(start),
+                    "{case}: {}",
+                    wanted.message
+                );
+                let resize = "; its new footprint of 4 threads, 4 GB memory, 20 GB storage is \
+                              asked for once it has moved";
+                assert_eq!(
+                    wanted.message.ends_with(resize),
+                    phase == P::Resizing,
+                    "{case}: {}",
+                    wanted.message
+                );
+            } else {
+                assert_eq!(wanted.message, message, "{case}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_placed_reason_reads_back_as_written() {
+        for reason in PlacedReason::ALL {
+            assert_eq!(PlacedReason::parse(reason.as_str()), Some(reason));
+        }
+        assert_eq!(PlacedReason::parse("Placed"), None);
+    }
 
     #[test]
     fn a_status_patch_is_the_status_with_a_null_for_a_finished_move() {

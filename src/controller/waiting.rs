@@ -35,8 +35,7 @@ use placement::{
 };
 use tokio::sync::Notify;
 
-use super::tenant::MIGRATION_BLOCKED;
-use crate::api::{PLACED_CONDITION, Tenant, TenantPhase};
+use crate::api::{PlacedReason, Tenant, TenantPhase};
 
 /// What a waiting tenant needs, and its place in the queue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,11 +92,7 @@ impl Waiter {
     /// Whether the tenant's status says it holds room on a draining node that no other node can
     /// take now (it is woken like any waiting tenant when a node could).
     pub fn is_blocked_move(tenant: &Tenant) -> bool {
-        tenant.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == PLACED_CONDITION && c.reason == MIGRATION_BLOCKED)
-        })
+        tenant.placed_reason() == Some(PlacedReason::MigrationBlocked)
     }
 
     /// The queue order: older first, then by `namespace/name`.

@@ -276,9 +276,7 @@ async fn with_the_charts_admission_policies_the_controller_spends_no_write_on_fi
     assert!(metadata_patches.is_empty(), "{metadata_patches:?}");
     assert_eq!(
         h.tenant("acme").unwrap().metadata.finalizers,
-        Some(vec![
-            tenant_placer::controller::tenant::FINALIZER.to_owned()
-        ])
+        Some(vec![tenant_placer::api::TENANT_FINALIZER.to_owned()])
     );
     assert_eq!(
         h.node("node-eu-1").metadata.finalizers,

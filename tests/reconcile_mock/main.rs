@@ -26,8 +26,8 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
+use tenant_placer::api::TENANT_FINALIZER;
 use tenant_placer::api::{AllocationEntry, Node, ResourceAmounts, Tenant, TenantStatus};
-use tenant_placer::controller::tenant::FINALIZER;
 use tenant_placer::controller::{Context, Engine, EngineConfig, RetryPolicy, Settings, Synced};
 use tenant_placer::testing::{self, NodeBuilder, TenantBuilder};
 
@@ -58,7 +58,7 @@ pub fn eu2(rv: u64) -> NodeBuilder {
 pub fn tenant(name: &str) -> TenantBuilder {
     testing::tenant(name)
         .resource_version(100)
-        .finalizer(FINALIZER)
+        .finalizer(TENANT_FINALIZER)
 }
 
 /// The seed's acme: 2 threads, 4 GB, 20 GB, Standalone.

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
+use tenant_placer::api::TENANT_FINALIZER;
 use tenant_placer::api::{TenantMode, TenantPhase};
-use tenant_placer::controller::tenant::{FINALIZER, reconcile};
+use tenant_placer::controller::tenant::reconcile;
 use tenant_placer::controller::{Engine, EngineConfig, Synced};
 use tenant_placer::testing::entry;
 
@@ -282,7 +283,7 @@ async fn the_seed_trace_allocates_2_then_4_after_switching_to_cluster_then_0_aft
         assert_eq!(
             ops,
             json!([
-                {"op": "test", "path": "/metadata/finalizers/0", "value": FINALIZER},
+                {"op": "test", "path": "/metadata/finalizers/0", "value": TENANT_FINALIZER},
                 {"op": "remove", "path": "/metadata/finalizers/0"},
             ])
         );
@@ -405,7 +406,7 @@ async fn a_tenant_without_the_finalizer_gets_it_by_a_guarded_json_patch_before_a
             ops,
             json!([
                 {"op": "test", "path": "/metadata/finalizers", "value": null},
-                {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+                {"op": "add", "path": "/metadata/finalizers", "value": [TENANT_FINALIZER]},
             ])
         );
         expect(

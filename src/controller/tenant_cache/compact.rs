@@ -16,11 +16,11 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::api::TENANT_FINALIZER;
 use crate::api::{
     Condition, MigrationStatus, ResourceAmounts, Tenant, TenantPhase, TenantSpec, TenantStatus,
 };
 use crate::controller::claims::Claim;
-use crate::controller::tenant::FINALIZER;
 
 /// One allocation per distinct name, shared by every tenant that uses it.
 #[derive(Debug, Default)]
@@ -104,7 +104,7 @@ impl Uid {
 #[derive(Clone, Debug, PartialEq)]
 enum Finalizers {
     None,
-    /// Exactly `[FINALIZER]`.
+    /// Exactly `[TENANT_FINALIZER]`.
     Reservation,
     Other(Box<[Box<str>]>),
 }
@@ -155,7 +155,7 @@ impl Compact {
         let meta = &tenant.metadata;
         let finalizers = match meta.finalizers.as_deref() {
             None => Finalizers::None,
-            Some([only]) if only == FINALIZER => Finalizers::Reservation,
+            Some([only]) if only == TENANT_FINALIZER => Finalizers::Reservation,
             Some(all) => Finalizers::Other(all.iter().map(|f| Box::from(f.as_str())).collect()),
         };
         let status = tenant.status.as_ref().map(|status| CompactStatus {
@@ -238,7 +238,7 @@ impl Compact {
     pub fn tenant(&self, name: &str, namespace: Option<&str>) -> Tenant {
         let finalizers = match &self.finalizers {
             Finalizers::None => None,
-            Finalizers::Reservation => Some(vec![FINALIZER.to_owned()]),
+            Finalizers::Reservation => Some(vec![TENANT_FINALIZER.to_owned()]),
             Finalizers::Other(all) => Some(all.iter().map(|f| f.to_string()).collect()),
         };
         let status = self.status.as_ref().map(|status| TenantStatus {
@@ -360,7 +360,7 @@ mod tests {
 
     fn finalizers() -> impl Strategy<Value = Option<Vec<String>>> {
         proptest::option::of(proptest::collection::vec(
-            prop_oneof![Just(FINALIZER.to_owned()), "[a-z./]{1,20}"],
+            prop_oneof![Just(TENANT_FINALIZER.to_owned()), "[a-z./]{1,20}"],
             0..3,
         ))
     }

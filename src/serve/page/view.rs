@@ -991,7 +991,7 @@ mod tests {
                 .on("solo")
                 .reserved(threads, 4, 20)
                 .message("holds … on solo, which is draining; no other node can take it now")
-                .placed(crate::controller::tenant::MIGRATION_BLOCKED)
+                .placed(crate::api::PlacedReason::MigrationBlocked.as_str())
                 .created(created)
         };
         let tenants = [
