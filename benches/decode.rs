@@ -1,5 +1,5 @@
 //! Decoding a watched object: what one Node (64 entries) and one Tenant, as the API serves them,
-//! cost the controller's per-object decoding (`controller::decode::Decoded`: the object's JSON
+//! cost the controller's per-object decoding (`controller::state::decode::Decoded`: the object's JSON
 //! text taken whole, then decoded), beside the way it decoded them before (a `serde_json::Value`
 //! tree first, then the type from it). Prints the median time per object of each.
 //!
@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
 use tenant_placer::api::{Node, Tenant};
-use tenant_placer::controller::decode::{Decoded, Lenient};
+use tenant_placer::controller::state::decode::{Decoded, Lenient};
 use tenant_placer::testing;
 
 mod common;

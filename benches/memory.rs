@@ -1,5 +1,5 @@
 //! Memory per cached object: the bytes the controller's watch caches hold per Tenant and per
-//! Node, counted by a counting global allocator, without and with `controller::strip::strip`.
+//! Node, counted by a counting global allocator, without and with `controller::state::strip::strip`.
 //!
 //! `cargo bench --bench memory -- [--tenants N] [--nodes N]` (defaults: 10000 tenants, 1000 nodes).
 //!
@@ -14,7 +14,7 @@
 //! allocator (malloc adds about 8 to 16 bytes per allocation: the allocations held are printed
 //! too).
 //!
-//! Also measured: the claims index (`controller::claims::Claims`), which holds one entry per
+//! Also measured: the claims index (`controller::state::claims::Claims`), which holds one entry per
 //! Tenant.
 #![allow(
     clippy::unwrap_used,
@@ -35,9 +35,9 @@ use serde_json::{Value, json};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
 use tenant_placer::api::{AllocationEntry, Node, ResourceAmounts, Tenant, TenantPhase};
-use tenant_placer::controller::claims::Claims;
-use tenant_placer::controller::decode::{self, Decoded};
-use tenant_placer::controller::strip::{self, Cached};
+use tenant_placer::controller::state::claims::Claims;
+use tenant_placer::controller::state::decode::{self, Decoded};
+use tenant_placer::controller::state::strip::{self, Cached};
 use tenant_placer::controller::{TenantCache, TenantKey};
 use tenant_placer::testing;
 
@@ -178,7 +178,7 @@ enum Keep {
     /// What the controller kept before `strip`: managedFields emptied, kubectl's last-applied
     /// annotation removed (the reflector's modify step until then).
     ManagedFieldsAndLastApplied,
-    /// `controller::strip::strip`, as the controller's watches run it.
+    /// `controller::state::strip::strip`, as the controller's watches run it.
     Stripped,
 }
 

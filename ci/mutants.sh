@@ -26,7 +26,7 @@ fi
 parts=(
     "placement|placement/src/*.rs|--lib --test *"
     "inmem-apiserver|inmem-apiserver/src/schema.rs inmem-apiserver/src/rules.rs|--lib --test *"
-    "tenant-placer|src/controller/engine/batch.rs src/controller/engine/conflicts.rs src/controller/engine/bought.rs src/controller/claims.rs src/controller/requests.rs|--lib"
+    "tenant-placer|src/controller/engine/batch.rs src/controller/engine/conflicts.rs src/controller/engine/bought.rs src/controller/state/claims.rs src/controller/requests.rs|--lib"
 )
 
 mode=diff

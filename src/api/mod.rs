@@ -14,12 +14,14 @@
 //!   time (an older schema let in `not-a-time`) reads as [`Condition::UNREADABLE_TIME`] and is
 //!   never kept, so the next status write replaces it.
 
+mod claim;
 mod ledger;
 mod node;
 mod provision;
 mod selector;
 mod tenant;
 
+pub use claim::Claim;
 pub use node::{
     AllocationEntry, DRAINED_CONDITION, NODE_FINALIZER, Node, NodeSpec, NodeState, NodeStatus,
     OVER_CAPACITY_CONDITION, OvercommitRatios,

@@ -20,18 +20,15 @@
 //!   [`Metrics`] it counts into, the [`Caches`] of each term) and knows
 //!   nothing of HTTP, the page or metrics formatting (docs/design.md, "The parts").
 
-pub mod claims;
-pub mod decode;
 pub mod engine;
-pub mod newest;
 pub mod node;
+pub mod passes;
+pub mod patch;
 pub mod publisher;
 pub mod requests;
 pub mod runner;
-pub mod strip;
+pub mod state;
 pub mod tenant;
-pub mod tenant_cache;
-pub mod waiting;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -54,8 +51,9 @@ use crate::error::Error;
 use crate::leader::{self, AbortOnDrop, LeaseConfig};
 use crate::metrics::Metrics;
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
-pub use tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
-pub use waiting::WaitingRoom;
+pub use state::tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
+pub use state::{Synced, WaitingRoom};
+use state::{claims, decode, newest, strip};
 
 /// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
 /// tenants the watch runs behind the writes by as many tenants as wait to be placed, and a copy
@@ -185,48 +183,6 @@ impl Backoff {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);
-    }
-}
-
-/// Whether a watch cache has synced, awaitable by any number of tasks at once. The reflector
-/// raises it when its first list is complete.
-// NB: never await `Store::wait_until_ready` on a controller's store: it wakes only the task that
-// polled it last (a oneshot inside), and the Controller itself awaits it before reconciling, so a
-// second waiter can leave the Controller asleep for good.
-#[derive(Clone, Debug)]
-pub struct Synced {
-    ready: watch::Receiver<bool>,
-}
-
-impl Synced {
-    /// A flag and its view; send `true` once the cache holds its first full list.
-    pub fn flag() -> (watch::Sender<bool>, Synced) {
-        let (raise, ready) = watch::channel(false);
-        (raise, Synced { ready })
-    }
-
-    /// A cache that is synced from the start (tests that fill a store by hand).
-    pub fn already() -> Synced {
-        let (raise, synced) = Synced::flag();
-        let _ = raise.send(true);
-        synced
-    }
-
-    pub fn is_synced(&self) -> bool {
-        *self.ready.borrow()
-    }
-
-    /// Waits until the cache has synced; fails if it never can (its reflector is gone).
-    pub async fn wait(&self) -> Result<(), Error> {
-        if self.is_synced() {
-            return Ok(());
-        }
-        let mut ready = self.ready.clone();
-        ready
-            .wait_for(|synced| *synced)
-            .await
-            .map(|_| ())
-            .map_err(|_| Error::CacheClosed)
     }
 }
 
@@ -409,26 +365,6 @@ async fn report_skipped(
             }
         }
     }
-}
-
-/// JSON-patch operations adding `finalizer` to a list last seen as `current`: the `test` makes
-/// the patch fail (422) when the list changed since, and the next reconcile retries.
-fn add_finalizer_ops(current: Option<&Vec<String>>, finalizer: &str) -> serde_json::Value {
-    match current {
-        None => serde_json::json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [finalizer]},
-        ]),
-        Some(current) => serde_json::json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": current},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
-        ]),
-    }
-}
-
-/// A JSON patch from literal, well-formed operations (an empty patch, were they not, is a no-op).
-fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
-    serde_json::from_value(ops).unwrap_or_default()
 }
 
 /// What every reconcile shares.
@@ -824,7 +760,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         )
     };
     let ctx = Arc::new(context.with_events(publisher).with_metrics(metrics));
-    let _passes = AbortOnDrop(tokio::spawn(waiting::run_passes(ctx.clone())));
+    let _passes = AbortOnDrop(tokio::spawn(passes::run(ctx.clone())));
     let _requests = ctx.settings.request_after.is_some().then(|| {
         let (class_cache, class_feed) = reflector::store::<NodeClass>();
         let (request_cache, request_feed) = reflector::store::<NodeRequest>();

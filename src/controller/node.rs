@@ -34,8 +34,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::Context;
-use super::decode::Decoded;
-use super::tenant_cache::NameRef;
+use super::state::decode::Decoded;
+use super::state::tenant_cache::NameRef;
 use crate::api::{NODE_FINALIZER, Node, Tenant};
 use crate::error::Error;
 
@@ -148,7 +148,7 @@ fn start_moves(node: &Node, ctx: &Context) {
             .is_some_and(|m| m.from == name);
         if moving {
             in_flight = in_flight.saturating_add(1);
-        } else if !super::waiting::Waiter::is_blocked_move(&tenant) {
+        } else if !super::state::waiting::Waiter::is_blocked_move(&tenant) {
             next.push(tenant);
         }
     }
@@ -177,7 +177,7 @@ async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
     let deleting = node.metadata.deletion_timestamp.is_some();
     let patch = match carries {
         None if holds && !deleting => {
-            super::add_finalizer_ops(node.metadata.finalizers.as_ref(), NODE_FINALIZER)
+            super::patch::add_finalizer_ops(node.metadata.finalizers.as_ref(), NODE_FINALIZER)
         }
         Some(index) if deleting && !holds => {
             // Guarded by the resourceVersion that showed the node empty: an entry written since
@@ -191,7 +191,7 @@ async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
         }
         _ => return Ok(()),
     };
-    let patch = super::json_patch(patch);
+    let patch = super::patch::json_patch(patch);
     let api: Api<Node> = Api::all(ctx.client.clone());
     match api
         .patch(name, &PatchParams::default(), &Patch::Json::<()>(patch))

@@ -73,9 +73,10 @@ use placement::{
     SelectiveTenant, WaitingTenant,
 };
 
+use super::Context;
 use super::publisher::Occurrence;
-use super::waiting;
-use super::{Context, Synced};
+use super::state::Synced;
+use super::state::waiting;
 use crate::api::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeRequest, NodeRequestPhase,
     NodeRequestSpec, NodeState, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,

@@ -27,8 +27,8 @@ use futures::stream::FuturesUnordered;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::Synced;
-use super::tenant_cache::{TenantCache, TenantKey};
+use super::state::Synced;
+use super::state::tenant_cache::{TenantCache, TenantKey};
 use crate::api::Tenant;
 
 /// What a reconcile asks for next: to be looked at again after a while, or only on a change.

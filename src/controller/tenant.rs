@@ -32,9 +32,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::engine::Committed;
-use super::newest;
 use super::publisher::Occurrence;
-use super::waiting::Waiter;
+use super::state::newest;
+use super::state::waiting::Waiter;
 use super::{Context, EventLevel};
 use crate::api::{
     Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
@@ -582,7 +582,7 @@ async fn finalize(
     ctx.pending_backoff.reset(uid);
     // test + remove: fails with 422 if the list changed since we read it; we then requeue.
     let path = format!("/metadata/finalizers/{index}");
-    let patch = super::json_patch(json!([
+    let patch = super::patch::json_patch(json!([
         {"op": "test", "path": path, "value": TENANT_FINALIZER},
         {"op": "remove", "path": path},
     ]));
@@ -637,11 +637,12 @@ async fn read(
 }
 
 async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<Tenant, Error> {
-    let patch = super::add_finalizer_ops(tenant.metadata.finalizers.as_ref(), TENANT_FINALIZER);
+    let patch =
+        super::patch::add_finalizer_ops(tenant.metadata.finalizers.as_ref(), TENANT_FINALIZER);
     api.patch(
         &tenant.name_any(),
         &PatchParams::default(),
-        &Patch::Json::<()>(super::json_patch(patch)),
+        &Patch::Json::<()>(super::patch::json_patch(patch)),
     )
     .await
     .map_err(|source| Error::AddFinalizer {
@@ -740,7 +741,7 @@ pub async fn deleted(tenant: &Tenant, ctx: &Context) {
 
 /// Whether a tenant reported deleted still exists under the same UID (read directly).
 async fn still_there(tenant: &Tenant, uid: &str, ctx: &Context) -> Result<bool, Error> {
-    let api: Api<super::decode::Decoded<Tenant>> =
+    let api: Api<super::state::decode::Decoded<Tenant>> =
         Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
     match api.get_opt(&tenant.name_any()).await {
         Ok(found) => Ok(found.is_some_and(|t| t.uid().as_deref() == Some(uid))),

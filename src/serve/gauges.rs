@@ -17,7 +17,7 @@ use prometheus_client::metrics::MetricType;
 use crate::api::{
     Node, NodeClass, NodeRequest, NodeRequestPhase, ResourceAmounts, Tenant, TenantPhase,
 };
-use crate::controller::waiting::Waiter;
+use crate::controller::state::waiting::Waiter;
 use crate::controller::{Caches, Health, Role};
 
 /// Encodes the gauges from `health` and `caches` on each scrape.

@@ -54,9 +54,9 @@ pub use bought::Bought;
 use conflicts::{JobWrites, NodeFailure, Resolution, resolve};
 use view::View;
 
-use super::Synced;
-use super::newest::Newest;
-use super::waiting::WaitingRoom;
+use super::state::Synced;
+use super::state::newest::Newest;
+use super::state::waiting::WaitingRoom;
 use crate::api::Node;
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
@@ -522,7 +522,7 @@ impl EngineTask {
     /// Each delivered machine (its node in the view, made for its request) with each tenant it
     /// was bought for that waits for a machine (holding nothing, or moving off a draining
     /// node), whatever its age.
-    fn bought_for(&self) -> Vec<(String, super::waiting::Waiter)> {
+    fn bought_for(&self) -> Vec<(String, super::state::waiting::Waiter)> {
         let (Some(bought), Some(room)) = (&self.config.bought, &self.config.waiting) else {
             return Vec::new();
         };
@@ -574,7 +574,7 @@ impl EngineTask {
     }
 
     /// The waiting tenants older than the youngest tenant decided here, with no job in it.
-    fn waiters_outside(&self, batch: &[Queued]) -> Vec<super::waiting::Waiter> {
+    fn waiters_outside(&self, batch: &[Queued]) -> Vec<super::state::waiting::Waiter> {
         let Some(room) = &self.config.waiting else {
             return Vec::new();
         };

@@ -33,7 +33,7 @@ use crate::api::{
     DRAINED_CONDITION, Node, NodeRequest, NodeRequestPhase, NodeState, OVER_CAPACITY_CONDITION,
     ResourceAmounts, Tenant, TenantPhase,
 };
-use crate::controller::waiting::Waiter;
+use crate::controller::state::waiting::Waiter;
 
 /// The whole answer of `/api/fleet`.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -27,7 +27,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use kube::runtime::watcher;
 
-use super::claims::Claim;
+use crate::api::Claim;
 use crate::api::Tenant;
 
 pub use key::{NameRef, Named, TenantKey, TenantName};

@@ -1,6 +1,7 @@
 //! The waiting room: tenants waiting for room (PendingCapacity, Resizing, or held on a draining
 //! node that no other node can take yet: `MigrationBlocked`), and the passes
-//! that re-queue them, oldest first, as soon as a node could take them.
+//! that re-queue them, oldest first, as soon as a node could take them (run by
+//! `controller::passes`).
 //!
 //! Rules enforced here (docs/design.md, rule 6 and "The queue"):
 //! - a tenant enters before its decision reads the node view, so a node change is either in the
@@ -311,32 +312,6 @@ impl WaitingRoom {
     }
 }
 
-/// Runs the passes: wait for a change, judge the changed nodes as the engine sees them, wake
-/// who they could take and whose claims they do not back (see `claims`), then let at least one
-/// requeue window pass before the next.
-pub async fn run_passes(ctx: std::sync::Arc<super::Context>) {
-    loop {
-        let changed = ctx.waiting.next_changes().await;
-        if ctx.engine.synced().wait().await.is_err() {
-            return;
-        }
-        let ledgers = ctx.engine.ledgers(changed.as_ref());
-        let woken = ctx.waiting.pass(&ledgers);
-        if woken > 0 {
-            tracing::debug!(woken, nodes = ledgers.len(), "room for waiting tenants");
-        }
-        // The same window serves the claims: statuses their nodes do not back.
-        for tenant in ctx
-            .claims
-            .unbacked(&ctx.tenants, |node| ctx.engine.node(node))
-        {
-            tracing::debug!(tenant = %tenant, "status and node disagree: woken");
-            ctx.waiting.wake(tenant);
-        }
-        tokio::time::sleep(ctx.settings.requeue_window).await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -489,7 +464,7 @@ mod tests {
 
     #[test]
     fn a_waiter_whose_tenant_is_gone_from_the_cache_is_dropped() {
-        let store = crate::controller::TenantCache::default();
+        let store = super::super::TenantCache::default();
         store.insert(testing::tenant("kept").build());
         let (room, _requests) = WaitingRoom::new();
         room.enter(tenant("kept"), waiter("kept", Resources::new(1, 1, 1), 0));

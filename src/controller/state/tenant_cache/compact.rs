@@ -9,18 +9,18 @@
 //! - a condition's message that repeats the status message is kept once; the reservation
 //!   finalizer, which nearly every tenant carries alone, is a flag.
 //!
-//! [`strip`]: crate::controller::strip::strip
+//! [`strip`]: crate::controller::state::strip::strip
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+use crate::api::Claim;
 use crate::api::TENANT_FINALIZER;
 use crate::api::{
     Condition, MigrationStatus, ResourceAmounts, Tenant, TenantPhase, TenantSpec, TenantStatus,
 };
-use crate::controller::claims::Claim;
 
 /// One allocation per distinct name, shared by every tenant that uses it.
 #[derive(Debug, Default)]
@@ -289,7 +289,7 @@ mod tests {
     )]
     use super::*;
     use crate::api::TenantMode;
-    use crate::controller::strip;
+    use crate::controller::state::strip;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
 

@@ -1,0 +1,33 @@
+//! The waiting room's passes: one per requeue window at most, after a node changed, wakes the
+//! waiting tenants a changed node could take and the tenants whose claims their nodes do not back
+//! (see `state::waiting` and `state::claims` for the rules).
+
+use std::sync::Arc;
+
+use super::Context;
+
+/// Runs the passes: wait for a change, judge the changed nodes as the engine sees them, wake
+/// who they could take and whose claims they do not back (see `claims`), then let at least one
+/// requeue window pass before the next.
+pub async fn run(ctx: Arc<Context>) {
+    loop {
+        let changed = ctx.waiting.next_changes().await;
+        if ctx.engine.synced().wait().await.is_err() {
+            return;
+        }
+        let ledgers = ctx.engine.ledgers(changed.as_ref());
+        let woken = ctx.waiting.pass(&ledgers);
+        if woken > 0 {
+            tracing::debug!(woken, nodes = ledgers.len(), "room for waiting tenants");
+        }
+        // The same window serves the claims: statuses their nodes do not back.
+        for tenant in ctx
+            .claims
+            .unbacked(&ctx.tenants, |node| ctx.engine.node(node))
+        {
+            tracing::debug!(tenant = %tenant, "status and node disagree: woken");
+            ctx.waiting.wake(tenant);
+        }
+        tokio::time::sleep(ctx.settings.requeue_window).await;
+    }
+}
