@@ -1201,6 +1201,86 @@ mod tests {
         assert_eq!(made_node(&request), "lab-17");
     }
 
+    fn box_request(name: &str, phase: NodeRequestPhase) -> NodeRequest {
+        let mut request = NodeRequest::new(
+            name,
+            NodeRequestSpec {
+                node_class: "box".into(),
+                capacity: ResourceAmounts::new(16, 64, 100),
+                tenants: vec![format!("default/for-{name}")],
+            },
+        );
+        request.status = Some(NodeRequestStatus {
+            phase,
+            ..NodeRequestStatus::default()
+        });
+        request
+    }
+
+    #[test]
+    fn purchases_remember_what_the_watch_showed_and_what_this_process_created() {
+        let purchases = Purchases::default();
+        purchases.lock().notes.insert(
+            "default/a".into(),
+            "node request r (box) is Pending for it".into(),
+        );
+        assert_eq!(
+            purchases.note_for("default/a").as_deref(),
+            Some("node request r (box) is Pending for it")
+        );
+        assert_eq!(purchases.note_for("default/b"), None);
+
+        // The watch shows a Failed request and a Provisioning one; list markers are no news.
+        let failed = box_request("failed", NodeRequestPhase::Failed);
+        let provisioning = box_request("shown", NodeRequestPhase::Provisioning);
+        purchases.observe(&watcher::Event::Init);
+        purchases.observe(&watcher::Event::Apply(failed.clone()));
+        purchases.observe(&watcher::Event::InitApply(provisioning.clone()));
+        purchases.observe(&watcher::Event::InitDone);
+        {
+            let remembered = purchases.lock();
+            assert_eq!(remembered.failed.keys().collect::<Vec<_>>(), ["failed"]);
+            let mut shown: Vec<_> = remembered.shown.iter().map(String::as_str).collect();
+            shown.sort_unstable();
+            assert_eq!(shown, ["failed", "shown"]);
+        }
+
+        // Created here: "shown" (the watch has shown it), "fresh" (not yet), "refused" (not
+        // shown for longer than it is kept: the create was refused).
+        {
+            let mut remembered = purchases.lock();
+            let now = Instant::now();
+            let spec = provisioning.spec.clone();
+            remembered
+                .created
+                .insert("shown".into(), (spec.clone(), now));
+            remembered
+                .created
+                .insert("fresh".into(), (spec.clone(), now));
+            let long_ago = now
+                .checked_sub(CREATED_KEPT + Duration::from_secs(1))
+                .expect("the monotonic clock has run longer than a request is kept");
+            remembered
+                .created
+                .insert("refused".into(), (spec, long_ago));
+        }
+        let ready = box_request("ready", NodeRequestPhase::Ready);
+        let live = [Arc::new(ready), Arc::new(provisioning)];
+        let requested = purchases.requested(&live);
+        let seen: Vec<(&str, Option<&str>)> = requested
+            .iter()
+            .map(|r| (r.name.as_str(), r.node.as_deref()))
+            .collect();
+        assert_eq!(
+            seen,
+            [("ready", Some("ready")), ("shown", None), ("fresh", None)]
+        );
+        let mut kept: Vec<_> = purchases.lock().created.keys().cloned().collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["fresh"]);
+        assert!(purchases.lock().shown.is_empty(), "taken by the look");
+    }
+
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(seconds).unwrap()
     }

@@ -300,4 +300,64 @@ mod tests {
         assert!(claims.is_empty());
         assert!(claims.unbacked(&cache, |_| None).is_empty());
     }
+
+    #[test]
+    fn a_tenant_that_never_named_a_node_is_not_woken_and_the_index_counts_who_names_one() {
+        let (cache, claims) = (TenantCache::default(), Claims::default());
+        let waiting = claiming("w", TenantPhase::PendingCapacity, "", 0);
+        assert!(observe(&cache, &claims, &waiting));
+        assert!(
+            claims.is_empty(),
+            "a status that names no node is not indexed"
+        );
+        assert!(claims.unbacked(&cache, |_| None).is_empty());
+        observe(
+            &cache,
+            &claims,
+            &claiming("acme", TenantPhase::Active, "n1", 2),
+        );
+        observe(
+            &cache,
+            &claims,
+            &claiming("beta", TenantPhase::Active, "n2", 3),
+        );
+        assert_eq!(claims.len(), 2);
+        assert!(!claims.is_empty());
+    }
+
+    #[test]
+    fn a_forgotten_tenant_and_one_gone_in_a_relist_leave_the_index() {
+        let (cache, claims) = (TenantCache::default(), Claims::default());
+        let (acme, beta) = (
+            claiming("acme", TenantPhase::Active, "n1", 2),
+            claiming("beta", TenantPhase::Active, "n1", 3),
+        );
+        observe(&cache, &claims, &acme);
+        observe(&cache, &claims, &beta);
+        // acme is deleted while its status still names n1; its claim was due for a check.
+        let gone = cache.apply_keyed(&Event::Delete(acme.clone()));
+        claims.forget(&ObjectRef::from_obj(&acme), gone.before.as_ref());
+        assert_eq!(claims.len(), 1);
+        // n1 is wiped: only beta, still there, is woken.
+        claims.node_changed("n1");
+        assert_eq!(
+            claims.unbacked(&cache, |_| None),
+            [ObjectRef::from_obj(&beta)]
+        );
+        // beta is deleted while the watch is down: the relist shows only kept, on n2.
+        let kept = claiming("kept", TenantPhase::Active, "n2", 1);
+        observe(&cache, &claims, &kept);
+        claims.unbacked(&cache, |_| None);
+        cache.apply(&Event::Init);
+        cache.apply(&Event::InitApply(kept.clone()));
+        cache.apply(&Event::InitDone);
+        claims.retain_present(&cache);
+        assert_eq!(claims.len(), 1);
+        claims.node_changed("n1");
+        claims.node_changed("n2");
+        assert_eq!(
+            claims.unbacked(&cache, |_| None),
+            [ObjectRef::from_obj(&kept)]
+        );
+    }
 }
