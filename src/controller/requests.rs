@@ -1254,6 +1254,10 @@ mod tests {
             remembered
                 .created
                 .insert("shown".into(), (spec.clone(), now));
+            // Created here and listed before the watch's event for it arrived: counted once.
+            remembered
+                .created
+                .insert("ready".into(), (spec.clone(), now));
             remembered
                 .created
                 .insert("fresh".into(), (spec.clone(), now));
@@ -1277,8 +1281,88 @@ mod tests {
         );
         let mut kept: Vec<_> = purchases.lock().created.keys().cloned().collect();
         kept.sort_unstable();
-        assert_eq!(kept, ["fresh"]);
+        // Until the watch shows them: "ready" is counted from the list meanwhile.
+        assert_eq!(kept, ["fresh", "ready"]);
         assert!(purchases.lock().shown.is_empty(), "taken by the look");
+    }
+
+    #[test]
+    fn a_pool_has_the_classes_its_selector_takes_and_the_requests_of_those() {
+        let every = Pool(None);
+        let ours = Pool(Some(HashSet::from(["box".to_owned()])));
+        assert!(every.has_class("box") && every.has_class("other"));
+        assert!(ours.has_class("box") && !ours.has_class("other"));
+        let mut request = box_request("r", NodeRequestPhase::Pending);
+        assert!(ours.owns(&request) && every.owns(&request));
+        request.spec.node_class = "other".into();
+        assert!(!ours.owns(&request) && every.owns(&request));
+    }
+
+    /// What the planner reads: any one field changed gives another fingerprint.
+    #[test]
+    fn the_plan_input_fingerprint_tells_every_field_apart() {
+        type Input = (
+            Vec<SelectiveTenant>,
+            Vec<(NodeClassOffer, Labels)>,
+            Vec<(InFlightRequest, Labels)>,
+        );
+        let labels = |v: &str| Labels::from([("zone".to_owned(), v.to_owned())]);
+        let base: Input = (
+            vec![SelectiveTenant {
+                waiting: WaitingTenant {
+                    tenant: "default/a".into(),
+                    footprint: Resources::new(2, 1, 1),
+                },
+                selector: None,
+            }],
+            vec![(
+                NodeClassOffer {
+                    name: "box".into(),
+                    capacity: Resources::new(16, 8, 8),
+                    monthly_cost: Some(100),
+                    limit: Some(3),
+                    in_use: 1,
+                },
+                labels("a"),
+            )],
+            vec![(
+                InFlightRequest {
+                    name: "r1".into(),
+                    capacity: Resources::new(16, 8, 8),
+                },
+                labels("a"),
+            )],
+        );
+        let edits: [fn(&mut Input); 14] = [
+            |i| i.0[0].waiting.tenant = "default/b".into(),
+            |i| i.0[0].waiting.footprint.threads = 3,
+            |i| i.0[0].selector = Some(Labels::new()),
+            |i| i.0.clear(),
+            |i| i.1[0].0.name = "big".into(),
+            |i| i.1[0].0.capacity.memory_gb = 9,
+            |i| i.1[0].0.monthly_cost = None,
+            |i| i.1[0].0.limit = Some(4),
+            |i| i.1[0].0.in_use = 2,
+            |i| i.1[0].1.clear(),
+            |i| i.2[0].0.name = "r2".into(),
+            |i| i.2[0].0.capacity.storage_gb = 9,
+            |i| i.2[0].1.clear(),
+            |i| i.2.clear(),
+        ];
+        let print = |(planned, offers, in_flight): &Input| fingerprint(planned, offers, in_flight);
+        let mut prints = vec![print(&base)];
+        for edit in edits {
+            let mut input = base.clone();
+            edit(&mut input);
+            prints.push(print(&input));
+        }
+        let distinct: HashSet<u64> = prints.iter().copied().collect();
+        assert_eq!(distinct.len(), prints.len(), "{prints:?}");
+        assert_eq!(
+            print(&base.clone()),
+            prints[0],
+            "the same input, the same print"
+        );
     }
 
     fn at(seconds: i64) -> Timestamp {
