@@ -91,6 +91,9 @@ async fn date_times_at_the_edges_of_the_format_are_told_apart_as_kube_openapi_do
         // 2024 is a leap year, 2100 is not.
         ("2024-02-29T00:00:00Z", true),
         ("2100-02-29T00:00:00Z", false),
+        // The last day of a 30-day month, and of February in a common year.
+        ("2026-04-30T00:00:00Z", true),
+        ("2026-02-28T00:00:00Z", true),
         ("2026-04-31T00:00:00Z", false),
         ("2026-13-01T00:00:00Z", false),
         ("2026-12-02T24:00:00Z", false),

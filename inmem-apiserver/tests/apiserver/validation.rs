@@ -306,3 +306,81 @@ async fn each_schema_limit_accepts_the_value_at_it_and_refuses_the_one_past_it()
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A value of another type in a `number` with a format (kept for numbers: `float`, `double`)
+/// is refused by kube-openapi's type validator against the format, named with the format the
+/// value has (none).
+#[tokio::test]
+async fn a_boolean_in_a_number_with_a_format_is_refused_against_the_format() {
+    let api = ApiServer::new();
+    api.install_crd(bounds_crd()).unwrap();
+    let bound = json!({"apiVersion": "example.dev/v1", "kind": "Bound", "metadata": {"name": "b"},
+                       "spec": {"ratio": true}});
+    let (code, body) = post(&api, "/apis/example.dev/v1/bounds", bound).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        r#"Bound.example.dev "b" is invalid: spec.ratio: Invalid value: "": spec.ratio in body must be of type double: """#
+    );
+    assert_eq!(
+        body["details"]["causes"][0]["reason"],
+        "FieldValueTypeInvalid"
+    );
+}
+
+/// A bound that does not fit its field's type (a fractional maximum on an integer) is reported
+/// whatever the value, on the object as kube-openapi's plain errors are, and still applied:
+/// to the value as a float (`numberValidator`).
+#[tokio::test]
+async fn a_bound_that_does_not_fit_the_type_is_reported_and_still_applied_as_a_float() {
+    let api = ApiServer::new();
+    api.install_crd(cluster_crd(
+        "caps",
+        "Cap",
+        json!({"count": {"type": "integer", "maximum": 2.5}}),
+    ))
+    .unwrap();
+    let cap = |count: i64| {
+        json!({"apiVersion": "example.dev/v1", "kind": "Cap",
+               "metadata": {"name": format!("c{count}")}, "spec": {"count": count}})
+    };
+    let boundary = r#"<nil>: Invalid value: "": Maximum boundary value must be of type integer (default format) in spec.count"#;
+    let (code, body) = post(&api, "/apis/example.dev/v1/caps", cap(2)).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        format!(r#"Cap.example.dev "c2" is invalid: {boundary}"#)
+    );
+    let (code, body) = post(&api, "/apis/example.dev/v1/caps", cap(3)).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        format!(
+            r#"Cap.example.dev "c3" is invalid: [{boundary}, spec.count: Invalid value: 3: spec.count in body should be less than or equal to 2.5]"#
+        )
+    );
+}
+
+/// Defaults apply inside each item of a list, as the apiserver's structural defaulting descends
+/// into `items`.
+#[tokio::test]
+async fn defaults_apply_to_each_item_of_a_list() {
+    let api = ApiServer::new();
+    api.install_crd(cluster_crd(
+        "pools",
+        "Pool",
+        json!({"members": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"},
+            "weight": {"type": "integer", "default": 1}
+        }}}}),
+    ))
+    .unwrap();
+    let pool = json!({"apiVersion": "example.dev/v1", "kind": "Pool", "metadata": {"name": "p"},
+                      "spec": {"members": [{"name": "a"}, {"name": "b", "weight": 5}]}});
+    let (code, body) = post(&api, "/apis/example.dev/v1/pools", pool).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(
+        body["spec"]["members"],
+        json!([{"name": "a", "weight": 1}, {"name": "b", "weight": 5}])
+    );
+}
