@@ -307,25 +307,86 @@ async fn each_schema_limit_accepts_the_value_at_it_and_refuses_the_one_past_it()
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A value of another type in a `number` with a format (kept for numbers: `float`, `double`)
-/// is refused by kube-openapi's type validator against the format, named with the format the
-/// value has (none).
+/// Each value against its field's type as kube-openapi's type validator checks it: an integer
+/// is a number; a float is an integer if whole to a relative 1e-9 (`IsFloat64AJSONInteger`, the
+/// bound excluded), its range checked after as a float's text; int-or-string takes either; a
+/// null list item that is not nullable is of type null; and a value of another type in a number
+/// with a format (kept for numbers: `float`, `double`) is checked against the format first.
 #[tokio::test]
-async fn a_boolean_in_a_number_with_a_format_is_refused_against_the_format() {
+async fn values_are_checked_against_the_field_type_as_kube_openapi_does() {
     let api = ApiServer::new();
-    api.install_crd(bounds_crd()).unwrap();
-    let bound = json!({"apiVersion": "example.dev/v1", "kind": "Bound", "metadata": {"name": "b"},
-                       "spec": {"ratio": true}});
-    let (code, body) = post(&api, "/apis/example.dev/v1/bounds", bound).await;
-    assert_eq!(code, 422, "{body}");
-    assert_eq!(
-        body["message"],
-        r#"Bound.example.dev "b" is invalid: spec.ratio: Invalid value: "": spec.ratio in body must be of type double: """#
-    );
-    assert_eq!(
-        body["details"]["causes"][0]["reason"],
-        "FieldValueTypeInvalid"
-    );
+    api.install_crd(cluster_crd(
+        "checks",
+        "Check",
+        json!({
+            "ratio": {"type": "number", "format": "double"},
+            "whole": {"type": "integer"},
+            "port": {"x-kubernetes-int-or-string": true},
+            "list": {"type": "array", "items": {"type": "string"}}
+        }),
+    ))
+    .unwrap();
+    let not_whole = r#"spec.whole: Invalid value: "number": spec.whole in body must be of type integer: "number""#;
+    let unchecked = r#"<nil>: Invalid value: "": Checked value must be of type integer (default format) in spec.whole"#;
+    // (field, value, the errors: none when accepted).
+    let cases: &[(&str, Value, &[&str])] = &[
+        ("ratio", json!(3), &[]),
+        (
+            "ratio",
+            json!(true),
+            &[r#"spec.ratio: Invalid value: "": spec.ratio in body must be of type double: """#],
+        ),
+        ("port", json!(8080), &[]),
+        ("port", json!("http"), &[]),
+        (
+            "port",
+            json!(true),
+            &[
+                r#"spec.port: Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#,
+            ],
+        ),
+        (
+            "list",
+            json!(["a", null]),
+            &[
+                r#"spec.list[1]: Invalid value: "null": spec.list[1] in body must be of type string: "null""#,
+            ],
+        ),
+        // Whole to a relative 1.7e-11, 5e-11, and just under 1e-9.
+        ("whole", json!(3.000_000_000_1), &[unchecked]),
+        ("whole", json!(1_000_000.000_1), &[unchecked]),
+        ("whole", json!(251_182_541.502_365_05), &[unchecked]),
+        // Off by exactly 1e-9 (relative), by 5e-9, and 0.5, whose whole part is 0.
+        (
+            "whole",
+            json!(251_182_541.502_365_08),
+            &[not_whole, unchecked],
+        ),
+        ("whole", json!(1_000.000_01), &[not_whole, unchecked]),
+        ("whole", json!(0.5), &[not_whole, unchecked]),
+    ];
+    let mut failures = Vec::new();
+    for (i, (field, value, errors)) in cases.iter().enumerate() {
+        let name = format!("c{i}");
+        let check = json!({"apiVersion": "example.dev/v1", "kind": "Check",
+                           "metadata": {"name": name}, "spec": {*field: value}});
+        let (code, body) = post(&api, "/apis/example.dev/v1/checks", check).await;
+        let wanted = match errors {
+            [] => None,
+            [one] => Some(format!(r#"Check.example.dev "{name}" is invalid: {one}"#)),
+            many => Some(format!(
+                r#"Check.example.dev "{name}" is invalid: [{}]"#,
+                many.join(", ")
+            )),
+        };
+        let got = (code != 201).then(|| body["message"].as_str().unwrap_or_default().to_owned());
+        if got != wanted {
+            failures.push(format!(
+                "{field} = {value}: got {code} {got:?}, wanted {wanted:?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// A bound that does not fit its field's type (a fractional maximum on an integer) is reported
