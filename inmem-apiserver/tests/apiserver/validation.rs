@@ -163,6 +163,7 @@ fn bounds_crd() -> serde_json::Value {
                      "maximum": 10, "exclusiveMaximum": true},
             "ratio": {"type": "number", "format": "double", "minimum": 0.001, "maximum": 16.0},
             "int32": {"type": "integer", "format": "int32"},
+            "float": {"type": "number", "format": "float"},
             "step": {"type": "integer", "multipleOf": 5},
             "text": {"type": "string", "minLength": 2, "maxLength": 63},
             "list": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3}
@@ -241,6 +242,13 @@ async fn each_schema_limit_accepts_the_value_at_it_and_refuses_the_one_past_it()
             json!(-2_147_483_648_i64),
             json!(-2_147_483_649_i64),
             r#"Invalid value: "": Checked value must be of type integer with format int32 in spec.int32"#,
+        ),
+        // The largest float32, and a value that rounds to infinity as one.
+        (
+            "float",
+            json!(f64::from(f32::MAX)),
+            json!(3.5e38),
+            r#"Invalid value: "": Checked value must be of type number with format float in spec.float"#,
         ),
         (
             "step",
