@@ -1020,6 +1020,11 @@ mod tests {
         assert_eq!(normalized(".a['b.c']"), Some("a.b.c".into()));
         assert_eq!(normalized(".m.key.x"), Some("m[key].x".into()));
         assert_eq!(normalized(".m['k\\'1']"), Some("m[k'1]".into()));
+        // Each escape of the apiserver's unescapeSingleQuote, in a map key.
+        assert_eq!(
+            normalized(r".m['\a\b\f\n\r\t\v\\x']"),
+            Some("m[\u{7}\u{8}\u{c}\n\r\t\u{b}\\x]".into())
+        );
         assert_eq!(normalized(".nope"), None);
         assert_eq!(normalized("a"), None);
         assert_eq!(normalized(".a["), None);

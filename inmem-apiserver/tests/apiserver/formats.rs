@@ -91,6 +91,9 @@ async fn date_times_at_the_edges_of_the_format_are_told_apart_as_kube_openapi_do
         // 2024 is a leap year, 2100 is not.
         ("2024-02-29T00:00:00Z", true),
         ("2100-02-29T00:00:00Z", false),
+        // The last day of a 30-day month, and of February in a common year.
+        ("2026-04-30T00:00:00Z", true),
+        ("2026-02-28T00:00:00Z", true),
         ("2026-04-31T00:00:00Z", false),
         ("2026-13-01T00:00:00Z", false),
         ("2026-12-02T24:00:00Z", false),
@@ -103,6 +106,10 @@ async fn date_times_at_the_edges_of_the_format_are_told_apart_as_kube_openapi_do
         ("2026-12-02 14:33:13Z", false),
         ("", false),
         ("not-a-time", false),
+        // A zone of the right length but no sign, a short one, and a fraction without digits.
+        ("2026-12-02T14:33:13x01:00", false),
+        ("2026-12-02T14:33:13+01:0", false),
+        ("2026-12-02T14:33:13.Z", false),
     ];
     for (i, (at, accepted)) in cases.into_iter().enumerate() {
         let (code, body) = post(&api, PROBES, probe(&format!("p{i}"), at)).await;
@@ -184,4 +191,27 @@ async fn a_malformed_date_time_stored_before_is_ratcheted_while_it_does_not_chan
     status["status"] = conditions(&[("Ready", "still-not-a-time")]);
     let (code, body) = put(&api, &format!("{PROBES}/p/status"), status).await;
     assert_eq!(code, 422, "{body}");
+}
+
+/// kube-openapi's type validator passes a string or an array in a field of a non-numeric type
+/// that has a format, and its format validator looks at strings only: an array in a `date-time`
+/// field is let through, where in a plain string field it is of the wrong type.
+#[tokio::test]
+async fn an_array_passes_the_type_check_of_a_field_with_a_format_only() {
+    let api = served();
+    // A probe named after the field that holds an array.
+    let probe_with = |field: &str| {
+        let mut p = probe(field, "2026-12-02T14:33:13Z");
+        p["spec"][field] = json!(["2026-12-02T14:33:13Z"]);
+        p
+    };
+    let (code, body) = post(&api, PROBES, probe_with("at")).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["at"], json!(["2026-12-02T14:33:13Z"]));
+    let (code, body) = post(&api, PROBES, probe_with("note")).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(
+        body["message"],
+        r#"Probe.example.dev "note" is invalid: spec.note: Invalid value: "array": spec.note in body must be of type string: "array""#
+    );
 }

@@ -609,3 +609,278 @@ async fn a_value_that_breaks_a_tightened_schema_may_stay_while_it_does_not_chang
         r#"Gadget.rules.example.dev "g" is invalid: spec.max: Invalid value: 40: spec.max in body should be less than or equal to 10"#
     );
 }
+
+/// Installs a cluster-scoped kind of `example.dev` (see `cluster_crd`) with `root_rules` on
+/// its root; the path its objects are posted to.
+fn install_example(
+    api: &ApiServer,
+    kind: &str,
+    root_rules: Value,
+    spec_properties: Value,
+) -> String {
+    let plural = format!("{}s", kind.to_lowercase());
+    let mut crd = cluster_crd(&plural, kind, spec_properties);
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
+        root_rules;
+    api.install_crd(crd).unwrap();
+    format!("/apis/example.dev/v1/{plural}")
+}
+
+fn example(kind: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "example.dev/v1", "kind": kind, "metadata": {"name": name}, "spec": spec})
+}
+
+/// A rule whose failure is `Forbidden: {message}`: a message without the value shown, which
+/// reads the same whichever way the apiserver shows the value of a failed rule.
+fn forbidding(rule: &str, message: &str) -> Value {
+    json!({"rule": rule, "message": message, "reason": "FieldValueForbidden"})
+}
+
+/// The causes of a 422, sorted: the apiserver walks properties in Go's map order.
+fn sorted_causes(code: u16, body: &Value) -> Vec<(String, String, String)> {
+    assert_eq!(code, 422, "{body}");
+    let mut causes = causes(body);
+    causes.sort();
+    causes
+}
+
+/// The apiserver has a rule validator for a kind only if its schema has rules somewhere
+/// (`hasXValidations`: on a node, or below its properties, items or additionalProperties), and
+/// only then does an error that blocks the rules add that they were not checked.
+#[tokio::test]
+async fn rules_blocked_by_a_type_error_are_reported_unchecked_only_where_the_schema_has_rules() {
+    let api = ApiServer::new();
+    let properties = |extra: Value| {
+        let mut p = json!({
+            "size": {"type": "integer"},
+            "labels": {"type": "object", "additionalProperties": {"type": "string"}}
+        });
+        p.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        p
+    };
+    let rule = json!([{"rule": "true"}]);
+    let type_error = cause(
+        "FieldValueTypeInvalid",
+        "spec.size",
+        r#"Invalid value: "string": spec.size in body must be of type integer: "string""#,
+    );
+    let not_checked = cause(
+        "FieldValueInvalid",
+        "<nil>",
+        "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+    );
+    let kinds = [
+        // A rule on the root alone.
+        ("Rooted", rule.clone(), properties(json!({})), true),
+        // A rule on a property alone.
+        (
+            "Nested",
+            json!([]),
+            properties(json!({"named": {"type": "string", "x-kubernetes-validations": rule}})),
+            true,
+        ),
+        // A rule on the items of a list alone.
+        (
+            "Listed",
+            json!([]),
+            properties(json!({"tags": {"type": "array",
+                "items": {"type": "string", "x-kubernetes-validations": rule}}})),
+            true,
+        ),
+        // No rule, but a map (additionalProperties), which has none either.
+        ("Plain", json!([]), properties(json!({})), false),
+    ];
+    for (kind, root_rules, spec_properties, has_rules) in kinds {
+        let uri = install_example(&api, kind, root_rules, spec_properties);
+        let spec = json!({"size": "big", "labels": {"a": "b"}});
+        let (code, body) = post(&api, &uri, example(kind, "x", spec)).await;
+        let mut expected = vec![type_error.clone()];
+        if has_rules {
+            expected.push(not_checked.clone());
+        }
+        assert_eq!(code, 422, "{kind}: {body}");
+        assert_eq!(causes(&body), expected, "{kind}");
+    }
+}
+
+/// `self` is typed by the schema (`UnstructuredToVal`): `date-time` and `date` strings are
+/// timestamps (in arrays too), a `number` is a double even when written as an integer, and a
+/// null field of an object is absent.
+#[tokio::test]
+async fn self_is_typed_by_the_schema_the_rule_sits_on() {
+    let api = ApiServer::new();
+    let after_2020 = "self > timestamp('2020-01-01T00:00:00Z')";
+    let uri = install_example(
+        &api,
+        "Typed",
+        json!([]),
+        json!({
+            "at": {"type": "string", "format": "date-time",
+                   "x-kubernetes-validations": [forbidding(after_2020, "at must be after 2020")]},
+            "day": {"type": "string", "format": "date",
+                    "x-kubernetes-validations": [forbidding(after_2020, "day must be after 2020")]},
+            "times": {"type": "array", "items": {"type": "string", "format": "date-time"},
+                      "x-kubernetes-validations": [forbidding(
+                          "self.all(t, t > timestamp('2020-01-01T00:00:00Z'))",
+                          "times must be after 2020")]},
+            "ratio": {"type": "number",
+                      "x-kubernetes-validations": [forbidding("self / 2.0 >= 1.0", "ratio must be at least 2")]},
+            "holder": {"type": "object", "properties": {"note": {"type": "string", "nullable": true}},
+                       "x-kubernetes-validations": [forbidding(
+                           "!has(self.note) || size(self.note) > 0", "note must not be empty")]}
+        }),
+    );
+    let spec = json!({
+        "at": "2025-06-01T12:00:00Z", "day": "2025-06-01", "times": ["2025-06-01T12:00:00Z"],
+        "ratio": 3, "holder": {"note": null}
+    });
+    let (code, body) = post(&api, &uri, example("Typed", "ok", spec)).await;
+    assert_eq!(code, 201, "{body}");
+    // The same rules do fail: they were evaluated, not skipped.
+    let spec = json!({
+        "at": "2019-06-01T12:00:00Z", "day": "2019-06-01", "times": ["2019-06-01T12:00:00Z"],
+        "ratio": 1, "holder": {"note": ""}
+    });
+    let (code, body) = post(&api, &uri, example("Typed", "bad", spec)).await;
+    assert_eq!(
+        sorted_causes(code, &body),
+        [
+            cause(
+                "FieldValueForbidden",
+                "spec.at",
+                "Forbidden: at must be after 2020"
+            ),
+            cause(
+                "FieldValueForbidden",
+                "spec.day",
+                "Forbidden: day must be after 2020"
+            ),
+            cause(
+                "FieldValueForbidden",
+                "spec.holder",
+                "Forbidden: note must not be empty"
+            ),
+            cause(
+                "FieldValueForbidden",
+                "spec.ratio",
+                "Forbidden: ratio must be at least 2"
+            ),
+            cause(
+                "FieldValueForbidden",
+                "spec.times",
+                "Forbidden: times must be after 2020"
+            ),
+        ]
+    );
+}
+
+/// At the root and in an embedded resource, `apiVersion`, `kind` and `metadata.name` are
+/// visible whether or not the schema declares them (`WithTypeAndObjectMeta`), and no other
+/// metadata: the apiserver types `metadata` with only `name` and `generateName`, so cel-go
+/// refuses a rule reading `uid` or labels when the CRD is written; here, without a type check,
+/// they read as absent.
+#[tokio::test]
+async fn a_resource_root_shows_its_type_and_name_and_no_other_metadata() {
+    let api = ApiServer::new();
+    let root_rules = json!([
+        forbidding(
+            "self.apiVersion == 'example.dev/v1' && self.kind == 'Wrapper' && self.metadata.name.startsWith('w-')",
+            "must be a w- Wrapper",
+        ),
+        forbidding(
+            "!has(self.metadata.uid) && !has(self.metadata.labels)",
+            "metadata beyond the name is visible",
+        ),
+    ]);
+    let uri = install_example(
+        &api,
+        "Wrapper",
+        root_rules,
+        json!({
+            "template": {
+                "type": "object",
+                "x-kubernetes-embedded-resource": true,
+                "properties": {"data": {"type": "object", "additionalProperties": {"type": "string"}}},
+                "x-kubernetes-validations": [forbidding(
+                    "self.apiVersion == 'v1' && self.kind == 'ConfigMap' && self.metadata.name == 'settings'",
+                    "template must be the settings ConfigMap")]
+            }
+        }),
+    );
+    let wrapper = |name: &str, template_kind: &str| {
+        let mut w = example(
+            "Wrapper",
+            name,
+            json!({"template": {
+                "apiVersion": "v1", "kind": template_kind,
+                "metadata": {"name": "settings"},
+                "data": {"k": "v"}
+            }}),
+        );
+        w["metadata"]["labels"] = json!({"team": "a"});
+        w
+    };
+    let (code, body) = post(&api, &uri, wrapper("w-1", "ConfigMap")).await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = post(&api, &uri, wrapper("x-1", "Secret")).await;
+    assert_eq!(
+        sorted_causes(code, &body),
+        [
+            cause(
+                "FieldValueForbidden",
+                "<nil>",
+                "Forbidden: must be a w- Wrapper"
+            ),
+            cause(
+                "FieldValueForbidden",
+                "spec.template",
+                "Forbidden: template must be the settings ConfigMap"
+            ),
+        ]
+    );
+}
+
+/// A `messageExpression` gives the message only if it evaluates to a string that, trimmed, is
+/// non-empty, at most 5 KiB (`MaxEvaluatedMessageExpressionSizeBytes`) and on one line; else
+/// the apiserver logs why and uses the rule's message.
+#[tokio::test]
+async fn a_message_expression_too_long_empty_or_multiline_falls_back_to_the_message() {
+    let api = ApiServer::new();
+    let uri = install_example(
+        &api,
+        "Noted",
+        json!([]),
+        json!({"note": {"type": "string", "x-kubernetes-validations": [{
+            "rule": "self.startsWith('ok')", "message": "note must start with ok",
+            "messageExpression": "self", "reason": "FieldValueForbidden"
+        }]}}),
+    );
+    let fallback = "note must start with ok".to_owned();
+    let longest = "x".repeat(5 * 1024);
+    let cases = [
+        (longest.clone(), longest.clone()),
+        (format!("{longest}x"), fallback.clone()),
+        (format!("  {longest}  "), longest),
+        ("   ".to_owned(), fallback.clone()),
+        ("two\nlines".to_owned(), fallback),
+    ];
+    for (i, (note, message)) in cases.into_iter().enumerate() {
+        let (code, body) = post(
+            &api,
+            &uri,
+            example("Noted", &format!("n{i}"), json!({"note": note})),
+        )
+        .await;
+        assert_eq!(
+            sorted_causes(code, &body),
+            [cause(
+                "FieldValueForbidden",
+                "spec.note",
+                &format!("Forbidden: {message}")
+            )],
+            "case {i}"
+        );
+    }
+}
