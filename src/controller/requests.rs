@@ -1429,10 +1429,21 @@ mod tests {
         let head = strict.head.as_ref().unwrap();
         assert_eq!((head.tenant.as_str(), head.planned), ("d/head", true));
         assert_eq!(head.behind, ["d/young", "d/new"]);
-        // A head that has not waited long enough: nothing behind it is planned either.
-        let waiters = [first("d/head", 10, 4, 90), first("d/young", 20, 4, 30)];
+        // A head that has not waited long enough: nothing behind it is planned either; a move
+        // is not behind it.
+        let waiters = [
+            first("d/head", 10, 4, 90),
+            first("d/young", 20, 4, 30),
+            moving("d/mover", 30, 4),
+        ];
         let strict = Demand::of(&waiters, QueueMode::StrictFifo, after, now);
-        assert!(planned(&strict).is_empty());
+        assert_eq!(planned(&strict), ["d/mover"]);
+        // What is planned for is told apart by its fingerprint.
+        assert_ne!(strict.fingerprint(), best.fingerprint());
+        assert_eq!(
+            strict.fingerprint(),
+            Demand::of(&waiters, QueueMode::StrictFifo, after, now).fingerprint()
+        );
     }
 
     #[test]
