@@ -147,8 +147,9 @@ fn node_for(request: &NodeRequest, class: Option<&NodeClass>) -> Node {
             overcommit: None,
         },
     );
-    let mut labels = class.map(|c| c.spec.labels.clone()).unwrap_or_default();
+    let mut labels = class.map(NodeClass::node_labels).unwrap_or_default();
     labels.insert(NODE_REQUEST_LABEL.to_owned(), name);
+    // The request names its class, also when the class was deleted meanwhile.
     labels.insert(NODE_CLASS_LABEL.to_owned(), request.spec.node_class.clone());
     node.metadata.labels = Some(labels);
     node

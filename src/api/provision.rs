@@ -98,6 +98,36 @@ pub struct NodeClassSpec {
     pub labels: BTreeMap<String, String>,
 }
 
+impl NodeClass {
+    /// The labels a Node of this class carries: the class's own, and its name under
+    /// [`NODE_CLASS_LABEL`] (a provisioner adds [`NODE_REQUEST_LABEL`] too).
+    pub fn node_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.spec.labels.clone();
+        labels.insert(
+            NODE_CLASS_LABEL.to_owned(),
+            self.metadata.name.clone().unwrap_or_default(),
+        );
+        labels
+    }
+
+    /// The class as purchase planning reads it, with `in_use` of its machines existing or
+    /// requested. Prices are whole units here and whole cents for the planner (the schema's
+    /// largest price fits); an error when the capacity cannot be read.
+    pub fn offer(&self, in_use: usize) -> Result<placement::NodeClassOffer, super::NegativeAmount> {
+        Ok(placement::NodeClassOffer {
+            name: self.metadata.name.clone().unwrap_or_default(),
+            capacity: self.spec.capacity.to_resources()?,
+            monthly_cost: self
+                .spec
+                .monthly_cost
+                .and_then(|c| u64::try_from(c).ok())
+                .and_then(|c| c.checked_mul(100)),
+            limit: self.spec.limit.and_then(|l| u32::try_from(l).ok()),
+            in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
+        })
+    }
+}
+
 /// Where a request is: written by the provisioner.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum NodeRequestPhase {
@@ -200,5 +230,55 @@ impl NodeRequest {
     /// The phase its status says (Pending without a status: no provisioner has seen it yet).
     pub fn phase(&self) -> NodeRequestPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn class(monthly_cost: Option<i64>, limit: Option<i32>, threads: i64) -> NodeClass {
+        NodeClass::new(
+            "ax102",
+            NodeClassSpec {
+                capacity: ResourceAmounts::new(threads, 128, 1000),
+                provider: "hetzner/AX102".into(),
+                monthly_cost,
+                limit,
+                labels: BTreeMap::from([("zone".to_owned(), "fsn1".to_owned())]),
+            },
+        )
+    }
+
+    #[test]
+    fn a_class_offers_its_capacity_price_in_cents_and_limit_and_labels_its_nodes() {
+        let offer = class(Some(105), Some(4), 32).offer(2).unwrap();
+        assert_eq!(
+            offer,
+            placement::NodeClassOffer {
+                name: "ax102".into(),
+                capacity: placement::Resources::new(32, 128, 1000),
+                monthly_cost: Some(10_500),
+                limit: Some(4),
+                in_use: 2,
+            }
+        );
+        let unpriced = class(None, None, 32).offer(0).unwrap();
+        assert_eq!((unpriced.monthly_cost, unpriced.limit), (None, None));
+        assert_eq!(
+            class(None, None, -1).offer(0).unwrap_err(),
+            crate::api::NegativeAmount {
+                field: "threads",
+                value: -1
+            }
+        );
+        assert_eq!(
+            class(None, None, 32).node_labels(),
+            BTreeMap::from([
+                ("zone".to_owned(), "fsn1".to_owned()),
+                (NODE_CLASS_LABEL.to_owned(), "ax102".to_owned()),
+            ])
+        );
     }
 }

@@ -226,7 +226,7 @@ async fn look(
             let capacity = room_of(ctx, r)?;
             let labels = classes
                 .get(&ObjectRef::new(&r.spec.node_class))
-                .map(|c| class_node_labels(&c))
+                .map(|c| c.node_labels())
                 .unwrap_or_else(|| {
                     Labels::from([(NODE_CLASS_LABEL.to_owned(), r.spec.node_class.clone())])
                 });
@@ -348,7 +348,7 @@ impl Pool {
         let ours = classes
             .state()
             .into_iter()
-            .filter(|class| selector.matches(&class_node_labels(class)))
+            .filter(|class| selector.matches(&class.node_labels()))
             .map(|class| class.name_any())
             .collect();
         Pool(Some(ours))
@@ -362,13 +362,6 @@ impl Pool {
     fn owns(&self, request: &NodeRequest) -> bool {
         self.has_class(&request.spec.node_class)
     }
-}
-
-/// The labels a Node of this class carries (the provisioner adds the request's name too).
-pub fn class_node_labels(class: &NodeClass) -> std::collections::BTreeMap<String, String> {
-    let mut labels = class.spec.labels.clone();
-    labels.insert(NODE_CLASS_LABEL.to_owned(), class.name_any());
-    labels
 }
 
 /// A hash of what the planner reads.
@@ -797,24 +790,18 @@ fn offers(
         .filter(|c| !resting.contains(&c.name_any()) && pool.has_class(&c.name_any()))
         .filter_map(|class| {
             let name = class.name_any();
-            let capacity = class.spec.capacity.to_resources().ok()?;
             let in_use = requested
                 .iter()
                 .filter(|r| r.spec.node_class == name)
                 .count();
-            let offer = NodeClassOffer {
-                name,
-                capacity,
-                // Whole units in the API; whole cents for the planner.
-                monthly_cost: class
-                    .spec
-                    .monthly_cost
-                    .and_then(|c| u64::try_from(c).ok())
-                    .and_then(|c| c.checked_mul(100)),
-                limit: class.spec.limit.and_then(|l| u32::try_from(l).ok()),
-                in_use: u32::try_from(in_use).unwrap_or(u32::MAX),
-            };
-            Some((offer, class_node_labels(&class)))
+            match class.offer(in_use) {
+                Ok(offer) => Some((offer, class.node_labels())),
+                // The schema refuses a negative capacity: only an object written around it.
+                Err(error) => {
+                    tracing::debug!(class = %name, %error, "NodeClass skipped: its capacity cannot be read");
+                    None
+                }
+            }
         })
         .collect();
     offers.sort_by(|a, b| a.0.name.cmp(&b.0.name));
