@@ -114,6 +114,20 @@ struct Remembered {
     handed_back_for: Option<u64>,
 }
 
+impl Remembered {
+    /// The classes resting now (a request of theirs failed); forgets rests over long enough ago.
+    fn resting_classes(&mut self, now: Instant) -> HashSet<String> {
+        self.resting.retain(|_, (until, failures)| {
+            *failures > 0 && now.saturating_duration_since(*until) < LONGEST_REST
+        });
+        self.resting
+            .iter()
+            .filter(|(_, (until, _))| now < *until)
+            .map(|(class, _)| class.clone())
+            .collect()
+    }
+}
+
 /// The first rest of a class whose request failed; it doubles with each failure in a row.
 const FIRST_REST: Duration = Duration::from_secs(30);
 /// The longest rest.
@@ -219,7 +233,8 @@ async fn look(
         Timestamp::now(),
     );
     let specs = ctx.purchases.requested(&live);
-    let offers = offers(ctx, classes, &specs, &pool);
+    let resting = ctx.purchases.lock().resting_classes(Instant::now());
+    let offers = offers(&classes.state(), &resting, &specs, &pool);
     let rooms: Vec<Room<'_>> = specs
         .iter()
         .filter_map(|r| {
@@ -767,26 +782,13 @@ impl Demand {
 /// The classes that may be bought now (not resting), with how many of each are in use, and the
 /// labels their nodes carry.
 fn offers(
-    ctx: &Context,
-    classes: &Store<NodeClass>,
+    classes: &[Arc<NodeClass>],
+    resting: &HashSet<String>,
     requested: &[Requested],
     pool: &Pool,
 ) -> Vec<(NodeClassOffer, Labels)> {
-    let resting: HashSet<String> = {
-        let mut remembered = ctx.purchases.lock();
-        remembered
-            .resting
-            .retain(|_, (until, failures)| *failures > 0 && until.elapsed() < LONGEST_REST);
-        remembered
-            .resting
-            .iter()
-            .filter(|(_, (until, _))| Instant::now() < *until)
-            .map(|(class, _)| class.clone())
-            .collect()
-    };
     let mut offers: Vec<(NodeClassOffer, Labels)> = classes
-        .state()
-        .into_iter()
+        .iter()
         .filter(|c| !resting.contains(&c.name_any()) && pool.has_class(&c.name_any()))
         .filter_map(|class| {
             let name = class.name_any();
@@ -1352,6 +1354,73 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_class_rests_after_a_failure_and_is_forgotten_a_longest_rest_later() {
+        let now = Instant::now() + LONGEST_REST * 2;
+        let mut remembered = Remembered::default();
+        let rest = |until: Instant, failures| (until, failures);
+        remembered.resting.extend([
+            ("resting".to_owned(), rest(now + FIRST_REST, 1)),
+            ("rested".to_owned(), rest(now - FIRST_REST, 2)),
+            ("ends-now".to_owned(), rest(now, 1)),
+            ("long-ago".to_owned(), rest(now - LONGEST_REST, 3)),
+            ("no-failure".to_owned(), rest(now + FIRST_REST, 0)),
+        ]);
+        let resting = remembered.resting_classes(now);
+        assert_eq!(resting, HashSet::from(["resting".to_owned()]));
+        // A rest over is kept (the next failure doubles it) until a longest rest has passed.
+        let mut kept: Vec<_> = remembered.resting.keys().map(String::as_str).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, ["ends-now", "rested", "resting"]);
+    }
+
+    #[test]
+    fn offers_are_the_pools_classes_not_resting_by_name_with_their_machines_in_use() {
+        let class = |name: &str, threads| {
+            Arc::new(NodeClass::new(
+                name,
+                crate::api::NodeClassSpec {
+                    capacity: ResourceAmounts::new(threads, 64, 1000),
+                    provider: "test".into(),
+                    monthly_cost: Some(1),
+                    limit: None,
+                    labels: Default::default(),
+                },
+            ))
+        };
+        let classes = [
+            class("c", 16),
+            class("a", 16),
+            class("resting", 16),
+            class("elsewhere", 16),
+            class("broken", -1),
+        ];
+        let requested = |class: &str| Requested {
+            name: format!("r-{class}"),
+            spec: NodeRequestSpec {
+                node_class: class.into(),
+                capacity: ResourceAmounts::new(16, 64, 1000),
+                tenants: vec![],
+            },
+            node: None,
+        };
+        let pool = Pool(Some(HashSet::from(
+            ["a", "c", "resting", "broken"].map(str::to_owned),
+        )));
+        let offers = offers(
+            &classes,
+            &HashSet::from(["resting".to_owned()]),
+            &[requested("a"), requested("a"), requested("c")],
+            &pool,
+        );
+        let seen: Vec<(&str, u32)> = offers
+            .iter()
+            .map(|(o, _)| (o.name.as_str(), o.in_use))
+            .collect();
+        assert_eq!(seen, [("a", 2), ("c", 1)]);
+        assert_eq!(offers[0].1[NODE_CLASS_LABEL], "a");
+    }
+
     fn at(seconds: i64) -> Timestamp {
         Timestamp::from_second(seconds).unwrap()
     }
@@ -1475,6 +1544,26 @@ mod tests {
         assert_eq!(
             why["d/head"],
             "no node can be requested for it: no node class makes nodes labelled region=mars"
+        );
+        // A move is not behind the head: it still gets its box.
+        let with_move = [
+            waiters[0].clone(),
+            waiters[1].clone(),
+            moving("d/mover", 30, 8),
+        ];
+        let strict = Demand::of(&with_move, QueueMode::StrictFifo, after, now);
+        let (purchase, _) = strict.plan(Policy::FirstFit, &classes, &[]);
+        assert_eq!(purchase.requests.len(), 1, "{purchase:?}");
+        assert_eq!(purchase.requests[0].tenants, ["d/mover"]);
+        // A head that has not waited long enough: the ones behind it say so.
+        let recent = [first("d/head", 10, 100, 50), waiters[1].clone()];
+        let strict = Demand::of(&recent, QueueMode::StrictFifo, Duration::from_secs(60), now);
+        let (purchase, why) = strict.plan(Policy::FirstFit, &classes, &[]);
+        assert!(purchase.requests.is_empty(), "{purchase:?}");
+        assert_eq!(
+            why["d/young"],
+            "it waits behind d/head (StrictFIFO), which has not waited long enough for a machine \
+             yet: nothing is bought for it before"
         );
     }
 
