@@ -280,7 +280,8 @@ async fn look(
         remembered.unplaceable = unplaceable.clone();
         unplaceable
     };
-    wake_changed(ctx, notes(ctx, &live, unplaceable));
+    let notes = notes(&ctx.purchases.lock().created, &live, unplaceable);
+    wake_changed(ctx, notes);
     hand_back(ctx, &api, &live, &demand).await
 }
 
@@ -942,12 +943,12 @@ fn request_name(class: &str, tenants: &[String], attempt: u32) -> String {
 /// What each waiting tenant's status adds: the request it waits for (live, or created and not
 /// shown yet), or why nothing is bought for it, which wins.
 fn notes(
-    ctx: &Context,
+    created: &HashMap<String, (NodeRequestSpec, Instant)>,
     live: &[Arc<NodeRequest>],
     unplaceable: HashMap<String, String>,
 ) -> HashMap<String, String> {
     let mut notes = request_notes(live);
-    for (name, (spec, _)) in ctx.purchases.lock().created.iter() {
+    for (name, (spec, _)) in created {
         for tenant in &spec.tenants {
             notes.entry(tenant.clone()).or_insert_with(|| {
                 format!(
@@ -1131,8 +1132,15 @@ mod tests {
         assert!(name.starts_with("hetzner-ax162-") && name.len() == "hetzner-ax162-".len() + 8);
         assert_ne!(name, request_name("hetzner-ax162", &tenants[..1], 0));
         assert_ne!(name, request_name("ovh-adv", &tenants, 0));
-        // The next attempt (the stable name taken by another request) is another name.
-        assert_ne!(name, request_name("hetzner-ax162", &tenants, 1));
+        // Each next attempt (the stable name taken by another request) is another name.
+        let attempts: HashSet<String> = (0..NAME_ATTEMPTS)
+            .map(|attempt| request_name("hetzner-ax162", &tenants, attempt))
+            .collect();
+        assert_eq!(attempts.len(), NAME_ATTEMPTS as usize);
+        // And the same in every release: a controller upgraded between a create and the watch
+        // event of it finds its purchase by name (AlreadyExists) instead of buying it again. A
+        // toolchain whose DefaultHasher hashes otherwise fails here.
+        assert_eq!(name, "hetzner-ax162-3ea8961e");
         // A long class name is cut so that the name stays a DNS label (63 characters).
         let long = "c".repeat(80);
         assert_eq!(request_name(&long, &tenants, 0).len(), 63);
@@ -1419,6 +1427,35 @@ mod tests {
             .collect();
         assert_eq!(seen, [("a", 2), ("c", 1)]);
         assert_eq!(offers[0].1[NODE_CLASS_LABEL], "a");
+    }
+
+    #[test]
+    fn a_waiting_tenants_note_names_a_request_created_here_and_why_nothing_is_bought() {
+        let spec = |tenants: &[&str]| NodeRequestSpec {
+            node_class: "box".into(),
+            capacity: ResourceAmounts::new(16, 64, 1000),
+            tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        let live = [Arc::new(NodeRequest::new("listed", spec(&["d/a"])))];
+        let created =
+            HashMap::from([("fresh".to_owned(), (spec(&["d/a", "d/b"]), Instant::now()))]);
+        let unplaceable =
+            HashMap::from([("d/c".to_owned(), "no node can be requested".to_owned())]);
+        let notes = notes(&created, &live, unplaceable);
+        assert_eq!(
+            notes,
+            HashMap::from([
+                (
+                    "d/a".to_owned(),
+                    "node request listed (box) is Pending for it".to_owned()
+                ),
+                (
+                    "d/b".to_owned(),
+                    "node request fresh (box) is Pending for it".to_owned()
+                ),
+                ("d/c".to_owned(), "no node can be requested".to_owned()),
+            ])
+        );
     }
 
     fn at(seconds: i64) -> Timestamp {
