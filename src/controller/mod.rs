@@ -350,20 +350,17 @@ async fn report_skipped(
             "cannot decode this object; tenant-placer {kept}");
         ctx.metrics
             .undecodable(bad.object.kind.as_deref().unwrap_or_default());
-        if let Some(events) = &ctx.events {
-            let occurrence = publisher::Occurrence {
-                type_: kube::runtime::events::EventType::Warning,
-                reason: "Undecodable",
-                action: "Decode",
-                note: format!(
-                    "tenant-placer cannot read this object and {kept}: {}",
-                    bad.error
-                ),
-            };
-            if let Err(error) = events.publish(occurrence, bad.object.clone()).await {
-                tracing::warn!(%error, "could not publish an event");
-            }
-        }
+        let occurrence = publisher::Occurrence {
+            type_: kube::runtime::events::EventType::Warning,
+            reason: "Undecodable",
+            action: "Decode",
+            note: format!(
+                "tenant-placer cannot read this object and {kept}: {}",
+                bad.error
+            ),
+        };
+        let events = ctx.events.as_ref();
+        publisher::EventPublisher::publish_or_log(events, occurrence, bad.object.clone()).await;
     }
 }
 

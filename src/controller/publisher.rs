@@ -56,6 +56,21 @@ impl EventPublisher {
         }
     }
 
+    /// Publishes one Event about `regarding` when there is a publisher (`None` publishes
+    /// nothing: scripted-mock tests). A failure is logged: an Event is never worth failing a
+    /// reconcile for.
+    pub async fn publish_or_log(
+        publisher: Option<&EventPublisher>,
+        occurrence: Occurrence<'_>,
+        regarding: ObjectReference,
+    ) {
+        let Some(publisher) = publisher else { return };
+        let reason = occurrence.reason.to_owned();
+        if let Err(error) = publisher.publish(occurrence, regarding).await {
+            tracing::warn!(%error, reason, "could not publish an event");
+        }
+    }
+
     /// Creates one Event about `regarding`, in its namespace.
     pub async fn publish(
         &self,

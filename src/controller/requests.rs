@@ -74,7 +74,7 @@ use placement::{
 };
 
 use super::Context;
-use super::publisher::Occurrence;
+use super::publisher::{EventPublisher, Occurrence};
 use super::state::Synced;
 use super::state::waiting;
 use crate::api::{
@@ -1094,19 +1094,14 @@ async fn publish<K: Resource<DynamicType = ()>>(
     reason: &str,
     note: String,
 ) {
-    let Some(publisher) = &ctx.events else { return };
     let occurrence = Occurrence {
         type_,
         reason,
         action: "Request",
         note,
     };
-    if let Err(error) = publisher
-        .publish(occurrence, regarding.object_ref(&()))
-        .await
-    {
-        tracing::warn!(%error, reason, "could not publish an event");
-    }
+    EventPublisher::publish_or_log(ctx.events.as_ref(), occurrence, regarding.object_ref(&()))
+        .await;
 }
 
 #[cfg(test)]

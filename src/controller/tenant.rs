@@ -32,7 +32,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::engine::Committed;
-use super::publisher::Occurrence;
+use super::publisher::{EventPublisher, Occurrence};
 use super::state::newest;
 use super::state::waiting::Waiter;
 use super::{Context, EventLevel};
@@ -836,16 +836,13 @@ async fn announce_failure(ctx: &Context, tenant: &Tenant, error: &Error) {
 
 /// Publishes one Event on the tenant; a failure to publish is logged, never fatal.
 async fn publish(ctx: &Context, tenant: &Tenant, type_: EventType, reason: &str, note: String) {
-    let Some(publisher) = &ctx.events else { return };
     let occurrence = Occurrence {
         type_,
         reason,
         action: "Reconcile",
         note,
     };
-    if let Err(error) = publisher.publish(occurrence, tenant.object_ref(&())).await {
-        tracing::warn!(%error, reason, "could not publish an event");
-    }
+    EventPublisher::publish_or_log(ctx.events.as_ref(), occurrence, tenant.object_ref(&())).await;
 }
 
 /// Writes the status when it differs from the current one (merge patch of the status
