@@ -402,7 +402,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         handles.clone(),
         serve::Settings {
             page: !args.no_page,
-            policy: args.placement.policy.to_string(),
+            policy: args.placement.policy,
         },
     );
     let server = serve::serve(args.metrics_addr, state);

@@ -126,7 +126,7 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
         controller::Handles::default(),
         serve::Settings {
             page: true,
-            policy: options.settings.policy.to_string(),
+            policy: options.settings.policy,
         },
     );
     let controller = AbortOnDrop(tokio::spawn(controller::run_with(

@@ -51,16 +51,15 @@ pub struct Settings {
     /// Serve the read-only fleet page (`/`, `/api/fleet`, `/api/fleet/events`) beside the
     /// metrics; `run --no-page` turns it off (those paths then answer 404). Default on.
     pub page: bool,
-    /// The placement policy in force, by name (`FirstFit`, `BestFit`, `LeastLoaded`,
-    /// `RoundRobin`): the fleet page states its rule. Default `FirstFit`.
-    pub policy: String,
+    /// The placement policy in force: the fleet page states its rule. Default `FirstFit`.
+    pub policy: placement::Policy,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Settings {
             page: true,
-            policy: placement::Policy::FirstFit.to_string(),
+            policy: placement::Policy::FirstFit,
         }
     }
 }

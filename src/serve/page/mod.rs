@@ -72,19 +72,18 @@ pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub struct Page {
     health: Arc<Health>,
     caches: Caches,
-    /// The placement policy in force, by name (`FirstFit`, `BestFit`, `LeastLoaded`,
-    /// `RoundRobin`): the page states its rule.
-    policy: String,
+    /// The placement policy in force: the page states its name and rule.
+    policy: placement::Policy,
     feed: Arc<FleetFeed>,
 }
 
 impl Page {
     /// The page of a controller reporting into `health` and `caches`, placing by `policy`.
-    pub fn new(health: Arc<Health>, caches: Caches, policy: impl Into<String>) -> Page {
+    pub fn new(health: Arc<Health>, caches: Caches, policy: placement::Policy) -> Page {
         Page {
             health,
             caches,
-            policy: policy.into(),
+            policy,
             feed: Arc::default(),
         }
     }
@@ -207,8 +206,8 @@ fn now() -> String {
 
 fn view_of(page: &Page, observed: &Observed) -> FleetView {
     let policy = view::PolicyView {
-        name: page.policy.clone(),
-        rule: view::policy_rule(&page.policy),
+        name: page.policy.to_string(),
+        rule: view::policy_rule(page.policy),
     };
     let message = match observed.role {
         _ if observed.live => String::new(),
@@ -349,7 +348,11 @@ mod tests {
     }
 
     fn page() -> Page {
-        Page::new(Arc::default(), Caches::default(), "FirstFit")
+        Page::new(
+            Arc::default(),
+            Caches::default(),
+            placement::Policy::FirstFit,
+        )
     }
 
     #[test]

@@ -287,32 +287,29 @@ pub struct ShortfallView {
 }
 
 /// The rule of a placement policy in one honest sentence.
-pub fn policy_rule(policy: &str) -> String {
+pub fn policy_rule(policy: placement::Policy) -> String {
+    use placement::Policy;
     const MOVES: &str = "nothing placed is moved (no rebalancing), except off a draining node: its \
                          tenants go to other nodes by this same rule, make-before-break.";
     match policy {
-        "FirstFit" => format!(
+        Policy::FirstFit => format!(
             "Each tenant goes to the first Online node, by name, with room in all three \
              dimensions (threads, memory, storage); {MOVES}"
         ),
-        "BestFit" => format!(
+        Policy::BestFit => format!(
             "Each tenant goes to the Online node with room in all three dimensions that it leaves \
              fullest (least room left, each dimension as a share of the node's capacity; ties go \
              to the first name), packing tenants tightly; {MOVES}"
         ),
-        "LeastLoaded" => format!(
+        Policy::LeastLoaded => format!(
             "Each tenant goes to the Online node with room in all three dimensions that has the \
              most room left after placing it (each dimension as a share of the node's capacity; \
              ties go to the first name), spreading tenants out; {MOVES}"
         ),
-        "RoundRobin" => format!(
+        Policy::RoundRobin => format!(
             "Tenants take turns over the Online nodes in name order: each goes to the first node \
              with room in all three dimensions, starting from the next node in turn and wrapping \
              around; {MOVES}"
-        ),
-        other => format!(
-            "Policy {other:?}: each tenant goes to an Online node with room in all three \
-             dimensions; {MOVES}"
         ),
     }
 }
@@ -1039,7 +1036,7 @@ mod tests {
 
     #[test]
     fn every_policy_has_a_sentence_that_admits_only_drains_move_tenants() {
-        for policy in ["FirstFit", "BestFit", "LeastLoaded", "RoundRobin", "Other"] {
+        for policy in placement::Policy::ALL {
             let rule = policy_rule(policy);
             assert!(
                 rule.contains("no rebalancing") && rule.contains("except off a draining node"),
@@ -1047,7 +1044,7 @@ mod tests {
             );
         }
         assert!(
-            policy_rule("FirstFit")
+            policy_rule(placement::Policy::FirstFit)
                 .starts_with("Each tenant goes to the first Online node, by name")
         );
     }
