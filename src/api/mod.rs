@@ -185,6 +185,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tenant_key_names_its_tenant_and_other_text_names_none() {
+        let tenant = crate::testing::tenant("acme").namespace("team-a").build();
+        let reference = Tenant::reference(&tenant.key()).unwrap();
+        assert_eq!(reference, kube::runtime::reflector::ObjectRef::from_obj(&tenant));
+        assert_eq!(Tenant::reference("no-slash"), None);
+    }
+
+    #[test]
     fn a_condition_time_that_cannot_be_parsed_reads_as_unreadable_and_is_not_kept() {
         let read: Condition = serde_json::from_value(serde_json::json!({
             "type": "OverCapacity", "status": "False", "reason": "WithinCapacity",

@@ -388,6 +388,12 @@ impl Tenant {
             self.metadata.name.as_deref().unwrap_or_default()
         )
     }
+
+    /// The tenant a [`Tenant::key`] names; `None` for text that is not `namespace/name`.
+    pub fn reference(key: &str) -> Option<kube::runtime::reflector::ObjectRef<Tenant>> {
+        let (namespace, name) = key.split_once('/')?;
+        Some(kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+    }
 }
 
 impl TenantSpec {

@@ -131,12 +131,12 @@ fn start_moves(node: &Node, ctx: &Context) {
     let mut in_flight = 0usize;
     let mut next: Vec<Arc<Tenant>> = Vec::new();
     for entry in node.allocations() {
-        let Some((namespace, tenant_name)) = entry.tenant.split_once('/') else {
+        let Some(reference) = Tenant::reference(&entry.tenant) else {
             continue;
         };
         let Some(tenant) = ctx
             .tenants
-            .get(&ObjectRef::new(tenant_name).within(namespace))
+            .get(&reference)
             .filter(|t| t.uid().as_deref() == Some(entry.uid.as_str()))
         else {
             continue;

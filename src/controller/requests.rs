@@ -897,10 +897,9 @@ async fn announce(ctx: &Context, created: &NodeRequest, class: &str, tenants: &[
     );
     publish(ctx, created, EventType::Normal, "NodeRequested", note).await;
     for key in tenants {
-        let Some((namespace, tenant_name)) = key.split_once('/') else {
+        let Some(reference) = Tenant::reference(key) else {
             continue;
         };
-        let reference = ObjectRef::<Tenant>::new(tenant_name).within(namespace);
         if let Some(tenant) = ctx.tenants.get(&reference) {
             let note = format!("node request {name} asks for a {class} for it");
             publish(
@@ -1001,11 +1000,10 @@ fn wake_changed(ctx: &Context, notes: HashMap<String, String>) {
         changed
     };
     for key in changed {
-        if let Some((namespace, name)) = key.split_once('/') {
-            let tenant = ObjectRef::<Tenant>::new(name).within(namespace);
-            if ctx.tenants.get(&tenant).is_some() {
-                ctx.waiting.wake(tenant);
-            }
+        if let Some(tenant) = Tenant::reference(&key)
+            && ctx.tenants.get(&tenant).is_some()
+        {
+            ctx.waiting.wake(tenant);
         }
     }
 }
