@@ -188,7 +188,10 @@ mod tests {
     fn a_tenant_key_names_its_tenant_and_other_text_names_none() {
         let tenant = crate::testing::tenant("acme").namespace("team-a").build();
         let reference = Tenant::reference(&tenant.key()).unwrap();
-        assert_eq!(reference, kube::runtime::reflector::ObjectRef::from_obj(&tenant));
+        assert_eq!(
+            reference,
+            kube::runtime::reflector::ObjectRef::from_obj(&tenant)
+        );
         assert_eq!(Tenant::reference("no-slash"), None);
     }
 
