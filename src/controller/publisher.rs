@@ -65,7 +65,7 @@ impl EventPublisher {
         regarding: ObjectReference,
     ) {
         let Some(publisher) = publisher else { return };
-        let reason = occurrence.reason.to_owned();
+        let reason = occurrence.reason;
         if let Err(error) = publisher.publish(occurrence, regarding).await {
             tracing::warn!(%error, reason, "could not publish an event");
         }
