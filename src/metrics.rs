@@ -258,9 +258,21 @@ impl Metrics {
             .inc();
     }
 
+    /// How many NodeRequest writes for `action` the API refused.
+    pub fn node_request_errors(&self, action: &'static str) -> u64 {
+        self.request_errors
+            .get_or_create(&ActionLabel { action })
+            .get()
+    }
+
     /// A machine was handed back.
     pub fn node_handed_back(&self) {
         self.nodes_handed_back.inc();
+    }
+
+    /// How many machines were handed back.
+    pub fn nodes_handed_back(&self) -> u64 {
+        self.nodes_handed_back.get()
     }
 
     /// An object of `kind` (as the API names it: `NodeClass`) could not be decoded and was

@@ -78,7 +78,7 @@ use super::publisher::{EventPublisher, Occurrence};
 use super::state::Synced;
 use super::state::waiting;
 use crate::api::{
-    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeRequest, NodeRequestPhase,
+    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase,
     NodeRequestSpec, NodeState, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
 };
 use crate::error::Error;
@@ -465,6 +465,14 @@ async fn retire_failed(
             }
         }
     }
+}
+
+/// Whether `found`, a request under the name of a purchase about to be made, is that purchase
+/// in flight: the same spec, not going, not Failed (anything else is another request's).
+fn is_in_flight_for(found: &NodeRequest, spec: &NodeRequestSpec) -> bool {
+    found.spec == *spec
+        && found.metadata.deletion_timestamp.is_none()
+        && found.phase() != NodeRequestPhase::Failed
 }
 
 /// A Failed request's class rests (doubling per failure in a row); a Warning Event says why.
@@ -857,11 +865,7 @@ async fn create(
             // Another process made it between our look and our create (a leader change): the
             // same purchase in flight is ours; anything else under the name is not.
             match api.get_opt(&name).await {
-                Ok(Some(found))
-                    if found.spec == spec
-                        && found.metadata.deletion_timestamp.is_none()
-                        && found.phase() != NodeRequestPhase::Failed =>
-                {
+                Ok(Some(found)) if is_in_flight_for(&found, &spec) => {
                     ctx.purchases
                         .lock()
                         .created
@@ -1026,20 +1030,7 @@ async fn hand_back(
             };
             let name = node.name_any();
             // The newest copy: our own last write may not be in the cache yet.
-            let holds = ctx
-                .engine
-                .node(&name)
-                .is_none_or(|n| !n.allocations().is_empty() || n.unreadable_reason().is_some());
-            if holds || node.metadata.deletion_timestamp.is_some() {
-                continue;
-            }
-            let usable = node.spec.state == NodeState::Online
-                && node
-                    .spec
-                    .capacity
-                    .to_resources()
-                    .is_ok_and(|capacity| demand.could_use(node.labels(), capacity));
-            if usable {
+            if !is_idle(&node, ctx.engine.node(&name).as_deref(), demand) {
                 continue;
             }
             seen.insert(name.clone());
@@ -1076,6 +1067,24 @@ async fn hand_back(
     }
 }
 
+/// Whether a bought machine is idle: its newest copy (`newest`, none when unknown) holds no
+/// entry and is readable, it is not going, and no waiting tenant could be placed on it (it is
+/// not Online, or none fits there).
+fn is_idle(node: &Node, newest: Option<&Node>, demand: &Demand) -> bool {
+    let holds =
+        newest.is_none_or(|n| !n.allocations().is_empty() || n.unreadable_reason().is_some());
+    if holds || node.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
+    let usable = node.spec.state == NodeState::Online
+        && node
+            .spec
+            .capacity
+            .to_resources()
+            .is_ok_and(|capacity| demand.could_use(node.labels(), capacity));
+    !usable
+}
+
 /// A NodeRequest write the API refused: logged with what was being done, counted by action, and
 /// tried again at the next look (it never stops the others).
 fn refused(ctx: &Context, action: &'static str, request: String, source: kube::Error, what: &str) {
@@ -1105,8 +1114,10 @@ async fn publish<K: Resource<DynamicType = ()>>(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
     use super::*;
-    use crate::api::NodeRequestStatus;
+    use crate::api::{AllocationEntry, NodeRequestStatus, NodeSpec, NodeStatus};
 
     /// Whether `name` is a DNS-1123 label, as a Node name and a label value must be.
     fn is_dns_label(name: &str) -> bool {
@@ -1449,6 +1460,108 @@ mod tests {
                 ("d/c".to_owned(), "no node can be requested".to_owned()),
             ])
         );
+    }
+
+    fn box_spec(tenants: &[&str]) -> NodeRequestSpec {
+        NodeRequestSpec {
+            node_class: "box".into(),
+            capacity: ResourceAmounts::new(64, 256, 8000),
+            tenants: tenants.iter().map(|t| (*t).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_request_found_under_a_purchases_name_is_that_purchase_only_while_it_is_in_flight() {
+        let spec = box_spec(&["default/big"]);
+        let with = |change: &dyn Fn(&mut NodeRequest)| {
+            let mut found = NodeRequest::new("box-0000abcd", spec.clone());
+            change(&mut found);
+            is_in_flight_for(&found, &spec)
+        };
+        let phase = |phase| {
+            move |r: &mut NodeRequest| {
+                r.status = Some(NodeRequestStatus {
+                    phase,
+                    ..NodeRequestStatus::default()
+                })
+            }
+        };
+        assert!(with(&|_| {}), "made, no status yet");
+        assert!(with(&phase(NodeRequestPhase::Provisioning)));
+        assert!(with(&phase(NodeRequestPhase::Ready)));
+        assert!(!with(&phase(NodeRequestPhase::Failed)), "Failed");
+        assert!(
+            !with(&|r| r.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH))),
+            "going"
+        );
+        assert!(
+            !with(&|r| r.spec.tenants = vec!["default/other".into()]),
+            "for other tenants"
+        );
+        assert!(
+            !with(&|r| r.spec.node_class = "ovh".into()),
+            "of another class"
+        );
+    }
+
+    #[test]
+    fn a_bought_machine_is_idle_only_when_it_holds_nothing_stays_and_no_waiter_could_use_it() {
+        let online = |state| {
+            Node::new(
+                "box-0000abcd",
+                NodeSpec {
+                    capacity: ResourceAmounts::new(16, 64, 1000),
+                    state,
+                    overcommit: None,
+                },
+            )
+        };
+        let now = at(100);
+        let nobody = Demand::of(&[], QueueMode::BestEffortFifo, Duration::ZERO, now);
+        let fits = Demand::of(
+            &[first("d/t", 10, 8, 10)],
+            QueueMode::BestEffortFifo,
+            Duration::ZERO,
+            now,
+        );
+        let too_big = Demand::of(
+            &[first("d/t", 10, 32, 10)],
+            QueueMode::BestEffortFifo,
+            Duration::ZERO,
+            now,
+        );
+        let empty = online(NodeState::Online);
+        let mut holding = empty.clone();
+        holding.status = Some(NodeStatus {
+            allocations: vec![AllocationEntry {
+                tenant: "d/a".into(),
+                uid: "uid-a".into(),
+                resources: ResourceAmounts::new(1, 1, 1),
+            }],
+            ..NodeStatus::default()
+        });
+        let unreadable = Node::unreadable(empty.metadata.clone(), "{}", "bad".into());
+        let mut going = empty.clone();
+        going.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        let cordoned = online(NodeState::Cordoned);
+        // (cache copy, newest copy, demand, idle)
+        let table: [(&Node, Option<&Node>, &Demand, bool); 10] = [
+            (&empty, Some(&empty), &nobody, true),
+            (&empty, Some(&empty), &too_big, true),
+            (&empty, Some(&empty), &fits, false),
+            // The newest copy decides what it holds: a write the cache has not shown yet.
+            (&empty, Some(&holding), &nobody, false),
+            (&holding, Some(&empty), &nobody, true),
+            (&empty, Some(&unreadable), &nobody, false),
+            (&empty, None, &nobody, false),
+            (&going, Some(&going), &nobody, false),
+            // A node that takes nobody now is idle though a waiter would fit there.
+            (&cordoned, Some(&cordoned), &fits, true),
+            (&cordoned, Some(&cordoned), &nobody, true),
+        ];
+        for (i, (node, newest, demand, idle)) in table.into_iter().enumerate() {
+            assert_eq!(is_idle(node, newest, demand), idle, "case {i}");
+        }
     }
 
     fn at(seconds: i64) -> Timestamp {

@@ -124,6 +124,10 @@ async fn a_tenant_that_waits_gets_a_machine_asked_for_and_is_placed_on_it_when_i
         name
     );
     assert_eq!(requests(&h).len(), 1, "nothing asked for twice");
+    // A machine that holds its tenant is kept past the idle time.
+    more_looks(&h, 40).await;
+    assert_eq!(requests(&h).len(), 1, "the machine is kept");
+    assert_eq!(h.handles.metrics.nodes_handed_back(), 0);
     // One Event on the request, one on the tenant it is for.
     let mut regarding: Vec<String> = events_with_reason(&h, "NodeRequested")
         .iter()
@@ -137,12 +141,7 @@ async fn a_tenant_that_waits_gets_a_machine_asked_for_and_is_placed_on_it_when_i
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_request_is_reported_and_its_tenant_is_planned_on_another_class() {
     // cheap fails; dear works. The cheaper is asked for first.
-    let h = small_fleet(
-        provisioner(50, &["cheap"]),
-        &[class("cheap", 64, 100, None), class("dear", 64, 300, None)],
-    )
-    .await;
-    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    let h = cheap_fails(vec![]).await;
     until(&h, "big placed", |h| {
         placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
     })
@@ -154,6 +153,79 @@ async fn a_failed_request_is_reported_and_its_tenant_is_planned_on_another_class
     let left = requests(&h);
     assert_eq!(left.len(), 1, "the failed request is gone");
     assert_eq!(left[0].spec.node_class, "dear");
+    // Deleted once: a Failed request the watch showed gone is not deleted again.
+    more_looks(&h, 5).await;
+    assert_eq!(h.fleet.api.stats().count(Verb::Delete, "noderequests"), 1);
+    h.assert_invariants();
+}
+
+/// A fleet whose provisioner fails class cheap at once and delivers dear, with `faults`
+/// injected, then a tenant that needs one of them.
+async fn cheap_fails(faults: Vec<Fault>) -> Harness {
+    let h = small_fleet(
+        provisioner(50, &["cheap"]),
+        &[class("cheap", 64, 100, None), class("dear", 64, 300, None)],
+    )
+    .await;
+    for fault in faults {
+        h.fleet.api.inject(fault);
+    }
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_request_whose_delete_is_refused_is_counted_and_deleted_at_a_later_look() {
+    let h = cheap_fails(vec![
+        Fault::on(Verb::Delete)
+            .resource("noderequests")
+            .times(1)
+            .internal_error(),
+    ])
+    .await;
+    until(&h, "big placed and the failed request gone", |h| {
+        placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
+            && requests(h).iter().all(|r| r.spec.node_class == "dear")
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(h.fleet.api.stats().faults_fired, 1);
+    assert_eq!(h.handles.metrics.node_request_errors("retire"), 1);
+    assert_eq!(h.fleet.api.stats().count(Verb::Delete, "noderequests"), 2);
+    // Reported once, though seen at two looks.
+    assert_eq!(events_with_reason(&h, "ProvisioningFailed").len(), 1);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_request_someone_else_deletes_first_is_no_error() {
+    // The controller's delete is held while a person deletes the request: it then finds it gone.
+    let h = cheap_fails(vec![
+        Fault::on(Verb::Delete)
+            .resource("noderequests")
+            .times(1)
+            .delay(Duration::from_millis(1500)),
+    ])
+    .await;
+    h.until("the controller's delete sent", || {
+        h.fleet.api.stats().count(Verb::Delete, "noderequests") == 1
+    })
+    .await;
+    let failed = request_names(&h)
+        .into_iter()
+        .find(|n| n.starts_with("cheap-"))
+        .expect("the failed request is still there");
+    h.fleet
+        .api
+        .delete(GROUP, "noderequests", None, &failed)
+        .unwrap();
+    until(&h, "big placed", |h| {
+        placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(h.fleet.api.stats().faults_fired, 1);
+    assert_eq!(h.handles.metrics.node_request_errors("retire"), 0);
     h.assert_invariants();
 }
 
@@ -263,6 +335,13 @@ async fn a_blocked_move_is_bought_the_room_it_holds_not_the_smaller_footprint_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_deleted_before_its_machine_arrives_leaves_it_idle_and_it_is_handed_back() {
     let h = small_fleet(provisioner(400, &[]), &[class("box", 64, 100, None)]).await;
+    // The first hand-back is refused: counted, and tried again.
+    h.fleet.api.inject(
+        Fault::on(Verb::Delete)
+            .resource("noderequests")
+            .times(1)
+            .internal_error(),
+    );
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
     until(&h, "a request for big", |h| !requests(h).is_empty()).await;
     let name = requests(&h)[0].metadata.name.clone().unwrap();
@@ -284,6 +363,9 @@ async fn a_tenant_deleted_before_its_machine_arrives_leaves_it_idle_and_it_is_ha
     })
     .await;
     h.settle().await;
+    assert_eq!(h.fleet.api.stats().faults_fired, 1);
+    assert_eq!(h.handles.metrics.node_request_errors("hand_back"), 1);
+    assert_eq!(h.handles.metrics.nodes_handed_back(), 1);
     h.assert_invariants();
 }
 
@@ -314,9 +396,19 @@ async fn a_request_whose_create_answer_is_lost_or_whose_controller_restarts_is_n
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
     let h = small_fleet(provisioner(300, &[]), &[class("box", 64, 100, None)]).await;
-    let other = tokio::spawn(tenant_placer::controller::run(
+    // The first create is held until the other's has been made: it meets AlreadyExists.
+    h.fleet.api.inject(
+        Fault::on(Verb::Create)
+            .resource("noderequests")
+            .times(1)
+            .delay(Duration::from_millis(1500)),
+    );
+    let handles = Handles::default();
+    let other_metrics = handles.metrics.clone();
+    let other = tokio::spawn(tenant_placer::controller::run_with(
         h.fleet.client.clone(),
         buying(),
+        handles,
     ));
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
     until(&h, "big placed", |h| {
@@ -326,9 +418,34 @@ async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
     h.settle().await;
     other.abort();
     // Both computed the same purchase under the same stable name: one was made, the other
-    // found it.
+    // found it, and neither counts that as an error.
     let made = requests(&h);
     assert_eq!(made.len(), 1, "{made:#?}");
+    assert_eq!(h.fleet.api.stats().count(Verb::Create, "noderequests"), 2);
+    for metrics in [&h.handles.metrics, &other_metrics] {
+        assert_eq!(metrics.node_request_errors("create"), 0);
+    }
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_create_is_counted_and_the_purchase_made_at_a_later_look() {
+    let h = small_fleet(provisioner(100, &[]), &[class("box", 64, 100, None)]).await;
+    h.fleet.api.inject(
+        Fault::on(Verb::Create)
+            .resource("noderequests")
+            .times(1)
+            .internal_error(),
+    );
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    until(&h, "big placed", |h| {
+        placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(h.fleet.api.stats().faults_fired, 1);
+    assert_eq!(h.handles.metrics.node_request_errors("create"), 1);
+    assert_eq!(requests(&h).len(), 1);
     h.assert_invariants();
 }
 
