@@ -154,7 +154,7 @@ async fn bench() {
     let api = fleet.api.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(inmem_apiserver::serve(api.clone(), listener));
+    tokio::spawn(inmem_apiserver::server::serve(api.clone(), listener));
     let kubeconfig =
         std::env::temp_dir().join(format!("tp-bench-{}.kubeconfig", std::process::id()));
     std::fs::write(

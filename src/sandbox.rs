@@ -170,7 +170,7 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
             addr: options.listen,
             source,
         })?;
-    let server = tokio::spawn(inmem_apiserver::serve(fleet.api.clone(), listener));
+    let server = tokio::spawn(inmem_apiserver::server::serve(fleet.api.clone(), listener));
     let objects: Vec<Value> = objects.into_iter().map(with_last_applied).collect();
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) =

@@ -237,24 +237,16 @@ fn a_back_edge_is_reported() {
 }
 
 /// Inside `src/controller/`, bottom first: what the controller knows (state) and its Events;
-/// the engine and the runner over it; the loops; the wiring (`mod.rs`). A file names only parts
+/// the engine and the runner over it; the tunables (settings, which name the engine's retry
+/// policy); the loops, each with its own struct of what it reads and writes through; the wiring
+/// (`mod.rs`), which builds them. A file names only parts
 /// of layers below its own, or its own part (files of one folder); loops do not name each other.
 const CONTROLLER_LAYERS: &[&[&str]] = &[
     &["state", "publisher", "patch"],
     &["engine", "runner"],
+    &["settings"],
     &["tenant", "node", "requests", "passes"],
     &["mod"],
-];
-
-/// Back edges that exist today, each `(file, item)`: the loops still share the wiring's one
-/// `Context` (the next step gives each loop its own). The test fails on any other back edge, and
-/// on one listed here that is gone (so the list only shrinks).
-const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
-    ("controller/node.rs", "Context"),
-    ("controller/passes.rs", "Context"),
-    ("controller/requests.rs", "Context"),
-    ("controller/tenant.rs", "Context"),
-    ("controller/tenant.rs", "EventLevel"),
 ];
 
 /// The part of the controller a file belongs to: its folder under `src/controller/` or its
@@ -324,20 +316,10 @@ fn controller_back_edges(controller: &Path) -> Vec<(String, String)> {
 fn the_controllers_parts_depend_one_way_down_its_layers() {
     let controller = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/controller");
     let found = controller_back_edges(&controller);
-    let known: Vec<(String, String)> = KNOWN_BACK_EDGES
-        .iter()
-        .map(|(file, item)| ((*file).to_owned(), (*item).to_owned()))
-        .collect();
-    let new: Vec<_> = found.iter().filter(|edge| !known.contains(edge)).collect();
     assert!(
-        new.is_empty(),
+        found.is_empty(),
         "the controller's parts do not depend one way (state < engine < loops < wiring); \
-         (file, what it names):\n  {new:?}"
-    );
-    let gone: Vec<_> = known.iter().filter(|edge| !found.contains(edge)).collect();
-    assert!(
-        gone.is_empty(),
-        "gone, remove from KNOWN_BACK_EDGES: {gone:?}"
+         (file, what it names):\n  {found:?}"
     );
 }
 
@@ -385,4 +367,379 @@ fn a_back_edge_inside_the_controller_is_reported() {
     assert!(edges("controller/engine/mod.rs").is_empty(), "{found:?}");
     assert!(edges("controller/engine/batch.rs").is_empty(), "{found:?}");
     assert_eq!(edges("controller/node.rs"), ["Context", "tenant"]);
+}
+
+// --- No import circles between files, in every crate of the workspace ---------------------------
+//
+// Each file is a module (`a/b.rs` and `a/b/mod.rs` are `a::b`; `lib.rs` the root). A file names
+// another when a path in its shipped code leads there: `crate::a::b::Item` (the deepest module on
+// the path), `super::` and `self::` from where it sits, a child by its bare name (`b::Item` in
+// `a/mod.rs`), and a name a module re-exports (`pub use`) leads on to where it comes from. A
+// parent that names its child and a child that names its parent are a circle too (a doc link is
+// no import). Binaries
+// (`main.rs`, `bin/`) are crates of their own and are not read.
+
+type Module = Vec<String>;
+
+/// The text without any comment: a doc link is no import.
+fn without_comments(text: &str) -> String {
+    let code: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            let line = line.trim_start();
+            !(line.starts_with("///") || line.starts_with("//!"))
+        })
+        .collect();
+    without_plain_comments(&code.join("\n"))
+}
+
+/// Every module file of the crate at `src`, by module path.
+fn module_files(src: &Path) -> std::collections::BTreeMap<Module, PathBuf> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut modules = std::collections::BTreeMap::new();
+    for file in files {
+        let relative = file.strip_prefix(src).unwrap().with_extension("");
+        let mut path: Module = relative
+            .components()
+            .map(|c| c.as_os_str().to_str().unwrap().to_owned())
+            .collect();
+        if path.first().is_some_and(|p| p == "bin") || path == ["main"] {
+            continue;
+        }
+        if path.last().is_some_and(|p| p == "mod") || path == ["lib"] {
+            path.pop();
+        }
+        modules.insert(path, file);
+    }
+    modules
+}
+
+/// The paths written from `at` on (`a::b::{C, d::E}` gives `[a, b, C]` and `[a, b, d, E]`;
+/// `as` aliases and `*` end a path). Each path keeps only identifier segments.
+fn paths_at(text: &str, at: usize) -> Vec<Module> {
+    fn skip_space(text: &[u8], mut i: usize) -> usize {
+        while i < text.len() && text[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    }
+    fn parse(text: &[u8], mut i: usize, prefix: Module, out: &mut Vec<Module>) -> usize {
+        let mut path = prefix;
+        loop {
+            i = skip_space(text, i);
+            if text.get(i) == Some(&b'{') {
+                i += 1;
+                loop {
+                    i = parse(text, i, path.clone(), out);
+                    i = skip_space(text, i);
+                    match text.get(i) {
+                        Some(b',') => i += 1,
+                        Some(b'}') => return i + 1,
+                        _ => return i,
+                    }
+                    if skip_space(text, i) < text.len() && text[skip_space(text, i)] == b'}' {
+                        return skip_space(text, i) + 1;
+                    }
+                }
+            }
+            let start = i;
+            while i < text.len() && (text[i].is_ascii_alphanumeric() || text[i] == b'_') {
+                i += 1;
+            }
+            if i > start {
+                path.push(String::from_utf8_lossy(&text[start..i]).into_owned());
+            }
+            let after = skip_space(text, i);
+            if i > start && text[after..].starts_with(b"::") {
+                i = after + 2;
+                continue;
+            }
+            out.push(path);
+            return i;
+        }
+    }
+    let mut out = Vec::new();
+    parse(text.as_bytes(), at, Vec::new(), &mut out);
+    out
+}
+
+/// Where each path that starts with `prefix` (not inside a longer name or path) begins.
+fn starts_of(text: &str, prefix: &str) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut search = 0;
+    while let Some(at) = text[search..].find(prefix) {
+        let at = search + at;
+        search = at + prefix.len();
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$' || c == ':') {
+            continue;
+        }
+        starts.push(at + prefix.len());
+    }
+    starts
+}
+
+/// The module a path from `base` leads to: as deep as the path names modules, then on through a
+/// name the module re-exports.
+fn resolve(
+    modules: &std::collections::BTreeMap<Module, PathBuf>,
+    reexports: &std::collections::BTreeMap<(Module, String), Module>,
+    base: &[String],
+    path: &[String],
+) -> Option<Module> {
+    let mut at: Module = base.to_vec();
+    for segment in path {
+        let mut deeper = at.clone();
+        deeper.push(segment.clone());
+        if modules.contains_key(&deeper) {
+            at = deeper;
+        } else {
+            return Some(
+                reexports
+                    .get(&(at.clone(), segment.clone()))
+                    .cloned()
+                    .unwrap_or(at),
+            );
+        }
+    }
+    Some(at)
+}
+
+/// Every path `text` (the file of `module`) writes, each with the module it starts from.
+fn written_paths(
+    modules: &std::collections::BTreeMap<Module, PathBuf>,
+    module: &[String],
+    text: &str,
+) -> Vec<(Module, Module)> {
+    let mut paths = Vec::new();
+    for at in starts_of(text, "crate::") {
+        paths.extend(paths_at(text, at).into_iter().map(|p| (Vec::new(), p)));
+    }
+    for at in starts_of(text, "self::") {
+        paths.extend(paths_at(text, at).into_iter().map(|p| (module.to_vec(), p)));
+    }
+    for at in starts_of(text, "super::") {
+        let mut ups = 1;
+        let mut at = at;
+        while text[at..].starts_with("super::") {
+            ups += 1;
+            at += "super::".len();
+        }
+        let base = module[..module.len().saturating_sub(ups)].to_vec();
+        paths.extend(paths_at(text, at).into_iter().map(|p| (base.clone(), p)));
+    }
+    // A child named by its bare name, and the paths of `use` statements (relative in 2018).
+    let children = modules
+        .keys()
+        .filter(|m| m.len() == module.len() + 1 && m.starts_with(module));
+    for child in children {
+        let name = child.last().unwrap();
+        for at in starts_of(text, &format!("{name}::")) {
+            let from = at - name.len() - 2;
+            paths.extend(
+                paths_at(text, from)
+                    .into_iter()
+                    .map(|p| (module.to_vec(), p)),
+            );
+        }
+    }
+    paths
+}
+
+/// `(module, name) -> module the name comes from`, for every name a module re-exports.
+fn reexports_of(
+    modules: &std::collections::BTreeMap<Module, PathBuf>,
+) -> std::collections::BTreeMap<(Module, String), Module> {
+    let mut reexports = std::collections::BTreeMap::new();
+    // Twice: a re-export of a re-export resolves on the second round.
+    for _ in 0..2 {
+        let mut found = Vec::new();
+        for (module, file) in modules {
+            let text = without_comments(shipped(&std::fs::read_to_string(file).unwrap()));
+            for visibility in ["pub use ", "pub(crate) use ", "pub(super) use "] {
+                for at in starts_of(&text, visibility) {
+                    for path in paths_at(&text, at) {
+                        let (base, path) = match path.first().map(String::as_str) {
+                            Some("crate") => (Vec::new(), &path[1..]),
+                            Some("self") => (module.clone(), &path[1..]),
+                            Some("super") => {
+                                let ups = path.iter().take_while(|s| *s == "super").count();
+                                (
+                                    module[..module.len().saturating_sub(ups)].to_vec(),
+                                    &path[ups..],
+                                )
+                            }
+                            _ => (module.clone(), &path[..]),
+                        };
+                        let Some((name, from)) = path.split_last() else {
+                            continue;
+                        };
+                        if let Some(source) = resolve(modules, &reexports, &base, from)
+                            && source != *module
+                        {
+                            found.push(((module.clone(), name.clone()), source));
+                        }
+                    }
+                }
+            }
+        }
+        reexports.extend(found);
+    }
+    reexports
+}
+
+/// Every file-level circle of the crate at `src`: each a sorted list of module paths, and the
+/// edges inside it (`a -> b`).
+fn import_circles(src: &Path) -> Vec<(Vec<String>, Vec<String>)> {
+    let modules = module_files(src);
+    let reexports = reexports_of(&modules);
+    let mut edges: std::collections::BTreeMap<Module, BTreeSet<Module>> = Default::default();
+    for (module, file) in &modules {
+        let text = without_comments(shipped(&std::fs::read_to_string(file).unwrap()));
+        let named = edges.entry(module.clone()).or_default();
+        for (base, path) in written_paths(&modules, module, &text) {
+            if let Some(to) = resolve(&modules, &reexports, &base, &path)
+                && to != *module
+            {
+                named.insert(to);
+            }
+        }
+    }
+    let name = |m: &Module| {
+        if m.is_empty() {
+            "crate".to_owned()
+        } else {
+            m.join("::")
+        }
+    };
+    strongly_connected(&edges)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .map(|c| {
+            let mut names: Vec<String> = c.iter().map(name).collect();
+            names.sort();
+            let mut inside: Vec<String> = c
+                .iter()
+                .flat_map(|from| {
+                    edges[from]
+                        .iter()
+                        .filter(|to| c.contains(to))
+                        .map(move |to| format!("{} -> {}", name(from), name(to)))
+                })
+                .collect();
+            inside.sort();
+            (names, inside)
+        })
+        .collect()
+}
+
+/// Tarjan's strongly connected components.
+fn strongly_connected(
+    edges: &std::collections::BTreeMap<Module, BTreeSet<Module>>,
+) -> Vec<Vec<Module>> {
+    struct Walk<'a> {
+        edges: &'a std::collections::BTreeMap<Module, BTreeSet<Module>>,
+        index: std::collections::BTreeMap<&'a Module, usize>,
+        low: std::collections::BTreeMap<&'a Module, usize>,
+        stack: Vec<&'a Module>,
+        components: Vec<Vec<Module>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, v: &'a Module) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                let Some((w, _)) = self.edges.get_key_value(w) else {
+                    continue;
+                };
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let low = self.low[v].min(self.low[w]);
+                    self.low.insert(v, low);
+                } else if self.stack.contains(&w) {
+                    let low = self.low[v].min(self.index[w]);
+                    self.low.insert(v, low);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    component.push(w.clone());
+                    if w == v {
+                        break;
+                    }
+                }
+                self.components.push(component);
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: Default::default(),
+        low: Default::default(),
+        stack: Vec::new(),
+        components: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !walk.index.contains_key(v) {
+            walk.visit(v);
+        }
+    }
+    walk.components
+}
+
+#[test]
+fn no_file_of_any_crate_imports_another_that_imports_it_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for src in ["src", "placement/src", "inmem-apiserver/src"] {
+        for (circle, edges) in import_circles(&root.join(src)) {
+            found.push(format!(
+                "{src}: {} ({})",
+                circle.join(", "),
+                edges.join("; ")
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "import circles:\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn import_circles_are_found_through_paths_groups_parents_and_reexports() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("c")).unwrap();
+    let write = |file: &str, text: &str| std::fs::write(src.join(file), text).unwrap();
+    write(
+        "lib.rs",
+        "pub mod a;\npub mod b;\npub mod c;\npub use a::X;\n",
+    );
+    // a -> b (in a group), b -> a (through the root's re-export).
+    write("a.rs", "use crate::{\n    b::Y,\n};\npub struct X;\n");
+    write("b.rs", "use crate::X;\npub struct Y;\n");
+    // c -> its child d (bare name), d -> c (super::); e -> d is no circle.
+    write(
+        "c/mod.rs",
+        "mod d;\nmod e;\npub fn f() { d::g() }\npub struct Ctx;\n",
+    );
+    write("c/d.rs", "use super::Ctx;\npub fn g() {}\n");
+    write(
+        "c/e.rs",
+        "use super::d::g;\n#[cfg(test)]\nmod tests { use super::super::Ctx; }\n",
+    );
+    let circles: Vec<Vec<String>> = import_circles(src).into_iter().map(|c| c.0).collect();
+    assert_eq!(
+        circles,
+        [
+            vec!["a".to_owned(), "b".into()],
+            vec!["c".into(), "c::d".into()]
+        ]
+    );
 }

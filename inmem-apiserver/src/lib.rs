@@ -2,7 +2,7 @@
 //!
 //! [`ApiServer`] is a `tower::Service<http::Request<B>>`, so
 //! `kube::Client::new(api.clone(), "default")` talks to it in-process; its
-//! [`ApiServer::handle`] serves one `http::Request<Bytes>`, and [`serve`]
+//! [`ApiServer::handle`] serves one `http::Request<Bytes>`, and [`server::serve`]
 //! serves it over plain HTTP/1.1 on a TCP listener, for real clients such as
 //! `kubectl` (what `tenant-placer sandbox` does). The crate does not depend on kube: it learns
 //! custom kinds from `apiextensions.k8s.io/v1` CustomResourceDefinitions
@@ -139,7 +139,7 @@ mod patch;
 mod rules;
 mod schema;
 mod selector;
-mod server;
+pub mod server;
 mod status;
 mod store;
 mod table;
@@ -159,7 +159,6 @@ pub use body::ResponseBody;
 pub use cost::CostModel;
 pub use faults::{Fault, FaultAction, RequestKey, Stall, Stats, Verb};
 pub use host::{ForeignHost, check_host};
-pub use server::serve;
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};
 

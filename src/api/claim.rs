@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::{Node, ResourceAmounts, Tenant, TenantPhase};
+use super::amounts::ResourceAmounts;
+use super::node::Node;
+use super::tenant::{Tenant, TenantPhase};
 
 /// What one tenant's status says it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]

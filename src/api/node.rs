@@ -4,7 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Condition, ResourceAmounts};
+use super::amounts::ResourceAmounts;
+use super::condition::Condition;
 
 /// The condition a Node carries when it holds more than its capacity (capacity was lowered).
 pub const OVER_CAPACITY_CONDITION: &str = "OverCapacity";

@@ -16,7 +16,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::ResourceAmounts;
+use super::amounts::{MAX_AMOUNT, NegativeAmount, ResourceAmounts};
 
 /// The label a provisioner puts on the Node it makes for a request: the request's name.
 pub const NODE_REQUEST_LABEL: &str = "placement.tenant-placer.dev/node-request";
@@ -87,7 +87,7 @@ pub struct NodeClassSpec {
     /// the cheapest set of machines; a class without a cost is bought only when no priced class
     /// can hold a tenant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0, max = super::MAX_AMOUNT))]
+    #[schemars(range(min = 0, max = MAX_AMOUNT))]
     pub monthly_cost: Option<i64>,
     /// The most machines of this class at once (requested and not handed back). Unset: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,7 +113,7 @@ impl NodeClass {
     /// The class as purchase planning reads it, with `in_use` of its machines existing or
     /// requested. Prices are whole units here and whole cents for the planner (the schema's
     /// largest price fits); an error when the capacity cannot be read.
-    pub fn offer(&self, in_use: usize) -> Result<placement::NodeClassOffer, super::NegativeAmount> {
+    pub fn offer(&self, in_use: usize) -> Result<placement::NodeClassOffer, NegativeAmount> {
         Ok(placement::NodeClassOffer {
             name: self.metadata.name.clone().unwrap_or_default(),
             capacity: self.spec.capacity.to_resources()?,

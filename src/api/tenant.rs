@@ -6,7 +6,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Condition, ResourceAmounts};
+use super::amounts::ResourceAmounts;
+use super::condition::Condition;
 
 /// The type of the condition that says whether the tenant holds its reservation.
 pub const PLACED_CONDITION: &str = "Placed";
@@ -332,7 +333,7 @@ impl MigrationStatus {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpecError {
     #[error("spec.resources.{0}")]
-    Negative(#[from] super::NegativeAmount),
+    Negative(#[from] super::amounts::NegativeAmount),
     #[error("spec.replicas is {replicas}, but a {mode:?} tenant needs {needs}")]
     ReplicasForMode {
         mode: TenantMode,

@@ -27,10 +27,10 @@ pub mod patch;
 pub mod publisher;
 pub mod requests;
 pub mod runner;
+pub mod settings;
 pub mod state;
 pub mod tenant;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -48,143 +48,22 @@ use kube::{Client, Resource, ResourceExt};
 
 use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
-use crate::leader::{self, AbortOnDrop, LeaseConfig};
+use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
+pub use node::NodeLoop;
+pub use requests::RequestLoop;
+pub use settings::{Backoff, EventLevel, Settings};
 pub use state::tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
 pub use state::{Synced, WaitingRoom};
 use state::{claims, decode, newest, strip};
+pub use tenant::TenantLoop;
 
 /// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
 /// tenants the watch runs behind the writes by as many tenants as wait to be placed, and a copy
 /// is a tenant's worth of memory. Past the bound a copy leaves its version only, and a
 /// reconcile that needs it reads the tenant (a read, never a second write).
 const TENANT_COPIES: usize = 1024;
-
-/// Tunables of the controller.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// Tenant reconciles running at once.
-    pub concurrency: u16,
-    /// How often a settled object is looked at again with nothing changed.
-    pub resync: Duration,
-    /// The first fallback re-check of a waiting tenant; doubles up to `pending_recheck_max`.
-    pub pending_recheck: Duration,
-    pub pending_recheck_max: Duration,
-    /// The first retry after an error; doubles up to `error_backoff_max`.
-    pub error_backoff: Duration,
-    pub error_backoff_max: Duration,
-    pub retry: RetryPolicy,
-    /// How new tenants are placed.
-    pub policy: placement::Policy,
-    /// Reconcile only while holding this Lease; `None` runs unconditionally (one replica).
-    pub leader_election: Option<LeaseConfig>,
-    /// This replica's name in Events (its pod name in a cluster).
-    pub instance: Option<String>,
-    /// Put the reservation finalizer on every Tenant (the default). Without it a delete is
-    /// released from the watch's delete event, and what that misses (a delete while no
-    /// controller ran) by the orphan sweep: one write less per tenant, a late release instead
-    /// of a blocked delete.
-    pub finalizer: bool,
-    /// Which Events to publish on Tenants.
-    pub events: EventLevel,
-    /// How waiting tenants are ordered (BestEffortFIFO unless set).
-    pub queue: placement::QueueMode,
-    /// Node changes are judged for waiting tenants at most once per this window.
-    pub requeue_window: Duration,
-    /// How often every node is looked at again for orphaned entries and stale totals.
-    pub orphan_sweep: Duration,
-    /// Moves off draining nodes in flight at once, at most.
-    pub max_migrations: u16,
-    /// A tenant waiting for capacity this long gets a NodeRequest (when a NodeClass can hold
-    /// it); `None` requests nothing.
-    pub request_after: Option<Duration>,
-    /// A Node made for a request that has held nothing this long is handed back.
-    pub empty_node_after: Duration,
-    /// How often the requests are looked at.
-    pub request_check: Duration,
-    /// The pool's Nodes (`--node-selector`): only these are watched, placed on and written;
-    /// `None` takes every Node.
-    pub node_selector: Option<LabelSelector>,
-    /// The pool's Tenants (`--tenant-selector`): only these are watched, placed and written;
-    /// `None` takes every Tenant.
-    pub tenant_selector: Option<LabelSelector>,
-}
-
-/// Which Events the controller publishes on Tenants.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum EventLevel {
-    /// Every reservation change (Placed, Resized, Released) and every problem: one write more
-    /// per placement.
-    All,
-    /// Only what needs a person (the default): Pending, ResizeBlocked, ReservationLost,
-    /// ReservationRestored, DuplicateReleased and failures. The status and its Placed condition
-    /// say where a tenant is.
-    #[default]
-    Problems,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            concurrency: 96,
-            resync: Duration::from_secs(3600),
-            pending_recheck: Duration::from_secs(60),
-            pending_recheck_max: Duration::from_secs(900),
-            error_backoff: Duration::from_millis(500),
-            error_backoff_max: Duration::from_secs(300),
-            retry: RetryPolicy::default(),
-            policy: placement::Policy::FirstFit,
-            leader_election: None,
-            instance: None,
-            finalizer: true,
-            events: EventLevel::Problems,
-            queue: placement::QueueMode::BestEffortFifo,
-            requeue_window: Duration::from_millis(100),
-            orphan_sweep: Duration::from_secs(300),
-            max_migrations: 16,
-            request_after: Some(Duration::from_secs(60)),
-            empty_node_after: Duration::from_secs(600),
-            request_check: Duration::from_secs(1),
-            node_selector: None,
-            tenant_selector: None,
-        }
-    }
-}
-
-/// Exponential backoff per key: base x 2^n up to max, reset on success.
-#[derive(Debug)]
-pub struct Backoff {
-    base: Duration,
-    max: Duration,
-    attempts: Mutex<HashMap<String, u32>>,
-}
-
-impl Backoff {
-    pub fn new(base: Duration, max: Duration) -> Self {
-        Backoff {
-            base,
-            max,
-            attempts: Mutex::default(),
-        }
-    }
-
-    /// The next delay for this key, and counts the attempt.
-    pub fn next(&self, key: &str) -> Duration {
-        let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
-        let n = attempts.entry(key.to_owned()).or_insert(0);
-        let delay = self.base.saturating_mul(1u32 << (*n).min(16)).min(self.max);
-        *n = n.saturating_add(1);
-        delay
-    }
-
-    pub fn reset(&self, key: &str) {
-        self.attempts
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(key);
-    }
-}
 
 /// What a kind needs to be watched, decoded one by one and cached.
 trait Watchable:
@@ -333,7 +212,8 @@ fn node_sweeps(
 /// and a Warning Event on the object.
 async fn report_skipped(
     mut skipped: futures::channel::mpsc::UnboundedReceiver<decode::Skipped>,
-    ctx: Arc<Context>,
+    metrics: Arc<Metrics>,
+    events: Option<publisher::EventPublisher>,
 ) {
     let mut reported = decode::Reported::default();
     while let Some(bad) = skipped.next().await {
@@ -348,8 +228,7 @@ async fn report_skipped(
         };
         tracing::error!(object = %bad.describe(), error = %bad.error,
             "cannot decode this object; tenant-placer {kept}");
-        ctx.metrics
-            .undecodable(bad.object.kind.as_deref().unwrap_or_default());
+        metrics.undecodable(bad.object.kind.as_deref().unwrap_or_default());
         let occurrence = publisher::Occurrence {
             type_: kube::runtime::events::EventType::Warning,
             reason: "Undecodable",
@@ -359,97 +238,9 @@ async fn report_skipped(
                 bad.error
             ),
         };
-        let events = ctx.events.as_ref();
-        publisher::EventPublisher::publish_or_log(events, occurrence, bad.object.clone()).await;
+        publisher::EventPublisher::publish_or_log(events.as_ref(), occurrence, bad.object.clone())
+            .await;
     }
-}
-
-/// What every reconcile shares.
-pub struct Context {
-    pub client: Client,
-    /// The placement engine: the only writer of Node status.
-    pub engine: Engine,
-    /// The tenant watch cache, to find orphaned entries without a read per entry.
-    pub tenants: TenantCache,
-    /// Raised once the tenant cache holds its first full list.
-    pub tenants_synced: Synced,
-    /// Tenants as our own writes left them, until the cache catches up.
-    pub tenant_copies: Arc<newest::Newest<Tenant>>,
-    /// Tenants waiting for room, re-queued by node changes (shared with the engine's queue).
-    pub waiting: Arc<WaitingRoom>,
-    /// What each tenant's status claims, checked against its node in the waiting room's passes.
-    pub claims: Arc<claims::Claims>,
-    /// What the node-request loop remembers: each waiting tenant's note, requests just created.
-    pub purchases: Arc<requests::Purchases>,
-    /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
-    pub events: Option<publisher::EventPublisher>,
-    pub metrics: Arc<Metrics>,
-    pub settings: Settings,
-    pub pending_backoff: Backoff,
-    pub error_backoff: Backoff,
-}
-
-impl std::fmt::Debug for Context {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Context {
-    pub fn new(
-        client: Client,
-        engine: Engine,
-        tenants: TenantCache,
-        tenants_synced: Synced,
-        waiting: Arc<WaitingRoom>,
-        settings: Settings,
-    ) -> Self {
-        Context {
-            client,
-            engine,
-            tenants,
-            tenants_synced,
-            tenant_copies: Arc::default(),
-            waiting,
-            claims: Arc::default(),
-            purchases: Arc::default(),
-            events: None,
-            metrics: Arc::default(),
-            pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
-            error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
-            settings,
-        }
-    }
-}
-
-impl Context {
-    /// Publishes Events through this recorder.
-    pub fn with_events(self, publisher: publisher::EventPublisher) -> Self {
-        Context {
-            events: Some(publisher),
-            ..self
-        }
-    }
-
-    /// Counts into these metrics.
-    pub fn with_metrics(self, metrics: Arc<Metrics>) -> Self {
-        Context { metrics, ..self }
-    }
-}
-
-/// Logs the error and re-queues the object with backoff.
-pub fn error_policy<K: Resource>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
-    Action::requeue(error_delay(object.as_ref(), error, &ctx))
-}
-
-/// Logs the error; returns when to try the object again (its backoff).
-fn error_delay<K: Resource>(object: &K, error: &Error, ctx: &Context) -> Duration {
-    let key = object.uid().unwrap_or_else(|| object.name_any());
-    let delay = ctx.error_backoff.next(&key);
-    tracing::warn!(object = %object.name_any(), error = %error, label = error.label(), ?delay, "reconcile failed");
-    delay
 }
 
 /// This replica's part, written by the run loop: the leader (or the only replica) with synced
@@ -744,43 +535,39 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let concurrency = settings.concurrency;
     let publisher =
         publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());
-    let context = Context {
-        tenant_copies,
-        claims,
-        ..Context::new(
-            client,
-            engine,
-            tenant_cache,
-            tenants_synced.clone(),
-            waiting,
-            settings,
-        )
-    };
-    let ctx = Arc::new(context.with_events(publisher).with_metrics(metrics));
-    let _passes = AbortOnDrop(tokio::spawn(passes::run(ctx.clone())));
-    let _requests = ctx.settings.request_after.is_some().then(|| {
+    let engine = Arc::new(engine);
+    let notes: Arc<state::PurchaseNotes> = Arc::default();
+    let _passes = AbortOnDrop(tokio::spawn(passes::run(passes::Passes {
+        waiting: waiting.clone(),
+        claims: claims.clone(),
+        engine: engine.clone(),
+        tenants: tenant_cache.clone(),
+        requeue_window: settings.requeue_window,
+    })));
+    let _requests = settings.request_after.is_some().then(|| {
         let (class_cache, class_feed) = reflector::store::<NodeClass>();
         let (request_cache, request_feed) = reflector::store::<NodeRequest>();
         purchase_caches.set_purchases(class_cache.clone(), request_cache.clone());
         let (raise_classes, classes_synced) = Synced::flag();
         let (raise_requests, requests_synced) = Synced::flag();
         let classes = reflected(
-            Api::all(ctx.client.clone()),
+            Api::all(client.clone()),
             None,
             class_feed,
             raise_classes,
             |_: &watcher::Event<NodeClass>| {},
             skipped_requests.clone(),
         );
+        let purchases: Arc<requests::Purchases> = Arc::default();
         // Every event, not only the cache: a request Failed or gone between looks is seen.
-        let observed = ctx.clone();
+        let observed = purchases.clone();
         let requests = reflected(
-            Api::all(ctx.client.clone()),
+            Api::all(client.clone()),
             None,
             request_feed,
             raise_requests,
             move |event: &watcher::Event<NodeRequest>| {
-                observed.purchases.observe(event);
+                observed.observe(event);
                 if let Some(bought) = &bought {
                     bought.observe(event);
                 }
@@ -791,18 +578,52 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             classes.for_each(|_| std::future::ready(())),
             requests.for_each(|_| std::future::ready(())),
         );
+        let buyer = RequestLoop {
+            client: client.clone(),
+            engine: engine.clone(),
+            tenants: tenant_cache.clone(),
+            tenants_synced: tenants_synced.clone(),
+            waiting: waiting.clone(),
+            purchases,
+            notes: notes.clone(),
+            events: Some(publisher.clone()),
+            metrics: metrics.clone(),
+            settings: settings.clone(),
+        };
         (
             AbortOnDrop(tokio::spawn(async move {
                 watches.await;
             })),
             AbortOnDrop(tokio::spawn(requests::run(
-                ctx.clone(),
+                Arc::new(buyer),
                 (class_cache, classes_synced),
                 (request_cache, requests_synced),
             ))),
         )
     });
-    let _skipped = AbortOnDrop(tokio::spawn(report_skipped(undecodable, ctx.clone())));
+    let _skipped = AbortOnDrop(tokio::spawn(report_skipped(
+        undecodable,
+        metrics.clone(),
+        Some(publisher.clone()),
+    )));
+    let node_ctx = Arc::new(NodeLoop {
+        claims,
+        metrics: metrics.clone(),
+        ..NodeLoop::new(
+            client.clone(),
+            engine.clone(),
+            (tenant_cache.clone(), tenants_synced.clone()),
+            waiting.clone(),
+            settings.clone(),
+        )
+    });
+    let ctx = Arc::new(TenantLoop {
+        tenant_copies,
+        notes,
+        events: Some(publisher),
+        metrics,
+        ..TenantLoop::new(client, engine, tenant_cache, waiting, settings)
+    });
     let released_on_delete = ctx.clone();
     let _releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(
         usize::from(concurrency),
@@ -811,7 +632,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             async move { tenant::deleted(&gone, &ctx).await }
         },
     )));
-    let seeded = ctx.clone();
+    let (seeded, reconcile_after) = (ctx.clone(), tenants_synced.clone());
     let _readiness = AbortOnDrop(tokio::spawn(async move {
         if node_synced.wait().await.is_ok() && tenants_synced.wait().await.is_ok() {
             let waiting = seeded.waiting.rebuild_from(&seeded.tenants);
@@ -833,19 +654,18 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         }),
     ));
     let reconciling = ctx.clone();
-    let (tenants, tenants_synced) = (ctx.tenants.clone(), ctx.tenants_synced.clone());
+    let tenants = ctx.tenants.clone();
     let tenant_loop = runner.run(
         &tenants,
-        &tenants_synced,
+        &reconcile_after,
         usize::from(concurrency),
         move |tenant| {
             let ctx = reconciling.clone();
             async move {
-                match observed("tenant", tenant.clone(), ctx.clone(), tenant::reconcile).await {
+                let reconcile = tenant::reconcile(tenant.clone(), ctx.clone());
+                match observed("tenant", tenant.clone(), &ctx.metrics, reconcile).await {
                     Ok(action) => action,
-                    Err(error) => {
-                        runner::Action::requeue(error_delay(tenant.as_ref(), &error, &ctx))
-                    }
+                    Err(error) => runner::Action::requeue(ctx.retry_after(&tenant, &error)),
                 }
             }
         },
@@ -853,30 +673,37 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     );
     // Bounded like the tenants': in a flood every node changes, and an unbounded controller
     // holds a reconcile in flight for each of them (about 1 KB each, waiting on the engine).
-    let node_loop = node_controller
-        .reconcile_on(node_sweeps(node_cache.clone(), ctx.settings.orphan_sweep))
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .shutdown_on_signal()
-        .run(
-            |node, ctx| observed("node", node, ctx, node::reconcile),
-            error_policy,
-            ctx,
-        )
-        .for_each(|result| async move { log_result("node", result) });
+    let node_loop =
+        node_controller
+            .reconcile_on(node_sweeps(
+                node_cache.clone(),
+                node_ctx.settings.orphan_sweep,
+            ))
+            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+            .shutdown_on_signal()
+            .run(
+                |node, ctx| {
+                    let metrics = ctx.metrics.clone();
+                    async move {
+                        observed("node", node.clone(), &metrics, node::reconcile(node, ctx)).await
+                    }
+                },
+                node::error_policy,
+                node_ctx,
+            )
+            .for_each(|result| async move { log_result("node", result) });
     futures::join!(tenant_loop, node_loop);
 }
 
 /// Runs one reconcile in a span naming the object, and counts and times it.
-async fn observed<K, Reconcile, Fut, Next>(
+async fn observed<K, Next>(
     kind: &'static str,
     object: Arc<K>,
-    ctx: Arc<Context>,
-    reconcile: Reconcile,
+    metrics: &Metrics,
+    reconcile: impl Future<Output = Result<Next, Error>>,
 ) -> Result<Next, Error>
 where
     K: Resource,
-    Reconcile: FnOnce(Arc<K>, Arc<Context>) -> Fut,
-    Fut: Future<Output = Result<Next, Error>>,
 {
     let span = tracing::info_span!(
         "reconcile",
@@ -885,11 +712,11 @@ where
         name = %object.name_any()
     );
     let started = Instant::now();
-    let result = reconcile(object, ctx.clone()).instrument(span).await;
+    let result = reconcile.instrument(span).await;
     let label = result.as_ref().map_or_else(Error::label, |_| "ok");
-    ctx.metrics.reconciled(kind, label, started.elapsed());
+    metrics.reconciled(kind, label, started.elapsed());
     if matches!(result, Err(Error::ConflictRetriesExhausted { .. })) {
-        ctx.metrics.retries_exhausted();
+        metrics.retries_exhausted();
     }
     result
 }

@@ -33,15 +33,74 @@ use kube::{Api, ResourceExt};
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::Context;
+use super::engine::Engine;
+use super::settings::{Backoff, Settings, error_delay};
+use super::state::claims::Claims;
 use super::state::decode::Decoded;
 use super::state::tenant_cache::NameRef;
+use super::state::{Synced, TenantCache, WaitingRoom};
 use crate::api::{NODE_FINALIZER, Node, Tenant};
 use crate::error::Error;
+use crate::metrics::Metrics;
+
+/// What the node loop reads and writes through.
+pub struct NodeLoop {
+    pub client: kube::Client,
+    /// The placement engine: the only writer of Node status.
+    pub engine: Arc<Engine>,
+    /// The tenant watch cache, to find orphaned entries without a read per entry.
+    pub tenants: TenantCache,
+    /// Raised once the tenant cache holds its first full list.
+    pub tenants_synced: Synced,
+    /// Tenants waiting for room: a node change is shown to it.
+    pub waiting: Arc<WaitingRoom>,
+    /// What each tenant's status claims: a node change is shown to them.
+    pub claims: Arc<Claims>,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    /// The retries after an error.
+    pub error_backoff: Backoff,
+}
+
+impl std::fmt::Debug for NodeLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeLoop")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeLoop {
+    /// A loop over these parts, counting into its own metrics (a test's; the wiring sets them).
+    pub fn new(
+        client: kube::Client,
+        engine: Arc<Engine>,
+        tenants: (TenantCache, Synced),
+        waiting: Arc<WaitingRoom>,
+        settings: Settings,
+    ) -> Self {
+        NodeLoop {
+            client,
+            engine,
+            tenants: tenants.0,
+            tenants_synced: tenants.1,
+            waiting,
+            claims: Arc::default(),
+            metrics: Arc::default(),
+            error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
+            settings,
+        }
+    }
+}
+
+/// Re-queues a node whose reconcile failed, with its backoff.
+pub fn error_policy(node: Arc<Node>, error: &Error, ctx: Arc<NodeLoop>) -> Action {
+    Action::requeue(error_delay(node.as_ref(), error, &ctx.error_backoff))
+}
 
 /// Reconciles one Node: wake the tenants it could take and check the claims on it, then its
 /// derived status, then orphans, then its finalizer.
-pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<NodeLoop>) -> Result<Action, Error> {
     let name = node.name_any();
     ctx.claims.node_changed(&name);
     ctx.waiting.node_changed(&name);
@@ -58,7 +117,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
 /// read (absent, or present under another UID, i.e. deleted and re-created). An entry whose
 /// tenant cannot be named is left alone and logged: nothing is released unconfirmed. A live
 /// tenant whose status names another node may hold a duplicate here: it is woken to settle it.
-async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
+async fn repair_entries(node: &Node, ctx: &NodeLoop) -> Result<(), Error> {
     let Some(status) = &node.status else {
         return Ok(());
     };
@@ -123,7 +182,7 @@ async fn repair_entries(node: &Node, ctx: &Context) -> Result<(), Error> {
 /// first, as many as `--max-migrations` leaves beside the moves off this node in flight. Those
 /// that no other node can take wait in the waiting room instead, woken when room appears; the
 /// rest are woken as moves complete (each completion changes this node).
-fn start_moves(node: &Node, ctx: &Context) {
+fn start_moves(node: &Node, ctx: &NodeLoop) {
     if node.placement_state() != placement::NodeState::Draining {
         return;
     }
@@ -164,7 +223,7 @@ fn start_moves(node: &Node, ctx: &Context) {
 
 /// Adds the reservations finalizer to a node that holds entries, and removes it from a node being
 /// deleted that holds none. Decided from the newest copy of the node (our own writes included).
-async fn keep_finalizer(name: &str, ctx: &Context) -> Result<(), Error> {
+async fn keep_finalizer(name: &str, ctx: &NodeLoop) -> Result<(), Error> {
     let Some(node) = ctx.engine.node(name) else {
         return Ok(());
     };

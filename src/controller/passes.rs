@@ -4,12 +4,25 @@
 
 use std::sync::Arc;
 
-use super::Context;
+use super::engine::Engine;
+use super::state::claims::Claims;
+use super::state::{TenantCache, WaitingRoom};
+
+/// What the passes read: the waiting room and claims they judge, through the engine's view.
+#[derive(Debug)]
+pub struct Passes {
+    pub waiting: Arc<WaitingRoom>,
+    pub claims: Arc<Claims>,
+    pub engine: Arc<Engine>,
+    pub tenants: TenantCache,
+    /// At least this long between two passes.
+    pub requeue_window: std::time::Duration,
+}
 
 /// Runs the passes: wait for a change, judge the changed nodes as the engine sees them, wake
 /// who they could take and whose claims they do not back (see `claims`), then let at least one
 /// requeue window pass before the next.
-pub async fn run(ctx: Arc<Context>) {
+pub async fn run(ctx: Passes) {
     loop {
         let changed = ctx.waiting.next_changes().await;
         if ctx.engine.synced().wait().await.is_err() {
@@ -28,6 +41,6 @@ pub async fn run(ctx: Arc<Context>) {
             tracing::debug!(tenant = %tenant, "status and node disagree: woken");
             ctx.waiting.wake(tenant);
         }
-        tokio::time::sleep(ctx.settings.requeue_window).await;
+        tokio::time::sleep(ctx.requeue_window).await;
     }
 }

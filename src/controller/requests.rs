@@ -73,15 +73,47 @@ use placement::{
     SelectiveTenant, WaitingTenant,
 };
 
-use super::Context;
+use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
+use super::settings::Settings;
 use super::state::Synced;
 use super::state::waiting;
+use super::state::{PurchaseNotes, TenantCache, WaitingRoom};
 use crate::api::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase,
     NodeRequestSpec, NodeState, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
 };
 use crate::error::Error;
+use crate::metrics::Metrics;
+
+/// What the request loop reads and writes through.
+pub struct RequestLoop {
+    pub client: kube::Client,
+    /// The placement engine: its view of the nodes (what a machine holds).
+    pub engine: Arc<Engine>,
+    /// The tenant watch cache: who waits.
+    pub tenants: TenantCache,
+    /// Raised once the tenant cache holds its first full list.
+    pub tenants_synced: Synced,
+    /// Tenants waiting for room: one whose note changed is woken.
+    pub waiting: Arc<WaitingRoom>,
+    /// What the loop remembers between looks (the request watch feeds it too).
+    pub purchases: Arc<Purchases>,
+    /// What each waiting tenant's status adds (the tenant loop reads them).
+    pub notes: Arc<PurchaseNotes>,
+    /// Publishes Kubernetes Events; `None` publishes nothing.
+    pub events: Option<EventPublisher>,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+}
+
+impl std::fmt::Debug for RequestLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestLoop")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
 
 /// What the request loop remembers between looks.
 #[derive(Debug, Default)]
@@ -89,8 +121,6 @@ pub struct Purchases(Mutex<Remembered>);
 
 #[derive(Debug, Default)]
 struct Remembered {
-    /// By tenant key: what its status adds while it waits (its request, or why none).
-    notes: HashMap<String, String>,
     /// Requests created by this process that the watch has not shown yet.
     created: HashMap<String, (NodeRequestSpec, Instant)>,
     /// Names of requests the watch showed (in any phase, or deleted) since the last look: a
@@ -144,11 +174,6 @@ impl Purchases {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// What a waiting tenant's status adds: its request, or why none can be made.
-    pub fn note_for(&self, tenant: &str) -> Option<String> {
-        self.lock().notes.get(tenant).cloned()
-    }
-
     /// Called with every event of the request watch: what a look between two snapshots would
     /// miss (a request created and Failed, or deleted, in between) is kept for the next look.
     pub fn observe(&self, event: &watcher::Event<NodeRequest>) {
@@ -171,7 +196,7 @@ impl Purchases {
 /// planned before every cache has synced: a request the watch has not listed yet would be
 /// bought again.
 pub async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<RequestLoop>,
     (classes, classes_synced): (Store<NodeClass>, Synced),
     (requests, requests_synced): (Store<NodeRequest>, Synced),
 ) {
@@ -199,7 +224,7 @@ pub async fn run(
 /// One look: failed requests, new requests, the tenants' notes, machines to hand back. A
 /// refused write is logged and counted, and never stops the rest of the look.
 async fn look(
-    ctx: &Context,
+    ctx: &RequestLoop,
     classes: &Store<NodeClass>,
     requests: &Store<NodeRequest>,
     request_after: Duration,
@@ -330,7 +355,7 @@ impl Purchases {
 /// waiting tenant that fits there is placed there by the engine (the plan places the same
 /// waiters in the same order); counting it would otherwise buy a machine for a tenant its
 /// machine arrived for, in the moment before the engine places it.
-fn room_of(ctx: &Context, request: &Requested) -> Option<Resources> {
+fn room_of(ctx: &RequestLoop, request: &Requested) -> Option<Resources> {
     let Some(node) = request.node.as_deref().and_then(|n| ctx.engine.node(n)) else {
         return request.spec.capacity.to_resources().ok();
     };
@@ -357,7 +382,7 @@ fn made_node(request: &NodeRequest) -> String {
 struct Pool(Option<HashSet<String>>);
 
 impl Pool {
-    fn of(ctx: &Context, classes: &Store<NodeClass>) -> Pool {
+    fn of(ctx: &RequestLoop, classes: &Store<NodeClass>) -> Pool {
         let Some(selector) = ctx.settings.node_selector.as_ref() else {
             return Pool(None);
         };
@@ -410,7 +435,7 @@ fn fingerprint(
 /// Reports each Failed request once (a Warning Event, the metric, its class rests), and deletes
 /// it: those the cache shows and those the watch showed Failed since the last look, gone or not.
 async fn retire_failed(
-    ctx: &Context,
+    ctx: &RequestLoop,
     api: &Api<NodeRequest>,
     requests: &Store<NodeRequest>,
     pool: &Pool,
@@ -476,7 +501,7 @@ fn is_in_flight_for(found: &NodeRequest, spec: &NodeRequestSpec) -> bool {
 }
 
 /// A Failed request's class rests (doubling per failure in a row); a Warning Event says why.
-async fn report_failure(ctx: &Context, failed: &NodeRequest) {
+async fn report_failure(ctx: &RequestLoop, failed: &NodeRequest) {
     let name = failed.name_any();
     let class = failed.spec.node_class.clone();
     let why = failed
@@ -534,7 +559,7 @@ enum Wait {
 /// but whose entry is already written (on any node for a first placement, on a node other than
 /// the one it leaves for a move: the engine writes the Node before the tenant's status) does not
 /// wait: planning for it in that moment would buy its room twice.
-fn waiters(ctx: &Context) -> Vec<Waiter> {
+fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
     let mut waiters: Vec<(Waiter, String, Option<String>)> = ctx
         .tenants
         .state()
@@ -824,7 +849,7 @@ fn offers(
 /// purchase, still in flight, is taken as made, anything else is not. A refused create is
 /// logged and counted, and the next look plans again.
 async fn create(
-    ctx: &Context,
+    ctx: &RequestLoop,
     api: &Api<NodeRequest>,
     new: &NewNode,
     offers: &[(NodeClassOffer, Labels)],
@@ -892,7 +917,7 @@ async fn create(
 }
 
 /// The Events of a new request: one on it, and one on each tenant it is for.
-async fn announce(ctx: &Context, created: &NodeRequest, class: &str, tenants: &[String]) {
+async fn announce(ctx: &RequestLoop, created: &NodeRequest, class: &str, tenants: &[String]) {
     let name = created.name_any();
     let note = format!(
         "a {class} is asked for {} waiting tenant(s): {}",
@@ -985,24 +1010,8 @@ fn request_notes(live: &[Arc<NodeRequest>]) -> HashMap<String, String> {
 }
 
 /// Keeps the new notes and wakes each waiting tenant whose note changed, so its status says it.
-fn wake_changed(ctx: &Context, notes: HashMap<String, String>) {
-    let changed: Vec<String> = {
-        let mut remembered = ctx.purchases.lock();
-        let changed = notes
-            .iter()
-            .filter(|(tenant, note)| remembered.notes.get(*tenant) != Some(note))
-            .map(|(tenant, _)| tenant.clone())
-            .chain(
-                remembered
-                    .notes
-                    .keys()
-                    .filter(|tenant| !notes.contains_key(*tenant))
-                    .cloned(),
-            )
-            .collect();
-        remembered.notes = notes;
-        changed
-    };
+fn wake_changed(ctx: &RequestLoop, notes: HashMap<String, String>) {
+    let changed = ctx.notes.replace(notes);
     for key in changed {
         if let Some(tenant) = Tenant::reference(&key)
             && ctx.tenants.get(&tenant).is_some()
@@ -1015,7 +1024,7 @@ fn wake_changed(ctx: &Context, notes: HashMap<String, String>) {
 /// Hands back each machine made for a request that has held nothing for `empty_node_after`,
 /// unless a waiting tenant the queue would place there could use it.
 async fn hand_back(
-    ctx: &Context,
+    ctx: &RequestLoop,
     api: &Api<NodeRequest>,
     live: &[Arc<NodeRequest>],
     demand: &Demand,
@@ -1087,7 +1096,13 @@ fn is_idle(node: &Node, newest: Option<&Node>, demand: &Demand) -> bool {
 
 /// A NodeRequest write the API refused: logged with what was being done, counted by action, and
 /// tried again at the next look (it never stops the others).
-fn refused(ctx: &Context, action: &'static str, request: String, source: kube::Error, what: &str) {
+fn refused(
+    ctx: &RequestLoop,
+    action: &'static str,
+    request: String,
+    source: kube::Error,
+    what: &str,
+) {
     let error = Error::NodeRequest { request, source };
     tracing::warn!(%error, action, "{what}");
     ctx.metrics.node_request_error(action);
@@ -1095,7 +1110,7 @@ fn refused(ctx: &Context, action: &'static str, request: String, source: kube::E
 
 /// Publishes one Event on a request or a tenant; a failure to publish is logged, never fatal.
 async fn publish<K: Resource<DynamicType = ()>>(
-    ctx: &Context,
+    ctx: &RequestLoop,
     regarding: &K,
     type_: EventType,
     reason: &str,
@@ -1221,16 +1236,6 @@ mod tests {
     #[test]
     fn purchases_remember_what_the_watch_showed_and_what_this_process_created() {
         let purchases = Purchases::default();
-        purchases.lock().notes.insert(
-            "default/a".into(),
-            "node request r (box) is Pending for it".into(),
-        );
-        assert_eq!(
-            purchases.note_for("default/a").as_deref(),
-            Some("node request r (box) is Pending for it")
-        );
-        assert_eq!(purchases.note_for("default/b"), None);
-
         // The watch shows a Failed request and a Provisioning one; list markers are no news.
         let failed = box_request("failed", NodeRequestPhase::Failed);
         let provisioning = box_request("shown", NodeRequestPhase::Provisioning);

@@ -32,15 +32,80 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::engine::Committed;
+use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
+use super::settings::{Backoff, EventLevel, Settings, error_delay};
 use super::state::newest;
 use super::state::waiting::Waiter;
-use super::{Context, EventLevel};
+use super::state::{PurchaseNotes, TenantCache, WaitingRoom};
 use crate::api::{
     Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
     TenantPhase, TenantStatus,
 };
 use crate::error::Error;
+use crate::metrics::Metrics;
+
+/// What the tenant loop reads and writes through.
+pub struct TenantLoop {
+    pub client: kube::Client,
+    /// The placement engine: the only writer of Node status.
+    pub engine: Arc<Engine>,
+    /// The tenant watch cache.
+    pub tenants: TenantCache,
+    /// Tenants as our own writes left them, until the cache catches up.
+    pub tenant_copies: Arc<newest::Newest<Tenant>>,
+    /// Tenants waiting for room, re-queued by node changes (shared with the engine's queue).
+    pub waiting: Arc<WaitingRoom>,
+    /// What a waiting tenant's status adds about machines (the request loop writes them).
+    pub notes: Arc<PurchaseNotes>,
+    /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
+    pub events: Option<EventPublisher>,
+    pub metrics: Arc<Metrics>,
+    pub settings: Settings,
+    /// The fallback re-checks of a waiting tenant.
+    pub pending_backoff: Backoff,
+    /// The retries after an error.
+    pub error_backoff: Backoff,
+}
+
+impl std::fmt::Debug for TenantLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantLoop")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TenantLoop {
+    /// A loop over these parts, publishing no Events and counting into its own metrics (a test's;
+    /// the wiring sets the rest).
+    pub fn new(
+        client: kube::Client,
+        engine: Arc<Engine>,
+        tenants: TenantCache,
+        waiting: Arc<WaitingRoom>,
+        settings: Settings,
+    ) -> Self {
+        TenantLoop {
+            client,
+            engine,
+            tenants,
+            tenant_copies: Arc::default(),
+            waiting,
+            notes: Arc::default(),
+            events: None,
+            metrics: Arc::default(),
+            pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
+            error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
+            settings,
+        }
+    }
+
+    /// When to try a tenant again after `error` (its backoff).
+    pub fn retry_after(&self, tenant: &Tenant, error: &Error) -> std::time::Duration {
+        error_delay(tenant, error, &self.error_backoff)
+    }
+}
 
 /// What the status should say, before it is merged with the current one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -271,7 +336,7 @@ pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantS
 }
 
 /// Reconciles one Tenant. The returned action says when to look again.
-pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Action, Error> {
     let key = tenant.key();
     let uid = tenant.uid().ok_or_else(|| Error::MissingUid {
         tenant: key.clone(),
@@ -400,7 +465,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
         wanted.with_lost_note(note);
     }
     if wanted.phase == TenantPhase::PendingCapacity
-        && let Some(note) = ctx.purchases.note_for(&key)
+        && let Some(note) = ctx.notes.note_for(&key)
     {
         // Waiting for a machine: its request, or why none can be asked for.
         wanted.message = format!("{}; {note}", wanted.message);
@@ -448,7 +513,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<Context>) -> Result<Action,
 /// tenant keeps its reservation there and is not placed here (it would be held twice). Its
 /// status says so. `None`: the tenant is this pool's to decide (no pool, the node is the pool's,
 /// or gone: a lost reservation, decided as usual).
-async fn outside_pool(tenant: &Tenant, ctx: &Context) -> Result<Option<WantedStatus>, Error> {
+async fn outside_pool(tenant: &Tenant, ctx: &TenantLoop) -> Result<Option<WantedStatus>, Error> {
     let Some(selector) = ctx
         .settings
         .node_selector
@@ -502,7 +567,7 @@ async fn decide(
     key: &str,
     footprint: Resources,
     created: Option<k8s_openapi::jiff::Timestamp>,
-    ctx: &Context,
+    ctx: &TenantLoop,
 ) -> Result<Option<Committed>, Error> {
     let status = tenant.status.as_ref();
     let wants = TenantWants {
@@ -543,7 +608,7 @@ async fn finalize(
     tenant: &Tenant,
     uid: &str,
     key: &str,
-    ctx: &Context,
+    ctx: &TenantLoop,
 ) -> Result<Action, Error> {
     let Some(index) = tenant
         .finalizers()
@@ -618,7 +683,7 @@ async fn read(
     api: &Api<Tenant>,
     tenant: &Tenant,
     key: &str,
-    ctx: &Context,
+    ctx: &TenantLoop,
 ) -> Result<Option<Arc<Tenant>>, Error> {
     match api.get(&tenant.name_any()).await {
         // Deleted and made again since: the new object's own event reconciles it.
@@ -653,7 +718,7 @@ async fn add_finalizer(api: &Api<Tenant>, tenant: &Tenant, key: &str) -> Result<
 
 /// Events for what a decision did: one per node write, and one when the tenant starts waiting.
 async fn announce(
-    ctx: &Context,
+    ctx: &TenantLoop,
     tenant: &Tenant,
     writes: &[placement::Edit],
     wanted: &WantedStatus,
@@ -697,7 +762,7 @@ async fn announce(
 /// the entry is already released and this writes nothing; without it, this is the release.
 /// A failure is logged: the node sweep releases the entry later (a direct read confirms the
 /// tenant is gone).
-pub async fn deleted(tenant: &Tenant, ctx: &Context) {
+pub async fn deleted(tenant: &Tenant, ctx: &TenantLoop) {
     let key = tenant.key();
     if let Some(uid) = tenant.uid() {
         ctx.waiting.withdraw(&uid);
@@ -740,7 +805,7 @@ pub async fn deleted(tenant: &Tenant, ctx: &Context) {
 }
 
 /// Whether a tenant reported deleted still exists under the same UID (read directly).
-async fn still_there(tenant: &Tenant, uid: &str, ctx: &Context) -> Result<bool, Error> {
+async fn still_there(tenant: &Tenant, uid: &str, ctx: &TenantLoop) -> Result<bool, Error> {
     let api: Api<super::state::decode::Decoded<Tenant>> =
         Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
     match api.get_opt(&tenant.name_any()).await {
@@ -753,7 +818,7 @@ async fn still_there(tenant: &Tenant, uid: &str, ctx: &Context) -> Result<bool, 
 }
 
 /// One Event per node write (reservation changes only with `EventLevel::All`).
-async fn announce_writes(ctx: &Context, tenant: &Tenant, writes: &[placement::Edit]) {
+async fn announce_writes(ctx: &TenantLoop, tenant: &Tenant, writes: &[placement::Edit]) {
     for edit in writes {
         let problem = matches!(edit.kind, EditKind::DropDuplicate | EditKind::Restore);
         if ctx.settings.events == EventLevel::Problems && !problem {
@@ -825,7 +890,7 @@ async fn announce_writes(ctx: &Context, tenant: &Tenant, writes: &[placement::Ed
 }
 
 /// A Warning event for failures a person should see (the error is also logged and requeued).
-async fn announce_failure(ctx: &Context, tenant: &Tenant, error: &Error) {
+async fn announce_failure(ctx: &TenantLoop, tenant: &Tenant, error: &Error) {
     let reason = match error {
         Error::ConflictRetriesExhausted { .. } => "ConflictRetriesExhausted",
         Error::UnreadableNode { .. } => "UnreadableNode",
@@ -835,7 +900,7 @@ async fn announce_failure(ctx: &Context, tenant: &Tenant, error: &Error) {
 }
 
 /// Publishes one Event on the tenant; a failure to publish is logged, never fatal.
-async fn publish(ctx: &Context, tenant: &Tenant, type_: EventType, reason: &str, note: String) {
+async fn publish(ctx: &TenantLoop, tenant: &Tenant, type_: EventType, reason: &str, note: String) {
     let occurrence = Occurrence {
         type_,
         reason,
@@ -882,7 +947,7 @@ async fn write_status(
     tenant: &Tenant,
     wanted: &WantedStatus,
     key: &str,
-    ctx: &Context,
+    ctx: &TenantLoop,
 ) -> Result<Option<Arc<Tenant>>, Error> {
     let status = status_for(tenant, wanted, &Time(k8s_openapi::jiff::Timestamp::now()));
     if tenant.status.as_ref() == Some(&status) {

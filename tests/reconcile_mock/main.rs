@@ -28,7 +28,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use tenant_placer::api::TENANT_FINALIZER;
 use tenant_placer::api::{AllocationEntry, Node, ResourceAmounts, Tenant, TenantStatus};
-use tenant_placer::controller::{Context, Engine, EngineConfig, RetryPolicy, Settings, Synced};
+use tenant_placer::controller::{
+    Engine, EngineConfig, NodeLoop, RetryPolicy, Settings, Synced, TenantCache, TenantLoop,
+    WaitingRoom,
+};
 use tenant_placer::testing::{self, NodeBuilder, TenantBuilder};
 
 pub type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
@@ -71,10 +74,18 @@ pub fn big() -> TenantBuilder {
     tenant("big").resources(256, 1024, 100_000)
 }
 
-/// A context over a mock client, with the node cache already synced with `nodes`.
-pub fn context(
-    nodes: impl IntoIterator<Item = impl Into<Node>>,
-) -> (Arc<Context>, Handle, Writer<Node>) {
+/// What a loop runs over: a mock client, an engine whose node cache is already synced with
+/// `nodes`, an empty, synced tenant cache (every entry's tenant must be confirmed by a direct
+/// read), a waiting room and settings with short retries.
+struct Parts {
+    client: Client,
+    engine: Arc<Engine>,
+    tenants: TenantCache,
+    waiting: Arc<WaitingRoom>,
+    settings: Settings,
+}
+
+fn parts(nodes: impl IntoIterator<Item = impl Into<Node>>) -> (Parts, Handle, Writer<Node>) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let (cache, mut writer) = reflector::store::<Node>();
@@ -87,7 +98,7 @@ pub fn context(
         jitter: Duration::from_millis(1),
         ..RetryPolicy::default()
     };
-    let node_writer = Engine::start(
+    let engine = Engine::start(
         Api::all(client.clone()),
         cache,
         Synced::already(),
@@ -96,20 +107,36 @@ pub fn context(
             ..EngineConfig::default()
         },
     );
-    // An empty, synced tenant cache: every entry's tenant must be confirmed by a direct read.
-    let tenants = tenant_placer::controller::TenantCache::default();
-    let ctx = Arc::new(Context::new(
+    let parts = Parts {
         client,
-        node_writer,
-        tenants,
-        Synced::already(),
-        std::sync::Arc::new(tenant_placer::controller::WaitingRoom::new().0),
-        Settings {
+        engine: Arc::new(engine),
+        tenants: TenantCache::default(),
+        waiting: Arc::new(WaitingRoom::new().0),
+        settings: Settings {
             retry,
             ..Settings::default()
         },
-    ));
-    (ctx, handle, writer)
+    };
+    (parts, handle, writer)
+}
+
+/// The tenant loop over a mock client, with the node cache already synced with `nodes`.
+pub fn context(
+    nodes: impl IntoIterator<Item = impl Into<Node>>,
+) -> (Arc<TenantLoop>, Handle, Writer<Node>) {
+    let (p, handle, writer) = parts(nodes);
+    let ctx = TenantLoop::new(p.client, p.engine, p.tenants, p.waiting, p.settings);
+    (Arc::new(ctx), handle, writer)
+}
+
+/// The node loop over a mock client, with the node cache already synced with `nodes`.
+pub fn node_context(
+    nodes: impl IntoIterator<Item = impl Into<Node>>,
+) -> (Arc<NodeLoop>, Handle, Writer<Node>) {
+    let (p, handle, writer) = parts(nodes);
+    let tenants = (p.tenants, Synced::already());
+    let ctx = NodeLoop::new(p.client, p.engine, tenants, p.waiting, p.settings);
+    (Arc::new(ctx), handle, writer)
 }
 
 /// One expected request, answered by `respond` from the request body.

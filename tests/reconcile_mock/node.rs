@@ -14,7 +14,7 @@ use crate::*;
 async fn an_entry_whose_tenant_is_confirmed_gone_by_a_direct_read_is_released() {
     within(async move {
         let node = eu1(10).holding("ghost", (2, 4, 20)).settled().build();
-        let (ctx, mut api, _cache) = context([node.clone()]);
+        let (ctx, mut api, _cache) = node_context([node.clone()]);
         let run = tokio::spawn(reconcile(Arc::new(node), ctx));
         let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
             "message": "tenants.placement.tenant-placer.dev \"ghost\" not found"});
@@ -40,7 +40,7 @@ async fn an_entry_whose_tenant_is_confirmed_gone_by_a_direct_read_is_released() 
 async fn an_entry_missing_only_from_the_tenant_cache_is_kept() {
     within(async move {
         let node = eu1(10).holding("acme", (2, 4, 20)).settled().build();
-        let (ctx, mut api, _cache) = context([node.clone()]);
+        let (ctx, mut api, _cache) = node_context([node.clone()]);
         let run = tokio::spawn(reconcile(Arc::new(node), ctx));
         let alive = acme().build();
         expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {
@@ -77,7 +77,7 @@ async fn an_entry_missing_only_from_the_tenant_cache_is_kept() {
 async fn an_entry_of_a_tenant_re_created_under_the_same_name_is_released() {
     within(async move {
         let node = eu1(10).holding("acme", (2, 4, 20)).settled().build();
-        let (ctx, mut api, _cache) = context([node.clone()]);
+        let (ctx, mut api, _cache) = node_context([node.clone()]);
         let run = tokio::spawn(reconcile(Arc::new(node), ctx));
         let reborn = acme().uid("uid-acme-2").build();
         expect(&mut api, Method::GET, &format!("{TENANTS}/acme"), |_| {

@@ -1,4 +1,4 @@
-//! The API served over real HTTP/1.1 with [`inmem_apiserver::serve`]: kube-rs
+//! The API served over real HTTP/1.1 with [`inmem_apiserver::server::serve`]: kube-rs
 //! as a client, watch events flushed as they happen, and a fault that drops
 //! the connection dropping it; a request to a foreign `Host` refused.
 
@@ -19,7 +19,7 @@ async fn served(api: &ApiServer) -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let addr = listener.local_addr().unwrap();
     (
         addr,
-        tokio::spawn(inmem_apiserver::serve(api.clone(), listener)),
+        tokio::spawn(inmem_apiserver::server::serve(api.clone(), listener)),
     )
 }
 

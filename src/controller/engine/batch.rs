@@ -23,7 +23,7 @@ use placement::{
 };
 use tokio::sync::oneshot;
 
-use super::GoneUids;
+use super::gone::GoneUids;
 use super::view::View;
 use crate::error::Error;
 

@@ -10,8 +10,8 @@ use k8s_openapi::jiff::Timestamp;
 use placement::{Policy, QueueMode, Resources, TenantWants};
 use tokio::sync::oneshot;
 
-use super::GoneUids;
 use super::batch::{Job, OwnedWants, Queued, Rules, decide_batch};
+use super::gone::GoneUids;
 use super::view::View;
 use crate::api::Node;
 

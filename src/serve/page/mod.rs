@@ -25,6 +25,7 @@
 //!   of the server that routes to it: the server hands it a request's method and path.
 
 mod events;
+mod routes;
 pub mod view;
 
 use std::convert::Infallible;
@@ -32,7 +33,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use http::{Method, Response, StatusCode, header};
+use http::{Response, StatusCode, header};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use k8s_openapi::jiff;
@@ -54,10 +55,6 @@ const JS_PATH: &str = "/fleet.js";
 
 /// Event streams served at once; more are refused with 503 (the page retries).
 pub const MAX_LIVE_VIEWS: usize = 32;
-
-const INDEX_HTML: &str = include_str!("assets/index.html");
-const FLEET_CSS: &str = include_str!("assets/fleet.css");
-const FLEET_JS: &str = include_str!("assets/fleet.js");
 
 /// Same origin only; no inline script or style; no framing.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -91,11 +88,6 @@ impl Page {
     /// The fleet as `/api/fleet` answers it now.
     pub fn snapshot(&self) -> FleetView {
         view_of(self, &observe(self))
-    }
-
-    /// The page's answer to a request, or None when `path` is not one of its paths.
-    pub fn respond(&self, method: &Method, path: &str) -> Option<Response<Body>> {
-        respond(method, path, self)
     }
 }
 
@@ -241,58 +233,6 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
     }
 }
 
-/// True for the paths the page serves (`/`, `/api/fleet`, `/api/fleet/events` and its assets).
-pub fn is_page_path(path: &str) -> bool {
-    matches!(
-        path,
-        INDEX_PATH | API_PATH | EVENTS_PATH | CSS_PATH | JS_PATH
-    )
-}
-
-fn respond(method: &Method, path: &str, page: &Page) -> Option<Response<Body>> {
-    if !is_page_path(path) {
-        return None;
-    }
-    if method != Method::GET && method != Method::HEAD {
-        let mut response = plain(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "the fleet page is read-only: GET or HEAD\n",
-        );
-        response
-            .headers_mut()
-            .insert(header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
-        return Some(response);
-    }
-    Some(match path {
-        INDEX_PATH => asset(INDEX_HTML, "text/html; charset=utf-8"),
-        CSS_PATH => asset(FLEET_CSS, "text/css; charset=utf-8"),
-        JS_PATH => asset(FLEET_JS, "text/javascript; charset=utf-8"),
-        API_PATH => match serde_json::to_vec(&page.snapshot()) {
-            Ok(json) => full(
-                StatusCode::OK,
-                "application/json",
-                Bytes::from(json),
-                "no-store",
-            ),
-            Err(error) => plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("could not render the fleet: {error}\n"),
-            ),
-        },
-        _ => events::respond(method, page),
-    })
-}
-
-fn asset(text: &'static str, content_type: &'static str) -> Response<Body> {
-    // no-cache: revalidate, so a new binary's page is never mixed with an old script.
-    full(
-        StatusCode::OK,
-        content_type,
-        Bytes::from_static(text.as_bytes()),
-        "no-cache",
-    )
-}
-
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
     full(
         status,
@@ -336,6 +276,9 @@ fn with_headers(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use http::Method;
+
+    use super::routes::{FLEET_CSS, FLEET_JS, INDEX_HTML};
     use super::*;
 
     #[test]

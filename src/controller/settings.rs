@@ -1,0 +1,145 @@
+//! The controller's tunables, and the per-key backoff its loops retry with.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use kube::{Resource, ResourceExt};
+
+use super::engine::RetryPolicy;
+use crate::api::LabelSelector;
+use crate::error::Error;
+use crate::leader::LeaseConfig;
+
+/// Tunables of the controller.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Tenant reconciles running at once.
+    pub concurrency: u16,
+    /// How often a settled object is looked at again with nothing changed.
+    pub resync: Duration,
+    /// The first fallback re-check of a waiting tenant; doubles up to `pending_recheck_max`.
+    pub pending_recheck: Duration,
+    pub pending_recheck_max: Duration,
+    /// The first retry after an error; doubles up to `error_backoff_max`.
+    pub error_backoff: Duration,
+    pub error_backoff_max: Duration,
+    pub retry: RetryPolicy,
+    /// How new tenants are placed.
+    pub policy: placement::Policy,
+    /// Reconcile only while holding this Lease; `None` runs unconditionally (one replica).
+    pub leader_election: Option<LeaseConfig>,
+    /// This replica's name in Events (its pod name in a cluster).
+    pub instance: Option<String>,
+    /// Put the reservation finalizer on every Tenant (the default). Without it a delete is
+    /// released from the watch's delete event, and what that misses (a delete while no
+    /// controller ran) by the orphan sweep: one write less per tenant, a late release instead
+    /// of a blocked delete.
+    pub finalizer: bool,
+    /// Which Events to publish on Tenants.
+    pub events: EventLevel,
+    /// How waiting tenants are ordered (BestEffortFIFO unless set).
+    pub queue: placement::QueueMode,
+    /// Node changes are judged for waiting tenants at most once per this window.
+    pub requeue_window: Duration,
+    /// How often every node is looked at again for orphaned entries and stale totals.
+    pub orphan_sweep: Duration,
+    /// Moves off draining nodes in flight at once, at most.
+    pub max_migrations: u16,
+    /// A tenant waiting for capacity this long gets a NodeRequest (when a NodeClass can hold
+    /// it); `None` requests nothing.
+    pub request_after: Option<Duration>,
+    /// A Node made for a request that has held nothing this long is handed back.
+    pub empty_node_after: Duration,
+    /// How often the requests are looked at.
+    pub request_check: Duration,
+    /// The pool's Nodes (`--node-selector`): only these are watched, placed on and written;
+    /// `None` takes every Node.
+    pub node_selector: Option<LabelSelector>,
+    /// The pool's Tenants (`--tenant-selector`): only these are watched, placed and written;
+    /// `None` takes every Tenant.
+    pub tenant_selector: Option<LabelSelector>,
+}
+
+/// Which Events the controller publishes on Tenants.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventLevel {
+    /// Every reservation change (Placed, Resized, Released) and every problem: one write more
+    /// per placement.
+    All,
+    /// Only what needs a person (the default): Pending, ResizeBlocked, ReservationLost,
+    /// ReservationRestored, DuplicateReleased and failures. The status and its Placed condition
+    /// say where a tenant is.
+    #[default]
+    Problems,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            concurrency: 96,
+            resync: Duration::from_secs(3600),
+            pending_recheck: Duration::from_secs(60),
+            pending_recheck_max: Duration::from_secs(900),
+            error_backoff: Duration::from_millis(500),
+            error_backoff_max: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+            policy: placement::Policy::FirstFit,
+            leader_election: None,
+            instance: None,
+            finalizer: true,
+            events: EventLevel::Problems,
+            queue: placement::QueueMode::BestEffortFifo,
+            requeue_window: Duration::from_millis(100),
+            orphan_sweep: Duration::from_secs(300),
+            max_migrations: 16,
+            request_after: Some(Duration::from_secs(60)),
+            empty_node_after: Duration::from_secs(600),
+            request_check: Duration::from_secs(1),
+            node_selector: None,
+            tenant_selector: None,
+        }
+    }
+}
+
+/// Exponential backoff per key: base x 2^n up to max, reset on success.
+#[derive(Debug)]
+pub struct Backoff {
+    base: Duration,
+    max: Duration,
+    attempts: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoff {
+    pub fn new(base: Duration, max: Duration) -> Self {
+        Backoff {
+            base,
+            max,
+            attempts: Mutex::default(),
+        }
+    }
+
+    /// The next delay for this key, and counts the attempt.
+    pub fn next(&self, key: &str) -> Duration {
+        let mut attempts = self.attempts.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = attempts.entry(key.to_owned()).or_insert(0);
+        let delay = self.base.saturating_mul(1u32 << (*n).min(16)).min(self.max);
+        *n = n.saturating_add(1);
+        delay
+    }
+
+    pub fn reset(&self, key: &str) {
+        self.attempts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+/// Logs the error; returns when to try the object again (its backoff).
+pub fn error_delay<K: Resource>(object: &K, error: &Error, backoff: &Backoff) -> Duration {
+    let key = object.uid().unwrap_or_else(|| object.name_any());
+    let delay = backoff.next(&key);
+    tracing::warn!(object = %object.name_any(), error = %error, label = error.label(), ?delay, "reconcile failed");
+    delay
+}
