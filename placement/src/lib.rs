@@ -37,7 +37,7 @@ pub mod selector;
 pub mod testing;
 
 pub use fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
-pub use fleet::{Fleet, FleetMut, IndexedFleet};
+pub use fleet::{Fleet, FleetMut, IndexedFleet, place_ledgers, place_ledgers_matching};
 pub use hash::{NameHasher, uid_hash};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
@@ -46,10 +46,7 @@ pub use ledger::{
 };
 pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};
-pub use policy::{
-    Policy, Slack, UnknownPolicy, best_fit_among, place, place_ledgers, place_ledgers_matching,
-    place_with, weighted_slack,
-};
+pub use policy::{Policy, Slack, UnknownPolicy, best_fit_among, place, place_with, weighted_slack};
 pub use provision::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,
     Unplaceable, WaitingTenant, purchase,
