@@ -26,6 +26,7 @@ pub mod index;
 pub mod ledger;
 pub mod migration;
 pub mod overcommit;
+pub mod plan;
 pub mod policy;
 pub mod provision;
 pub mod purchase_groups;
@@ -41,11 +42,12 @@ pub use fleet::{Fleet, FleetMut, IndexedFleet, place_ledgers, place_ledgers_matc
 pub use hash::{NameHasher, uid_hash};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
-    Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,
-    plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
+    Edit, EditKind, Entry, LedgerError, Migration, MoveBlock, NodeLedger, Plan, TenantWants,
 };
-pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};
+pub use plan::{
+    holders_of, plan_release, plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
+};
 pub use policy::{Policy, Slack, UnknownPolicy, best_fit_among, place, place_with, weighted_slack};
 pub use provision::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,

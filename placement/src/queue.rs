@@ -23,9 +23,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::fleet::FleetMut;
-use crate::ledger::{
-    Edit, EditKind, Entry, Plan, TenantWants, holders_of, plan_restore, plan_tenant_held_by,
-};
+use crate::ledger::{Edit, EditKind, Entry, Plan, TenantWants};
+use crate::plan::{holders_of, plan_restore, plan_tenant_held_by};
 use crate::policy::Policy;
 use crate::resources::Resources;
 
