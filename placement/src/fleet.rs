@@ -26,12 +26,12 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use crate::Resources;
 use crate::fit::{Choice, NodeView};
 use crate::hash::NameHasher;
 use crate::index::FirstFitIndex;
 use crate::ledger::{Edit, Entry, LedgerError, NodeLedger};
 use crate::policy::{Policy, place_by};
+use crate::resources::Resources;
 use crate::selector::Labels;
 
 /// What planning reads of the nodes. The provided methods scan [`ledgers`](Fleet::ledgers); an

@@ -60,7 +60,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::fit::{Choice, NodeView, first_fit, no_fit};
-use crate::{Dimension, Overcommit, Resources};
+use crate::overcommit::Overcommit;
+use crate::resources::{Dimension, Resources};
 
 /// How a node is chosen for a new reservation. The default is `FirstFit`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
