@@ -1,5 +1,5 @@
-//! Moving tenants off a draining node, make-before-break: the steps of a move, which planning
-//! (plan.rs) takes for a tenant on a draining node. The move a tenant's status records
+//! Moving tenants off a draining node, make-before-break: the steps planning (plan.rs) takes for
+//! a tenant holding room on one. The move a tenant's status records
 //! ([`Migration`](crate::ledger::Migration)) and why a tenant is not moving ([`MoveBlock`]) are
 //! words of a plan, in ledger.rs.
 //!
