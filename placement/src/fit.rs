@@ -19,8 +19,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::resources::{Dimension, Resources};
 use crate::selector::{Labels, Pairs};
-use crate::{Dimension, Resources};
 
 /// Whether a node takes tenants. Cordoned and Offline nodes keep the tenants they hold; a
 /// Draining node (being deleted, or drained) keeps them until they go and takes nothing back.

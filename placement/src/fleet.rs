@@ -9,6 +9,10 @@
 //! ```
 //!
 //! Rules enforced here:
+//! - a scan places by the policy over the ledgers' views, each node weighed by its own
+//!   overcommit ([`place_ledgers`]); a tenant's node selector keeps the nodes carrying its
+//!   labels, and the no-fit answer then names the selector and how many nodes carry them
+//!   ([`place_ledgers_matching`]);
 //! - both answer every question alike: an [`IndexedFleet`] gives the choice, the no-fit answer
 //!   and the lookups the scan over its ledgers gives (a property test checks it after any
 //!   sequence of holds and replaced ledgers);
@@ -22,12 +26,12 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 
-use crate::Resources;
-use crate::fit::Choice;
+use crate::fit::{Choice, NodeView};
 use crate::hash::NameHasher;
 use crate::index::FirstFitIndex;
 use crate::ledger::{Edit, Entry, LedgerError, NodeLedger};
-use crate::policy::{Policy, place_ledgers_matching};
+use crate::policy::{Policy, place_by};
+use crate::resources::Resources;
 use crate::selector::Labels;
 
 /// What planning reads of the nodes. The provided methods scan [`ledgers`](Fleet::ledgers); an
@@ -122,6 +126,51 @@ impl FleetMut for Vec<NodeLedger> {
 impl<const N: usize> Fleet for [NodeLedger; N] {
     fn ledgers(&self) -> &[NodeLedger] {
         self
+    }
+}
+
+/// [`place`](crate::policy::place) over ledgers, by a scan: each node's effective capacity and
+/// overcommit weights are its own.
+pub fn place_ledgers<'a>(
+    policy: Policy,
+    nodes: &'a [NodeLedger],
+    request: &Resources,
+    turn: u64,
+) -> Choice<'a> {
+    let views: Vec<NodeView<'a>> = nodes.iter().map(NodeLedger::view).collect();
+    place_by(policy, &views, request, turn, |i| {
+        nodes.get(i).map(NodeLedger::overcommit).unwrap_or_default()
+    })
+}
+
+/// [`place_ledgers`] among the nodes whose labels include every pair of `selector` (see
+/// [`crate::selector::matches`]); `None` or an empty selector is [`place_ledgers`]. The
+/// candidates are found by a scan. A no-fit answer names the selector and how many nodes carry
+/// its labels.
+pub fn place_ledgers_matching<'a>(
+    policy: Policy,
+    nodes: &'a [NodeLedger],
+    selector: Option<&Labels>,
+    request: &Resources,
+    turn: u64,
+) -> Choice<'a> {
+    let Some(selector) = selector.filter(|s| !s.is_empty()) else {
+        return place_ledgers(policy, nodes, request, turn);
+    };
+    let labelled: Vec<&'a NodeLedger> = nodes
+        .iter()
+        .filter(|node| node.matches(Some(selector)))
+        .collect();
+    let views: Vec<NodeView<'a>> = labelled.iter().map(|node| node.view()).collect();
+    let choice = place_by(policy, &views, request, turn, |i| {
+        labelled
+            .get(i)
+            .map(|node| node.overcommit())
+            .unwrap_or_default()
+    });
+    match choice {
+        Choice::NoFit(no_fit) => Choice::NoFit(no_fit.for_selector(selector, labelled.len())),
+        place => place,
     }
 }
 

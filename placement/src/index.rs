@@ -26,8 +26,8 @@
 //!   a scan reports ([`crate::fit::no_fit`]); an update (a reservation, a state or capacity change) costs O(log n), adding
 //!   or removing a node O(n).
 //!
-//! The index knows no labels: [`crate::fleet::IndexedFleet`] keeps one per node selector, over
-//! the nodes carrying its labels.
+//! The index knows no labels: an `IndexedFleet` (fleet.rs) keeps one per node selector, over the
+//! nodes carrying its labels.
 //!
 //! Node names are expected to be unique, as Kubernetes names are. With duplicates, decisions
 //! still agree with the scan, and updates by name change one of the nodes of that name.
@@ -35,7 +35,7 @@
 use std::fmt;
 
 use crate::fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit};
-use crate::{Dimension, Resources};
+use crate::resources::{Dimension, Resources};
 
 /// One node as the index keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,19 +1,30 @@
 //! Pure placement rules for tenant-placer: no Kubernetes, no async, no I/O.
 //!
+//! The modules, bottom first. Outside its unit tests, each names (in code and in doc links) only
+//! modules listed before it, so the files form no import circle: a type a lower module needs
+//! lives in that lower module (`TenantWants` and `Plan` in ledger, where migration reads them),
+//! and a function that combines two modules lives in the higher one (`place_ledgers` in fleet,
+//! over policy and ledger). Inside the crate an item is named by its module's path
+//! (`crate::ledger::NodeLedger`), not by the re-exports below, so every edge shows.
+//!
 //! ```text
-//!   resources  Resources, Dimension           checked int64-bounded arithmetic
-//!   fit        NodeView ─first_fit─▶ Choice  Place(node) | NoFit(shortfall per dimension)
-//!   policy     Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Choice
-//!   overcommit Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
-//!   index      FirstFitIndex: first fit in O(log n) per decision and per update
-//!   fleet      Fleet: what planning reads (a slice scans; IndexedFleet keeps first-fit indexes)
-//!   hash       uid_hash, NameHasher: fast hashes of UIDs and node names for the lookup indexes
-//!   selector   Labels: a node's labels include every pair of a tenant's nodeSelector
-//!   ledger     NodeLedger + TenantWants ─plan_tenant(_with)─▶ Plan (one node edit at a time)
-//!   queue      FifoQueue: a batch decided oldest first, room held for older waiting tenants
-//!   rebalance  NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes (BestFit)
-//!   provision  waiting tenants + NodeClassOffers ─purchase─▶ Purchase: the new nodes to request
-//!   testing    test fixtures: one builder for ledgers and views (tests only, feature `testing`)
+//!   resources        Resources, Dimension: checked int64-bounded arithmetic
+//!   hash             uid_hash, NameHasher: fast hashes of UIDs and node names for lookup indexes
+//!   selector         Labels: a node's labels include every pair of a tenant's nodeSelector
+//!   fit              NodeView ─first_fit─▶ Choice: Place(node) | NoFit(shortfall per dimension)
+//!   index            FirstFitIndex: first fit in O(log n) per decision and per update
+//!   overcommit       Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
+//!   policy           Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Choice
+//!   ledger           NodeLedger ─apply(Edit)─▶ NodeLedger; TenantWants, Plan: a plan's words
+//!   fleet            Fleet: what planning reads (a slice scans, place_ledgers; IndexedFleet
+//!                    keeps first-fit indexes)
+//!   migration        plan_move, plan_in_flight: a move off a draining node, make-before-break
+//!   plan             TenantWants + Fleet ─plan_tenant(_with)─▶ Plan (one node edit at a time)
+//!   queue            FifoQueue: a batch decided oldest first, room held for older waiting tenants
+//!   rebalance        NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes
+//!   provision        waiting tenants + NodeClassOffers ─purchase─▶ Purchase: new nodes to request
+//!   purchase_groups  tenants with node selectors ─purchase_by_labels─▶ one purchase per group
+//!   testing          test fixtures: one builder for ledgers and views (tests only, `testing`)
 //! ```
 //!
 //! Cargo keeps this crate pure: it depends on nothing but std. The controller turns API objects
@@ -26,6 +37,7 @@ pub mod index;
 pub mod ledger;
 pub mod migration;
 pub mod overcommit;
+pub mod plan;
 pub mod policy;
 pub mod provision;
 pub mod purchase_groups;
@@ -37,19 +49,17 @@ pub mod selector;
 pub mod testing;
 
 pub use fit::{Choice, NoFit, NodeState, NodeView, Shortfall, first_fit, no_fit};
-pub use fleet::{Fleet, FleetMut, IndexedFleet};
+pub use fleet::{Fleet, FleetMut, IndexedFleet, place_ledgers, place_ledgers_matching};
 pub use hash::{NameHasher, uid_hash};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
-    Edit, EditKind, Entry, LedgerError, NodeLedger, Plan, TenantWants, holders_of, plan_release,
-    plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
+    Edit, EditKind, Entry, LedgerError, Migration, MoveBlock, NodeLedger, Plan, TenantWants,
 };
-pub use migration::{Migration, MoveBlock};
 pub use overcommit::{Overcommit, OvercommitError};
-pub use policy::{
-    Policy, Slack, UnknownPolicy, best_fit_among, place, place_ledgers, place_ledgers_matching,
-    place_with, weighted_slack,
+pub use plan::{
+    holders_of, plan_release, plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
 };
+pub use policy::{Policy, Slack, UnknownPolicy, best_fit_among, place, place_with, weighted_slack};
 pub use provision::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,
     Unplaceable, WaitingTenant, purchase,

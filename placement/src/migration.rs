@@ -1,4 +1,7 @@
-//! Moving tenants off a draining node, make-before-break.
+//! Moving tenants off a draining node, make-before-break: the steps planning (plan.rs) takes for
+//! a tenant holding room on one. The move a tenant's status records
+//! ([`Migration`](crate::ledger::Migration)) and why a tenant is not moving ([`MoveBlock`]) are
+//! words of a plan, in ledger.rs.
 //!
 //! ```text
 //!   holds on S (Draining) ──plan_move──▶ Edit Migrate: the target entry on T (policy, not S)
@@ -22,26 +25,11 @@
 //! - two entries without a recorded move are duplicates (the ordinary rule keeps the one the
 //!   status names): a crash before the status recorded the move rolls it back.
 
-use crate::fit::{Choice, NoFit, NodeState};
+use crate::fit::{Choice, NodeState};
 use crate::fleet::Fleet;
-use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants};
+use crate::ledger::{Edit, EditKind, Entry, MoveBlock, NodeLedger, Plan, TenantWants};
 use crate::policy::Policy;
-
-/// A move a tenant's status records: from the node it leaves to the node it goes to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Migration<'a> {
-    pub from: &'a str,
-    pub to: &'a str,
-}
-
-/// Why a tenant on a draining node is not moving now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum MoveBlock {
-    /// No other node that takes new tenants has room for its entry.
-    NoRoom(NoFit),
-    /// As many moves as allowed are in flight; it moves when one finishes.
-    Turn { in_flight: usize },
-}
+use crate::resources::Resources;
 
 /// The next step of a move the status records, when both its nodes hold the tenant (`holders`
 /// sorted by name, each holding an entry of `wants.uid`). `None` when no such move is in flight.
@@ -76,7 +64,7 @@ pub(crate) fn plan_move<F: Fleet + ?Sized>(
     let Some(held) = source.entry_of(wants.uid) else {
         return Plan::Holding {
             node: source.name().to_owned(),
-            reserved: crate::Resources::ZERO,
+            reserved: Resources::ZERO,
         };
     };
     // The source takes no new tenants (it is draining), so the policy never picks it.
@@ -112,7 +100,8 @@ fn release(kind: EditKind, node: &NodeLedger, wants: &TenantWants<'_>) -> Plan {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::ledger::plan_tenant_with;
+    use crate::ledger::Migration;
+    use crate::plan::plan_tenant_with;
     use crate::testing::{ledger, wants};
 
     const S: &str = "s";
@@ -144,7 +133,7 @@ mod tests {
             ledger(T).capacity(8, 8, 8).build(),
         ];
         let acme = TenantWants {
-            footprint: crate::Resources::new(3, 3, 3),
+            footprint: Resources::new(3, 3, 3),
             ..moving("acme", None)
         };
         let plan = plan_tenant_with(Policy::FirstFit, &acme, &nodes, 0);
@@ -152,10 +141,7 @@ mod tests {
             panic!("{plan:?}")
         };
         assert_eq!((edit.kind, edit.node.as_str()), (EditKind::Migrate, "a"));
-        assert_eq!(
-            edit.entry.unwrap().resources,
-            crate::Resources::new(2, 2, 2)
-        );
+        assert_eq!(edit.entry.unwrap().resources, Resources::new(2, 2, 2));
     }
 
     #[test]

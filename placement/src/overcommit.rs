@@ -18,12 +18,12 @@
 //! past what operators run in practice; a larger value is far more likely a typo (a per-mille
 //! amount given as a ratio, `1200` for `1.2`) than a wish, and promising 1,000x a node's memory is
 //! not a placement anyone wants to compute. The bound also keeps every per-mille value below 2^14,
-//! which the exact best-fit comparison in [`crate::policy`] relies on to stay within its integer
-//! width.
+//! which the exact comparison of the policies' slack scores (policy.rs) relies on to stay within
+//! its integer width.
 
 use std::fmt;
 
-use crate::{Dimension, Resources};
+use crate::resources::{Dimension, Resources};
 
 /// A ratio per dimension, each an exact integer in thousandths (1000 = 1.0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

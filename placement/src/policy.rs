@@ -5,9 +5,10 @@
 //! none: `Choice::NoFit` built by [`no_fit`]. So a request fits under one policy exactly when
 //! it fits under all of them; the policies differ only in which candidate wins. No policy
 //! depends on the order the nodes are given in. [`best_fit_among`] is BestFit's rule over
-//! candidates the caller chooses (the consolidation in [`crate::rebalance`] leaves some out).
-//! A tenant's node selector narrows the candidates to the nodes carrying its labels
-//! ([`place_ledgers_matching`], a scan), and its no-fit answer names the selector.
+//! candidates the caller chooses (the consolidation, rebalance.rs, leaves some out). Policies
+//! know nodes only as views: over a fleet of ledgers (fleet.rs) each node is weighed by its own
+//! overcommit, and a tenant's node selector narrows the candidates to the nodes carrying its
+//! labels.
 //!
 //! | policy        | winner among the candidates                                        | ties        |
 //! |---------------|--------------------------------------------------------------------|-------------|
@@ -59,9 +60,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::fit::{Choice, NodeView, first_fit, no_fit};
-use crate::ledger::NodeLedger;
-use crate::selector::Labels;
-use crate::{Dimension, Overcommit, Resources};
+use crate::overcommit::Overcommit;
+use crate::resources::{Dimension, Resources};
 
 /// How a node is chosen for a new reservation. The default is `FirstFit`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -145,7 +145,7 @@ pub fn place<'a>(
 
 /// [`place`] on a fleet with one overcommit profile: it weighs `BestFit` and `LeastLoaded`
 /// scores. The views' capacities must already be effective (see [`Overcommit::effective`]); a
-/// [`NodeLedger`]'s view is.
+/// `NodeLedger`'s view is.
 pub fn place_with<'a>(
     policy: Policy,
     nodes: &[NodeView<'a>],
@@ -156,51 +156,9 @@ pub fn place_with<'a>(
     place_by(policy, nodes, request, turn, |_| *overcommit)
 }
 
-/// [`place`] over ledgers: each node's effective capacity and overcommit weights are its own.
-pub fn place_ledgers<'a>(
-    policy: Policy,
-    nodes: &'a [NodeLedger],
-    request: &Resources,
-    turn: u64,
-) -> Choice<'a> {
-    let views: Vec<NodeView<'a>> = nodes.iter().map(NodeLedger::view).collect();
-    place_by(policy, &views, request, turn, |i| {
-        nodes.get(i).map(NodeLedger::overcommit).unwrap_or_default()
-    })
-}
-
-/// [`place_ledgers`] among the nodes whose labels include every pair of `selector` (see
-/// [`crate::selector`]); `None` or an empty selector is [`place_ledgers`]. The candidates are
-/// found by a scan. A no-fit answer names the selector and how many nodes carry its labels.
-pub fn place_ledgers_matching<'a>(
-    policy: Policy,
-    nodes: &'a [NodeLedger],
-    selector: Option<&Labels>,
-    request: &Resources,
-    turn: u64,
-) -> Choice<'a> {
-    let Some(selector) = selector.filter(|s| !s.is_empty()) else {
-        return place_ledgers(policy, nodes, request, turn);
-    };
-    let labelled: Vec<&'a NodeLedger> = nodes
-        .iter()
-        .filter(|node| node.matches(Some(selector)))
-        .collect();
-    let views: Vec<NodeView<'a>> = labelled.iter().map(|node| node.view()).collect();
-    let choice = place_by(policy, &views, request, turn, |i| {
-        labelled
-            .get(i)
-            .map(|node| node.overcommit())
-            .unwrap_or_default()
-    });
-    match choice {
-        Choice::NoFit(no_fit) => Choice::NoFit(no_fit.for_selector(selector, labelled.len())),
-        place => place,
-    }
-}
-
 /// The one place every policy goes through: the same candidates, the same no-fit answer.
-fn place_by<'a>(
+/// `weights(i)` is the overcommit of `nodes[i]` (a fleet of ledgers gives each its own).
+pub(crate) fn place_by<'a>(
     policy: Policy,
     nodes: &[NodeView<'a>],
     request: &Resources,
@@ -233,7 +191,7 @@ fn weighted<'v, 'a>(
 /// BestFit among some nodes of a fleet, each with its own overcommit weights: the node whose
 /// weighted slack after taking `request` is the smallest, ties by name; nodes that are not
 /// eligible or lack room are skipped. The rule of `place(Policy::BestFit, ..)`, for a caller that
-/// chooses the candidates itself (the consolidation in [`crate::rebalance`] leaves out the nodes it
+/// chooses the candidates itself (the consolidation, rebalance.rs, leaves out the nodes it
 /// empties). `None` when none fits.
 pub fn best_fit_among<'v, 'a: 'v>(
     candidates: impl IntoIterator<Item = (&'v NodeView<'a>, Overcommit)>,

@@ -10,14 +10,14 @@
 //!                                                     └─ unplaceable: NoClass (TooLarge | AtLimit)
 //! ```
 //!
-//! This planner knows no node selectors: [`crate::purchase_by_labels`] plans tenants that have
-//! them, calling it once per group of tenants that may go on the same classes.
+//! This planner knows no node selectors: `purchase_by_labels` (purchase_groups.rs) plans tenants
+//! that have them, calling it once per group of tenants that may go on the same classes.
 //!
 //! Rules enforced here:
 //! - **the check**: a purchase is judged the way the controller places. Every request in flight
 //!   and every new node arrives as an empty Online node (its capacity as given, no overcommit),
 //!   and the planned tenants are placed one by one, in queue order, by the active policy
-//!   ([`crate::plan_tenant_with`] would give the same answers). A purchase lists each tenant
+//!   ([`crate::plan::plan_tenant_with`] would give the same answers). A purchase lists each tenant
 //!   where the check puts it; the check places every planned tenant;
 //! - **room first**: a new node is opened only for a tenant that fits, at its turn, in no request
 //!   in flight and no node already planned; otherwise it goes where the policy chooses among
@@ -87,8 +87,10 @@ use std::collections::HashMap;
 use std::fmt;
 
 use crate::fit::{Choice, NodeState, NodeView, Shortfall};
+use crate::overcommit::Overcommit;
 use crate::policy::{Policy, place_with};
-use crate::{Dimension, Overcommit, Resources};
+use crate::resources::{Dimension, Resources};
+use crate::selector::{Labels, Pairs};
 
 /// A kind of machine that can be bought (a NodeClass), as purchase planning needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,7 +185,7 @@ pub enum NoClass {
         crowded: Vec<String>,
     },
     /// The tenant's node selector asks for labels the nodes of no class carry.
-    NoneLabelled { selector: crate::Labels },
+    NoneLabelled { selector: Labels },
 }
 
 impl fmt::Display for NoClass {
@@ -216,11 +218,9 @@ impl fmt::Display for NoClass {
                 }
                 Ok(())
             }
-            NoClass::NoneLabelled { selector } => write!(
-                f,
-                "no node class makes nodes labelled {}",
-                crate::Pairs(selector)
-            ),
+            NoClass::NoneLabelled { selector } => {
+                write!(f, "no node class makes nodes labelled {}", Pairs(selector))
+            }
             NoClass::AtLimit { at_limit, crowded } => {
                 f.write_str("every node class that could hold it is at its limit")?;
                 if !at_limit.is_empty() {

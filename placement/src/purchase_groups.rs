@@ -4,7 +4,7 @@
 //! ```text
 //!   waiting (queue order, each with its selector) ─┐
 //!   classes, each with the labels its nodes carry ─┼─ purchase_by_labels ─▶ Purchase
-//!   requests in flight, with their nodes' labels ──┘   (one [`crate::purchase`] per group)
+//!   requests in flight, with their nodes' labels ──┘   (one [`purchase`] per group)
 //! ```
 //!
 //! Rules enforced here:
@@ -12,7 +12,7 @@
 //!   nodes carry every label of its node selector (no selector: every class and request);
 //!   a machine is never bought for a tenant that could not be placed on it;
 //! - tenants that may go on the same classes and requests form a group; groups are planned in
-//!   the queue order of their oldest tenant, each by [`crate::purchase`] with its tenants in
+//!   the queue order of their oldest tenant, each by [`purchase`] with its tenants in
 //!   queue order;
 //! - a request in flight whose room a group's plan uses is not offered to a later group, and a
 //!   class's new nodes count against its limit for every later group: nothing is promised
@@ -39,7 +39,7 @@ pub struct SelectiveTenant {
     pub selector: Option<Labels>,
 }
 
-/// [`crate::purchase`] over classes and requests whose nodes carry `labels` (parallel to each
+/// [`purchase`] over classes and requests whose nodes carry `labels` (parallel to each
 /// slice), for tenants with node selectors. See the module doc.
 pub fn purchase_by_labels(
     policy: Policy,

@@ -23,9 +23,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::fleet::FleetMut;
-use crate::ledger::{
-    Edit, EditKind, Entry, Plan, TenantWants, holders_of, plan_restore, plan_tenant_held_by,
-};
+use crate::ledger::{Edit, EditKind, Entry, Plan, TenantWants};
+use crate::plan::{holders_of, plan_restore, plan_tenant_held_by};
 use crate::policy::Policy;
 use crate::resources::Resources;
 
@@ -196,7 +195,7 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
     /// The plan for a batch tenant created at `key` (batch tenants come oldest first). Room
     /// for older waiting tenants is held in `ledgers` first; a first placement behind a
     /// StrictFIFO head is [`Plan::Queued`]. Call again after applying an edit, as with
-    /// [`plan_tenant_with`].
+    /// [`plan_tenant_with`](crate::plan::plan_tenant_with).
     pub fn plan<F: FleetMut + ?Sized>(
         &mut self,
         key: &K,

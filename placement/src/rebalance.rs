@@ -43,8 +43,9 @@ use std::collections::HashMap;
 
 use crate::fit::{NodeState, NodeView};
 use crate::ledger::{Entry, NodeLedger};
+use crate::overcommit::Overcommit;
 use crate::policy::{Slack, best_fit_among, weighted_slack};
-use crate::{Overcommit, Resources};
+use crate::resources::Resources;
 
 /// One tenant's entry moved from the node it is on to another.
 #[derive(Clone, Debug, PartialEq, Eq)]

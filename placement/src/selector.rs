@@ -15,8 +15,8 @@
 //!   for it. It never takes an entry away: a tenant holding an entry on a node whose labels
 //!   changed keeps it there, and resizes in place there;
 //! - over a slice of ledgers the candidates are filtered by a scan (O(nodes) per decision); an
-//!   [`crate::IndexedFleet`] answers first fit for a selector from an index over the nodes
-//!   carrying its labels, kept current as labels change ([`crate::fleet`]).
+//!   `IndexedFleet` (fleet.rs) answers first fit for a selector from an index over the nodes
+//!   carrying its labels, kept current as labels change.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -23,7 +23,11 @@
 
 use std::sync::Arc;
 
-use crate::{Entry, Labels, NodeLedger, NodeState, NodeView, Overcommit, Resources, TenantWants};
+use crate::fit::{NodeState, NodeView};
+use crate::ledger::{Entry, NodeLedger, TenantWants};
+use crate::overcommit::Overcommit;
+use crate::resources::Resources;
+use crate::selector::Labels;
 
 /// Amounts in the three dimensions (threads, memory GB, storage GB): a tuple or a value.
 pub trait Amounts {
