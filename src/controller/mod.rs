@@ -397,7 +397,10 @@ pub async fn run_with(client: Client, settings: Settings, handles: Handles) {
     }
 }
 
-/// Both controllers, sharing one context and one placement engine.
+/// Where undecodable objects are reported (see [`report_skipped`]).
+type Skips = futures::channel::mpsc::UnboundedSender<decode::Skipped>;
+
+/// The watches, the engine and the loops of one term, built and run until shutdown.
 async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let Handles {
         health,
@@ -407,39 +410,20 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // New caches start empty: not ready until they sync (a previous term's flag may remain,
     // e.g. after a task was aborted in-process).
     health.caches_synced.store(false, Ordering::SeqCst);
-    let nodes: Api<Node> = Api::all(client.clone());
-    let (node_cache, node_feed) = reflector::store::<Node>();
-    let tenant_cache = TenantCache::default();
-    let runner = Arc::new(runner::Runner::default());
-    let (raise_nodes, node_synced) = Synced::flag();
-    let (raise_tenants, tenants_synced) = Synced::flag();
     let (skipped, undecodable) = futures::channel::mpsc::unbounded::<decode::Skipped>();
-    let skipped_requests = skipped.clone();
     let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
     let waiting = Arc::new(waiting);
     let claims: Arc<claims::Claims> = Arc::default();
-    // A node that goes takes its entries with it: the claims on it are checked at the next pass.
-    let (node_gone_claims, node_gone_room) = (claims.clone(), waiting.clone());
     // The engine looks only at the nodes this watch changed (the cache holds them by now).
     let node_changes: Arc<NodeChanges> = Arc::default();
-    let changed_nodes = node_changes.clone();
+    let (node_cache, node_feed) = reflector::store::<Node>();
+    let (raise_nodes, node_synced) = Synced::flag();
     let node_controller = Controller::for_stream(
-        reflected(
-            Api::all(client.clone()),
+        node_events(
+            &client,
             settings.node_selector.as_ref(),
-            node_feed,
-            raise_nodes,
-            move |event: &watcher::Event<Node>| match event {
-                watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
-                    changed_nodes.changed(&node.name_any());
-                }
-                watcher::Event::Delete(node) => {
-                    changed_nodes.changed(&node.name_any());
-                    node_gone_claims.node_changed(&node.name_any());
-                    node_gone_room.poke();
-                }
-                watcher::Event::Init | watcher::Event::InitDone => changed_nodes.all(),
-            },
+            (node_feed, raise_nodes),
+            (node_changes.clone(), claims.clone(), waiting.clone()),
             skipped.clone(),
         )
         .map_ok(strip::trigger),
@@ -451,8 +435,8 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // Fed by the request watch (node requests on): delivered machines' room is held for the
     // tenants they were bought for.
     let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
-    let engine = Engine::start(
-        nodes,
+    let engine = Arc::new(Engine::start(
+        Api::all(client.clone()),
         node_cache.clone(),
         queue_ready,
         EngineConfig {
@@ -464,78 +448,31 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             node_changes: Some(node_changes),
             bought: bought.clone(),
         },
-    );
-    let gone = engine.gone();
-    // Deleted tenants are released from their delete event (what a finalizer-less delete needs;
-    // with the finalizer it finds nothing left to release). Our own writes' copies go once the
-    // watch delivers them.
-    let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
+    ));
+    let tenant_cache = TenantCache::default();
+    let runner = Arc::new(runner::Runner::default());
+    let (raise_tenants, tenants_synced) = Synced::flag();
     let tenant_copies = Arc::new(newest::Newest::<Tenant>::bounded(TENANT_COPIES));
-    let seen = tenant_copies.clone();
-    let (relisted_room, relisted) = (waiting.clone(), tenant_cache.clone());
-    let tenant_claims = claims.clone();
-    // NB: a watch with a selector reports a tenant whose labels left it as deleted: in a pool,
-    // a delete is confirmed by a direct read before its UID counts as gone (`tenant::deleted`).
-    let pooled = settings
-        .tenant_selector
-        .as_ref()
-        .is_some_and(|s| !s.is_everything());
-    let on_tenant_event = move |event: &watcher::Event<Tenant>, applied: &TenantApplied| match event
-    {
-        watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
-            seen.observed(tenant);
-            if let Some(key) = &applied.key
-                && tenant_claims.observe(key, applied.before.as_ref(), tenant)
-            {
-                relisted_room.poke();
-            }
-        }
-        watcher::Event::Delete(tenant) => {
-            if let Some(uid) = tenant.metadata.uid.as_ref().filter(|_| !pooled) {
-                gone.insert(uid);
-            }
-            tenant_claims.forget(&ObjectRef::from_obj(tenant), applied.before.as_ref());
-            let _ = deleted.unbounded_send(tenant.clone());
-        }
-        // A relist drops what was deleted while the watch was down, without a delete event.
-        watcher::Event::InitDone => {
-            relisted_room.retain_present(&relisted);
-            tenant_claims.retain_present(&relisted);
-        }
-        watcher::Event::Init => {}
-    };
-    // A tenant is reconciled when what it asks changes (spec: generation) or it is being
-    // deleted, not when only its status changes (our own writes): that halves the reconciles.
-    // A status changed by someone else is checked against its node by the claims.
-    let (fed, due) = (tenant_cache.clone(), runner.clone());
-    let tenant_watch = watched(
-        Api::all(client.clone()),
+    let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
+    let _tenant_watch = AbortOnDrop(tokio::spawn(tenant_events(
+        TenantWatch {
+            cache: tenant_cache.clone(),
+            synced: raise_tenants,
+            due: runner.clone(),
+            copies: tenant_copies.clone(),
+            claims: claims.clone(),
+            waiting: waiting.clone(),
+            gone: engine.gone(),
+            deleted,
+        },
+        &client,
         settings.tenant_selector.as_ref(),
-        skipped,
-    )
-    .for_each(move |event| {
-        match event {
-            Ok(event) => {
-                let applied = fed.apply_keyed(&event);
-                if matches!(event, watcher::Event::InitDone) {
-                    let _ = raise_tenants.send(true);
-                }
-                on_tenant_event(&event, &applied);
-                for key in applied.due {
-                    due.trigger(key);
-                }
-            }
-            Err(error) => tracing::warn!(%error, "the tenant watch failed; it is retried"),
-        }
-        std::future::ready(())
-    });
-    let _tenant_watch = AbortOnDrop(tokio::spawn(tenant_watch));
+        skipped.clone(),
+    )));
     caches.set(node_cache.clone(), tenant_cache.clone());
-    let purchase_caches = caches.clone();
     let concurrency = settings.concurrency;
     let publisher =
         publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());
-    let engine = Arc::new(engine);
     let notes: Arc<state::PurchaseNotes> = Arc::default();
     let _passes = AbortOnDrop(tokio::spawn(passes::run(passes::Passes {
         waiting: waiting.clone(),
@@ -544,62 +481,20 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         tenants: tenant_cache.clone(),
         requeue_window: settings.requeue_window,
     })));
-    let _requests = settings.request_after.is_some().then(|| {
-        let (class_cache, class_feed) = reflector::store::<NodeClass>();
-        let (request_cache, request_feed) = reflector::store::<NodeRequest>();
-        purchase_caches.set_purchases(class_cache.clone(), request_cache.clone());
-        let (raise_classes, classes_synced) = Synced::flag();
-        let (raise_requests, requests_synced) = Synced::flag();
-        let classes = reflected(
-            Api::all(client.clone()),
-            None,
-            class_feed,
-            raise_classes,
-            |_: &watcher::Event<NodeClass>| {},
-            skipped_requests.clone(),
-        );
-        let purchases: Arc<requests::Purchases> = Arc::default();
-        // Every event, not only the cache: a request Failed or gone between looks is seen.
-        let observed = purchases.clone();
-        let requests = reflected(
-            Api::all(client.clone()),
-            None,
-            request_feed,
-            raise_requests,
-            move |event: &watcher::Event<NodeRequest>| {
-                observed.observe(event);
-                if let Some(bought) = &bought {
-                    bought.observe(event);
-                }
-            },
-            skipped_requests.clone(),
-        );
-        let watches = futures::future::join(
-            classes.for_each(|_| std::future::ready(())),
-            requests.for_each(|_| std::future::ready(())),
-        );
+    let _purchases = settings.request_after.is_some().then(|| {
         let buyer = RequestLoop {
             client: client.clone(),
             engine: engine.clone(),
             tenants: tenant_cache.clone(),
             tenants_synced: tenants_synced.clone(),
             waiting: waiting.clone(),
-            purchases,
+            purchases: Arc::default(),
             notes: notes.clone(),
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
             settings: settings.clone(),
         };
-        (
-            AbortOnDrop(tokio::spawn(async move {
-                watches.await;
-            })),
-            AbortOnDrop(tokio::spawn(requests::run(
-                Arc::new(buyer),
-                (class_cache, classes_synced),
-                (request_cache, requests_synced),
-            ))),
-        )
+        purchases(buyer, &caches, bought, skipped.clone())
     });
     let _skipped = AbortOnDrop(tokio::spawn(report_skipped(
         undecodable,
@@ -642,57 +537,234 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         }
     }));
 
-    // Wake-ups (a node could take a waiter, a claim is not backed) and the resync sweep.
+    let (_wakes, tenant_loop) = tenant_loop(ctx, runner, wake_ups, reconcile_after);
+    let node_loop = node_loop(node_controller, node_ctx, node_cache);
+    futures::join!(tenant_loop, node_loop);
+}
+
+/// The tenant loop: the runner reconciles each tenant that falls due (a watch change, a
+/// wake-up from the waiting room or the claims, its requeue, the resync sweep), `concurrency`
+/// at once, once the tenant cache is `synced`. Answers the wake-ups' task and the loop.
+fn tenant_loop(
+    ctx: Arc<TenantLoop>,
+    runner: Arc<runner::Runner>,
+    wake_ups: impl futures::Stream<Item = ObjectRef<Tenant>> + Send + 'static,
+    synced: Synced,
+) -> (AbortOnDrop, impl Future<Output = ()>) {
     let (woken, resolved, sweep) = (runner.clone(), ctx.tenants.clone(), ctx.tenants.clone());
     let wakes = wake_ups
         .filter_map(move |tenant| std::future::ready(resolved.entry(&tenant).map(|(key, _)| key)))
         .chain(futures::stream::pending());
-    let _wakes = AbortOnDrop(tokio::spawn(
+    let wakes = AbortOnDrop(tokio::spawn(
         futures::stream::select(wakes, resyncs(sweep, ctx.settings.resync)).for_each(move |key| {
             woken.trigger(key);
             std::future::ready(())
         }),
     ));
-    let reconciling = ctx.clone();
     let tenants = ctx.tenants.clone();
-    let tenant_loop = runner.run(
-        &tenants,
-        &reconcile_after,
-        usize::from(concurrency),
-        move |tenant| {
-            let ctx = reconciling.clone();
-            async move {
-                let reconcile = tenant::reconcile(tenant.clone(), ctx.clone());
-                match observed("tenant", tenant.clone(), &ctx.metrics, reconcile).await {
-                    Ok(action) => action,
-                    Err(error) => runner::Action::requeue(ctx.retry_after(&tenant, &error)),
-                }
-            }
-        },
-        runner::shutdown_signal(),
-    );
-    // Bounded like the tenants': in a flood every node changes, and an unbounded controller
-    // holds a reconcile in flight for each of them (about 1 KB each, waiting on the engine).
-    let node_loop =
-        node_controller
-            .reconcile_on(node_sweeps(
-                node_cache.clone(),
-                node_ctx.settings.orphan_sweep,
-            ))
-            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-            .shutdown_on_signal()
+    let concurrency = usize::from(ctx.settings.concurrency);
+    let reconciles = async move {
+        runner
             .run(
-                |node, ctx| {
-                    let metrics = ctx.metrics.clone();
+                &tenants,
+                &synced,
+                concurrency,
+                move |tenant| {
+                    let ctx = ctx.clone();
                     async move {
-                        observed("node", node.clone(), &metrics, node::reconcile(node, ctx)).await
+                        let reconcile = tenant::reconcile(tenant.clone(), ctx.clone());
+                        match observed("tenant", tenant.clone(), &ctx.metrics, reconcile).await {
+                            Ok(action) => action,
+                            Err(error) => runner::Action::requeue(ctx.retry_after(&tenant, &error)),
+                        }
                     }
                 },
-                node::error_policy,
-                node_ctx,
+                runner::shutdown_signal(),
             )
-            .for_each(|result| async move { log_result("node", result) });
-    futures::join!(tenant_loop, node_loop);
+            .await;
+    };
+    (wakes, reconciles)
+}
+
+/// The node loop: kube's controller over the node watch, and every node again each
+/// `orphan_sweep`, bounded like the tenants' (in a flood every node changes, and an unbounded
+/// controller holds a reconcile in flight for each of them, about 1 KB each, waiting on the
+/// engine).
+fn node_loop(
+    controller: Controller<Node>,
+    ctx: Arc<NodeLoop>,
+    cache: Store<Node>,
+) -> impl Future<Output = ()> {
+    let concurrency = ctx.settings.concurrency;
+    controller
+        .reconcile_on(node_sweeps(cache, ctx.settings.orphan_sweep))
+        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+        .shutdown_on_signal()
+        .run(
+            |node, ctx| {
+                let metrics = ctx.metrics.clone();
+                async move {
+                    observed("node", node.clone(), &metrics, node::reconcile(node, ctx)).await
+                }
+            },
+            node::error_policy,
+            ctx,
+        )
+        .for_each(|result| async move { log_result("node", result) })
+}
+
+/// The node watch: feeds the cache (raising `synced` at each full list) and shows every change
+/// to the engine; a node that goes took its entries with it, so the claims on it are checked at
+/// the waiting room's next pass.
+fn node_events(
+    client: &Client,
+    selector: Option<&LabelSelector>,
+    (feed, synced): (reflector::store::Writer<Node>, watch::Sender<bool>),
+    (changes, claims, waiting): (Arc<NodeChanges>, Arc<claims::Claims>, Arc<WaitingRoom>),
+    skipped: Skips,
+) -> impl futures::Stream<Item = Result<Node, watcher::Error>> + Send + 'static {
+    reflected(
+        Api::all(client.clone()),
+        selector,
+        feed,
+        synced,
+        move |event: &watcher::Event<Node>| match event {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                changes.changed(&node.name_any());
+            }
+            watcher::Event::Delete(node) => {
+                changes.changed(&node.name_any());
+                claims.node_changed(&node.name_any());
+                waiting.poke();
+            }
+            watcher::Event::Init | watcher::Event::InitDone => changes.all(),
+        },
+        skipped,
+    )
+}
+
+/// What the tenant watch feeds.
+struct TenantWatch {
+    cache: TenantCache,
+    /// Raised at each full list.
+    synced: watch::Sender<bool>,
+    /// Triggered with each tenant that fell due.
+    due: Arc<runner::Runner>,
+    /// Our own writes' copies, which go once the watch delivers them.
+    copies: Arc<newest::Newest<Tenant>>,
+    claims: Arc<claims::Claims>,
+    waiting: Arc<WaitingRoom>,
+    /// Deleted UIDs: never placed again.
+    gone: Arc<engine::GoneUids>,
+    /// Each deleted tenant, to release its entry (what a finalizer-less delete needs; with the
+    /// finalizer it finds nothing left to release).
+    deleted: futures::channel::mpsc::UnboundedSender<Tenant>,
+}
+
+/// The tenant watch, until it is dropped. A tenant is reconciled when what it asks changes
+/// (spec: generation) or it is being deleted, not when only its status changes (our own
+/// writes): that halves the reconciles. A status changed by someone else is checked against its
+/// node by the claims.
+fn tenant_events(
+    fed: TenantWatch,
+    client: &Client,
+    selector: Option<&LabelSelector>,
+    skipped: Skips,
+) -> impl Future<Output = ()> + Send + 'static {
+    // NB: a watch with a selector reports a tenant whose labels left it as deleted: in a pool,
+    // a delete is confirmed by a direct read before its UID counts as gone (`tenant::deleted`).
+    let pooled = selector.is_some_and(|s| !s.is_everything());
+    watched(Api::all(client.clone()), selector, skipped).for_each(move |event| {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                tracing::warn!(%error, "the tenant watch failed; it is retried");
+                return std::future::ready(());
+            }
+        };
+        let applied = fed.cache.apply_keyed(&event);
+        match &event {
+            watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
+                fed.copies.observed(tenant);
+                if let Some(key) = &applied.key
+                    && fed.claims.observe(key, applied.before.as_ref(), tenant)
+                {
+                    fed.waiting.poke();
+                }
+            }
+            watcher::Event::Delete(tenant) => {
+                if let Some(uid) = tenant.metadata.uid.as_ref().filter(|_| !pooled) {
+                    fed.gone.insert(uid);
+                }
+                fed.claims
+                    .forget(&ObjectRef::from_obj(tenant), applied.before.as_ref());
+                let _ = fed.deleted.unbounded_send(tenant.clone());
+            }
+            // A relist drops what was deleted while the watch was down, without a delete event.
+            watcher::Event::InitDone => {
+                let _ = fed.synced.send(true);
+                fed.waiting.retain_present(&fed.cache);
+                fed.claims.retain_present(&fed.cache);
+            }
+            watcher::Event::Init => {}
+        }
+        for key in applied.due {
+            fed.due.trigger(key);
+        }
+        std::future::ready(())
+    })
+}
+
+/// The NodeClass and NodeRequest watches and the request loop, as two tasks. The request watch
+/// shows every event, not only the cache, to the loop's memory (a request Failed or gone between
+/// looks is seen) and to `bought`.
+fn purchases(
+    buyer: RequestLoop,
+    caches: &Caches,
+    bought: Option<Arc<Bought>>,
+    skipped: Skips,
+) -> (AbortOnDrop, AbortOnDrop) {
+    let (class_cache, class_feed) = reflector::store::<NodeClass>();
+    let (request_cache, request_feed) = reflector::store::<NodeRequest>();
+    caches.set_purchases(class_cache.clone(), request_cache.clone());
+    let (raise_classes, classes_synced) = Synced::flag();
+    let (raise_requests, requests_synced) = Synced::flag();
+    let classes = reflected(
+        Api::all(buyer.client.clone()),
+        None,
+        class_feed,
+        raise_classes,
+        |_: &watcher::Event<NodeClass>| {},
+        skipped.clone(),
+    );
+    let observed = buyer.purchases.clone();
+    let requests = reflected(
+        Api::all(buyer.client.clone()),
+        None,
+        request_feed,
+        raise_requests,
+        move |event: &watcher::Event<NodeRequest>| {
+            observed.observe(event);
+            if let Some(bought) = &bought {
+                bought.observe(event);
+            }
+        },
+        skipped,
+    );
+    let watches = futures::future::join(
+        classes.for_each(|_| std::future::ready(())),
+        requests.for_each(|_| std::future::ready(())),
+    );
+    (
+        AbortOnDrop(tokio::spawn(async move {
+            watches.await;
+        })),
+        AbortOnDrop(tokio::spawn(requests::run(
+            Arc::new(buyer),
+            (class_cache, classes_synced),
+            (request_cache, requests_synced),
+        ))),
+    )
 }
 
 /// Runs one reconcile in a span naming the object, and counts and times it.
