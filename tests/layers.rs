@@ -323,6 +323,37 @@ fn the_controllers_parts_depend_one_way_down_its_layers() {
     );
 }
 
+/// What a file under `src/serve/` may name of the controller: what it knows (`state`) and the
+/// handles the wiring gives out (`Caches`, `Health`, `Handles`, ...), never a loop or the engine.
+fn serve_reaches_into(text: &str) -> Vec<String> {
+    named_modules(text, "crate::controller")
+        .into_iter()
+        .filter(|named| !(named == "state" || named.starts_with(|c: char| c.is_ascii_uppercase())))
+        .collect()
+}
+
+#[test]
+fn the_serving_layer_reads_handles_and_imports_no_loop() {
+    let serve = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/serve");
+    let mut files = Vec::new();
+    rust_files(&serve, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let text = without_plain_comments(shipped(&std::fs::read_to_string(file).unwrap()));
+        for named in serve_reaches_into(&text) {
+            found.push(format!("{} names controller::{named}", file.display()));
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+    assert_eq!(
+        serve_reaches_into(
+            "use crate::controller::{Caches, state::waiting::Waiter};\n\
+             use crate::controller::tenant::WantedStatus;\nuse crate::controller::engine::X;"
+        ),
+        ["engine", "tenant"]
+    );
+}
+
 #[test]
 fn a_back_edge_inside_the_controller_is_reported() {
     let dir = tempfile::tempdir().unwrap();

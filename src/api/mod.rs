@@ -22,6 +22,7 @@ mod node;
 mod provision;
 mod selector;
 mod tenant;
+mod wants;
 
 pub use amounts::{MAX_AMOUNT, NegativeAmount, ResourceAmounts};
 pub use claim::Claim;
@@ -39,6 +40,7 @@ pub use tenant::{
     MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
     TenantMode, TenantPhase, TenantSpec, TenantStatus,
 };
+pub use wants::Wants;
 
 use kube::CustomResourceExt;
 use serde::Serialize;

@@ -207,7 +207,7 @@ fn start_moves(node: &Node, ctx: &NodeLoop) {
             .is_some_and(|m| m.from == name);
         if moving {
             in_flight = in_flight.saturating_add(1);
-        } else if !super::state::waiting::Waiter::is_blocked_move(&tenant) {
+        } else if !tenant.is_blocked_move() {
             next.push(tenant);
         }
     }

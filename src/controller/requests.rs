@@ -77,7 +77,6 @@ use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
 use super::state::Synced;
-use super::state::waiting;
 use super::state::{PurchaseNotes, TenantCache, WaitingRoom};
 use crate::api::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase,
@@ -534,7 +533,8 @@ async fn report_failure(ctx: &RequestLoop, failed: &NodeRequest) {
     publish(ctx, failed, EventType::Warning, "ProvisioningFailed", note).await;
 }
 
-/// A tenant that waits for room, as purchases see it.
+/// A tenant that waits for room, as purchases see it: its wants (`Tenant::waiting_wants`) and
+/// what it waits for.
 #[derive(Clone, Debug, PartialEq)]
 struct Waiter {
     /// `namespace/name`.
@@ -567,7 +567,7 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
         .filter(|t| t.metadata.deletion_timestamp.is_none() && !t.spec.suspend)
         .filter_map(|t| {
             let status = t.status.as_ref()?;
-            let wait = if waiting::Waiter::is_blocked_move(&t) {
+            let wait = if t.is_blocked_move() {
                 Wait::Move
             } else if status.phase == TenantPhase::PendingCapacity {
                 let since = status
@@ -581,19 +581,16 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
             };
             let leaving = Some(status.node_name.clone()).filter(|n| !n.is_empty());
             // A move carries the entry as held (a resize is asked for once it has moved): the
-            // room it needs is what it holds, whatever its spec asks now.
-            let footprint = match wait {
-                Wait::Move => status.reserved.to_resources().ok()?,
-                Wait::First { .. } => t.spec.footprint().ok()?,
-            };
+            // room it needs is what it holds, whatever its spec asks now (`waiting_wants`).
+            let wants = t.waiting_wants()?;
             let waiter = Waiter {
-                key: t.key(),
-                created: t.metadata.creation_timestamp.as_ref().map(|c| c.0),
-                footprint,
-                selector: t.spec.selector().cloned(),
+                key: wants.tenant.to_string(),
+                created: wants.created,
+                footprint: wants.footprint,
+                selector: wants.node_selector.as_deref().cloned(),
                 wait,
             };
-            Some((waiter, t.metadata.uid.clone().unwrap_or_default(), leaving))
+            Some((waiter, wants.uid, leaving))
         })
         .collect();
     if waiters.is_empty() {

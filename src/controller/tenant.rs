@@ -36,7 +36,6 @@ use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::{Backoff, EventLevel, Settings, error_delay};
 use super::state::newest;
-use super::state::waiting::Waiter;
 use super::state::{PurchaseNotes, TenantCache, WaitingRoom};
 use crate::api::{
     Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
@@ -375,7 +374,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
     // the engine holds room for this tenant against younger ones, and no node change is missed.
     let footprint = tenant.spec.footprint();
     let created = tenant.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    if let Some(waiter) = Waiter::of(&tenant) {
+    if let Some(waiter) = tenant.waiting_wants() {
         ctx.waiting
             .enter(ObjectRef::from_obj(tenant.as_ref()), waiter);
     }

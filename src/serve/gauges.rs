@@ -17,7 +17,6 @@ use prometheus_client::metrics::MetricType;
 use crate::api::{
     Node, NodeClass, NodeRequest, NodeRequestPhase, ResourceAmounts, Tenant, TenantPhase,
 };
-use crate::controller::state::waiting::Waiter;
 use crate::controller::{Caches, Health, Role};
 
 /// Encodes the gauges from `health` and `caches` on each scrape.
@@ -91,10 +90,7 @@ fn encode_tenants(encoder: &mut DescriptorEncoder, tenants: &[Arc<Tenant>]) -> s
             MetricType::Gauge,
         )?
         .encode_gauge(&in_flight)?;
-    let blocked = tenants
-        .iter()
-        .filter(|t| Waiter::is_blocked_move(t))
-        .count();
+    let blocked = tenants.iter().filter(|t| t.is_blocked_move()).count();
     encoder
         .encode_descriptor(
             "tenant_placer_migrations_blocked",

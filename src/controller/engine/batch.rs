@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 
 use super::gone::GoneUids;
 use super::view::View;
+use crate::api::Wants;
 use crate::error::Error;
 
 /// What the engine answers a tenant's decision: where it rests, and what was written to get
@@ -45,59 +46,9 @@ pub struct Committed {
 /// decision takes its key without copying the name).
 pub(super) type QueueKey = (Option<Timestamp>, Arc<str>);
 
-/// A tenant's wants, owned so that they can wait in the queue.
-#[derive(Clone, Debug)]
-pub(super) struct OwnedWants {
-    pub uid: String,
-    pub tenant: Arc<str>,
-    pub footprint: placement::Resources,
-    pub suspend: bool,
-    pub status_node: Option<String>,
-    /// The move its status records: (from, to).
-    pub migration: Option<(String, String)>,
-    /// Its node selector (`None`: any node); shared, as the wants are cloned for retries.
-    pub node_selector: Option<Arc<placement::Labels>>,
-    /// The tenant's creationTimestamp: older tenants are decided first.
-    pub created: Option<Timestamp>,
-}
-
-impl OwnedWants {
-    pub(super) fn of(wants: &TenantWants<'_>, created: Option<Timestamp>) -> OwnedWants {
-        OwnedWants {
-            uid: wants.uid.to_owned(),
-            tenant: Arc::from(wants.tenant),
-            footprint: wants.footprint,
-            suspend: wants.suspend,
-            status_node: wants.status_node.map(str::to_owned),
-            migration: wants
-                .migration
-                .map(|m| (m.from.to_owned(), m.to.to_owned())),
-            node_selector: wants
-                .node_selector
-                .filter(|s| !s.is_empty())
-                .map(|s| Arc::new(s.clone())),
-            created,
-        }
-    }
-
-    fn borrowed(&self) -> TenantWants<'_> {
-        TenantWants {
-            uid: &self.uid,
-            tenant: &self.tenant,
-            footprint: self.footprint,
-            suspend: self.suspend,
-            status_node: self.status_node.as_deref(),
-            migration: self
-                .migration
-                .as_ref()
-                .map(|(from, to)| placement::Migration { from, to }),
-            node_selector: self.node_selector.as_deref(),
-        }
-    }
-
-    pub(super) fn key(&self) -> QueueKey {
-        (self.created, self.tenant.clone())
-    }
+/// Where these wants stand in the queue.
+pub(super) fn queue_key(wants: &Wants) -> QueueKey {
+    (wants.created, wants.tenant.clone())
 }
 
 type Reply<T> = oneshot::Sender<Result<T, Error>>;
@@ -107,7 +58,7 @@ type Reply<T> = oneshot::Sender<Result<T, Error>>;
 pub(super) enum Job {
     /// Move a tenant to rest: reserve, resize, restore, drop duplicates, or leave it waiting.
     Decide {
-        wants: OwnedWants,
+        wants: Wants,
         reply: Reply<Committed>,
     },
     /// Remove every entry of a UID; answered with the edits made.
@@ -139,7 +90,7 @@ impl Job {
         };
     }
 
-    pub(super) fn wants(&self) -> Option<&OwnedWants> {
+    pub(super) fn wants(&self) -> Option<&Wants> {
         match self {
             Job::Decide { wants, .. } => Some(wants),
             _ => None,
@@ -165,7 +116,7 @@ impl Queued {
 pub(super) enum Decided {
     /// A tenant's resting plan, and whether room was held for older tenants at the time.
     Decide {
-        wants: OwnedWants,
+        wants: Wants,
         reply: Reply<Committed>,
         rested: Result<(Plan, bool), Error>,
     },
@@ -335,7 +286,7 @@ struct Moves {
 /// as its target entry is written: its status must record the move before the source goes
 /// (docs/design.md, "Moves").
 fn decide_tenant(
-    wants: &OwnedWants,
+    wants: &Wants,
     view: &mut View,
     queue: &mut FifoQueue<'_, QueueKey>,
     rules: &Rules<'_>,
@@ -343,7 +294,7 @@ fn decide_tenant(
     moves: &mut Moves,
     edits: &mut Vec<Edit>,
 ) -> Result<(Plan, bool), Error> {
-    let key = wants.key();
+    let key = queue_key(wants);
     // A UID released (its tenant deleted) is never placed again: this job was queued before
     // the delete was seen. (Releases are decided before tenants, so none comes in the loop.)
     if rules.released.contains(&wants.uid) {
@@ -462,8 +413,8 @@ mod tests {
     }
 
     /// What tenant `name` (UID `uid-{name}`, as the builder names it) asks, created at `created`.
-    fn wants(name: &str, threads: u64, created: i64) -> OwnedWants {
-        OwnedWants {
+    fn wants(name: &str, threads: u64, created: i64) -> Wants {
+        Wants {
             uid: format!("uid-{name}"),
             tenant: format!("default/{name}").into(),
             footprint: Resources::new(threads, 1, 1),
@@ -477,7 +428,7 @@ mod tests {
 
     type Answer<T> = oneshot::Receiver<Result<T, Error>>;
 
-    fn decide(wants: OwnedWants) -> (Queued, Answer<Committed>) {
+    fn decide(wants: Wants) -> (Queued, Answer<Committed>) {
         let (reply, answer) = oneshot::channel();
         (Queued::new(Job::Decide { wants, reply }), answer)
     }
@@ -634,7 +585,7 @@ mod tests {
         // left, and the younger tenant (4) waits too, told that room was held back.
         let nodes = vec![node("n1", 8, &[])];
         let older = wants("older", 6, 5);
-        let waiters = [(older.key(), older.borrowed())];
+        let waiters = [(queue_key(&older), older.borrowed())];
         let (young, mut answer) = decide(wants("young", 4, 20));
         let (touched, view) = run(nodes, vec![young], &waiters, &GoneUids::default(), 8);
         let committed = answer.try_recv().unwrap().unwrap();
@@ -735,7 +686,7 @@ mod tests {
                 node_selector: Some(selector),
                 ..testing_wants()
             };
-            OwnedWants::of(&wants, None).node_selector
+            Wants::of(&wants, None).node_selector
         };
         assert_eq!(of(&empty), None);
         assert_eq!(of(&eu).as_deref(), Some(&eu));

@@ -10,10 +10,11 @@ use k8s_openapi::jiff::Timestamp;
 use placement::{Policy, QueueMode, Resources, TenantWants};
 use tokio::sync::oneshot;
 
-use super::batch::{Job, OwnedWants, Queued, Rules, decide_batch};
+use super::batch::{Job, Queued, Rules, decide_batch};
 use super::gone::GoneUids;
 use super::view::View;
 use crate::api::Node;
+use crate::api::Wants;
 
 /// One batch's time, per decision in it.
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +56,7 @@ pub fn decide(
                 let (reply, answer) = oneshot::channel();
                 replies.push(answer);
                 Queued::new(Job::Decide {
-                    wants: OwnedWants::of(&wants, None),
+                    wants: Wants::of(&wants, None),
                     reply,
                 })
             })

@@ -50,7 +50,7 @@ use placement::{Fleet, NodeLedger, TenantWants};
 use tokio::sync::{mpsc, oneshot};
 
 pub use batch::Committed;
-use batch::{Draft, Job, OwnedWants, Queued, Rules, decide_batch};
+use batch::{Draft, Job, Queued, Rules, decide_batch, queue_key};
 pub use bought::Bought;
 use conflicts::{JobWrites, NodeFailure, Resolution, resolve};
 pub use gone::GoneUids;
@@ -59,7 +59,7 @@ use view::View;
 use super::state::Synced;
 use super::state::newest::Newest;
 use super::state::waiting::WaitingRoom;
-use crate::api::Node;
+use crate::api::{Node, Wants};
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
 use crate::metrics::Metrics;
@@ -252,7 +252,7 @@ impl Engine {
         wants: &TenantWants<'_>,
         created: Option<Timestamp>,
     ) -> Result<Committed, Error> {
-        let wants = OwnedWants::of(wants, created);
+        let wants = Wants::of(wants, created);
         self.submit(|reply| Job::Decide { wants, reply }).await
     }
 
@@ -388,7 +388,7 @@ impl EngineTask {
         let waiters = self.waiters_outside(&batch);
         let waiting: Vec<_> = waiters
             .iter()
-            .map(|w| ((w.created, Arc::from(w.tenant.as_str())), w.wants()))
+            .map(|w| (queue_key(w), w.borrowed()))
             .collect();
         self.sync_view();
         let selectors = batch
@@ -401,10 +401,7 @@ impl EngineTask {
         let bought_for = self.bought_for();
         let bought: Vec<(batch::QueueKey, &str, TenantWants<'_>)> = bought_for
             .iter()
-            .map(|(node, w)| {
-                let key = (w.created, Arc::from(w.tenant.as_str()));
-                (key, node.as_str(), w.wants())
-            })
+            .map(|(node, w)| (queue_key(w), node.as_str(), w.borrowed()))
             .collect();
         let now = Time(Timestamp::now());
         let rules = Rules {
@@ -487,7 +484,7 @@ impl EngineTask {
     /// Each delivered machine (its node in the view, made for its request) with each tenant it
     /// was bought for that waits for a machine (holding nothing, or moving off a draining
     /// node), whatever its age.
-    fn bought_for(&self) -> Vec<(String, super::state::waiting::Waiter)> {
+    fn bought_for(&self) -> Vec<(String, Wants)> {
         let (Some(bought), Some(room)) = (&self.config.bought, &self.config.waiting) else {
             return Vec::new();
         };
@@ -533,17 +530,17 @@ impl EngineTask {
                 if let Some(resources) = held(&w.uid) {
                     w.footprint = resources;
                 }
-                Some((machine_of.get(w.tenant.as_str())?.to_string(), w))
+                Some((machine_of.get(&*w.tenant)?.to_string(), w))
             })
             .collect()
     }
 
     /// The waiting tenants older than the youngest tenant decided here, with no job in it.
-    fn waiters_outside(&self, batch: &[Queued]) -> Vec<super::state::waiting::Waiter> {
+    fn waiters_outside(&self, batch: &[Queued]) -> Vec<Wants> {
         let Some(room) = &self.config.waiting else {
             return Vec::new();
         };
-        let decided: Vec<&OwnedWants> = batch.iter().filter_map(|q| q.job.wants()).collect();
+        let decided: Vec<&Wants> = batch.iter().filter_map(|q| q.job.wants()).collect();
         // Only waiters older than the youngest tenant decided here can hold room for it.
         let Some(youngest) = decided.iter().map(|w| (w.created, &*w.tenant)).max() else {
             return Vec::new();

@@ -31,88 +31,10 @@ use std::sync::{Mutex, PoisonError};
 use futures::channel::mpsc;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::ObjectRef;
-use placement::{
-    EditKind, Labels, NodeLedger, Plan, QueueMode, Resources, TenantWants, plan_tenant,
-};
+use placement::{EditKind, NodeLedger, Plan, QueueMode, TenantWants, plan_tenant};
 use tokio::sync::Notify;
 
-use crate::api::{PlacedReason, Tenant, TenantPhase};
-
-/// What a waiting tenant needs, and its place in the queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Waiter {
-    pub uid: String,
-    /// `namespace/name`
-    pub tenant: String,
-    pub footprint: Resources,
-    pub suspend: bool,
-    pub created: Option<Timestamp>,
-    /// The node its status names: where a `Resizing` tenant holds its entry and grows.
-    pub status_node: Option<String>,
-    /// Its node selector (`None`: any node): only a node carrying these labels wakes it.
-    pub node_selector: Option<Labels>,
-}
-
-impl Waiter {
-    /// The waiter a tenant is, as its spec and status say; `None` without a UID or with a spec
-    /// that cannot be used (it asks for nothing).
-    pub fn of(tenant: &Tenant) -> Option<Waiter> {
-        // A tenant that cannot leave a draining node waits for room for what it holds.
-        let footprint = if Self::is_blocked_move(tenant) {
-            tenant.status.as_ref()?.reserved.to_resources().ok()?
-        } else {
-            tenant.spec.footprint().ok()?
-        };
-        Some(Waiter {
-            uid: tenant.metadata.uid.clone()?,
-            tenant: tenant.key(),
-            footprint,
-            suspend: tenant.spec.suspend,
-            created: tenant.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            status_node: tenant
-                .status
-                .as_ref()
-                .map(|s| s.node_name.clone())
-                .filter(|n| !n.is_empty()),
-            node_selector: tenant.spec.selector().cloned(),
-        })
-    }
-
-    /// Whether the tenant's status says it waits for room (what a restart rebuilds the room from).
-    pub fn is_waiting(tenant: &Tenant) -> bool {
-        tenant.metadata.deletion_timestamp.is_none()
-            && (Self::is_blocked_move(tenant)
-                || tenant.status.as_ref().is_some_and(|s| {
-                    matches!(
-                        s.phase,
-                        TenantPhase::PendingCapacity | TenantPhase::Resizing
-                    )
-                }))
-    }
-
-    /// Whether the tenant's status says it holds room on a draining node that no other node can
-    /// take now (it is woken like any waiting tenant when a node could).
-    pub fn is_blocked_move(tenant: &Tenant) -> bool {
-        tenant.placed_reason() == Some(PlacedReason::MigrationBlocked)
-    }
-
-    /// The queue order: older first, then by `namespace/name`.
-    pub fn queue_key(&self) -> (Option<Timestamp>, &str) {
-        (self.created, &self.tenant)
-    }
-
-    pub fn wants(&self) -> TenantWants<'_> {
-        TenantWants {
-            uid: &self.uid,
-            tenant: &self.tenant,
-            footprint: self.footprint,
-            suspend: self.suspend,
-            status_node: self.status_node.as_deref(),
-            migration: None,
-            node_selector: self.node_selector.as_ref(),
-        }
-    }
-}
+use crate::api::{Tenant, Wants};
 
 /// Nodes changed since the last pass.
 #[derive(Debug, Default)]
@@ -126,7 +48,7 @@ struct Changed {
 #[derive(Debug)]
 pub struct WaitingRoom {
     /// By tenant UID: a tenant deleted and re-created under its name is another waiter.
-    waiting: Mutex<HashMap<String, (ObjectRef<Tenant>, Waiter)>>,
+    waiting: Mutex<HashMap<String, (ObjectRef<Tenant>, Wants)>>,
     changed: Mutex<Changed>,
     pass_due: Notify,
     mode: QueueMode,
@@ -158,7 +80,7 @@ impl WaitingRoom {
         self.mode
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ObjectRef<Tenant>, Waiter)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (ObjectRef<Tenant>, Wants)>> {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -167,7 +89,7 @@ impl WaitingRoom {
     }
 
     /// Registers a tenant before its decision; it stays until it leaves.
-    pub fn enter(&self, tenant: ObjectRef<Tenant>, waiter: Waiter) {
+    pub fn enter(&self, tenant: ObjectRef<Tenant>, waiter: Wants) {
         let before = self
             .lock()
             .insert(waiter.uid.clone(), (tenant, waiter.clone()));
@@ -220,8 +142,8 @@ impl WaitingRoom {
     /// many wait.
     pub fn rebuild_from(&self, tenants: &super::TenantCache) -> usize {
         for tenant in tenants.state() {
-            if Waiter::is_waiting(&tenant)
-                && let Some(waiter) = Waiter::of(&tenant)
+            if tenant.is_waiting()
+                && let Some(waiter) = tenant.waiting_wants()
             {
                 self.enter(ObjectRef::from_obj(tenant.as_ref()), waiter);
             }
@@ -244,7 +166,7 @@ impl WaitingRoom {
     }
 
     /// The waiting tenants older than `key` in queue order (for the engine's queue).
-    pub fn waiters_before(&self, key: (Option<Timestamp>, &str)) -> Vec<Waiter> {
+    pub fn waiters_before(&self, key: (Option<Timestamp>, &str)) -> Vec<Wants> {
         self.lock()
             .values()
             .filter(|(_, w)| w.queue_key() < key)
@@ -253,7 +175,7 @@ impl WaitingRoom {
     }
 
     /// The waiting tenants whose key (namespace/name) is `named`, in no order.
-    pub fn waiters_named(&self, named: impl Fn(&str) -> bool) -> Vec<Waiter> {
+    pub fn waiters_named(&self, named: impl Fn(&str) -> bool) -> Vec<Wants> {
         self.lock()
             .values()
             .filter(|(_, w)| named(&w.tenant))
@@ -289,13 +211,13 @@ impl WaitingRoom {
     /// Re-queues, oldest first, every waiting tenant one of these nodes could take now.
     /// Returns how many.
     pub fn pass(&self, nodes: &[NodeLedger]) -> usize {
-        let mut waiting: Vec<(ObjectRef<Tenant>, Waiter)> = self.lock().values().cloned().collect();
+        let mut waiting: Vec<(ObjectRef<Tenant>, Wants)> = self.lock().values().cloned().collect();
         waiting.sort_by(|a, b| a.1.queue_key().cmp(&b.1.queue_key()));
         let mut triggered = 0usize;
         for (tenant, waiter) in waiting {
             let wants = TenantWants {
                 suspend: false,
-                ..waiter.wants()
+                ..waiter.borrowed()
             };
             let could_take = nodes.iter().any(|node| {
                 matches!(
@@ -316,6 +238,8 @@ impl WaitingRoom {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+    use placement::Resources;
+
     use super::*;
     use crate::api::{Node, NodeState};
     use crate::testing::{self, node};
@@ -325,14 +249,15 @@ mod tests {
     }
 
     /// Tenant `default/{name}` (UID `uid-{name}`, as the fixtures' entries name it) waiting.
-    fn waiter(name: &str, footprint: Resources, created_second: i64) -> Waiter {
-        Waiter {
+    fn waiter(name: &str, footprint: Resources, created_second: i64) -> Wants {
+        Wants {
             uid: format!("uid-{name}"),
-            tenant: format!("default/{name}"),
+            tenant: format!("default/{name}").into(),
             footprint,
             suspend: false,
             created: Some(Timestamp::from_second(created_second).unwrap()),
             status_node: None,
+            migration: None,
             node_selector: None,
         }
     }
@@ -386,7 +311,7 @@ mod tests {
         let eu = crate::testing::tenant("eu")
             .node_selector(&[("region", "eu")])
             .build();
-        room.enter(tenant("eu"), Waiter::of(&eu).unwrap());
+        room.enter(tenant("eu"), eu.waiting_wants().unwrap());
         // Room enough, but no region=eu: not woken.
         assert_eq!(changed(&room, &node("n").capacity(8, 8, 8).build()), 0);
         let labelled = node("n").capacity(8, 8, 8).label("region", "eu").build();

@@ -33,7 +33,6 @@ use crate::api::{
     DRAINED_CONDITION, Node, NodeRequest, NodeRequestPhase, NodeState, OVER_CAPACITY_CONDITION,
     ResourceAmounts, Tenant, TenantPhase,
 };
-use crate::controller::state::waiting::Waiter;
 
 /// The whole answer of `/api/fleet`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -358,7 +357,7 @@ pub fn fleet_rows(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> (Totals, Flee
     let blocked = oldest_first(
         tenants
             .iter()
-            .filter(|t| Waiter::is_blocked_move(t))
+            .filter(|t| t.is_blocked_move())
             .map(|t| (t.as_ref(), blocked_move(t, &readable))),
         |b| &b.tenant,
     );
@@ -471,8 +470,7 @@ fn node_row(
                         moving_to: migration.filter(|m| m.from == name).map(|m| m.to.clone()),
                         moving_from: migration.filter(|m| m.to == name).map(|m| m.from.clone()),
                         move_blocked: tenant.is_some_and(|t| {
-                            Waiter::is_blocked_move(t)
-                                && status.is_some_and(|s| s.node_name == name)
+                            t.is_blocked_move() && status.is_some_and(|s| s.node_name == name)
                         }),
                     }
                 })
