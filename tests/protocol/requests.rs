@@ -395,33 +395,68 @@ async fn a_request_whose_create_answer_is_lost_or_whose_controller_restarts_is_n
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
-    let h = small_fleet(provisioner(300, &[]), &[class("box", 64, 100, None)]).await;
-    // The first create is held until the other's has been made: it meets AlreadyExists.
-    h.fleet.api.inject(
+    // Both controllers' request watches lag 4 s behind their lists, and the first create is
+    // held 1 s: the other's is made meanwhile, so the held one meets AlreadyExists. It finds the
+    // same purchase in flight and remembers it: nothing is asked again while its watch has not
+    // shown the request, and neither counts an error.
+    let api = ApiServer::new();
+    api.inject(
+        Fault::on(Verb::Watch)
+            .resource("noderequests")
+            .times(2)
+            .delay(Duration::from_secs(4)),
+    );
+    api.inject(
         Fault::on(Verb::Create)
             .resource("noderequests")
             .times(1)
-            .delay(Duration::from_millis(1500)),
+            .delay(Duration::from_secs(1)),
     );
+    let h = Harness::start_on(
+        api,
+        &[node("small").capacity(8, 32, 1000).manifest()],
+        buying(),
+    )
+    .await;
+    h.apply(&[class("box", 64, 100, None)]);
     let handles = Handles::default();
-    let other_metrics = handles.metrics.clone();
+    let (other_metrics, other_caches) = (handles.metrics.clone(), handles.caches.clone());
     let other = tokio::spawn(tenant_placer::controller::run_with(
         h.fleet.client.clone(),
         buying(),
         handles,
     ));
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    let stats = || h.fleet.api.stats();
+    h.until("both controllers asked", || {
+        stats().count(Verb::Create, "noderequests") >= 2
+    })
+    .await;
+    // A look waits for its create: two more looks each, and the held create was answered.
+    let looks = |m: &tenant_placer::metrics::Metrics| m.request_looks_done();
+    let from = (looks(&h.handles.metrics), looks(&other_metrics));
+    h.until("each controller looked twice more", || {
+        looks(&h.handles.metrics) >= from.0 + 2 && looks(&other_metrics) >= from.1 + 2
+    })
+    .await;
+    // Still inside the window: neither request cache shows the request yet.
+    for caches in [&h.handles.caches, &other_caches] {
+        let (_, requests) = caches.purchases().expect("the request loop runs");
+        assert!(requests.state().is_empty(), "the watch no longer lags");
+    }
+    assert_eq!(stats().count(Verb::Create, "noderequests"), 2);
+    // The machine comes only now: big waited through the window.
+    h.fleet.start_provisioner(provisioner(100, &[]));
     until(&h, "big placed", |h| {
         placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
     })
     .await;
     h.settle().await;
     other.abort();
-    // Both computed the same purchase under the same stable name: one was made, the other
-    // found it, and neither counts that as an error.
     let made = requests(&h);
     assert_eq!(made.len(), 1, "{made:#?}");
-    assert_eq!(h.fleet.api.stats().count(Verb::Create, "noderequests"), 2);
+    assert_eq!(stats().count(Verb::Create, "noderequests"), 2);
+    assert_eq!(stats().faults_fired, 3);
     for metrics in [&h.handles.metrics, &other_metrics] {
         assert_eq!(metrics.node_request_errors("create"), 0);
     }
