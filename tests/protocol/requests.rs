@@ -370,6 +370,43 @@ async fn a_tenant_deleted_before_its_machine_arrives_leaves_it_idle_and_it_is_ha
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_machine_someone_else_hands_back_first_is_no_error() {
+    let h = small_fleet(provisioner(100, &[]), &[class("box", 64, 100, None)]).await;
+    // The controller's hand-back is held while a person deletes the request: it finds it gone.
+    h.fleet.api.inject(
+        Fault::on(Verb::Delete)
+            .resource("noderequests")
+            .times(1)
+            .delay(Duration::from_millis(1500)),
+    );
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    until(&h, "a request for big", |h| !requests(h).is_empty()).await;
+    let name = requests(&h)[0].metadata.name.clone().unwrap();
+    h.delete_tenant("big");
+    h.until("the controller's hand-back sent", || {
+        h.fleet.api.stats().count(Verb::Delete, "noderequests") == 1
+    })
+    .await;
+    h.fleet
+        .api
+        .delete(GROUP, "noderequests", None, &name)
+        .unwrap();
+    until(&h, "the machine gone", |h| {
+        h.fleet
+            .nodes()
+            .iter()
+            .all(|n| n.metadata.name.as_deref() != Some(&name))
+    })
+    .await;
+    // The held delete has been answered: two more looks.
+    more_looks(&h, 2).await;
+    h.settle().await;
+    assert_eq!(h.fleet.api.stats().faults_fired, 1);
+    assert_eq!(h.handles.metrics.node_request_errors("hand_back"), 0);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_create_answer_is_lost_or_whose_controller_restarts_is_not_made_twice() {
     let h = small_fleet(provisioner(600, &[]), &[class("box", 64, 100, None)]).await;
     // The first create of a request commits, and its answer is lost.
