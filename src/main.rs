@@ -241,8 +241,8 @@ impl PlacementArgs {
             request_after: (self.request_after_seconds > 0)
                 .then(|| Duration::from_secs(self.request_after_seconds)),
             empty_node_after: Duration::from_secs(self.empty_node_seconds),
-            node_selector: self.node_selector(),
-            tenant_selector: self.tenant_selector(),
+            pool_nodes: self.node_selector(),
+            pool_tenants: self.tenant_selector(),
             ..Settings::default()
         }
     }

@@ -144,10 +144,8 @@ impl Fleet {
 
     /// [`Fleet::start`], reporting readiness, metrics and its caches into `handles`.
     pub fn start_with(&self, settings: Settings, handles: controller::Handles) {
-        *self.pool.lock().unwrap_or_else(PoisonError::into_inner) = (
-            settings.node_selector.clone(),
-            settings.tenant_selector.clone(),
-        );
+        *self.pool.lock().unwrap_or_else(PoisonError::into_inner) =
+            (settings.pool_nodes.clone(), settings.pool_tenants.clone());
         let task = tokio::spawn(controller::run_with(self.client.clone(), settings, handles));
         let mut slot = self
             .controller

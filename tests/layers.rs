@@ -4,6 +4,10 @@
 //! layer than its own. Modules of one layer do not name each other. A cycle cannot pass.
 //!
 //! `super::` paths are not followed: from a top-level module's files they stay inside it.
+//!
+//! Three more checks: inside `src/controller/`, its parts depend one way (state < engine <
+//! settings < loops < wiring); `src/serve/` names no loop and no engine; and in every crate of
+//! the workspace no two files import each other, directly or round a circle.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

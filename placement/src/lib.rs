@@ -22,7 +22,7 @@
 //!   plan             TenantWants + Fleet ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue            FifoQueue: a batch decided oldest first, room held for older waiting tenants
 //!   rebalance        NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes
-//!   provision        waiting tenants + NodeClassOffers ─purchase─▶ Purchase: new nodes to request
+//!   purchase         waiting tenants + NodeClassOffers ─purchase─▶ Purchase: new nodes to request
 //!   purchase_groups  tenants with node selectors ─purchase_by_labels─▶ one purchase per group
 //!   testing          test fixtures: one builder for ledgers and views (tests only, `testing`)
 //! ```
@@ -39,7 +39,7 @@ pub mod migration;
 pub mod overcommit;
 pub mod plan;
 pub mod policy;
-pub mod provision;
+pub mod purchase;
 pub mod purchase_groups;
 pub mod queue;
 pub mod rebalance;
@@ -60,7 +60,7 @@ pub use plan::{
     holders_of, plan_release, plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
 };
 pub use policy::{Policy, Slack, UnknownPolicy, best_fit_among, place, place_with, weighted_slack};
-pub use provision::{
+pub use purchase::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,
     Unplaceable, WaitingTenant, purchase,
 };

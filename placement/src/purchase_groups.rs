@@ -23,7 +23,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::policy::Policy;
-use crate::provision::{
+use crate::purchase::{
     InFlightAssignment, InFlightRequest, NoClass, NodeClassOffer, Purchase, Unplaceable,
     WaitingTenant, purchase,
 };

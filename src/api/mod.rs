@@ -19,7 +19,7 @@ mod claim;
 mod condition;
 mod ledger;
 mod node;
-mod provision;
+mod node_request;
 mod selector;
 mod tenant;
 mod wants;
@@ -31,7 +31,7 @@ pub use node::{
     AllocationEntry, DRAINED_CONDITION, NODE_FINALIZER, Node, NodeSpec, NodeState, NodeStatus,
     OVER_CAPACITY_CONDITION, OvercommitRatios,
 };
-pub use provision::{
+pub use node_request::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeClassSpec, NodeRequest, NodeRequestPhase,
     NodeRequestSpec, NodeRequestStatus,
 };

@@ -421,7 +421,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let node_controller = Controller::for_stream(
         node_events(
             &client,
-            settings.node_selector.as_ref(),
+            settings.pool_nodes.as_ref(),
             (node_feed, raise_nodes),
             (node_changes.clone(), claims.clone(), waiting.clone()),
             skipped.clone(),
@@ -466,7 +466,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             deleted,
         },
         &client,
-        settings.tenant_selector.as_ref(),
+        settings.pool_tenants.as_ref(),
         skipped.clone(),
     )));
     caches.set(node_cache.clone(), tenant_cache.clone());

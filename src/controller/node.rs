@@ -144,7 +144,7 @@ async fn repair_entries(node: &Node, ctx: &NodeLoop) -> Result<(), Error> {
             Ok(Some(found)) if found.uid().as_deref() == Some(entry.uid.as_str()) => {
                 let outside = ctx
                     .settings
-                    .tenant_selector
+                    .pool_tenants
                     .as_ref()
                     .is_some_and(|s| !s.matches(found.labels()));
                 if outside {

@@ -5,7 +5,7 @@
 //!   every request_check (leader only):
 //!     Failed requests ──▶ Warning Event, deleted; the class rests (backoff doubling per failure)
 //!     tenants PendingCapacity for ≥ request_after ──┐
-//!     requests in flight (room that is coming) ─────┼──▶ placement::provision (pure) ──▶ create
+//!     requests in flight (room that is coming) ─────┼──▶ placement::purchase (pure) ──▶ create
 //!     NodeClasses (limits, costs; resting ones out) ┘        NodeRequests, stable names
 //!     each waiting tenant's note ("node request X is Provisioning for it") ──▶ woken if it changed
 //!     Nodes made for a request, empty for empty_node_after ──▶ their request deleted (handed back)
@@ -382,7 +382,7 @@ struct Pool(Option<HashSet<String>>);
 
 impl Pool {
     fn of(ctx: &RequestLoop, classes: &Store<NodeClass>) -> Pool {
-        let Some(selector) = ctx.settings.node_selector.as_ref() else {
+        let Some(selector) = ctx.settings.pool_nodes.as_ref() else {
             return Pool(None);
         };
         let ours = classes

@@ -55,10 +55,10 @@ pub struct Settings {
     pub request_check: Duration,
     /// The pool's Nodes (`--node-selector`): only these are watched, placed on and written;
     /// `None` takes every Node.
-    pub node_selector: Option<LabelSelector>,
+    pub pool_nodes: Option<LabelSelector>,
     /// The pool's Tenants (`--tenant-selector`): only these are watched, placed and written;
     /// `None` takes every Tenant.
-    pub tenant_selector: Option<LabelSelector>,
+    pub pool_tenants: Option<LabelSelector>,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -96,8 +96,8 @@ impl Default for Settings {
             request_after: Some(Duration::from_secs(60)),
             empty_node_after: Duration::from_secs(600),
             request_check: Duration::from_secs(1),
-            node_selector: None,
-            tenant_selector: None,
+            pool_nodes: None,
+            pool_tenants: None,
         }
     }
 }

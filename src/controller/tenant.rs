@@ -515,7 +515,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
 async fn outside_pool(tenant: &Tenant, ctx: &TenantLoop) -> Result<Option<WantedStatus>, Error> {
     let Some(selector) = ctx
         .settings
-        .node_selector
+        .pool_nodes
         .as_ref()
         .filter(|s| !s.is_everything())
     else {
@@ -772,7 +772,7 @@ pub async fn deleted(tenant: &Tenant, ctx: &TenantLoop) {
     ctx.pending_backoff.reset(&uid);
     if ctx
         .settings
-        .tenant_selector
+        .pool_tenants
         .as_ref()
         .is_some_and(|s| !s.is_everything())
     {

@@ -14,8 +14,8 @@ use crate::*;
 fn pool(name: &str) -> Settings {
     let selector = format!("pool={name}");
     Settings {
-        node_selector: Some(selector.parse().unwrap()),
-        tenant_selector: Some(selector.parse().unwrap()),
+        pool_nodes: Some(selector.parse().unwrap()),
+        pool_tenants: Some(selector.parse().unwrap()),
         ..settings()
     }
 }

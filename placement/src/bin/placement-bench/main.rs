@@ -37,7 +37,7 @@ fragmentation  one seeded trace (the seed's four-host example, then a random mix
 consolidation  the time to plan a consolidation (rebalance::consolidate) of a seeded fleet of
                10 tenants per node, each node filled to a random level; --sizes are node
                counts (default 1000).
-purchase       the time to plan a purchase (provision::purchase) for seeded waiting tenants of
+purchase       the time to plan a purchase (purchase::purchase) for seeded waiting tenants of
                mixed sizes and five classes, under each policy, and its cost against a lower
                bound; --sizes are tenant counts (default 1000), --runs the plans timed per
                policy (default 11).";

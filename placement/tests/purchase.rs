@@ -1,4 +1,4 @@
-//! Properties of purchase planning (`placement::provision`) over random classes, limits,
+//! Properties of purchase planning (`placement::purchase`) over random classes, limits,
 //! requests in flight and waiting tenants, each judged with the crate's own placement
 //! (`plan_tenant_with` on empty ledgers), never with the planner's internals: the planned
 //! tenants all fit once the nodes arrive, each where the purchase says; each new node's tenants
