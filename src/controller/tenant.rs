@@ -110,9 +110,12 @@ impl TenantLoop {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WantedStatus {
     pub phase: TenantPhase,
-    pub node_name: String,
+    /// The node it holds its reservation on (the one it leaves, while it moves); none while it
+    /// holds nothing.
+    pub node: Option<String>,
     pub reserved: Resources,
     pub message: String,
+    /// The Placed condition's status: it holds the reservation its spec asks, where it asks.
     pub placed: bool,
     pub reason: PlacedReason,
     /// The move in flight, while the tenant is reserved on both nodes.
@@ -142,7 +145,7 @@ fn lost_note(tenant: &Tenant) -> Option<&str> {
 pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> WantedStatus {
     let holding = |phase, node: &str, reserved, message, reason| WantedStatus {
         phase,
-        node_name: node.to_owned(),
+        node: Some(node.to_owned()),
         reserved,
         message,
         placed: true,
@@ -198,7 +201,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
         }
         Plan::Pending(no_fit) => WantedStatus {
             phase: TenantPhase::PendingCapacity,
-            node_name: String::new(),
+            node: None,
             reserved: Resources::ZERO,
             message: format!("waiting for capacity for {footprint}: {no_fit}"),
             placed: false,
@@ -207,7 +210,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
         },
         Plan::SuspendedUnplaced => WantedStatus {
             phase: TenantPhase::Suspended,
-            node_name: String::new(),
+            node: None,
             reserved: Resources::ZERO,
             message: "suspended; holds no reservation and will be placed when resumed".into(),
             placed: false,
@@ -216,7 +219,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
         },
         Plan::Migrating { from, to, reserved } => WantedStatus {
             phase: TenantPhase::Migrating,
-            node_name: from.clone(),
+            node: Some(from.clone()),
             reserved: *reserved,
             message: format!(
                 "moving from {from} to {to} ({from} is draining): reserved on both until the move \
@@ -268,7 +271,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
         }
         Plan::Queued { behind } => WantedStatus {
             phase: TenantPhase::PendingCapacity,
-            node_name: String::new(),
+            node: None,
             reserved: Resources::ZERO,
             message: format!(
                 "waiting its turn for {footprint}: StrictFIFO places tenants oldest first, and \
@@ -281,7 +284,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
         // decide() never answers an edit; treat one as "not at rest yet".
         Plan::Edit(edit) => WantedStatus {
             phase: TenantPhase::Pending,
-            node_name: String::new(),
+            node: None,
             reserved: Resources::ZERO,
             message: format!("placement in progress on {}", edit.node),
             placed: false,
@@ -295,13 +298,13 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
 /// budget, a failed write): the reservation as last seen, and why nothing moved.
 fn undecided(tenant: &Tenant, error: &Error) -> WantedStatus {
     let status = tenant.status.clone().unwrap_or_default();
-    let placed = !status.node_name.is_empty();
+    let node = Some(status.node_name).filter(|n| !n.is_empty());
     WantedStatus {
         phase: status.phase,
-        node_name: status.node_name,
+        placed: node.is_some(),
+        node,
         reserved: status.reserved.to_resources().unwrap_or_default(),
         message: format!("cannot be decided now, will retry: {error}"),
-        placed,
         reason: PlacedReason::Undecided,
         migration: status.migration,
     }
@@ -317,7 +320,7 @@ pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantS
     let generation = tenant.metadata.generation;
     TenantStatus {
         phase: wanted.phase,
-        node_name: wanted.node_name.clone(),
+        node_name: wanted.node.clone().unwrap_or_default(),
         reserved: wanted.reserved.into(),
         message: wanted.message.clone(),
         observed_generation: generation,
@@ -399,7 +402,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
                 } else {
                     TenantPhase::Pending
                 },
-                node_name: held.as_ref().map(|(n, _)| n.clone()).unwrap_or_default(),
+                node: held.as_ref().map(|(n, _)| n.clone()),
                 reserved: held.map(|(_, r)| r).unwrap_or_default(),
                 message: format!("spec cannot be used, nothing changed: {problem}"),
                 placed: false,
@@ -413,7 +416,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
     if let Some(wanted) = outside_pool(&tenant, &ctx).await? {
         ctx.waiting.withdraw(&uid);
         ctx.metrics.outside_pool();
-        tracing::warn!(tenant = %key, node = %wanted.node_name,
+        tracing::warn!(tenant = %key, node = wanted.node.as_deref().unwrap_or_default(),
             "the tenant holds a reservation outside this pool; it is left where it is");
         write_status(&api, &tenant, &wanted, &key, &ctx).await?;
         return Ok(Action::await_change());
@@ -445,9 +448,10 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         .and_then(|s| s.migration.as_ref())
         .map(|m| m.to.as_str());
     let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
-    if let Some(lost) = status_node
-        .filter(|named| *named != wanted.node_name && moved_to != Some(wanted.node_name.as_str()))
-    {
+    if let Some(lost) = status_node.filter(|named| {
+        wanted.node.as_deref() != Some(*named)
+            && moved_to.is_none_or(|to| wanted.node.as_deref() != Some(to))
+    }) {
         // The status named a node that held no entry, and the entry could not go back there.
         tracing::warn!(tenant = %key, node = lost, "reservation lost: the node no longer held it");
         let note = format!(
@@ -548,7 +552,7 @@ async fn outside_pool(tenant: &Tenant, ctx: &TenantLoop) -> Result<Option<Wanted
     };
     Ok(Some(WantedStatus {
         phase: status.phase,
-        node_name: node.clone(),
+        node: Some(node.clone()),
         reserved: held.resources.to_resources().unwrap_or(Resources::ZERO),
         message: format!(
             "holds its reservation on {node}, a node outside this pool (--node-selector              {selector}): it stays there and is not placed in this pool (it would be held twice);              to move it here, have its pool drain {node}, or label it back"
@@ -625,11 +629,11 @@ async fn finalize(
         // Say plainly why the tenant is stuck terminating; the error requeues it.
         let wanted = WantedStatus {
             phase: TenantPhase::Terminating,
-            node_name: tenant
+            node: tenant
                 .status
                 .as_ref()
                 .map(|s| s.node_name.clone())
-                .unwrap_or_default(),
+                .filter(|n| !n.is_empty()),
             reserved: tenant
                 .status
                 .as_ref()
@@ -1056,7 +1060,11 @@ mod tests {
             let wanted = wanted_status(&plan, suspend, footprint);
             let case = format!("{plan:?}, suspend {suspend}, footprint {footprint}");
             assert_eq!(wanted.phase, phase, "{case}");
-            assert_eq!(wanted.node_name, node, "{case}");
+            assert_eq!(
+                wanted.node.as_deref(),
+                Some(node).filter(|n| !n.is_empty()),
+                "{case}"
+            );
             assert_eq!(wanted.placed, placed, "{case}");
             assert_eq!(wanted.reason, reason, "{case}");
             let expected_reserved = if placed { held } else { Resources::ZERO };
