@@ -9,7 +9,7 @@
 #   bash ci/mutants.sh BASE        the lines changed since the git ref BASE
 #   bash ci/mutants.sh --all       every mutant of those parts (hours on 2 cores; on demand only)
 #   bash ci/mutants.sh --iterate   only the mutants the last run missed (after sharper tests)
-# Results: mutants.out/<package>/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
+# Results: mutants.out/<package>[-requests]/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
 # docs/testing.md says how the misses are judged. cargo-mutants builds in a copy of the tree (the
 # first build there is cold). Not part of .ci/run: too slow for CI.
 set -euo pipefail
@@ -20,13 +20,16 @@ if ! cargo mutants --version 2>/dev/null | grep -q "$VERSION"; then
     cargo install cargo-mutants --locked --version "$VERSION"
 fi
 
-# Each part: the package, the files, and the tests that guard them. The controller's parts run
-# its unit tests (the pure decisions are table-tested there); the protocol suite is too slow to
-# run per mutant.
+# Each part: the package, the files, the tests that guard them, and the seconds a mutant's tests
+# may take. The controller's pure parts run its unit tests (the decisions are table-tested
+# there); the purchase loop's money paths (a refused or raced create, retire or hand-back) are
+# guarded by the protocol suite's node-request tests too, about 15 s a mutant (a mutant that
+# stops the loop waits out the timeout).
 parts=(
-    "placement|placement/src/*.rs|--lib --test *"
-    "inmem-apiserver|inmem-apiserver/src/schema.rs inmem-apiserver/src/rules.rs|--lib --test *"
-    "tenant-placer|src/controller/engine/batch.rs src/controller/engine/conflicts.rs src/controller/engine/bought.rs src/controller/state/claims.rs src/controller/requests.rs|--lib"
+    "placement|placement/src/*.rs|--lib --test *|300"
+    "inmem-apiserver|inmem-apiserver/src/schema.rs inmem-apiserver/src/rules.rs|--lib --test *|300"
+    "tenant-placer|src/controller/engine/batch.rs src/controller/engine/conflicts.rs src/controller/engine/bought.rs src/controller/state/claims.rs|--lib|300"
+    "tenant-placer|src/controller/requests.rs|--lib --test protocol -- controller::requests requests::|90"
 )
 
 mode=diff
@@ -45,8 +48,10 @@ if [ "$mode" = diff ]; then
 fi
 
 for part in "${parts[@]}"; do
-    IFS='|' read -r package files tests <<<"$part"
-    args=(-p "$package" --timeout 300 --profile mutants --output "mutants.out/$package")
+    IFS='|' read -r package files tests timeout <<<"$part"
+    out="mutants.out/$package"
+    case "$files" in *requests.rs) out="$out-requests" ;; esac
+    args=(-p "$package" --timeout "$timeout" --profile mutants --output "$out")
     for file in $files; do
         args+=(-f "$file")
     done
