@@ -346,28 +346,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
     let api: Api<Tenant> =
         Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
 
-    // The object handed to us was read from the cache when the reconcile was scheduled; the
-    // cache may have moved on since, and our own last write may not be in it yet: deciding from
-    // the newest of the three avoids sending a write again.
-    // (A cache still at the version handed over is not told back again.)
-    let current = if ctx
-        .tenants
-        .holds_version(tenant.as_ref(), tenant.metadata.resource_version.as_deref())
-    {
-        None
-    } else {
-        ctx.tenants.get(&ObjectRef::from_obj(tenant.as_ref()))
-    };
-    let tenant = match ctx
-        .tenant_copies
-        .freshest_known(newest::newer(tenant.clone(), current))
-    {
-        Some(tenant) => tenant,
-        // Behind a write of ours whose copy is no longer kept (a flood): read it.
-        None => match read(&api, &tenant, &key, &ctx).await? {
-            Some(tenant) => tenant,
-            None => return Ok(Action::await_change()),
-        },
+    let Some(tenant) = freshest(tenant, &api, &key, &ctx).await? else {
+        return Ok(Action::await_change());
     };
     if tenant.metadata.deletion_timestamp.is_some() {
         ctx.waiting.withdraw(&uid);
@@ -394,21 +374,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         Err(problem) => {
             // Keep whatever is held; say why nothing else happens.
             ctx.waiting.withdraw(&uid);
-            let held = ctx.engine.holding(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
-            let wanted = WantedStatus {
-                phase: if held.is_some() {
-                    TenantPhase::Active
-                } else {
-                    TenantPhase::Pending
-                },
-                node: held.as_ref().map(|(n, _)| n.clone()),
-                reserved: held.map(|(_, r)| r).unwrap_or_default(),
-                message: format!("spec cannot be used, nothing changed: {problem}"),
-                placed: false,
-                reason: PlacedReason::InvalidSpec,
-                migration: None,
-            };
+            let wanted = unusable_spec(ctx.engine.holding(&uid), &problem);
             write_status(&api, &tenant, &wanted, &key, &ctx).await?;
             return Ok(Action::await_change());
         }
@@ -440,19 +407,8 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         };
         committed = next;
     }
-    let status = tenant.status.as_ref();
-    let status_node = status
-        .map(|s| s.node_name.as_str())
-        .filter(|n| !n.is_empty());
-    let moved_to = status
-        .and_then(|s| s.migration.as_ref())
-        .map(|m| m.to.as_str());
     let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
-    if let Some(lost) = status_node.filter(|named| {
-        wanted.node.as_deref() != Some(*named)
-            && moved_to.is_none_or(|to| wanted.node.as_deref() != Some(to))
-    }) {
-        // The status named a node that held no entry, and the entry could not go back there.
+    if let Some(lost) = lost_on(tenant.status.as_ref(), &wanted) {
         tracing::warn!(tenant = %key, node = lost, "reservation lost: the node no longer held it");
         let note = format!(
             "its reservation on {lost} was lost (the node no longer held it) and {lost} cannot \
@@ -483,29 +439,104 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         }
     }
 
-    Ok(match wanted.phase {
-        // Kept from room held for an older tenant: look again soon, since that tenant may take
-        // other room (or none) and then no node change here would say so.
-        TenantPhase::PendingCapacity if committed.held_back => {
-            Action::requeue(ctx.settings.requeue_window.saturating_mul(5))
-        }
-        TenantPhase::PendingCapacity | TenantPhase::Resizing => {
-            Action::requeue(ctx.pending_backoff.next(&uid))
-        }
-        // On a draining node with no room elsewhere: it stays in the waiting room, woken when a
-        // node could take it.
-        _ if wanted.reason == PlacedReason::MigrationBlocked => {
-            Action::requeue(ctx.pending_backoff.next(&uid))
-        }
-        _ => {
-            // At rest. (A suspended waiter never had room held: it asks for nothing, and
-            // becoming suspended already asked every node to be judged again.)
+    Ok(match next(&wanted, committed.held_back) {
+        Next::Soon => Action::requeue(ctx.settings.requeue_window.saturating_mul(5)),
+        Next::Waits => Action::requeue(ctx.pending_backoff.next(&uid)),
+        Next::Rests => {
             ctx.waiting.leave(&uid);
             ctx.pending_backoff.reset(&uid);
             // Looked at again by the resync sweep (`resyncs`), not by a request per tenant.
             Action::await_change()
         }
     })
+}
+
+/// The newest copy of the tenant handed over: the object was read from the cache when the
+/// reconcile was scheduled; the cache may have moved on since, and our own last write may not be
+/// in it yet. Deciding from the newest of the three avoids sending a write again. (A cache still
+/// at the version handed over is not told back again.) `None`: it is gone.
+async fn freshest(
+    tenant: Arc<Tenant>,
+    api: &Api<Tenant>,
+    key: &str,
+    ctx: &TenantLoop,
+) -> Result<Option<Arc<Tenant>>, Error> {
+    let current = if ctx
+        .tenants
+        .holds_version(tenant.as_ref(), tenant.metadata.resource_version.as_deref())
+    {
+        None
+    } else {
+        ctx.tenants.get(&ObjectRef::from_obj(tenant.as_ref()))
+    };
+    match ctx
+        .tenant_copies
+        .freshest_known(newest::newer(tenant.clone(), current))
+    {
+        Some(tenant) => Ok(Some(tenant)),
+        // Behind a write of ours whose copy is no longer kept (a flood): read it.
+        None => read(api, &tenant, key, ctx).await,
+    }
+}
+
+/// What the status says of a spec that cannot be used: whatever is `held` stays, and why nothing
+/// else happens. Pure.
+fn unusable_spec(
+    held: Option<(String, Resources)>,
+    problem: &impl std::fmt::Display,
+) -> WantedStatus {
+    WantedStatus {
+        phase: if held.is_some() {
+            TenantPhase::Active
+        } else {
+            TenantPhase::Pending
+        },
+        node: held.as_ref().map(|(n, _)| n.clone()),
+        reserved: held.map(|(_, r)| r).unwrap_or_default(),
+        message: format!("spec cannot be used, nothing changed: {problem}"),
+        placed: false,
+        reason: PlacedReason::InvalidSpec,
+        migration: None,
+    }
+}
+
+/// The node the tenant's status names that holds no entry of it any more, when the entry could
+/// not go back there (`wanted` names another node, and not the one a recorded move goes to):
+/// its reservation there was lost. Pure.
+fn lost_on<'a>(status: Option<&'a TenantStatus>, wanted: &WantedStatus) -> Option<&'a str> {
+    let named = status
+        .map(|s| s.node_name.as_str())
+        .filter(|n| !n.is_empty())?;
+    let moved_to = status
+        .and_then(|s| s.migration.as_ref())
+        .map(|m| m.to.as_str());
+    let elsewhere = |node: &str| wanted.node.as_deref() != Some(node);
+    (elsewhere(named) && moved_to.is_none_or(elsewhere)).then_some(named)
+}
+
+/// When a tenant is looked at again after a decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Next {
+    /// Kept from room held for an older tenant: soon (five requeue windows), since that tenant
+    /// may take other room (or none) and then no node change here would say so.
+    Soon,
+    /// It waits (for room, to grow, or on a draining node nothing can take it from): its
+    /// fallback re-check, backing off; node changes wake it before.
+    Waits,
+    /// At rest: it leaves the waiting room; the resync sweep looks at it again.
+    Rests,
+}
+
+/// When to look at a tenant again, from what its status says now. Pure.
+fn next(wanted: &WantedStatus, held_back: bool) -> Next {
+    match wanted.phase {
+        TenantPhase::PendingCapacity if held_back => Next::Soon,
+        TenantPhase::PendingCapacity | TenantPhase::Resizing => Next::Waits,
+        _ if wanted.reason == PlacedReason::MigrationBlocked => Next::Waits,
+        // (A suspended waiter never had room held: it asks for nothing, and becoming suspended
+        // already asked every node to be judged again.)
+        _ => Next::Rests,
+    }
 }
 
 /// Asks the engine to move the tenant to rest, as its spec (`footprint`) and status (the node
@@ -979,6 +1010,97 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    fn wanted(phase: TenantPhase, node: Option<&str>, reason: PlacedReason) -> WantedStatus {
+        WantedStatus {
+            phase,
+            node: node.map(str::to_owned),
+            reserved: Resources::ZERO,
+            message: String::new(),
+            placed: node.is_some(),
+            reason,
+            migration: None,
+        }
+    }
+
+    #[test]
+    fn when_a_tenant_is_looked_at_again() {
+        use PlacedReason as R;
+        use TenantPhase as P;
+        let cases = [
+            (P::PendingCapacity, R::NoCapacity, true, Next::Soon),
+            (P::PendingCapacity, R::QueuedBehindOlder, false, Next::Waits),
+            (P::Resizing, R::ResizeBlocked, false, Next::Waits),
+            (P::Resizing, R::ResizeBlocked, true, Next::Waits),
+            (P::Active, R::MigrationBlocked, false, Next::Waits),
+            (P::Suspended, R::MigrationBlocked, false, Next::Waits),
+            (P::Active, R::Reserved, false, Next::Rests),
+            (P::Active, R::Reserved, true, Next::Rests),
+            (P::Migrating, R::Migrating, false, Next::Rests),
+            (P::Suspended, R::Suspended, false, Next::Rests),
+            (P::Pending, R::InvalidSpec, false, Next::Rests),
+        ];
+        for (phase, reason, held_back, expected) in cases {
+            let got = next(&wanted(phase, Some("n1"), reason), held_back);
+            assert_eq!(got, expected, "{phase:?} {reason:?} held back {held_back}");
+        }
+    }
+
+    #[test]
+    fn a_reservation_is_lost_when_the_named_node_is_neither_where_it_is_nor_where_it_moves() {
+        let status = |node: &str, moving_to: Option<&str>| TenantStatus {
+            node_name: node.into(),
+            migration: moving_to.map(|to| MigrationStatus {
+                from: node.into(),
+                to: to.into(),
+            }),
+            ..TenantStatus::default()
+        };
+        let on = |node: Option<&str>| wanted(TenantPhase::Active, node, PlacedReason::Reserved);
+        let cases: [(TenantStatus, Option<&str>, Option<&str>); 7] = [
+            (status("n1", None), Some("n1"), None),
+            (status("n1", None), Some("n2"), Some("n1")),
+            (status("n1", None), None, Some("n1")),
+            // A recorded move: now on its target is no loss.
+            (status("n1", Some("n2")), Some("n2"), None),
+            (status("n1", Some("n2")), Some("n3"), Some("n1")),
+            (status("n1", Some("n2")), None, Some("n1")),
+            // A status that names no node lost nothing.
+            (status("", None), Some("n2"), None),
+        ];
+        for (status, now, lost) in cases {
+            assert_eq!(
+                lost_on(Some(&status), &on(now)),
+                lost,
+                "{status:?} now on {now:?}"
+            );
+        }
+        assert_eq!(lost_on(None, &on(Some("n1"))), None);
+    }
+
+    #[test]
+    fn an_unusable_spec_keeps_what_is_held_and_says_why() {
+        let held = unusable_spec(Some(("n1".into(), Resources::new(2, 4, 20))), &"replicas 0");
+        assert_eq!(
+            (held.phase, held.node.as_deref(), held.reserved, held.placed),
+            (
+                TenantPhase::Active,
+                Some("n1"),
+                Resources::new(2, 4, 20),
+                false
+            )
+        );
+        assert_eq!(held.reason, PlacedReason::InvalidSpec);
+        assert_eq!(
+            held.message,
+            "spec cannot be used, nothing changed: replicas 0"
+        );
+        let none = unusable_spec(None, &"replicas 0");
+        assert_eq!(
+            (none.phase, none.node, none.reserved),
+            (TenantPhase::Pending, None, Resources::ZERO)
+        );
+    }
 
     /// Every plan at rest, suspended or not, and a footprint that differs from what is held:
     /// the phase, node, reservation, whether it is placed, the reason and the message.
