@@ -499,6 +499,14 @@ fn is_in_flight_for(found: &NodeRequest, spec: &NodeRequestSpec) -> bool {
         && found.phase() != NodeRequestPhase::Failed
 }
 
+/// How long a class rests after `failures` failed requests in a row: the first rest, doubling
+/// with each failure, at most the longest. Pure.
+fn rest_after(failures: u32) -> Duration {
+    FIRST_REST
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(LONGEST_REST)
+}
+
 /// A Failed request's class rests (doubling per failure in a row); a Warning Event says why.
 async fn report_failure(ctx: &RequestLoop, failed: &NodeRequest) {
     let name = failed.name_any();
@@ -515,9 +523,7 @@ async fn report_failure(ctx: &RequestLoop, failed: &NodeRequest) {
             .entry(class.clone())
             .or_insert((Instant::now(), 0));
         *failures = failures.saturating_add(1);
-        let rest = FIRST_REST
-            .saturating_mul(1u32 << (*failures).saturating_sub(1).min(16))
-            .min(LONGEST_REST);
+        let rest = rest_after(*failures);
         *until = Instant::now()
             .checked_add(rest)
             .unwrap_or_else(Instant::now);
@@ -553,6 +559,40 @@ enum Wait {
     Move,
 }
 
+/// The waiter a tenant is, as its status says, with its UID and the node it leaves (a move);
+/// `None` when a machine could not take it: deleted, suspended, placed, resizing in place, or
+/// with a spec that cannot be used. Pure.
+fn waiter_of(t: &Tenant) -> Option<(Waiter, String, Option<String>)> {
+    if t.metadata.deletion_timestamp.is_some() || t.spec.suspend {
+        return None;
+    }
+    let status = t.status.as_ref()?;
+    let wait = if t.is_blocked_move() {
+        Wait::Move
+    } else if status.phase == TenantPhase::PendingCapacity {
+        let since = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == PLACED_CONDITION)
+            .map(|c| c.last_transition_time.0);
+        Wait::First { since }
+    } else {
+        return None;
+    };
+    let leaving = Some(status.node_name.clone()).filter(|n| !n.is_empty());
+    // A move carries the entry as held (a resize is asked for once it has moved): the room it
+    // needs is what it holds, whatever its spec asks now (`waiting_wants`).
+    let wants = t.waiting_wants()?;
+    let waiter = Waiter {
+        key: wants.tenant.to_string(),
+        created: wants.created,
+        footprint: wants.footprint,
+        selector: wants.node_selector.as_deref().cloned(),
+        wait,
+    };
+    Some((waiter, wants.uid, leaving))
+}
+
 /// The tenants waiting for room that a new machine could take, in no order: those waiting for
 /// their first placement and blocked moves. (A `Resizing` tenant grows in place: a new machine
 /// cannot take its resize; a suspended one asks for nothing.) A tenant whose status says it waits
@@ -563,35 +603,8 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
     let mut waiters: Vec<(Waiter, String, Option<String>)> = ctx
         .tenants
         .state()
-        .into_iter()
-        .filter(|t| t.metadata.deletion_timestamp.is_none() && !t.spec.suspend)
-        .filter_map(|t| {
-            let status = t.status.as_ref()?;
-            let wait = if t.is_blocked_move() {
-                Wait::Move
-            } else if status.phase == TenantPhase::PendingCapacity {
-                let since = status
-                    .conditions
-                    .iter()
-                    .find(|c| c.type_ == PLACED_CONDITION)
-                    .map(|c| c.last_transition_time.0);
-                Wait::First { since }
-            } else {
-                return None;
-            };
-            let leaving = Some(status.node_name.clone()).filter(|n| !n.is_empty());
-            // A move carries the entry as held (a resize is asked for once it has moved): the
-            // room it needs is what it holds, whatever its spec asks now (`waiting_wants`).
-            let wants = t.waiting_wants()?;
-            let waiter = Waiter {
-                key: wants.tenant.to_string(),
-                created: wants.created,
-                footprint: wants.footprint,
-                selector: wants.node_selector.as_deref().cloned(),
-                wait,
-            };
-            Some((waiter, wants.uid, leaving))
-        })
+        .iter()
+        .filter_map(|t| waiter_of(t))
         .collect();
     if waiters.is_empty() {
         return Vec::new();
@@ -1563,6 +1576,76 @@ mod tests {
         ];
         for (i, (node, newest, demand, idle)) in table.into_iter().enumerate() {
             assert_eq!(is_idle(node, newest, demand), idle, "case {i}");
+        }
+    }
+
+    #[test]
+    fn a_class_rests_longer_with_each_failure_in_a_row_up_to_the_longest() {
+        let secs = |failures| rest_after(failures).as_secs();
+        let table = [
+            (0, 30),
+            (1, 30),
+            (2, 60),
+            (3, 120),
+            (6, 960),
+            (7, 1800),
+            (17, 1800),
+        ];
+        for (failures, rest) in table {
+            assert_eq!(secs(failures), rest, "{failures} failures");
+        }
+        assert_eq!(rest_after(u32::MAX), LONGEST_REST);
+    }
+
+    #[test]
+    fn a_machine_can_take_a_first_placement_waiting_or_a_blocked_move_and_nothing_else() {
+        use crate::testing::tenant;
+        let pending = || {
+            tenant("t")
+                .resources(4, 8, 10)
+                .phase(TenantPhase::PendingCapacity)
+        };
+        let blocked = || {
+            tenant("t")
+                .resources(4, 8, 10)
+                .phase(TenantPhase::Active)
+                .on("old")
+                .reserved(2, 4, 5)
+                .placed(crate::api::PlacedReason::MigrationBlocked.as_str())
+        };
+        let wait =
+            |t: Tenant| waiter_of(&t).map(|(w, uid, leaving)| (w.wait, w.footprint, uid, leaving));
+        let (first, uid) = (wait(pending().build()), "uid-t".to_owned());
+        assert!(
+            matches!(first, Some((Wait::First { .. }, f, ref u, None)) if f == Resources::new(4, 8, 10) && *u == uid),
+            "{first:?}"
+        );
+        // A move needs the room it holds, and leaves its node.
+        assert_eq!(
+            wait(blocked().build()),
+            Some((
+                Wait::Move,
+                Resources::new(2, 4, 5),
+                uid,
+                Some("old".to_owned())
+            ))
+        );
+        for (what, t) in [
+            ("deleting", pending().deleting().build()),
+            ("suspended", pending().suspended().build()),
+            ("a suspended blocked move", blocked().suspended().build()),
+            (
+                "placed",
+                tenant("t").phase(TenantPhase::Active).on("n1").build(),
+            ),
+            (
+                "resizing in place",
+                tenant("t").phase(TenantPhase::Resizing).on("n1").build(),
+            ),
+            ("no status", tenant("t").build()),
+            ("an unusable spec", pending().replicas(0).build()),
+        ] {
+            assert!(waiter_of(&t).is_none(), "{what}");
         }
     }
 
