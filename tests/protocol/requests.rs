@@ -39,6 +39,11 @@ fn class(name: &str, threads: i64, monthly_cost: i64, limit: Option<i64>) -> Val
     json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": name}, "spec": spec})
 }
 
+/// A fault on the next request of this verb on node requests.
+fn once(verb: Verb) -> Fault {
+    Fault::on(verb).resource("noderequests").times(1)
+}
+
 /// The tenant's phase and node, once it has a status.
 fn placed(h: &Harness, name: &str) -> Option<(TenantPhase, String)> {
     let status = h.tenant(name)?.status?;
@@ -176,13 +181,7 @@ async fn cheap_fails(faults: Vec<Fault>) -> Harness {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_request_whose_delete_is_refused_is_counted_and_deleted_at_a_later_look() {
-    let h = cheap_fails(vec![
-        Fault::on(Verb::Delete)
-            .resource("noderequests")
-            .times(1)
-            .internal_error(),
-    ])
-    .await;
+    let h = cheap_fails(vec![once(Verb::Delete).internal_error()]).await;
     until(&h, "big placed and the failed request gone", |h| {
         placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
             && requests(h).iter().all(|r| r.spec.node_class == "dear")
@@ -200,13 +199,7 @@ async fn a_failed_request_whose_delete_is_refused_is_counted_and_deleted_at_a_la
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_request_someone_else_deletes_first_is_no_error() {
     // The controller's delete is held while a person deletes the request: it then finds it gone.
-    let h = cheap_fails(vec![
-        Fault::on(Verb::Delete)
-            .resource("noderequests")
-            .times(1)
-            .delay(Duration::from_millis(1500)),
-    ])
-    .await;
+    let h = cheap_fails(vec![once(Verb::Delete).delay(Duration::from_millis(1500))]).await;
     h.until("the controller's delete sent", || {
         h.fleet.api.stats().count(Verb::Delete, "noderequests") == 1
     })
@@ -336,12 +329,7 @@ async fn a_blocked_move_is_bought_the_room_it_holds_not_the_smaller_footprint_it
 async fn a_tenant_deleted_before_its_machine_arrives_leaves_it_idle_and_it_is_handed_back() {
     let h = small_fleet(provisioner(400, &[]), &[class("box", 64, 100, None)]).await;
     // The first hand-back is refused: counted, and tried again.
-    h.fleet.api.inject(
-        Fault::on(Verb::Delete)
-            .resource("noderequests")
-            .times(1)
-            .internal_error(),
-    );
+    h.fleet.api.inject(once(Verb::Delete).internal_error());
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
     until(&h, "a request for big", |h| !requests(h).is_empty()).await;
     let name = requests(&h)[0].metadata.name.clone().unwrap();
@@ -373,12 +361,9 @@ async fn a_tenant_deleted_before_its_machine_arrives_leaves_it_idle_and_it_is_ha
 async fn an_idle_machine_someone_else_hands_back_first_is_no_error() {
     let h = small_fleet(provisioner(100, &[]), &[class("box", 64, 100, None)]).await;
     // The controller's hand-back is held while a person deletes the request: it finds it gone.
-    h.fleet.api.inject(
-        Fault::on(Verb::Delete)
-            .resource("noderequests")
-            .times(1)
-            .delay(Duration::from_millis(1500)),
-    );
+    h.fleet
+        .api
+        .inject(once(Verb::Delete).delay(Duration::from_millis(1500)));
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
     until(&h, "a request for big", |h| !requests(h).is_empty()).await;
     let name = requests(&h)[0].metadata.name.clone().unwrap();
@@ -410,12 +395,7 @@ async fn an_idle_machine_someone_else_hands_back_first_is_no_error() {
 async fn a_request_whose_create_answer_is_lost_or_whose_controller_restarts_is_not_made_twice() {
     let h = small_fleet(provisioner(600, &[]), &[class("box", 64, 100, None)]).await;
     // The first create of a request commits, and its answer is lost.
-    h.fleet.api.inject(
-        Fault::on(Verb::Create)
-            .resource("noderequests")
-            .times(1)
-            .commit_then_fail(),
-    );
+    h.fleet.api.inject(once(Verb::Create).commit_then_fail());
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
     until(&h, "a request for big", |h| !requests(h).is_empty()).await;
     // And the controller dies and starts again (as a new leader would) before the machine comes.
@@ -443,12 +423,7 @@ async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
             .times(2)
             .delay(Duration::from_secs(4)),
     );
-    api.inject(
-        Fault::on(Verb::Create)
-            .resource("noderequests")
-            .times(1)
-            .delay(Duration::from_secs(1)),
-    );
+    api.inject(once(Verb::Create).delay(Duration::from_secs(1)));
     let h = Harness::start_on(
         api,
         &[node("small").capacity(8, 32, 1000).manifest()],
@@ -503,12 +478,7 @@ async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_create_is_counted_and_the_purchase_made_at_a_later_look() {
     let h = small_fleet(provisioner(100, &[]), &[class("box", 64, 100, None)]).await;
-    h.fleet.api.inject(
-        Fault::on(Verb::Create)
-            .resource("noderequests")
-            .times(1)
-            .internal_error(),
-    );
+    h.fleet.api.inject(once(Verb::Create).internal_error());
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
     until(&h, "big placed", |h| {
         placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
