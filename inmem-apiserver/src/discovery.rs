@@ -4,7 +4,9 @@
 //! of `/api` and `/apis` (v2, or v2beta1), which spares them a request per
 //! group version. Resources carry their short names, categories, verbs,
 //! singular names and kinds, so that `kubectl get tn` and `kubectl get
-//! placement` resolve.
+//! placement` resolve. A custom kind's `scale` subresource is listed as the
+//! real server lists it: `{plural}/scale`, kind `Scale` of `autoscaling/v1`,
+//! verbs get, patch and update.
 
 use serde_json::{Value, json};
 
@@ -139,6 +141,13 @@ pub(crate) fn resource_list(state: &State, group: &str, version: &str) -> Option
                 "kind": kind.kind, "verbs": STATUS_VERBS,
             }));
         }
+        // The scale subresource answers another group's kind, and says so.
+        if kind.version(version).is_some_and(|v| v.scale.is_some()) {
+            resources.push(json!({
+                "name": format!("{}/scale", kind.plural), "singularName": "", "namespaced": kind.namespaced,
+                "group": "autoscaling", "version": "v1", "kind": "Scale", "verbs": STATUS_VERBS,
+            }));
+        }
     }
     let group_version = if group.is_empty() {
         version.to_owned()
@@ -203,10 +212,21 @@ fn aggregated_resource(kind: &Kind, version: &str) -> Value {
     if !kind.categories.is_empty() {
         resource["categories"] = json!(kind.categories);
     }
+    let mut subresources = Vec::new();
     if kind.version(version).is_some_and(|v| v.status) {
-        resource["subresources"] = json!([{
+        subresources.push(json!({
             "subresource": "status", "responseKind": response_kind, "verbs": STATUS_VERBS,
-        }]);
+        }));
+    }
+    if kind.version(version).is_some_and(|v| v.scale.is_some()) {
+        subresources.push(json!({
+            "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": STATUS_VERBS,
+        }));
+    }
+    if !subresources.is_empty() {
+        resource["subresources"] = subresources.into();
     }
     resource
 }

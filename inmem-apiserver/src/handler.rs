@@ -13,6 +13,7 @@ use crate::discovery;
 use crate::faults::{self, FaultAction, RequestKey, Verb};
 use crate::openapi;
 use crate::patch::{self, PatchType};
+use crate::scale;
 use crate::status::{FieldError, Status, go_quote};
 use crate::store::{Query, State, Target, UpdateMode, WatchStart, event_line};
 use crate::table::{self, Render};
@@ -103,13 +104,37 @@ fn route(
     };
     let misplaced =
         kind.namespaced != target.namespace.is_some() && (name.is_some() || !kind.namespaced);
-    if misplaced
-        || target
-            .subresource
-            .as_ref()
-            .is_some_and(|s| s != "status" || !target.status_enabled())
-    {
+    if misplaced {
         return Err(not_found());
+    }
+    if let Some(sub) = &target.subresource {
+        let served = match sub.as_str() {
+            "status" => target.status_enabled(),
+            "scale" => target.scale().is_some(),
+            _ => false,
+        };
+        // The CRD handler answers a subresource it does not serve with the object's NotFound,
+        // and verbs other than get, update and patch of one it serves with MethodNotSupported.
+        if !served && kind.custom {
+            let name = name.as_deref().unwrap_or_default();
+            return Err(Status::not_found(kind.gr(), name));
+        }
+        if !served {
+            return Err(not_found());
+        }
+        // (A built-in kind's routes have no such method: the generic 405.)
+        let unserved = match method.as_str() {
+            "POST" => Some("create"),
+            "DELETE" => Some("delete"),
+            _ => None,
+        };
+        if let Some(verb) = unserved {
+            return Err(if kind.custom {
+                Status::method_not_supported(kind.gr(), verb)
+            } else {
+                Status::generic(405)
+            });
+        }
     }
     let verb = match (method.as_str(), &name) {
         ("GET", Some(_)) => Verb::Get,
@@ -342,13 +367,13 @@ impl ApiServer {
                 .collect();
             if validation == FieldValidation::Strict {
                 let strict = format!("strict decoding error: {}", errors.join(", "));
+                let (kind, version) = t.body_kind();
                 return Err(Status::bad_request(if in_patch {
                     strict
                 } else {
                     format!(
                         "{kind} in version {version} cannot be handled as a {kind}: {strict}",
-                        kind = t.kind.kind,
-                        version = go_quote(&t.version),
+                        version = go_quote(version),
                     )
                 }));
             }
@@ -413,6 +438,29 @@ impl ApiServer {
                 };
             }
             Verb::Create | Verb::Update if !is_json(content_type) => Err(unsupported_body()),
+            Verb::Update if t.on_scale() => parse_json(body).and_then(|v| {
+                // Decoding (types, then unknown fields), the type, then namespace and name.
+                let scale = scale::decode(&v).map_err(|e| scale::put_decode_error(&e))?;
+                check(&v, false)?;
+                scale::check_type(&v)?;
+                scale::check_put(&scale, t.namespace.as_deref(), name)?;
+                let uid = scale.uid.clone();
+                state
+                    .update_scale(t, name, dry_run, &uid, |_| Ok(scale))
+                    .map(|o| (StatusCode::OK, Arc::new(o)))
+            }),
+            Verb::Patch if t.on_scale() => patch_type(t, content_type, q).and_then(|kind| {
+                state
+                    .update_scale(t, name, dry_run, "", |current| {
+                        let patched = patch::apply(kind, Some(&current), body)?;
+                        let scale = scale::decode(&patched)
+                            .map_err(|e| scale::patch_decode_error(&patched, &e))?;
+                        check(&patched, true)?;
+                        scale::check_patch(&scale, t.namespace.as_deref(), name)?;
+                        Ok(scale)
+                    })
+                    .map(|o| (StatusCode::OK, Arc::new(o)))
+            }),
             Verb::Create => parse_json(body)
                 .and_then(|v| check(&v, false).map(|()| v))
                 .and_then(|v| state.create(t, v, None, dry_run))

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::rules::RuleTree;
+use crate::scale::{self, ScalePaths};
 use crate::status::{BadValue, FieldError, FieldErrorKind, GroupResource};
 
 /// One served kind and the rules its registry strategy applies.
@@ -51,6 +52,8 @@ pub(crate) struct KindVersion {
     pub rules: Option<RuleTree>,
     /// The `/status` subresource is enabled.
     pub status: bool,
+    /// The `/scale` subresource, when enabled (custom kinds only).
+    pub scale: Option<ScalePaths>,
     /// The columns of `kubectl get` (a CRD's `additionalPrinterColumns`).
     pub columns: Vec<PrinterColumn>,
 }
@@ -144,6 +147,7 @@ impl Kind {
                 schema: None,
                 rules: None,
                 status: false,
+                scale: None,
                 columns: Vec::new(),
             }],
             storage_version: version.into(),
@@ -254,6 +258,7 @@ impl Kind {
                     schema: None,
                 rules: None,
                     status: true,
+                    scale: None,
                     columns: vec![PrinterColumn::created_at()],
                 }],
                 short_names: vec!["crd".into(), "crds".into()],
@@ -356,6 +361,10 @@ impl Kind {
                     &format!("spec.versions[{i}].schema.openAPIV3Schema"),
                 ));
             }
+            errors.extend(scale::crd_errors(
+                v,
+                &format!("spec.versions[{i}].subresources"),
+            ));
         }
         if !errors.is_empty() {
             return Err(errors);
@@ -377,6 +386,7 @@ impl Kind {
                     rules: schema.as_ref().and_then(RuleTree::of),
                     schema,
                     status: v.pointer("/subresources/status").is_some(),
+                    scale: ScalePaths::of_version(v),
                     columns,
                 }
             })

@@ -19,9 +19,12 @@
 //! # Rules it enforces, as the apiserver does
 //!
 //! - **Paths**: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced
-//!   `/namespaces/{ns}/{resource}[/{name}[/status]]`, cluster-scoped
-//!   `/{resource}[/{name}[/status]]`, and lists/watches across namespaces.
-//!   Unknown paths, kinds, versions and subresources are `404` with a Status;
+//!   `/namespaces/{ns}/{resource}[/{name}[/status|/scale]]`, cluster-scoped
+//!   `/{resource}[/{name}[/status|/scale]]`, and lists/watches across namespaces.
+//!   Unknown paths, kinds, versions and subresources are `404` with a Status
+//!   (a subresource a custom kind does not serve: the object's `NotFound`, as
+//!   the CRD handler answers; a verb other than get, update and patch of one
+//!   it serves: `405` `MethodNotSupported`);
 //!   discovery (`/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}`, `/version`) is
 //!   served, aggregated (`apidiscovery.k8s.io/v2`) when `Accept` asks for it,
 //!   with short names and categories; so are OpenAPI v3 documents built from
@@ -55,6 +58,13 @@
 //!   patch must match (`409`).
 //! - **Status subresource**: a write to the main resource keeps the old
 //!   status (and create drops it); a write to `/status` changes only status.
+//! - **Scale subresource** of custom kinds whose CRD version declares
+//!   `subresources.scale` (see the `scale` module): an `autoscaling/v1`
+//!   `Scale` read from the version's replicas and selector paths; PUT and
+//!   PATCH (JSON, merge, apply) set only the spec replicas, as an update of
+//!   the object (generation, validation, `MODIFIED`), a `resourceVersion` in
+//!   the Scale being a precondition (`409`). Discovery and OpenAPI list
+//!   `{plural}/scale`.
 //! - **Delete**: with finalizers, the object gets `deletionTimestamp`,
 //!   `deletionGracePeriodSeconds: 0` and a generation bump, and is answered
 //!   (`MODIFIED`); the update that empties its finalizers removes it
@@ -112,7 +122,7 @@
 //! on), the namespace lifecycle (deleting a namespace removes only it),
 //! consistent snapshots for paginated or `Exact` lists (later pages show the
 //! current state), authentication and authorization, admission, and
-//! subresources other than `/status`.
+//! subresources other than `/status` and `/scale`.
 //!
 //! # For tests
 //!
@@ -137,6 +147,7 @@ mod meta;
 mod openapi;
 mod patch;
 mod rules;
+mod scale;
 mod schema;
 mod selector;
 pub mod server;

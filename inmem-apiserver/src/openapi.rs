@@ -16,7 +16,9 @@
 //!   `fieldValidation` query parameters (kubectl looks for the latter on PATCH
 //!   before sending `fieldValidation=Strict`);
 //! - the meta types the documents refer to (`ObjectMeta`, `ListMeta`,
-//!   `OwnerReference`, `Status`, `DeleteOptions`, `Patch`) are included, short.
+//!   `OwnerReference`, `Status`, `DeleteOptions`, `Patch`) are included, short;
+//!   so is `autoscaling/v1` `Scale` where a kind has a scale subresource
+//!   (`/{name}/scale`: read, replace, patch).
 
 use serde_json::{Map, Value, json};
 
@@ -24,6 +26,8 @@ use crate::kinds::Kind;
 use crate::store::State;
 
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1";
+/// What the `scale` subresource answers and takes.
+const SCALE: &str = "io.k8s.api.autoscaling.v1.Scale";
 
 const API_VERSION_DOC: &str = "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources";
 const KIND_DOC: &str = "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds";
@@ -113,6 +117,12 @@ pub(crate) fn document(state: &State, group: &str, version: &str) -> Option<Valu
         return None;
     }
     let mut schemas = meta_schemas();
+    if kinds
+        .iter()
+        .any(|k| k.version(version).is_some_and(|v| v.scale.is_some()))
+    {
+        schemas.extend(scale_schemas());
+    }
     let mut paths = Map::new();
     for kind in kinds {
         let name = schema_name(kind, version, &kind.kind);
@@ -303,7 +313,7 @@ impl Op<'_> {
             let body_ref = if verb == "patch" {
                 reference(&format!("{META}.Patch"))
             } else {
-                reference(&schema_name(self.kind, self.version, &self.kind.kind))
+                reference(response)
             };
             let media: Vec<&str> = if verb == "patch" {
                 vec![
@@ -412,6 +422,17 @@ fn add_paths(
             }),
         );
     }
+    if kind.version(version).is_some_and(|v| v.scale.is_some()) {
+        paths.insert(
+            format!("{base}/{{name}}/scale"),
+            json!({
+                "get": op.operation("read scale of the specified", "read", "Scale", SCALE, Vec::new()),
+                "put": op.operation("replace scale of the specified", "replace", "Scale", SCALE, write_params(false)),
+                "patch": op.operation("partially update scale of the specified", "patch", "Scale", SCALE, write_params(true)),
+                "parameters": item_params,
+            }),
+        );
+    }
     if kind.namespaced {
         paths.insert(
             format!("{prefix}/{}", kind.plural),
@@ -425,6 +446,50 @@ fn add_paths(
 
 fn string(description: &str) -> Value {
     json!({"description": description, "type": "string"})
+}
+
+/// `autoscaling/v1` `Scale`, for the documents of kinds with a scale subresource.
+fn scale_schemas() -> Map<String, Value> {
+    let spec_status = "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#spec-and-status.";
+    let mut schemas = Map::new();
+    schemas.insert(
+        SCALE.into(),
+        json!({
+            "description": "Scale represents a scaling request for a resource.",
+            "type": "object",
+            "properties": {
+                "apiVersion": string(API_VERSION_DOC),
+                "kind": string(KIND_DOC),
+                "metadata": {"description": "Standard object metadata; More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata.", "default": {}, "allOf": [reference(&format!("{META}.ObjectMeta"))]},
+                "spec": {"description": format!("spec defines the behavior of the scale. {spec_status}"), "default": {}, "allOf": [reference(&format!("{SCALE}Spec"))]},
+                "status": {"description": format!("status is the current status of the scale. {spec_status} Read-only."), "default": {}, "allOf": [reference(&format!("{SCALE}Status"))]},
+            },
+            "x-kubernetes-group-version-kind": [{"group": "autoscaling", "kind": "Scale", "version": "v1"}],
+        }),
+    );
+    schemas.insert(
+        format!("{SCALE}Spec"),
+        json!({
+            "description": "ScaleSpec describes the attributes of a scale subresource.",
+            "type": "object",
+            "properties": {
+                "replicas": {"description": "replicas is the desired number of instances for the scaled object.", "type": "integer", "format": "int32"},
+            },
+        }),
+    );
+    schemas.insert(
+        format!("{SCALE}Status"),
+        json!({
+            "description": "ScaleStatus represents the current status of a scale subresource.",
+            "type": "object",
+            "required": ["replicas"],
+            "properties": {
+                "replicas": {"description": "replicas is the actual number of observed instances of the scaled object.", "type": "integer", "format": "int32", "default": 0},
+                "selector": string("selector is the label query over pods that should match the replicas count. This is same as the label selector but in the string format to avoid introspection by clients. The string will be in the same format as the query-param syntax. More info about label selectors: https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/"),
+            },
+        }),
+    );
+    schemas
 }
 
 fn meta_schemas() -> Map<String, Value> {

@@ -202,6 +202,29 @@ impl Status {
         Self::failure(403, "Forbidden", message, Some(StatusDetails::default()))
     }
 
+    /// `NewMethodNotSupported`: a verb the resource (or subresource) does not serve.
+    pub(crate) fn method_not_supported(gr: GroupResource<'_>, verb: &str) -> Self {
+        Self::failure(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "{verb} is not supported on resources of kind {:?}",
+                gr.to_string()
+            ),
+            Some(StatusDetails {
+                group: gr.group.into(),
+                kind: gr.resource.into(),
+                ..StatusDetails::default()
+            }),
+        )
+    }
+
+    /// What `ErrorToAPIStatus` makes of an error that is not a Status (a registry's plain Go
+    /// error): 500, no reason, no details, the error's text as the message.
+    pub(crate) fn unknown(message: String) -> Self {
+        Self::failure(500, "", message, None)
+    }
+
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::failure(400, "BadRequest", message.into(), None)
     }

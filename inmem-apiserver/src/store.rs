@@ -17,9 +17,10 @@ use crate::faults::{Fault, Stats};
 use crate::kinds::{CRD_GROUP, CRD_PLURAL, Kind, established_crd_status};
 use crate::meta;
 use crate::rules;
+use crate::scale::{self, ScalePaths, ScaleWrite};
 use crate::schema;
 use crate::selector::Selector;
-use crate::status::{BadValue, FieldError, FieldErrorKind, Status};
+use crate::status::{BadValue, FieldError, FieldErrorKind, Status, go_quote};
 use crate::table::Render;
 
 /// (group, resource): one kind's objects, history and watches.
@@ -311,8 +312,29 @@ impl Target {
         self.kind.version(&self.version).is_some_and(|v| v.status)
     }
 
+    /// The scale subresource of the requested version, when it has one.
+    pub fn scale(&self) -> Option<&ScalePaths> {
+        self.kind
+            .version(&self.version)
+            .and_then(|v| v.scale.as_ref())
+    }
+
     fn on_status(&self) -> bool {
         self.subresource.as_deref() == Some("status")
+    }
+
+    pub fn on_scale(&self) -> bool {
+        self.subresource.as_deref() == Some("scale")
+    }
+
+    /// The kind and version a request body is decoded as: the kind's, or `autoscaling/v1`
+    /// `Scale` for `/scale`.
+    pub fn body_kind(&self) -> (&str, &str) {
+        if self.on_scale() {
+            ("Scale", "v1")
+        } else {
+            (&self.kind.kind, &self.version)
+        }
     }
 
     fn is_crd(&self) -> bool {
@@ -322,6 +344,9 @@ impl Target {
     /// The fields of a written object that decoding would drop: unknown
     /// `metadata` keys, and (custom kinds) what the schema does not know.
     pub fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        if self.on_scale() {
+            return scale::unknown_fields(obj);
+        }
         let mut unknown: Vec<String> = meta::unknown_keys(obj)
             .into_iter()
             .map(|k| format!("metadata.{k}"))
@@ -497,9 +522,71 @@ impl State {
     }
 
     pub fn get(&self, t: &Target, name: &str) -> Result<Value, Status> {
+        if t.on_scale() {
+            return self.get_scale(t, name);
+        }
         self.object(t, name)
             .map(|o| t.served(o))
             .ok_or_else(|| Status::not_found(t.kind.gr(), name))
+    }
+
+    /// `ScaleREST.Get`: the Scale of an object, which must have spec replicas.
+    fn get_scale(&self, t: &Target, name: &str) -> Result<Value, Status> {
+        let not_found = || Status::not_found(t.kind.gr(), name);
+        let paths = t.scale().ok_or_else(not_found)?;
+        let obj = self.object(t, name).ok_or_else(not_found)?;
+        let (scale, found) = scale::scale_of(obj, paths).map_err(Status::unknown)?;
+        if !found {
+            return Err(Status::internal(&format!(
+                "the spec replicas field {} does not exist",
+                go_quote(&paths.spec_replicas)
+            )));
+        }
+        Ok(scale)
+    }
+
+    /// `ScaleREST.Update` (a PUT or PATCH of `/scale`): `write` gets the current Scale and
+    /// answers the Scale to write; the object's spec replicas are set through the update of the
+    /// object itself (its strategy, its validation, its watch event). `uid` is a PUT's
+    /// precondition (empty for none). Answers the Scale of the object as written.
+    pub fn update_scale(
+        &mut self,
+        t: &Target,
+        name: &str,
+        dry_run: bool,
+        uid: &str,
+        write: impl FnOnce(Value) -> Result<ScaleWrite, Status>,
+    ) -> Result<Value, Status> {
+        let not_found = || Status::not_found(t.kind.gr(), name);
+        let paths = t.scale().cloned().ok_or_else(not_found)?;
+        let current = self.object(t, name).ok_or_else(not_found)?;
+        // The storage checks preconditions before it computes the update.
+        let current_uid = meta::uid(current);
+        if !uid.is_empty() && uid != current_uid {
+            return Err(Status::conflict(
+                t.kind.gr(),
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {current_uid}"
+                ),
+            ));
+        }
+        let object = Target {
+            subresource: None,
+            ..t.clone()
+        };
+        let mode = UpdateMode {
+            put: false,
+            create_if_missing: false,
+            dry_run,
+        };
+        let (written, _) = self.update(&object, name, mode, |current| {
+            let current = current.ok_or_else(not_found)?;
+            let old = scale::current_scale(current, &paths).map_err(Status::unknown)?;
+            scale::apply_to(current, &paths, &write(old)?)
+        })?;
+        let (scale, _) = scale::scale_of(&written, &paths).map_err(Status::bad_request)?;
+        Ok(scale)
     }
 
     /// The objects a list or watch of `t` sees, in key order, after `after`.
@@ -781,6 +868,12 @@ impl State {
             } else {
                 schema::validate(schema, obj, old)
             });
+        }
+        // What the scale paths hold (not ratcheted); the status strategy checks status only.
+        if let Some(paths) = t.scale() {
+            errors.extend(scale::validate(obj, paths, t.on_status()));
+        }
+        if let Some(schema) = t.schema() {
             // Errors of these types keep the rules, if the schema has any, from
             // being evaluated (`hasBlockingErr`).
             let blocking = errors.iter().any(|e| {

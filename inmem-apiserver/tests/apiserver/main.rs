@@ -15,6 +15,7 @@ mod observation;
 mod openapi;
 mod patches;
 mod rules;
+mod scale;
 mod serving;
 mod tables;
 mod validation;
