@@ -1,6 +1,6 @@
 //! Fault injection and request accounting.
 //!
-//! A [`Fault`] matches requests by verb, resource, subresource and name, and
+//! A [`Fault`] matches requests by verb, group, resource, subresource and name, and
 //! acts on the next `times` of them: it answers an error without touching the
 //! store, delays the request, lets a write commit and then loses the answer
 //! (a 500, or a dropped connection), or answers a watch with `410 Gone`.
@@ -59,11 +59,13 @@ impl fmt::Display for Verb {
     }
 }
 
-/// What a request was: its verb, resource (plural) and subresource.
+/// What a request was: its verb, API group, resource (plural) and subresource.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RequestKey {
     /// The verb.
     pub verb: Verb,
+    /// The API group, empty for core (core `nodes` and a custom kind's `nodes` differ here).
+    pub group: String,
     /// The resource, e.g. `tenants`.
     pub resource: String,
     /// The subresource, e.g. `status`.
@@ -84,7 +86,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    /// Requests with this verb on this resource, any subresource.
+    /// Requests with this verb on this resource, any group and subresource.
     pub fn count(&self, verb: Verb, resource: &str) -> u64 {
         self.requests
             .iter()
@@ -167,6 +169,7 @@ pub struct Fault {
     writes_only: bool,
     /// Matching requests to let through before acting.
     skip: u32,
+    group: Option<String>,
     resource: Option<String>,
     subresource: SubresourceMatch,
     name: Option<String>,
@@ -191,6 +194,7 @@ impl Fault {
             verb: None,
             writes_only: false,
             skip: 0,
+            group: None,
             resource: None,
             subresource: SubresourceMatch::Any,
             name: None,
@@ -202,10 +206,17 @@ impl Fault {
         }
     }
 
-    /// Only requests on this resource (plural).
+    /// Only requests on this resource (plural), of any group unless [`Fault::group`] says.
     #[must_use]
     pub fn resource(mut self, plural: &str) -> Self {
         self.resource = Some(plural.into());
+        self
+    }
+
+    /// Only requests on this API group (empty for core).
+    #[must_use]
+    pub fn group(mut self, group: &str) -> Self {
+        self.group = Some(group.into());
         self
     }
 
@@ -339,6 +350,7 @@ impl Fault {
     fn matches(&self, key: &RequestKey, name: Option<&str>) -> bool {
         (!self.writes_only || key.verb.is_write())
             && self.verb.is_none_or(|v| v == key.verb)
+            && self.group.as_ref().is_none_or(|g| *g == key.group)
             && self.resource.as_ref().is_none_or(|r| *r == key.resource)
             && match &self.subresource {
                 SubresourceMatch::Any => true,

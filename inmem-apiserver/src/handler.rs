@@ -260,6 +260,7 @@ impl ApiServer {
         };
         let key = RequestKey {
             verb,
+            group: target.kind.group.clone(),
             resource: target.kind.plural.clone(),
             subresource: target.subresource.clone(),
         };

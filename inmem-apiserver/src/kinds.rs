@@ -1,12 +1,15 @@
 //! The kinds the server serves: a few built-in ones, stored generically with
-//! the update policy of their real registry strategy, and the custom kinds
-//! learnt from CustomResourceDefinitions.
+//! the update policy of their real registry strategy (core `v1` `Node` among
+//! them: see the `node` module), and the custom kinds learnt from
+//! CustomResourceDefinitions.
 
 use serde_json::{Value, json};
 
 use crate::rules::RuleTree;
 use crate::scale::{self, ScalePaths};
+use crate::selector::FieldLabel;
 use crate::status::{BadValue, FieldError, FieldErrorKind, GroupResource};
+use crate::table::Printer;
 
 /// One served kind and the rules its registry strategy applies.
 #[derive(Debug, Clone)]
@@ -31,15 +34,30 @@ pub(crate) struct Kind {
     pub create_on_update: bool,
     /// `ReturnDeletedObject`: an immediate delete answers the object, not a Status.
     pub returns_deleted_object: bool,
+    /// With the status subresource, a create keeps the status it is given (nodes) instead of
+    /// dropping it.
+    pub keeps_status_on_create: bool,
+    /// What a write to `/status` may change.
+    pub status_write: StatusWrite,
     pub short_names: Vec<String>,
     /// The categories (`kubectl get all`, `kubectl get placement`).
     pub categories: Vec<String>,
     /// The field labels field selectors may use besides `metadata.name` and
     /// `metadata.namespace`, with the JSON path each reads in the stored
     /// object (the core form, for `events.k8s.io` events).
-    pub field_labels: Vec<(&'static str, &'static str)>,
+    pub field_labels: Vec<FieldLabel>,
     /// The documentation of the kind, where the CRD schema gives none.
     pub description: String,
+}
+
+/// What a write to `/status` may change: the rule of the kind's status strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StatusWrite {
+    /// Only `status`; all else is the stored object's (custom resources, CRDs).
+    OnlyStatus,
+    /// All but `spec`, which is the stored object's (nodes: labels written through `/status`
+    /// are kept).
+    AllButSpec,
 }
 
 /// One served version of a kind.
@@ -73,6 +91,9 @@ pub(crate) struct PrinterColumn {
     /// At`) rather than the age the CRD convertor and the built-in printers
     /// show.
     pub timestamp: bool,
+    /// A cell computed as a built-in kind's printer computes it, instead of read at
+    /// `json_path`.
+    pub printer: Option<Printer>,
 }
 
 impl PrinterColumn {
@@ -85,6 +106,16 @@ impl PrinterColumn {
             priority: 0,
             json_path: json_path.into(),
             timestamp: false,
+            printer: None,
+        }
+    }
+
+    /// A `string` column of a built-in printer.
+    pub fn printed(name: &str, description: &str, priority: i64, printer: Printer) -> Self {
+        Self {
+            priority,
+            printer: Some(printer),
+            ..Self::new(name, "string", "", description)
         }
     }
 
@@ -121,8 +152,58 @@ impl PrinterColumn {
             priority: column["priority"].as_i64().unwrap_or(0),
             json_path: text("jsonPath"),
             timestamp: false,
+            printer: None,
         }
     }
+}
+
+/// `NodeStatus.addresses`, as the address columns of nodes describe it.
+const NODE_ADDRESSES_DOC: &str = "List of addresses reachable to the node. Queried from cloud provider, if available. More info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field is declared as mergeable, but the merge key is not sufficiently unique, which can cause data corruption when it is merged. Callers should instead use a full-replacement patch. See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can change during the lifetime of a Node. However, there are some exceptions where this may not be possible, such as Pods that inherit a Node's address in its own status or consumers of the downward API (status.hostIP).";
+
+/// The columns of `printNode` after Name; the server prints the wide ones too (priority 1).
+fn node_columns() -> Vec<PrinterColumn> {
+    let info = |field, empty| Printer::NodeInfo { field, empty };
+    vec![
+        PrinterColumn::printed("Status", "The status of the node", 0, Printer::NodeStatus),
+        PrinterColumn::printed("Roles", "The roles of the node", 0, Printer::NodeRoles),
+        PrinterColumn::printed("Age", CREATION_TIMESTAMP_DOC, 0, Printer::Age),
+        PrinterColumn::printed(
+            "Version",
+            "Kubelet Version reported by the node.",
+            0,
+            info("kubeletVersion", ""),
+        ),
+        PrinterColumn::printed(
+            "Internal-IP",
+            NODE_ADDRESSES_DOC,
+            1,
+            Printer::NodeAddress("InternalIP"),
+        ),
+        PrinterColumn::printed(
+            "External-IP",
+            NODE_ADDRESSES_DOC,
+            1,
+            Printer::NodeAddress("ExternalIP"),
+        ),
+        PrinterColumn::printed(
+            "OS-Image",
+            "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+            1,
+            info("osImage", "<unknown>"),
+        ),
+        PrinterColumn::printed(
+            "Kernel-Version",
+            "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+            1,
+            info("kernelVersion", "<unknown>"),
+        ),
+        PrinterColumn::printed(
+            "Container-Runtime",
+            "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+            1,
+            info("containerRuntimeVersion", "<unknown>"),
+        ),
+    ]
 }
 
 /// ObjectMeta's documentation of `creationTimestamp`, as the Age column describes it.
@@ -156,6 +237,8 @@ impl Kind {
             unconditional_update: true,
             create_on_update: false,
             returns_deleted_object: false,
+            keeps_status_on_create: false,
+            status_write: StatusWrite::OnlyStatus,
             short_names: Vec::new(),
             categories: Vec::new(),
             field_labels: Vec::new(),
@@ -178,7 +261,7 @@ impl Kind {
             Self {
                 returns_deleted_object: true,
                 short_names: vec!["ns".into()],
-                field_labels: vec![("status.phase", "/status/phase")],
+                field_labels: vec![FieldLabel::new("status.phase", "/status/phase")],
                 description: "Namespace provides a scope for Names. Use of multiple namespaces is optional.".into(),
                 ..Self::builtin("", "v1", "namespaces", "Namespace", false)
             }
@@ -193,20 +276,38 @@ impl Kind {
             }
             .with_columns(std::slice::from_ref(&age)),
             Self {
+                short_names: vec!["no".into()],
+                field_labels: vec![
+                    FieldLabel::new("spec.unschedulable", "/spec/unschedulable").or("false"),
+                ],
+                keeps_status_on_create: true,
+                status_write: StatusWrite::AllButSpec,
+                description: "Node is a worker node in Kubernetes. Each node will have a unique identifier in the cache (i.e. in etcd).".into(),
+                versions: vec![KindVersion {
+                    name: "v1".into(),
+                    schema: None,
+                    rules: None,
+                    status: true,
+                    scale: None,
+                    columns: node_columns(),
+                }],
+                ..Self::builtin("", "v1", "nodes", "Node", false)
+            },
+            Self {
                 create_on_update: true,
                 short_names: vec!["ev".into()],
                 field_labels: vec![
-                    ("involvedObject.kind", "/involvedObject/kind"),
-                    ("involvedObject.namespace", "/involvedObject/namespace"),
-                    ("involvedObject.name", "/involvedObject/name"),
-                    ("involvedObject.uid", "/involvedObject/uid"),
-                    ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
-                    ("involvedObject.resourceVersion", "/involvedObject/resourceVersion"),
-                    ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
-                    ("reason", "/reason"),
-                    ("reportingComponent", "/reportingComponent"),
-                    ("source", "/source/component"),
-                    ("type", "/type"),
+                    FieldLabel::new("involvedObject.kind", "/involvedObject/kind"),
+                    FieldLabel::new("involvedObject.namespace", "/involvedObject/namespace"),
+                    FieldLabel::new("involvedObject.name", "/involvedObject/name"),
+                    FieldLabel::new("involvedObject.uid", "/involvedObject/uid"),
+                    FieldLabel::new("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+                    FieldLabel::new("involvedObject.resourceVersion", "/involvedObject/resourceVersion"),
+                    FieldLabel::new("involvedObject.fieldPath", "/involvedObject/fieldPath"),
+                    FieldLabel::new("reason", "/reason"),
+                    FieldLabel::new("reportingComponent", "/reportingComponent"),
+                    FieldLabel::new("source", "/source/component"),
+                    FieldLabel::new("type", "/type"),
                 ],
                 description: "Event is a report of an event somewhere in the cluster.".into(),
                 ..Self::builtin("", "v1", "events", "Event", true)
@@ -220,16 +321,16 @@ impl Kind {
             Self {
                 create_on_update: true,
                 field_labels: vec![
-                    ("regarding.kind", "/involvedObject/kind"),
-                    ("regarding.namespace", "/involvedObject/namespace"),
-                    ("regarding.name", "/involvedObject/name"),
-                    ("regarding.uid", "/involvedObject/uid"),
-                    ("regarding.apiVersion", "/involvedObject/apiVersion"),
-                    ("regarding.resourceVersion", "/involvedObject/resourceVersion"),
-                    ("regarding.fieldPath", "/involvedObject/fieldPath"),
-                    ("reason", "/reason"),
-                    ("reportingController", "/reportingComponent"),
-                    ("type", "/type"),
+                    FieldLabel::new("regarding.kind", "/involvedObject/kind"),
+                    FieldLabel::new("regarding.namespace", "/involvedObject/namespace"),
+                    FieldLabel::new("regarding.name", "/involvedObject/name"),
+                    FieldLabel::new("regarding.uid", "/involvedObject/uid"),
+                    FieldLabel::new("regarding.apiVersion", "/involvedObject/apiVersion"),
+                    FieldLabel::new("regarding.resourceVersion", "/involvedObject/resourceVersion"),
+                    FieldLabel::new("regarding.fieldPath", "/involvedObject/fieldPath"),
+                    FieldLabel::new("reason", "/reason"),
+                    FieldLabel::new("reportingController", "/reportingComponent"),
+                    FieldLabel::new("type", "/type"),
                 ],
                 description: "Event is a report of an event somewhere in the cluster.".into(),
                 ..Self::builtin("events.k8s.io", "v1", "events", "Event", true)
@@ -428,6 +529,8 @@ impl Kind {
             unconditional_update: false,
             create_on_update: false,
             returns_deleted_object: false,
+            keeps_status_on_create: false,
+            status_write: StatusWrite::OnlyStatus,
             short_names,
             categories,
             field_labels: Vec::new(),

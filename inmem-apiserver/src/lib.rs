@@ -7,9 +7,12 @@
 //! `kubectl` (what `tenant-placer sandbox` does). The crate does not depend on kube: it learns
 //! custom kinds from `apiextensions.k8s.io/v1` CustomResourceDefinitions
 //! (POSTed, or given to [`ApiServer::install_crd`]), and stores a few
-//! built-in kinds generically: core `namespaces`, `configmaps`, `events`,
-//! `events.k8s.io` `events`, `coordination.k8s.io` `leases`, and the CRDs
-//! themselves ([`ApiServer::register_kind`] adds more).
+//! built-in kinds generically: core `namespaces`, `configmaps`, `nodes`,
+//! `events`, `events.k8s.io` `events`, `coordination.k8s.io` `leases`, and the
+//! CRDs themselves ([`ApiServer::register_kind`] adds more). A custom kind may
+//! share a built-in kind's name and plural (tenant-placer's `Node`): both are
+//! served, each under its group, and kubectl's `nodes` is the core one, as
+//! the core group comes first in discovery.
 //!
 //! Over HTTP it answers only a `Host` naming this server ([`check_host`]: `localhost`, loopback
 //! addresses, the bound address; bound to every address, also any IP and `*.svc` names); any
@@ -57,7 +60,9 @@
 //!   `fieldManager` required, creates when missing). A resourceVersion in the
 //!   patch must match (`409`).
 //! - **Status subresource**: a write to the main resource keeps the old
-//!   status (and create drops it); a write to `/status` changes only status.
+//!   status (and create drops it, but for nodes); a write to `/status`
+//!   changes only status (for nodes: all but the spec, as their status
+//!   strategy says).
 //! - **Scale subresource** of custom kinds whose CRD version declares
 //!   `subresources.scale` (see the `scale` module): an `autoscaling/v1`
 //!   `Scale` read from the version's replicas and selector paths; PUT and
@@ -73,8 +78,9 @@
 //!   `Status` Success is answered (the object, for namespaces).
 //!   `preconditions` (uid, resourceVersion) are checked (`409`).
 //! - **List**: `labelSelector` (`=`, `==`, `!=`, exists, `!`, `in`, `notin`),
-//!   `fieldSelector` (`metadata.name`, `metadata.namespace`, and the field
-//!   labels of events such as `involvedObject.name`), `limit` and
+//!   `fieldSelector` (`metadata.name`, `metadata.namespace` for namespaced
+//!   kinds, and the field labels of events such as `involvedObject.name` and
+//!   nodes' `spec.unschedulable`), `limit` and
 //!   `continue`, `resourceVersion`/`resourceVersionMatch`.
 //! - **Watch**: newline-delimited events, `{"type":…,"object":…}` in the
 //!   apiserver's field order; lines queued together go out in one chunk
@@ -144,6 +150,7 @@ mod handler;
 mod host;
 mod kinds;
 mod meta;
+mod node;
 mod openapi;
 mod patch;
 mod rules;

@@ -1,9 +1,12 @@
 //! Label and field selectors of list and watch requests.
 //!
 //! Labels: `k=v`, `k==v`, `k!=v`, `k`, `!k`, `k in (a,b)`, `k notin (a,b)`.
-//! Fields: `metadata.name`, `metadata.namespace` and the field labels of the
-//! kind (e.g. `involvedObject.name` for events) with `=`, `==`, `!=`; a field
-//! the object lacks has the value `""`, as in the apiserver's field sets.
+//! Fields: `metadata.name`, `metadata.namespace` (namespaced kinds only, as
+//! the field label conversions of cluster-scoped kinds refuse it) and the
+//! field labels of the kind (e.g. `involvedObject.name` for events,
+//! `spec.unschedulable` for nodes) with `=`, `==`, `!=`; a field the object
+//! lacks has the value the apiserver's field set gives it: `""`, or the
+//! printed zero value of a typed field (`false`).
 
 use serde_json::Value;
 
@@ -33,33 +36,71 @@ impl Requirement {
     }
 }
 
+/// A field that a kind's field selectors may name besides `metadata.name` (and
+/// `metadata.namespace`): the JSON pointer it reads in the stored object, and
+/// its value when the object lacks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FieldLabel {
+    pub label: &'static str,
+    pub pointer: &'static str,
+    /// The value of a missing field: `""`, or a typed field's printed zero
+    /// value (`fmt.Sprint(node.Spec.Unschedulable)` is `false`).
+    pub absent: &'static str,
+}
+
+impl FieldLabel {
+    pub const fn new(label: &'static str, pointer: &'static str) -> Self {
+        Self {
+            label,
+            pointer,
+            absent: "",
+        }
+    }
+
+    /// The same label, whose missing field reads `absent`.
+    pub const fn or(self, absent: &'static str) -> Self {
+        Self { absent, ..self }
+    }
+}
+
+const NAME: FieldLabel = FieldLabel::new("metadata.name", "/metadata/name");
+const NAMESPACE: FieldLabel = FieldLabel::new("metadata.namespace", "/metadata/namespace");
+
 /// A parsed `labelSelector` and `fieldSelector`; the empty one matches all.
-/// Field requirements are kept keyed by the JSON pointer their label reads.
+/// Field requirements are kept keyed by the JSON pointer their label reads,
+/// with the value of a missing field.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Selector {
     labels: Vec<Requirement>,
-    fields: Vec<Requirement>,
+    fields: Vec<(Requirement, &'static str)>,
 }
 
 impl Selector {
-    /// A selector on any kind: field labels `metadata.name` and `metadata.namespace`.
+    /// A selector on a namespaced kind without field labels of its own.
     #[cfg(test)]
     pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Self, Status> {
-        Self::parse_for(labels, fields, &[])
+        Self::parse_for(labels, fields, &[], true)
     }
 
-    /// A selector on a kind whose field selectors may also use `field_labels`
-    /// (label, JSON pointer of the field it reads).
+    /// A selector on a kind whose field selectors may also use `field_labels`,
+    /// and `metadata.namespace` when it is `namespaced`.
     pub fn parse_for(
         labels: Option<&str>,
         fields: Option<&str>,
-        field_labels: &[(&str, &str)],
+        field_labels: &[FieldLabel],
+        namespaced: bool,
     ) -> Result<Self, Status> {
         let labels = split_top_level(labels.unwrap_or_default())
             .map(parse_label)
             .collect::<Result<_, _>>()?;
+        let meta: &[FieldLabel] = if namespaced {
+            &[NAME, NAMESPACE]
+        } else {
+            &[NAME]
+        };
+        let known: Vec<FieldLabel> = meta.iter().chain(field_labels).copied().collect();
         let fields = split_top_level(fields.unwrap_or_default())
-            .map(|req| parse_field(req, field_labels))
+            .map(|req| parse_field(req, &known))
             .collect::<Result<_, _>>()?;
         Ok(Self { labels, fields })
     }
@@ -67,14 +108,16 @@ impl Selector {
     pub fn matches(&self, obj: &Value) -> bool {
         let meta = &obj["metadata"];
         let label = |k: &str| meta["labels"][k].as_str().map(str::to_owned);
-        let field = |pointer: &str| {
-            Some(match obj.pointer(pointer) {
-                None | Some(Value::Null) => String::new(),
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-            })
+        let field = |pointer: &str, absent: &str| match obj.pointer(pointer) {
+            None | Some(Value::Null) => absent.to_owned(),
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
         };
-        self.labels.iter().all(|r| r.holds(label)) && self.fields.iter().all(|r| r.holds(field))
+        self.labels.iter().all(|r| r.holds(label))
+            && self
+                .fields
+                .iter()
+                .all(|(r, absent)| r.holds(|pointer| Some(field(pointer, absent))))
     }
 }
 
@@ -140,24 +183,30 @@ fn parse_comparison(req: &str) -> Option<Requirement> {
         .map(|(k, v)| Requirement::Equals(k, v))
 }
 
-fn parse_field(req: &str, field_labels: &[(&str, &str)]) -> Result<Requirement, Status> {
+fn parse_field(
+    req: &str,
+    field_labels: &[FieldLabel],
+) -> Result<(Requirement, &'static str), Status> {
     let parsed = parse_comparison(req).ok_or_else(|| {
         Status::bad_request(format!(
             "invalid selector: '{req}'; can't understand '{req}'"
         ))
     })?;
-    let pointer_of = |key: &str| match key {
-        "metadata.name" => Ok("/metadata/name".to_owned()),
-        "metadata.namespace" => Ok("/metadata/namespace".to_owned()),
-        _ => field_labels
+    let label_of = |key: &str| {
+        field_labels
             .iter()
-            .find(|(label, _)| *label == key)
-            .map(|(_, pointer)| (*pointer).to_owned())
-            .ok_or_else(|| Status::bad_request(format!("field label not supported: {key}"))),
+            .find(|l| l.label == key)
+            .ok_or_else(|| Status::bad_request(format!("field label not supported: {key}")))
     };
     match parsed {
-        Requirement::Equals(key, value) => Ok(Requirement::Equals(pointer_of(&key)?, value)),
-        Requirement::NotEquals(key, value) => Ok(Requirement::NotEquals(pointer_of(&key)?, value)),
+        Requirement::Equals(key, value) => {
+            let l = label_of(&key)?;
+            Ok((Requirement::Equals(l.pointer.into(), value), l.absent))
+        }
+        Requirement::NotEquals(key, value) => {
+            let l = label_of(&key)?;
+            Ok((Requirement::NotEquals(l.pointer.into(), value), l.absent))
+        }
         _ => Err(unparsable(req)),
     }
 }
@@ -192,11 +241,11 @@ mod tests {
     fn field_selectors_know_the_field_labels_of_the_kind() {
         let event = json!({"metadata": {"name": "e"}, "involvedObject": {"name": "acme", "kind": "Tenant"}});
         let labels = [
-            ("involvedObject.name", "/involvedObject/name"),
-            ("involvedObject.kind", "/involvedObject/kind"),
-            ("involvedObject.uid", "/involvedObject/uid"),
+            FieldLabel::new("involvedObject.name", "/involvedObject/name"),
+            FieldLabel::new("involvedObject.kind", "/involvedObject/kind"),
+            FieldLabel::new("involvedObject.uid", "/involvedObject/uid"),
         ];
-        let select = |fields: &str| Selector::parse_for(None, Some(fields), &labels).unwrap();
+        let select = |fields: &str| Selector::parse_for(None, Some(fields), &labels, true).unwrap();
         assert!(select("involvedObject.name=acme,involvedObject.kind=Tenant").matches(&event));
         assert!(!select("involvedObject.name=other").matches(&event));
         // A field the object lacks is the empty string.
@@ -210,5 +259,24 @@ mod tests {
         assert!(!matches("", "metadata.name!=a"));
         let err = Selector::parse(None, Some("spec.x=1")).unwrap_err();
         assert_eq!(err.message, "field label not supported: spec.x");
+    }
+
+    #[test]
+    fn a_cluster_scoped_kind_has_no_namespace_field_and_typed_fields_read_their_zero_value() {
+        let unschedulable =
+            [FieldLabel::new("spec.unschedulable", "/spec/unschedulable").or("false")];
+        let select = |fields: &str| Selector::parse_for(None, Some(fields), &unschedulable, false);
+        let err = select("metadata.namespace=ns").unwrap_err();
+        assert_eq!(err.message, "field label not supported: metadata.namespace");
+        let node = json!({"metadata": {"name": "n1"}, "spec": {}});
+        let cordoned = json!({"metadata": {"name": "n2"}, "spec": {"unschedulable": true}});
+        let schedulable = select("spec.unschedulable=false").unwrap();
+        assert!(schedulable.matches(&node), "a missing bool is false");
+        assert!(!schedulable.matches(&cordoned));
+        assert!(
+            select("spec.unschedulable!=false")
+                .unwrap()
+                .matches(&cordoned)
+        );
     }
 }

@@ -14,8 +14,9 @@ use tokio::sync::mpsc;
 
 use crate::events;
 use crate::faults::{Fault, Stats};
-use crate::kinds::{CRD_GROUP, CRD_PLURAL, Kind, established_crd_status};
+use crate::kinds::{CRD_GROUP, CRD_PLURAL, Kind, StatusWrite, established_crd_status};
 use crate::meta;
+use crate::node;
 use crate::rules;
 use crate::scale::{self, ScalePaths, ScaleWrite};
 use crate::schema;
@@ -612,6 +613,7 @@ impl State {
             q.get("labelSelector"),
             q.get("fieldSelector"),
             &t.kind.field_labels,
+            t.kind.namespaced,
         )?;
         let (rv, after) = match q.get("continue") {
             Some(token) => {
@@ -679,6 +681,7 @@ impl State {
             q.get("labelSelector"),
             q.get("fieldSelector"),
             &t.kind.field_labels,
+            t.kind.namespaced,
         )?;
         let send_initial = q.get("sendInitialEvents").map(|v| v == "true");
         if send_initial.is_some() && q.get("resourceVersionMatch") != Some("NotOlderThan") {
@@ -951,9 +954,13 @@ impl State {
         }
         // PrepareForCreate: the system fields are the server's.
         if t.status_enabled()
+            && !t.kind.keeps_status_on_create
             && let Some(map) = obj.as_object_mut()
         {
             map.remove("status");
+        }
+        if node::is_node(&t.kind) {
+            node::prepare_for_create(&mut obj);
         }
         for field in [
             "deletionTimestamp",
@@ -973,12 +980,14 @@ impl State {
         } else if t.kind.group.is_empty() && t.kind.plural == "namespaces" {
             obj["status"] = json!({"phase": "Active"});
         }
+        let mut warnings = node::is_node(&t.kind).then(|| node::warnings(&obj));
         // A generated name that is taken is retried with a new one.
         for _ in 0..8 {
             if generate {
                 meta::set(&mut obj, "name", meta::generate_name(&prefix));
             }
             self.validate(t, &obj, None)?;
+            self.warnings.extend(warnings.take().into_iter().flatten());
             let name = meta::name(&obj).to_owned();
             if self.object(t, &name).is_some() {
                 if generate {
@@ -1072,6 +1081,9 @@ impl State {
         }
         let new_obj = prepare_update(t, &current, new);
         self.validate(t, &new_obj, Some(&current))?;
+        if node::is_node(&t.kind) && !t.on_status() {
+            self.warnings.extend(node::warnings(&new_obj));
+        }
         // The last finalizer gone from an object being deleted: it goes now.
         if meta::finalizers(&new_obj).is_empty()
             && !meta::finalizers(&current).is_empty()
@@ -1170,6 +1182,7 @@ impl State {
             q.get("labelSelector"),
             q.get("fieldSelector"),
             &t.kind.field_labels,
+            t.kind.namespaced,
         )?;
         let listed: Vec<(ObjKey, Value)> = self
             .visible(t, &selector, None)
@@ -1317,16 +1330,30 @@ fn keep_all_but_status(current: &Value, new: &mut Value) {
     }
 }
 
+/// Makes `new`'s spec the `current` one's: what a node's `/status` may not change.
+fn keep_spec(current: &Value, new: &mut Value) {
+    if let Some(map) = new.as_object_mut() {
+        match current.get("spec") {
+            Some(spec) => map.insert("spec".into(), spec.clone()),
+            None => map.remove("spec"),
+        };
+    }
+}
+
 /// `PrepareForUpdate` and `BeforeUpdate`: what an update may not change.
 /// With a status subresource, the main resource keeps the old status and
-/// `/status` changes nothing but the status. System metadata is kept.
+/// `/status` changes what the kind's status strategy lets it (the status; for
+/// nodes, all but the spec). System metadata is kept.
 fn prepare_update(t: &Target, current: &Value, mut new: Value) -> Value {
     if t.status_enabled() {
-        if t.on_status() {
-            keep_all_but_status(current, &mut new);
-        } else {
-            put_status(&mut new, current.get("status").cloned());
+        match (t.on_status(), t.kind.status_write) {
+            (true, StatusWrite::OnlyStatus) => keep_all_but_status(current, &mut new),
+            (true, StatusWrite::AllButSpec) => keep_spec(current, &mut new),
+            (false, _) => put_status(&mut new, current.get("status").cloned()),
         }
+    }
+    if node::is_node(&t.kind) {
+        node::prepare_for_update(&mut new, current, t.on_status());
     }
     // The uid was checked; the rest only the server sets. (resourceVersion
     // too, so that a no-op update compares equal.)

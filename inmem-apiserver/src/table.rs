@@ -5,7 +5,9 @@
 //!
 //! Table rules, as the apiserver's table convertors apply them:
 //! - the first column is `Name` (format `name`); then the kind's printer
-//!   columns (a CRD's `additionalPrinterColumns`, `Age` when it declares none);
+//!   columns (a CRD's `additionalPrinterColumns`, `Age` when it declares none;
+//!   for a built-in printer such as `printNode`, its columns, wide ones
+//!   included, as the server prints them, with cells it computes);
 //! - a cell is the value at the column's JSONPath (simple paths: `.a.b`,
 //!   `.a[0].b`, `.a['b.c']`), `null` when missing; `integer` and `number`
 //!   cells are numbers, `boolean` booleans, `string` cells the value printed
@@ -21,6 +23,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
 use crate::kinds::{Kind, PrinterColumn};
+use crate::node;
 use crate::status::Status;
 
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
@@ -230,6 +233,42 @@ impl Render {
     }
 }
 
+/// A cell that a built-in kind's printer computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Printer {
+    /// `translateTimestampSince(creationTimestamp)`: the age, `<unknown>` without a timestamp.
+    Age,
+    /// A node's readiness and schedulability (`Ready,SchedulingDisabled`).
+    NodeStatus,
+    /// A node's roles, from its `node-role.kubernetes.io/*` labels.
+    NodeRoles,
+    /// A node's first address of this type, or `<none>`.
+    NodeAddress(&'static str),
+    /// A field of a node's `status.nodeInfo`, or `empty`.
+    NodeInfo {
+        field: &'static str,
+        empty: &'static str,
+    },
+}
+
+impl Printer {
+    fn cell(self, obj: &Value) -> Value {
+        Value::from(match self {
+            Self::Age => match obj["metadata"]["creationTimestamp"].as_str() {
+                Some(text) => DateTime::parse_from_rfc3339(text).map_or_else(
+                    |_| "<invalid>".to_owned(),
+                    |t| human_duration(Utc::now().signed_duration_since(t.with_timezone(&Utc))),
+                ),
+                None => "<unknown>".to_owned(),
+            },
+            Self::NodeStatus => node::status_cell(obj),
+            Self::NodeRoles => node::roles_cell(obj),
+            Self::NodeAddress(type_) => node::address_cell(obj, type_),
+            Self::NodeInfo { field, empty } => node::info_cell(obj, field, empty),
+        })
+    }
+}
+
 /// The default columns of kinds that declare none: Name, then `Created At`.
 pub(crate) fn default_columns(kind: &Kind, version: &str) -> Vec<PrinterColumn> {
     match kind.version(version) {
@@ -248,6 +287,9 @@ fn partial(api_version: &str, obj: &Value) -> Value {
 
 /// The cell of one column for one object.
 fn cell(column: &PrinterColumn, obj: &Value) -> Value {
+    if let Some(printer) = column.printer {
+        return printer.cell(obj);
+    }
     let Some(value) = json_path(obj, &column.json_path).filter(|v| !v.is_null()) else {
         return Value::Null;
     };

@@ -11,6 +11,7 @@ mod events;
 mod faults;
 mod field_validation;
 mod formats;
+mod nodes;
 mod observation;
 mod openapi;
 mod patches;

@@ -541,6 +541,7 @@ async fn scale_requests_are_counted_as_their_own_subresource() {
     let keys: Vec<RequestKey> = api.stats().requests.into_keys().collect();
     let scale = |verb| RequestKey {
         verb,
+        group: "cluster.x-k8s.io".into(),
         resource: "machinedeployments".into(),
         subresource: Some("scale".into()),
     };
