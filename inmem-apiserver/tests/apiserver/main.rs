@@ -214,3 +214,35 @@ pub fn cluster_crd(plural: &str, kind: &str, spec_properties: Value) -> Value {
         }
     })
 }
+
+/// Runs kubectl against `addr` with a fresh kubeconfig and discovery cache; its stdout.
+pub fn kubectl(addr: std::net::SocketAddr, args: &[&str]) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "inmem-kubectl-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: inmem\n  cluster:\n    server: http://{addr}\nusers:\n- name: test\n  user: {{}}\ncontexts:\n- name: inmem\n  context:\n    cluster: inmem\n    user: test\ncurrent-context: inmem\n"
+        ),
+    )
+    .unwrap();
+    let output = std::process::Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--cache-dir={}", dir.join("cache").display()))
+        .arg("--request-timeout=10s")
+        .args(args)
+        .output()
+        .expect("kubectl must be on PATH for this test");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}

@@ -622,3 +622,35 @@ async fn a_delete_of_a_subresource_is_refused_and_deletes_nothing() {
     assert_eq!(get(&api, crd).await.0, 200);
     assert_eq!(get(&api, &format!("{TENANTS}/acme")).await.0, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_scale_finds_the_subresource_in_discovery_and_scales_the_object() {
+    let (api, mds) = setup_md();
+    machine_deployment(&mds, "md", json!({"replicas": 1}), 1).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(inmem_apiserver::server::serve(api.clone(), listener));
+    let run = |args: &'static [&'static str]| {
+        tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            tokio::task::spawn_blocking(move || kubectl(addr, args)),
+        )
+    };
+    let out = run(&["scale", "machinedeployment", "md", "--replicas=4"])
+        .await
+        .expect("kubectl within 30s")
+        .unwrap();
+    assert_eq!(out, "machinedeployment.cluster.x-k8s.io/md scaled\n");
+    assert_eq!(mds.get("md").await.unwrap().data["spec"]["replicas"], 4);
+    // With a precondition on the current replicas, as `kubectl scale --current-replicas` says.
+    let out = run(&["scale", "md", "md", "--current-replicas=4", "--replicas=2"])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out, "machinedeployment.cluster.x-k8s.io/md scaled\n");
+    assert_eq!(
+        mds.get_scale("md").await.unwrap().spec.unwrap().replicas,
+        Some(2)
+    );
+    server.abort();
+}
