@@ -14,6 +14,7 @@
 //!   time (an older schema let in `not-a-time`) reads as [`Condition::UNREADABLE_TIME`] and is
 //!   never kept, so the next status write replaces it.
 
+mod allocatable;
 mod amounts;
 mod claim;
 mod condition;
@@ -24,6 +25,7 @@ mod selector;
 mod tenant;
 mod wants;
 
+pub use allocatable::{BadQuantity, allocatable_capacity};
 pub use amounts::{MAX_AMOUNT, NegativeAmount, ResourceAmounts};
 pub use claim::Claim;
 pub use condition::Condition;
