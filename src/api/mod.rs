@@ -34,8 +34,9 @@ pub use node::{
     OVER_CAPACITY_CONDITION, OvercommitRatios,
 };
 pub use node_request::{
-    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NodeClass, NodeClassSpec, NodeRequest, NodeRequestPhase,
-    NodeRequestSpec, NodeRequestStatus,
+    AVAILABLE_CONDITION, ClusterApiSource, NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NamespacedName,
+    NodeClass, NodeClassSpec, NodeClassStatus, NodeRequest, NodeRequestPhase, NodeRequestSpec,
+    NodeRequestStatus,
 };
 pub use selector::{LabelSelector, SelectorError};
 pub use tenant::{

@@ -30,6 +30,7 @@ pub const NODE_CLASS_LABEL: &str = "placement.tenant-placer.dev/node-class";
     group = "placement.tenant-placer.dev",
     version = "v1alpha1",
     kind = "NodeClass",
+    status = "NodeClassStatus",
     shortname = "nclass",
     category = "placement",
     doc = "A kind of bare-metal machine a provisioner can buy (e.g. an OVH or Hetzner model). \
@@ -96,6 +97,65 @@ pub struct NodeClassSpec {
     /// Labels the provisioner gives each Node of this class.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// Machines of this class come from a Cluster API MachineDeployment: the controller's
+    /// `--provisioner cluster-api` scales it and claims its Machines. Unset: another provisioner
+    /// serves this class.
+    #[serde(
+        default,
+        rename = "clusterAPI",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cluster_api: Option<ClusterApiSource>,
+}
+
+/// Where a class's machines come from in Cluster API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterApiSource {
+    /// The MachineDeployment (cluster.x-k8s.io) that makes machines of this class.
+    pub machine_deployment: NamespacedName,
+}
+
+/// A namespaced object's name.
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+pub struct NamespacedName {
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+impl std::fmt::Display for NamespacedName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What a provisioner says of a class: whether it can buy it now, and why not.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeClassStatus {
+    /// `Available`: True while the provisioner can buy this class; False says why not (say,
+    /// its MachineDeployment does not exist), and no machine of it is requested meanwhile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<super::Condition>,
+}
+
+/// The condition on a NodeClass that says whether its machines can be bought now.
+pub const AVAILABLE_CONDITION: &str = "Available";
+
+impl NodeClass {
+    /// Why this class cannot be bought now, when its `Available` condition is False.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == AVAILABLE_CONDITION && c.status == "False")
+            .map(|c| c.message.as_str())
+    }
 }
 
 impl NodeClass {
@@ -247,6 +307,7 @@ mod tests {
                 monthly_cost,
                 limit,
                 labels: BTreeMap::from([("zone".to_owned(), "fsn1".to_owned())]),
+                cluster_api: None,
             },
         )
     }

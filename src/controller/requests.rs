@@ -1412,6 +1412,7 @@ mod tests {
                     monthly_cost: Some(1),
                     limit: None,
                     labels: Default::default(),
+                    cluster_api: None,
                 },
             ))
         };

@@ -99,10 +99,12 @@ impl Lenient for NodeClass {
             monthly_cost: None,
             limit: None,
             labels: Default::default(),
+            cluster_api: None,
         };
         Some(NodeClass {
             metadata: metadata.clone(),
             spec,
+            status: None,
         })
     }
 }
