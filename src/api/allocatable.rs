@@ -41,7 +41,7 @@ pub fn allocatable_capacity(
         let (numerator, denominator) = parse(text).map_err(bad)?;
         let whole = denominator
             .checked_mul(unit)
-            .map(|d| numerator / d)
+            .and_then(|d| numerator.checked_div(d))
             .ok_or_else(|| bad("too large"))?;
         i64::try_from(whole)
             .ok()
@@ -73,10 +73,11 @@ fn parse(text: &str) -> Result<(u128, u128), &'static str> {
     }
     let too_large = "too large";
     let mut numerator: u128 = 0;
-    for digit in whole.bytes().chain(fraction.bytes()) {
+    for digit in whole.chars().chain(fraction.chars()) {
+        let digit = digit.to_digit(10).ok_or("not a number")?;
         numerator = numerator
             .checked_mul(10)
-            .and_then(|n| n.checked_add(u128::from(digit - b'0')))
+            .and_then(|n| n.checked_add(u128::from(digit)))
             .ok_or(too_large)?;
     }
     let places = u32::try_from(fraction.len()).map_err(|_| too_large)?;
@@ -89,7 +90,10 @@ fn parse(text: &str) -> Result<(u128, u128), &'static str> {
     match suffix {
         "" => {}
         "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
-            let power = 1 + "KMGTPE".find(&suffix[..1]).ok_or("unknown suffix")?;
+            let power = "KMGTPE"
+                .find(&suffix[..1])
+                .and_then(|at| at.checked_add(1))
+                .ok_or("unknown suffix")?;
             numerator = scale(
                 numerator,
                 1024,
@@ -100,7 +104,10 @@ fn parse(text: &str) -> Result<(u128, u128), &'static str> {
         "u" => denominator = scale(denominator, 10, 6)?,
         "m" => denominator = scale(denominator, 10, 3)?,
         "k" | "M" | "G" | "T" | "P" | "E" => {
-            let power = 1 + "kMGTPE".find(suffix).ok_or("unknown suffix")?;
+            let power = "kMGTPE"
+                .find(suffix)
+                .and_then(|at| at.checked_add(1))
+                .ok_or("unknown suffix")?;
             numerator = scale(
                 numerator,
                 1000,
