@@ -6,6 +6,8 @@
 //!   tenant("acme").migrating("node-eu-1", "node-eu-2").placed("Migrating")   a move in flight
 //!   node("eu-1").label("region", "eu")    tenant("acme").node_selector(&[("region", "eu")])
 //!   entry("acme", (2, 4, 20))       acme's AllocationEntry: tenant default/acme, UID uid-acme
+//!   core_node("eu-1").label("pool", "eu").allocatable("32", "128Gi", "4000Gi").cordoned()
+//!                                   a core v1 Node as a kubelet reports it (Ready unless said)
 //!        .build()                   the typed object (Node, Tenant; also `Node::from(builder)`)
 //!        .manifest()                the JSON a client creates: without uid, resourceVersion,
 //!                                   generation and creationTimestamp, which the server sets
@@ -21,6 +23,12 @@
 //! itself turns on, for its integration tests and benches; a plain `cargo build` of the operator
 //! leaves them out, so they never ship and never become API anyone leans on.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Node as CoreNode, NodeCondition, NodeSpec as CoreNodeSpec, NodeStatus as CoreNodeStatus,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use serde_json::Value;
@@ -359,6 +367,113 @@ impl TenantBuilder {
 impl From<TenantBuilder> for Tenant {
     fn from(builder: TenantBuilder) -> Tenant {
         builder.build()
+    }
+}
+
+/// A core `v1/Node` named `name` (UID `uid-core-{name}`) as a kubelet reports it: Ready,
+/// schedulable, allocatable `cpu: 64`, `memory: 256Gi`, `ephemeral-storage: 8000Gi` (node-eu-1's
+/// capacity) until said otherwise.
+pub fn core_node(name: &str) -> CoreNodeBuilder {
+    let allocatable = BTreeMap::from([
+        ("cpu".to_owned(), Quantity("64".into())),
+        ("memory".to_owned(), Quantity("256Gi".into())),
+        ("ephemeral-storage".to_owned(), Quantity("8000Gi".into())),
+        ("pods".to_owned(), Quantity("110".into())),
+    ]);
+    let mut node = CoreNode {
+        spec: Some(CoreNodeSpec::default()),
+        status: Some(CoreNodeStatus {
+            allocatable: Some(allocatable),
+            ..CoreNodeStatus::default()
+        }),
+        ..CoreNode::default()
+    };
+    node.metadata.name = Some(name.into());
+    node.metadata.uid = Some(format!("uid-core-{name}"));
+    CoreNodeBuilder { node }.ready("True")
+}
+
+/// Builds a core `v1/Node`; see [`core_node`].
+#[derive(Clone, Debug)]
+#[must_use]
+pub struct CoreNodeBuilder {
+    node: CoreNode,
+}
+
+impl CoreNodeBuilder {
+    /// `status.allocatable`'s cpu, memory and ephemeral-storage, as the kubelet writes them.
+    pub fn allocatable(mut self, cpu: &str, memory: &str, storage: &str) -> Self {
+        let allocatable = self.status().allocatable.get_or_insert_with(BTreeMap::new);
+        for (resource, value) in [
+            ("cpu", cpu),
+            ("memory", memory),
+            ("ephemeral-storage", storage),
+        ] {
+            allocatable.insert(resource.into(), Quantity(value.into()));
+        }
+        self
+    }
+
+    /// No `status.allocatable` at all (a kubelet that has not reported yet).
+    pub fn no_allocatable(mut self) -> Self {
+        self.status().allocatable = None;
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.node.labels_mut().insert(key.into(), value.into());
+        self
+    }
+
+    /// `spec.unschedulable: true`, as `kubectl cordon` sets it.
+    pub fn cordoned(mut self) -> Self {
+        self.node
+            .spec
+            .get_or_insert_with(CoreNodeSpec::default)
+            .unschedulable = Some(true);
+        self
+    }
+
+    /// The Ready condition's status: `True`, `False` or `Unknown`.
+    pub fn ready(mut self, status: &str) -> Self {
+        let condition = NodeCondition {
+            type_: "Ready".into(),
+            status: status.into(),
+            reason: Some("KubeletReady".into()),
+            ..NodeCondition::default()
+        };
+        self.status().conditions = Some(vec![condition]);
+        self
+    }
+
+    /// No conditions at all (a kubelet that has not reported yet).
+    pub fn no_conditions(mut self) -> Self {
+        self.status().conditions = None;
+        self
+    }
+
+    pub fn resource_version(mut self, rv: u64) -> Self {
+        self.node.metadata.resource_version = Some(rv.to_string());
+        self
+    }
+
+    /// Being deleted (since now).
+    pub fn deleting(mut self) -> Self {
+        self.node.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        self
+    }
+
+    fn status(&mut self) -> &mut CoreNodeStatus {
+        self.node.status.get_or_insert_with(CoreNodeStatus::default)
+    }
+
+    pub fn build(self) -> CoreNode {
+        self.node
+    }
+
+    /// The JSON a client (a kubelet) creates (see the module doc).
+    pub fn manifest(self) -> Value {
+        manifest(&self.build())
     }
 }
 

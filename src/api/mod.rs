@@ -21,6 +21,7 @@ mod condition;
 mod ledger;
 mod node;
 mod node_request;
+mod registration;
 mod selector;
 mod tenant;
 mod wants;
@@ -38,6 +39,7 @@ pub use node_request::{
     NodeClass, NodeClassSpec, NodeClassStatus, NodeRequest, NodeRequestPhase, NodeRequestSpec,
     NodeRequestStatus,
 };
+pub use registration::{REGISTERED_LABEL, Registration, core_state};
 pub use selector::{LabelSelector, SelectorError};
 pub use tenant::{
     MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,

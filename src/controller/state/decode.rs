@@ -88,6 +88,18 @@ impl Lenient for Tenant {
     }
 }
 
+/// A core Node the types cannot read (registration) is skipped: the cache keeps its last
+/// readable version, so its placement Node is left as it is; its delete removes it by name.
+impl Lenient for k8s_openapi::api::core::v1::Node {
+    fn gone(metadata: &ObjectMeta) -> Option<Self> {
+        metadata.name.as_ref()?;
+        Some(k8s_openapi::api::core::v1::Node {
+            metadata: metadata.clone(),
+            ..Default::default()
+        })
+    }
+}
+
 /// A class or request the types cannot read is skipped (the cache keeps its last readable
 /// version); its delete still removes it by name, from a body of its metadata alone.
 impl Lenient for NodeClass {

@@ -17,7 +17,10 @@
 //! - a controller's trigger keeps an object's name and namespace only ([`trigger`]): the
 //!   scheduler's request for it never carries the resourceVersion and UID;
 //! - spec and status are kept whole: the status the controller writes is compared with the cached
-//!   one (a condition keeps its transition time while it stays the same).
+//!   one (a condition keeps its transition time while it stays the same). A core `v1/Node`
+//!   (watched to register nodes) is the exception: it keeps only what the registration reads
+//!   (`spec.unschedulable`, `status.allocatable` and the Ready condition); its image list,
+//!   addresses and the rest, often tens of KB, are dropped ([`Cached::strip_body`]).
 //!
 //! NB: a cached object is never written back whole: Node status is written with a PUT on the
 //! status subresource, which takes only `status` (the server keeps the stored metadata), and
@@ -27,14 +30,48 @@
 use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 
+use k8s_openapi::api::core::v1::{
+    Node as CoreNode, NodeSpec as CoreNodeSpec, NodeStatus as CoreNodeStatus,
+};
+
 use super::decode::Decoded;
-use crate::api::{Node, NodeClass, NodeRequest, Tenant};
+use crate::api::{Node, NodeClass, NodeRequest, NodeStatus, Tenant};
 
 /// A kind the controller caches from a watch.
 pub trait Cached: Resource {
     /// Whether the controller reads this kind's labels (a Node's: tenants' node selectors and
     /// the node-request label).
     const LABELS_READ: bool;
+
+    /// Drops what the controller never reads of the spec and status (nothing, unless a kind
+    /// says otherwise).
+    fn strip_body(&mut self) {}
+}
+
+/// What registration reads of a core Node: its labels, `spec.unschedulable`,
+/// `status.allocatable` and the Ready condition.
+impl Cached for CoreNode {
+    const LABELS_READ: bool = true;
+
+    fn strip_body(&mut self) {
+        let unschedulable = self.spec.as_ref().and_then(|s| s.unschedulable);
+        self.spec = Some(CoreNodeSpec {
+            unschedulable,
+            ..CoreNodeSpec::default()
+        });
+        let status = self.status.take().unwrap_or_default();
+        let ready = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.type_ == "Ready")
+            .collect();
+        self.status = Some(CoreNodeStatus {
+            allocatable: status.allocatable,
+            conditions: Some(ready),
+            ..CoreNodeStatus::default()
+        });
+    }
 }
 
 impl Cached for Tenant {
@@ -56,10 +93,17 @@ impl Cached for NodeRequest {
 
 impl<K: Cached<DynamicType = ()>> Cached for Decoded<K> {
     const LABELS_READ: bool = K::LABELS_READ;
+
+    fn strip_body(&mut self) {
+        if let Decoded::Readable(object) | Decoded::Salvaged(object, _) = self {
+            object.strip_body();
+        }
+    }
 }
 
 /// Drops what the controller never reads of `object` (see the module doc). Idempotent.
 pub fn strip<K: Cached>(object: &mut K) {
+    object.strip_body();
     let meta = object.meta_mut();
     // `None`, not emptied: an empty Vec or map may keep its allocation.
     meta.managed_fields = None;
@@ -70,6 +114,20 @@ pub fn strip<K: Cached>(object: &mut K) {
     if !K::LABELS_READ {
         meta.labels = None;
     }
+}
+
+/// A placement Node as the registration keeps it: without its status, which the registration
+/// never reads (a Node's allocations are most of it), but for the mark of a Node the types
+/// cannot hold ([`Node::unreadable_reason`]), which stays.
+pub fn without_status(node: &mut Node) {
+    node.status = node
+        .status
+        .take()
+        .and_then(|status| status.unreadable)
+        .map(|why| NodeStatus {
+            unreadable: Some(why),
+            ..NodeStatus::default()
+        });
 }
 
 /// `object`, [`strip`]ped.
@@ -215,5 +273,71 @@ mod tests {
         assert_eq!(node.metadata.labels, labels);
         assert_eq!(node.metadata.annotations, None);
         assert_eq!(node.metadata.managed_fields, None);
+    }
+
+    #[test]
+    fn a_core_node_keeps_only_what_registration_reads() {
+        use k8s_openapi::api::core::v1::{ContainerImage, NodeAddress, NodeCondition, Taint};
+        let mut core = testing::core_node("n")
+            .label("pool", "eu")
+            .cordoned()
+            .build();
+        cluttered(&mut core.metadata);
+        let spec = core.spec.as_mut().unwrap();
+        spec.taints = Some(vec![Taint::default()]);
+        spec.provider_id = Some("metal://n".into());
+        let status = core.status.as_mut().unwrap();
+        status.images = Some(vec![ContainerImage::default(); 50]);
+        status.addresses = Some(vec![NodeAddress::default()]);
+        status.capacity = status.allocatable.clone();
+        status.conditions.as_mut().unwrap().push(NodeCondition {
+            type_: "MemoryPressure".into(),
+            status: "False".into(),
+            ..NodeCondition::default()
+        });
+        let before = core.clone();
+        strip(&mut core);
+        assert_eq!(core.metadata.labels, before.metadata.labels);
+        assert_eq!(core.metadata.annotations, None);
+        let spec = core.spec.as_ref().unwrap();
+        assert_eq!(
+            (spec.unschedulable, &spec.taints, &spec.provider_id),
+            (Some(true), &None, &None)
+        );
+        let status = core.status.as_ref().unwrap();
+        assert_eq!(
+            status.allocatable,
+            before.status.as_ref().unwrap().allocatable
+        );
+        assert_eq!(
+            (&status.images, &status.addresses, &status.capacity),
+            (&None, &None, &None)
+        );
+        let kept: Vec<&str> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| c.type_.as_str())
+            .collect();
+        assert_eq!(kept, ["Ready"]);
+        assert_eq!(
+            crate::api::Registration::of(&core),
+            crate::api::Registration::of(&before),
+            "the registration reads the same"
+        );
+    }
+
+    #[test]
+    fn the_registrations_placement_nodes_keep_no_status_but_the_unreadable_mark() {
+        let mut node = testing::node("n").holding("a", (1, 1, 1)).build();
+        without_status(&mut node);
+        assert_eq!(node.status, None);
+        let mut unreadable = Node::unreadable(
+            testing::node("u").build().metadata,
+            "{}",
+            "spec.capacity: bad".into(),
+        );
+        without_status(&mut unreadable);
+        assert_eq!(unreadable.unreadable_reason(), Some("spec.capacity: bad"));
     }
 }
