@@ -49,6 +49,17 @@ struct ReconcileLabels {
 /// What the request loop was doing when the API refused it.
 const REQUEST_ACTIONS: [&str; 3] = ["create", "retire", "hand_back"];
 
+/// What the registration was doing when the API refused it.
+const REGISTER_ACTIONS: [&str; 4] = ["create", "update", "delete", "read"];
+
+/// What the registration reports and leaves alone.
+const REGISTER_PROBLEMS: [&str; 2] = ["clash", "unreadable_allocatable"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProblemLabel {
+    problem: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ActionLabel {
     action: &'static str,
@@ -88,6 +99,13 @@ pub struct Metrics {
     request_errors: Family<ActionLabel, Counter>,
     /// Looks of the node-request loop done (not exported: a test's sign that a look ran).
     request_looks: Counter,
+    /// Registration writes and reads the API refused, by action (each tried again; one never
+    /// stops the others).
+    register_errors: Family<ActionLabel, Counter>,
+    /// Core Nodes reported and left alone by the registration, by problem (once per change).
+    register_problems: Family<ProblemLabel, Counter>,
+    /// Rounds of the registration done (not exported: a test's sign that a round ran).
+    register_rounds: Counter,
 }
 
 impl Default for Metrics {
@@ -105,7 +123,18 @@ impl Default for Metrics {
         for action in REQUEST_ACTIONS {
             drop(request_errors.get_or_create(&ActionLabel { action }));
         }
+        let register_errors = Family::<ActionLabel, Counter>::default();
+        for action in REGISTER_ACTIONS {
+            drop(register_errors.get_or_create(&ActionLabel { action }));
+        }
+        let register_problems = Family::<ProblemLabel, Counter>::default();
+        for problem in REGISTER_PROBLEMS {
+            drop(register_problems.get_or_create(&ProblemLabel { problem }));
+        }
         Metrics {
+            register_errors,
+            register_problems,
+            register_rounds: Counter::default(),
             migrations,
             request_errors,
             requests_failed: Counter::default(),
@@ -174,6 +203,16 @@ impl Metrics {
             "tenant_placer_node_request_errors",
             "NodeRequest writes the API refused, by action (create, retire a Failed one, hand_back); each is retried at the next look and never stops the others",
             self.request_errors.clone(),
+        );
+        registry.register(
+            "tenant_placer_registration_errors",
+            "Writes and reads of registered Nodes (--register-nodes) the API refused, by action (create, update, delete, read); each is tried again and never stops the others",
+            self.register_errors.clone(),
+        );
+        registry.register(
+            "tenant_placer_registration_problems",
+            "Core Nodes the registration reported and left alone, by problem (clash: a placement Node of that name it did not register; unreadable_allocatable), once per change",
+            self.register_problems.clone(),
         );
         registry.register(
             "tenant_placer_undecodable_objects",
@@ -273,6 +312,44 @@ impl Metrics {
     /// How many machines were handed back.
     pub fn nodes_handed_back(&self) -> u64 {
         self.nodes_handed_back.get()
+    }
+
+    /// Counts one registration call the API refused (`action`: create, update, delete, read).
+    pub fn register_error(&self, action: &'static str) {
+        self.register_errors
+            .get_or_create(&ActionLabel { action })
+            .inc();
+    }
+
+    /// How many registration calls for `action` the API refused.
+    pub fn register_errors(&self, action: &'static str) -> u64 {
+        self.register_errors
+            .get_or_create(&ActionLabel { action })
+            .get()
+    }
+
+    /// Counts one problem the registration reported (`problem`: clash, unreadable_allocatable).
+    pub fn register_problem(&self, problem: &'static str) {
+        self.register_problems
+            .get_or_create(&ProblemLabel { problem })
+            .inc();
+    }
+
+    /// How many times the registration reported `problem`.
+    pub fn register_problems(&self, problem: &'static str) -> u64 {
+        self.register_problems
+            .get_or_create(&ProblemLabel { problem })
+            .get()
+    }
+
+    /// The registration finished a round.
+    pub fn register_round_done(&self) {
+        self.register_rounds.inc();
+    }
+
+    /// How many rounds the registration has finished.
+    pub fn register_rounds_done(&self) -> u64 {
+        self.register_rounds.get()
     }
 
     /// An object of `kind` (as the API names it: `NodeClass`) could not be decoded and was

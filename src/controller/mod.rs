@@ -6,6 +6,8 @@
 //!        ▲ reconcile_on                               │
 //!   WaitingRoom ◀── node::reconcile ◀── watch Nodes    ├──▶ engine::Engine (the only
 //!                   (could this node take a waiter?)  ┘     Node-status writer)
+//!   beside them, when on: the request loop (NodeClasses, NodeRequests) and the registration
+//!   (core v1 Nodes ──▶ placement Nodes: register::run)
 //! ```
 //!
 //! Rules enforced here:
@@ -25,6 +27,7 @@ pub mod node;
 pub mod passes;
 pub mod patch;
 pub mod publisher;
+pub mod register;
 pub mod requests;
 pub mod runner;
 pub mod settings;
@@ -46,12 +49,15 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 
+use k8s_openapi::api::core::v1::Node as CoreNode;
+
 use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
 pub use node::NodeLoop;
+pub use register::RegisterLoop;
 pub use requests::RequestLoop;
 pub use settings::{Backoff, EventLevel, Settings};
 pub use state::tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
@@ -220,8 +226,11 @@ async fn report_skipped(
         if !reported.first_time(&bad) {
             continue;
         }
-        // A Node is kept present, unreadable (decode::Lenient::salvage); the others are skipped.
-        let kept = if bad.object.kind.as_deref() == Some(&*Node::kind(&())) {
+        // A Node is kept present, unreadable (decode::Lenient::salvage); the others (a core
+        // Node among them) are skipped.
+        let placement_node = bad.object.kind.as_deref() == Some(&*Node::kind(&()))
+            && bad.object.api_version.as_deref() == Some(&*Node::api_version(&()));
+        let kept = if placement_node {
             "keeps it present but unreadable (its reservations stay; nothing is placed on it or moved off it) until it is fixed"
         } else {
             "skips it until it is fixed (the last readable version is kept)"
@@ -290,6 +299,7 @@ impl Health {
 pub struct Caches {
     stores: Arc<Mutex<Option<Stores>>>,
     purchases: Arc<Mutex<Option<PurchaseStores>>>,
+    registered: Arc<Mutex<Option<Store<Node>>>>,
 }
 
 /// The node and tenant watch caches of one term.
@@ -332,6 +342,24 @@ impl Caches {
     /// The class and request stores, once the controller has set them (node requests on).
     pub fn purchases(&self) -> Option<PurchaseStores> {
         self.purchases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Hands out the registration's store of placement Nodes (every one, without its status)
+    /// from now on.
+    pub fn set_registered(&self, nodes: Store<Node>) {
+        *self
+            .registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(nodes);
+    }
+
+    /// The registration's store of placement Nodes (every one, without its status), once the
+    /// controller has set it (registration on).
+    pub fn registered(&self) -> Option<Store<Node>> {
+        self.registered
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -495,6 +523,14 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             settings: settings.clone(),
         };
         purchases(buyer, &caches, bought, skipped.clone())
+    });
+    let _registration = settings.register_nodes.clone().map(|selector| {
+        let registrar = RegisterLoop {
+            events: Some(publisher.clone()),
+            metrics: metrics.clone(),
+            ..RegisterLoop::new(client.clone(), selector, &settings)
+        };
+        registration(registrar, &caches, skipped.clone())
     });
     let _skipped = AbortOnDrop(tokio::spawn(report_skipped(
         undecodable,
@@ -763,6 +799,58 @@ fn purchases(
             Arc::new(buyer),
             (class_cache, classes_synced),
             (request_cache, requests_synced),
+        ))),
+    )
+}
+
+/// The registration's watches (the core Nodes its selector takes; every placement Node, kept
+/// without its status) and its rounds, as two tasks. Every event of either watch asks for a
+/// round.
+fn registration(
+    registrar: RegisterLoop,
+    caches: &Caches,
+    skipped: Skips,
+) -> (AbortOnDrop, AbortOnDrop) {
+    let (core_cache, core_feed) = reflector::store::<CoreNode>();
+    let (node_cache, node_feed) = reflector::store::<Node>();
+    caches.set_registered(node_cache.clone());
+    let (raise_cores, cores_synced) = Synced::flag();
+    let (raise_nodes, nodes_synced) = Synced::flag();
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let asks = changed.clone();
+    let cores = reflected(
+        Api::all(registrar.client.clone()),
+        Some(&registrar.selector),
+        core_feed,
+        raise_cores,
+        move |_: &watcher::Event<CoreNode>| asks.notify_one(),
+        skipped.clone(),
+    );
+    let asks = changed.clone();
+    // NB: not `reflected`: these Nodes are kept without their status (`strip::without_status`),
+    // which the engine's cache keeps whole.
+    let nodes = watched(Api::all(registrar.client.clone()), None, skipped)
+        .modify(strip::without_status)
+        .reflect(node_feed)
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                let _ = raise_nodes.send(true);
+            }
+            asks.notify_one();
+        });
+    let watches = futures::future::join(
+        cores.for_each(|_| std::future::ready(())),
+        nodes.for_each(|_| std::future::ready(())),
+    );
+    (
+        AbortOnDrop(tokio::spawn(async move {
+            watches.await;
+        })),
+        AbortOnDrop(tokio::spawn(register::run(
+            Arc::new(registrar),
+            (core_cache, cores_synced),
+            (node_cache, nodes_synced),
+            changed,
         ))),
     )
 }

@@ -59,6 +59,12 @@ pub struct Settings {
     /// The pool's Tenants (`--tenant-selector`): only these are watched, placed and written;
     /// `None` takes every Tenant.
     pub pool_tenants: Option<LabelSelector>,
+    /// Register nodes from the cluster (`--register-nodes`): one placement Node per core
+    /// `v1/Node` matching this selector, kept from it; `None` registers nothing.
+    pub register_nodes: Option<LabelSelector>,
+    /// How often the registration looks again with nothing changed (a write that failed is
+    /// tried again sooner, after the error backoff).
+    pub register_resync: Duration,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -98,6 +104,8 @@ impl Default for Settings {
             request_check: Duration::from_secs(1),
             pool_nodes: None,
             pool_tenants: None,
+            register_nodes: None,
+            register_resync: Duration::from_secs(60),
         }
     }
 }

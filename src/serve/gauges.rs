@@ -1,5 +1,6 @@
 //! The gauges `/metrics` reads at scrape time: tenants by phase, waiting tenants, node capacity and
-//! allocation per dimension (from the controller's watch caches), and whether this replica leads.
+//! allocation per dimension (from the controller's watch caches), the nodes registered from the
+//! cluster (registration on), and whether this replica leads.
 //!
 //! Rules enforced here: nothing is stored and nothing is asked of the API server; a gauge is
 //! computed from the caches of the current term when scraped, so it is never a stale count kept
@@ -34,6 +35,17 @@ impl Collector for Gauges {
         }
         if let Some((classes, requests)) = self.caches.purchases() {
             encode_requests(&mut encoder, &classes.state(), &requests.state())?;
+        }
+        if let Some(nodes) = self.caches.registered() {
+            let registered = nodes.state().iter().filter(|n| n.is_registered()).count();
+            encoder
+                .encode_descriptor(
+                    "tenant_placer_registered_nodes",
+                    "Placement Nodes registered from core Nodes (--register-nodes), whether or not this controller's pool places on them.",
+                    None,
+                    MetricType::Gauge,
+                )?
+                .encode_gauge(&registered)?;
         }
         let leading = u64::from(self.health.role() == Role::Leading);
         encoder

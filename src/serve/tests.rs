@@ -210,7 +210,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// docs use.
-const FAMILIES: [(&str, &str, &str); 21] = [
+const FAMILIES: [(&str, &str, &str); 24] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -262,9 +262,24 @@ const FAMILIES: [(&str, &str, &str); 21] = [
         "NodeRequest writes the API refused, by action (create, retire a Failed one, hand_back); each is retried at the next look and never stops the others.",
     ),
     (
+        "tenant_placer_registration_errors_total",
+        "counter",
+        "Writes and reads of registered Nodes (--register-nodes) the API refused, by action (create, update, delete, read); each is tried again and never stops the others.",
+    ),
+    (
+        "tenant_placer_registration_problems_total",
+        "counter",
+        "Core Nodes the registration reported and left alone, by problem (clash: a placement Node of that name it did not register; unreadable_allocatable), once per change.",
+    ),
+    (
         "tenant_placer_undecodable_objects_total",
         "counter",
         "Object versions the controller could not decode and skipped (see the error log).",
+    ),
+    (
+        "tenant_placer_registered_nodes",
+        "gauge",
+        "Placement Nodes registered from core Nodes (--register-nodes), whether or not this controller's pool places on them.",
     ),
     ("tenant_placer_tenants", "gauge", "Tenants by phase."),
     (
@@ -336,6 +351,8 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.node_handed_back();
     metrics.node_handed_back();
     metrics.node_request_error("create");
+    metrics.register_error("update");
+    metrics.register_problem("clash");
     let (nodes, mut node_feed) = reflector::store::<Node>();
     let tenants = crate::controller::TenantCache::default();
     node_feed.apply_watcher_event(&Event::Apply(node("n1", [64, 256, 8000], &[[2, 4, 20]])));
@@ -371,6 +388,14 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         request_feed.apply_watcher_event(&Event::Apply(request));
     }
     state.handles().caches.set_purchases(classes, requests);
+    // The registration's store: one registered node, one made by hand.
+    let (registered, mut registered_feed) = reflector::store::<Node>();
+    let mut made = node("r1", [8, 8, 8], &[]);
+    kube::ResourceExt::labels_mut(&mut made)
+        .insert(crate::api::REGISTERED_LABEL.into(), "true".into());
+    registered_feed.apply_watcher_event(&Event::Apply(made));
+    registered_feed.apply_watcher_event(&Event::Apply(node("hand", [8, 8, 8], &[])));
+    state.handles().caches.set_registered(registered);
 
     let (headers, scraped) = scrape(&state).await;
     assert_eq!(
@@ -502,6 +527,17 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         scraped.get("tenant_placer_nodes_handed_back_total", &[]),
         2.0
     );
+    assert_eq!(scraped.get("tenant_placer_registered_nodes", &[]), 1.0);
+    let errors = "tenant_placer_registration_errors_total";
+    assert_eq!(scraped.all(errors).len(), 4);
+    assert_eq!(scraped.get(errors, &[("action", "update")]), 1.0);
+    assert_eq!(scraped.get(errors, &[("action", "create")]), 0.0);
+    let problems = "tenant_placer_registration_problems_total";
+    assert_eq!(scraped.get(problems, &[("problem", "clash")]), 1.0);
+    assert_eq!(
+        scraped.get(problems, &[("problem", "unreadable_allocatable")]),
+        0.0
+    );
     let errors = "tenant_placer_node_request_errors_total";
     assert_eq!(scraped.all(errors).len(), 3);
     assert_eq!(scraped.get(errors, &[("action", "create")]), 1.0);
@@ -571,6 +607,8 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_node_requests_failed_total",
             "tenant_placer_nodes_handed_back_total",
             "tenant_placer_node_request_errors_total",
+            "tenant_placer_registration_errors_total",
+            "tenant_placer_registration_problems_total",
             "tenant_placer_undecodable_objects_total",
             "tenant_placer_leader",
         ]
