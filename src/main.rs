@@ -146,6 +146,14 @@ struct PlacementArgs {
     /// Tenant.
     #[arg(long, env = "TENANT_PLACER_TENANT_SELECTOR")]
     tenant_selector: Option<LabelSelector>,
+    /// Register nodes from the cluster: keep one placement Node per core Node matching this
+    /// label selector (e.g. `tenant-placer.dev/pool=bare-metal`), of the same name, its capacity
+    /// from the core Node's allocatable, its state from Ready and cordon, its labels the core
+    /// Node's plus placement.tenant-placer.dev/registered=true; a core Node deleted or no longer
+    /// matching deletes (drains) it. Placement Nodes made otherwise are never touched. Unset or
+    /// empty: off.
+    #[arg(long, env = "TENANT_PLACER_REGISTER_NODES")]
+    register_nodes: Option<LabelSelector>,
     /// Play the provisioner in-process (simulate, plan and sandbox; refused by run, where a real
     /// provisioner runs apart): `simulated` turns each NodeRequest into a Node after
     /// --provisioner-delay-ms.
@@ -203,12 +211,14 @@ impl PlacementArgs {
         )
     }
 
-    /// The selector flags in force, as they would be typed (empty when none is set).
+    /// The selector flags in force (pools, registration), as they would be typed (empty when
+    /// none is set).
     fn pool(&self) -> String {
         let mut flags = String::new();
         for (flag, selector) in [
             ("--node-selector", self.node_selector()),
             ("--tenant-selector", self.tenant_selector()),
+            ("--register-nodes", self.register_nodes()),
         ] {
             if let Some(selector) = selector {
                 flags.push_str(&format!(" {flag} '{selector}'"));
@@ -220,6 +230,12 @@ impl PlacementArgs {
     /// The node selector, unless it is unset or empty (both take every Node).
     fn node_selector(&self) -> Option<LabelSelector> {
         self.node_selector.clone().filter(|s| !s.is_everything())
+    }
+
+    /// The registration selector, unless it is unset or empty (both register nothing: an empty
+    /// selector would take every core Node, which is never what an empty chart value means).
+    fn register_nodes(&self) -> Option<LabelSelector> {
+        self.register_nodes.clone().filter(|s| !s.is_everything())
     }
 
     /// The tenant selector, unless it is unset or empty (both take every Tenant).
@@ -243,6 +259,7 @@ impl PlacementArgs {
             empty_node_after: Duration::from_secs(self.empty_node_seconds),
             pool_nodes: self.node_selector(),
             pool_tenants: self.tenant_selector(),
+            register_nodes: self.register_nodes(),
             ..Settings::default()
         }
     }

@@ -8,6 +8,10 @@
 //! - "quiet" means: no write of a Tenant or Node for the idle window, every Tenant's status describes its current
 //!   generation, no Tenant is terminating, and every Node has a status; of a pooled controller
 //!   (`--node-selector`, `--tenant-selector`), only the pool's Tenants and Nodes are waited for.
+//!   With `--register-nodes`, also every core Node it takes whose allocatable can be read has a
+//!   placement Node of its name, registered ones in step with its capacity and state;
+//! - a core `v1` Node (`apiVersion: v1`, `kind: Node`) is applied as a kubelet would report it:
+//!   created with its status, or its labels, spec and status patched when it exists.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +24,11 @@ use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
-use crate::api::{GROUP, LabelSelector, Node, NodeClass, NodeRequest, NodeRequestPhase, Tenant};
+use k8s_openapi::api::core::v1::Node as CoreNode;
+
+use crate::api::{
+    GROUP, LabelSelector, Node, NodeClass, NodeRequest, NodeRequestPhase, Registration, Tenant,
+};
 use crate::controller::{self, Settings};
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
@@ -43,7 +51,9 @@ pub enum FleetError {
         name: String,
         source: kube::Error,
     },
-    #[error("{kind} {name}: simulate knows Node, Tenant and Namespace objects only")]
+    #[error(
+        "{kind} {name}: simulate knows Node (placement and core v1), Tenant, NodeClass and Namespace objects only"
+    )]
     UnknownKind { kind: String, name: String },
     #[error("the controller did not go quiet within {0:?}")]
     NotQuiet(Duration),
@@ -61,6 +71,8 @@ pub struct Fleet {
     /// The pool of the controller last started (its node and tenant selectors): what it is
     /// expected to catch up with.
     pool: Mutex<(Option<LabelSelector>, Option<LabelSelector>)>,
+    /// The core Nodes the controller last started registers (`--register-nodes`).
+    registers: Mutex<Option<LabelSelector>>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -122,6 +134,7 @@ impl Fleet {
             provisioner: Mutex::default(),
             placement_writes,
             pool: Mutex::default(),
+            registers: Mutex::default(),
         })
     }
 
@@ -146,6 +159,10 @@ impl Fleet {
     pub fn start_with(&self, settings: Settings, handles: controller::Handles) {
         *self.pool.lock().unwrap_or_else(PoisonError::into_inner) =
             (settings.pool_nodes.clone(), settings.pool_tenants.clone());
+        *self
+            .registers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = settings.register_nodes.clone();
         let task = tokio::spawn(controller::run_with(self.client.clone(), settings, handles));
         let mut slot = self
             .controller
@@ -191,6 +208,10 @@ impl Fleet {
             let namespace = object["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or("default");
+            if kind == "Node" && object["apiVersion"] == "v1" {
+                self.apply_core_node(object).await?;
+                continue;
+            }
             let resource = match kind.as_str() {
                 "Tenant" => ApiResource::erase::<Tenant>(&()),
                 "Node" => ApiResource::erase::<Node>(&()),
@@ -221,6 +242,47 @@ impl Fleet {
             }
         }
         Ok(())
+    }
+
+    /// Creates a core Node with its status, as a kubelet registers one, or patches the labels,
+    /// spec and status of the one that exists.
+    async fn apply_core_node(&self, object: &Value) -> Result<(), FleetError> {
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let refused = |source| FleetError::Apply {
+            kind: "Node".into(),
+            name: name.clone(),
+            source,
+        };
+        let api: Api<CoreNode> = Api::all(self.client.clone());
+        let node: CoreNode = serde_json::from_value(object.clone())
+            .map_err(|e| refused(kube::Error::SerdeError(e)))?;
+        match api.create(&PostParams::default(), &node).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+            Err(source) => return Err(refused(source)),
+        }
+        let main = serde_json::json!({
+            "metadata": {"labels": object["metadata"].get("labels").cloned().unwrap_or(Value::Null)},
+            "spec": object.get("spec").cloned().unwrap_or(Value::Null),
+        });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&main))
+            .await
+            .map_err(refused)?;
+        if let Some(status) = object.get("status") {
+            let status = serde_json::json!({"status": status});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .map_err(refused)?;
+        }
+        Ok(())
+    }
+
+    /// The core Nodes, as stored.
+    pub fn core_nodes(&self) -> Vec<CoreNode> {
+        self.typed(&self.api.list("", "nodes"))
     }
 
     /// The Nodes, as stored.
@@ -296,6 +358,41 @@ impl Fleet {
                 .filter(|n| within(&node_pool, n.labels()))
                 .all(|n| n.status.is_some())
             && self.machines_delivered()
+            && self.registered()
+    }
+
+    /// With registration on, every core Node it takes whose allocatable can be read has a
+    /// placement Node of its name (one it did not register is a clash, reported and left), a
+    /// registered one with the capacity and state the core Node gives.
+    fn registered(&self) -> bool {
+        let Some(selector) = self
+            .registers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        else {
+            return true;
+        };
+        let nodes = self.nodes();
+        self.core_nodes()
+            .iter()
+            .filter(|core| {
+                core.metadata.deletion_timestamp.is_none() && selector.matches(core.labels())
+            })
+            .all(|core| {
+                let Ok(wanted) = Registration::of(core) else {
+                    return true;
+                };
+                let name = core.name_any();
+                nodes
+                    .iter()
+                    .find(|n| n.name_any() == name)
+                    .is_some_and(|n| {
+                        !n.is_registered()
+                            || (n.spec.capacity == wanted.capacity
+                                && n.spec.state == wanted.state_over(n.spec.state))
+                    })
+            })
     }
 
     /// With a simulated provisioner running, no machine is still coming (a request Pending or

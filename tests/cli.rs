@@ -42,6 +42,7 @@ fn a_selector_the_api_server_would_refuse_is_refused_with_the_flag_named() {
     for (flag, value) in [
         ("--node-selector", "pool in eu"),
         ("--tenant-selector", "=eu"),
+        ("--register-nodes", "pool in metal"),
     ] {
         let out = tenant_placer(&["run", flag, value]);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -71,6 +72,47 @@ fn simulate_says_which_pool_it_placed_when_selectors_are_set() {
     let plain = tenant_placer(&["simulate"]);
     let plain = String::from_utf8_lossy(&plain.stdout);
     assert!(!plain.contains("selector"), "{plain}");
+}
+
+#[test]
+fn simulate_registers_the_labelled_core_nodes_of_its_manifests_and_places_on_them() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let out = tenant_placer(&[
+        "simulate",
+        "-f",
+        &format!("{examples}/registered"),
+        "-f",
+        &format!("{examples}/tenants.yaml"),
+        "--register-nodes",
+        "tenant-placer.dev/pool=bare-metal",
+        "--output",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let nodes: Vec<(String, String)> = report["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| (n["node"].to_string(), n["state"].to_string()))
+        .collect();
+    // control-plane-1 carries no pool label: not registered. metal-eu-2 is cordoned.
+    assert_eq!(
+        nodes,
+        [
+            ("\"metal-eu-1\"".to_owned(), "\"Online\"".to_owned()),
+            ("\"metal-eu-2\"".to_owned(), "\"Cordoned\"".to_owned())
+        ],
+        "{report:#}"
+    );
+    let acme = report["tenants"]
+        .as_array()
+        .expect("tenants")
+        .iter()
+        .find(|t| t["tenant"] == "default/acme")
+        .expect("acme");
+    assert_eq!(acme["node"], "metal-eu-1", "{acme:#}");
 }
 
 #[test]
