@@ -77,6 +77,12 @@ CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "noderequests"): ["list", "watch", "create", "delete"],
     ("events.k8s.io", "events"): ["create"],
 }
+# With controller.registerNodes set, and only then: read core Nodes, create and delete placement
+# Nodes (the ones it registers).
+REGISTER_RULES = {
+    ("", "nodes"): ["get", "list", "watch"],
+    ("placement.tenant-placer.dev", "nodes"): ["create", "delete"],
+}
 LEASE_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
 
 REGENERATE = ("regenerate both with: cargo run -- crd --out-dir crds && "
@@ -233,6 +239,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                                   "statusWriters": ["kubernetes-admin"]}},
              status_writers=["kubernetes-admin"],
              provisioners=["system:serviceaccount:capi:provisioner", "kubernetes-admin"]),
+        Case("nodes registered from the cluster (controller.registerNodes)",
+             {"controller": {"registerNodes": "tenant-placer.dev/pool in (metal,bare-metal)"}}),
         *POOL_CASES,
     ]
     bad = [
@@ -271,6 +279,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                 {"controller": {"nodeSelector": {"pool": "eu"}}}, "nodeSelector"),
         BadCase("controller.tenantSelector not a string",
                 {"controller": {"tenantSelector": ["pool=eu"]}}, "tenantSelector"),
+        BadCase("controller.registerNodes not a string",
+                {"controller": {"registerNodes": True}}, "registerNodes"),
         BadCase("serviceMonitor without the metrics Service",
                 {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
                 r"metrics[./]service[./]enabled"),
@@ -412,7 +422,8 @@ def check_rbac_rules(report: Report, label: str, obj: dict[str, Any],
                      f"{label}: {where(obj)}: rule grants secrets: {rule}")
         if report.check(len(groups) == 1 and len(resources) == 1,
                         f"{label}: {where(obj)}: rule is not one group and one resource: {rule}"):
-            seen[(groups[0], resources[0])] = verbs
+            # Two rules may grant one resource (registration's own verbs on placement nodes).
+            seen.setdefault((groups[0], resources[0]), []).extend(verbs)
     report.check(seen == expected,
                  f"{label}: {where(obj)}: rules {seen}, expected exactly {expected}")
 
@@ -460,8 +471,12 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
         return found
 
     # RBAC.
+    cluster_rules = {key: list(verbs) for key, verbs in CLUSTER_RULES.items()}
+    if values.get("controller", {}).get("registerNodes"):
+        for key, verbs in REGISTER_RULES.items():
+            cluster_rules.setdefault(key, []).extend(verbs)
     for obj in expect_count("ClusterRole", 1 if case.rbac else 0):
-        check_rbac_rules(report, label, obj, CLUSTER_RULES)
+        check_rbac_rules(report, label, obj, cluster_rules)
     roles = expect_count("Role", 1 if case.rbac and case.leader_election else 0)
     for obj in roles:
         check_rbac_rules(report, label, obj, LEASE_RULES)
@@ -544,7 +559,8 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     want_args += [] if case.page else ["--no-page"]
     want_args += [f"--{flag}={controller[key]}"
                   for key, flag in (("nodeSelector", "node-selector"),
-                                    ("tenantSelector", "tenant-selector")) if controller.get(key)]
+                                    ("tenantSelector", "tenant-selector"),
+                                    ("registerNodes", "register-nodes")) if controller.get(key)]
     want_args += [f"--lease-name={lease}"] + list(controller.get("extraArgs", []))
     report.check(args == want_args, f"{label}: args {args}, want {want_args}")
     report.check(args.count("--leader-election") == (1 if case.leader_election else 0),
