@@ -19,6 +19,7 @@ mod purchase_soak;
 mod quiet;
 mod race;
 mod rbac;
+mod register;
 mod requests;
 mod seed;
 mod selectors;

@@ -20,15 +20,20 @@ struct Rule {
     verbs: Vec<String>,
 }
 
-/// The `rules:` of a chart template (they are plain YAML; only metadata is templated).
-fn rules_of(template: &str) -> Vec<Rule> {
+fn template(name: &str) -> String {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/charts/tenant-placer/templates/"
     )
     .to_owned()
-        + template;
-    let text = std::fs::read_to_string(&path).unwrap();
+        + name;
+    std::fs::read_to_string(&path).unwrap()
+}
+
+/// The `rules:` of a chart template that are always granted (they are plain YAML; only
+/// metadata and optional rules are templated).
+fn rules_of(name: &str) -> Vec<Rule> {
+    let text = template(name);
     let rules = text
         .split("\nrules:\n")
         .nth(1)
@@ -39,20 +44,63 @@ fn rules_of(template: &str) -> Vec<Rule> {
     serde_saphyr::from_str(rules).unwrap()
 }
 
+/// The rules a template grants only when `condition` holds (`{{- if <condition> }}` ...
+/// `{{- end }}` inside its `rules:`).
+fn rules_if(name: &str, condition: &str) -> Vec<Rule> {
+    let text = template(name);
+    let opening = format!("{{{{- if {condition} }}}}\n");
+    let rules = text
+        .split(&opening)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{name} has no rules under {opening:?}"))
+        .split("{{-")
+        .next()
+        .unwrap();
+    serde_saphyr::from_str(rules).unwrap()
+}
+
+/// (apiGroup, resource, verb) for each verb each rule grants; no wildcard, no secrets.
+fn granted(rules: &[Rule]) -> BTreeSet<(String, String, String)> {
+    let mut granted = BTreeSet::new();
+    for rule in rules {
+        for field in [&rule.api_groups, &rule.resources, &rule.verbs] {
+            assert!(
+                !field.iter().any(|v| v.contains('*')),
+                "wildcard in {rule:?}"
+            );
+        }
+        assert!(
+            !rule.resources.iter().any(|r| r.starts_with("secrets")),
+            "{rule:?}"
+        );
+        for group in &rule.api_groups {
+            for resource in &rule.resources {
+                for verb in &rule.verbs {
+                    granted.insert((group.clone(), resource.clone(), verb.clone()));
+                }
+            }
+        }
+    }
+    granted
+}
+
 /// (apiGroup, resource[/subresource], verb) for each request the API saw.
 fn calls(api: &ApiServer) -> BTreeSet<(String, String, String)> {
     api.stats()
         .requests
         .keys()
         .map(|key| {
-            let group = match key.resource.as_str() {
-                "tenants" | "nodes" | "nodeclasses" | "noderequests" => {
-                    "placement.tenant-placer.dev"
-                }
-                "events" => "events.k8s.io",
-                "leases" => "coordination.k8s.io",
-                other => panic!("the controller called an unexpected resource: {other}"),
-            };
+            let group = key.group.as_str();
+            assert!(
+                [
+                    "placement.tenant-placer.dev",
+                    "events.k8s.io",
+                    "coordination.k8s.io",
+                    ""
+                ]
+                .contains(&group),
+                "the controller called an unexpected API group: {key:?}"
+            );
             let resource = match &key.subresource {
                 Some(sub) => format!("{}/{sub}", key.resource),
                 None => key.resource.clone(),
@@ -136,26 +184,7 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
         .into_iter()
         .chain(rules_of("role.yaml"))
         .collect();
-    let mut granted = BTreeSet::new();
-    for rule in &rules {
-        for field in [&rule.api_groups, &rule.resources, &rule.verbs] {
-            assert!(
-                !field.iter().any(|v| v.contains('*')),
-                "wildcard in {rule:?}"
-            );
-        }
-        assert!(
-            !rule.resources.iter().any(|r| r.starts_with("secrets")),
-            "{rule:?}"
-        );
-        for group in &rule.api_groups {
-            for resource in &rule.resources {
-                for verb in &rule.verbs {
-                    granted.insert((group.clone(), resource.clone(), verb.clone()));
-                }
-            }
-        }
-    }
+    let granted = granted(&rules);
     let made = calls(&h.fleet.api);
     let missing: Vec<_> = made.difference(&granted).collect();
     assert!(
@@ -166,6 +195,63 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
     assert!(
         unused.is_empty(),
         "verbs the chart grants but the controller never used: {unused:?}"
+    );
+    h.assert_invariants();
+}
+
+/// With `controller.registerNodes` set, the chart grants the registration's calls and only then:
+/// core Nodes read (get, list, watch) and placement Nodes created and deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_rbac_for_registered_nodes_allows_exactly_the_registrations_calls() {
+    use tenant_placer::testing::core_node;
+    let settings = Settings {
+        register_nodes: Some("pool=metal".parse().unwrap()),
+        register_resync: Duration::from_millis(100),
+        request_after: None,
+        ..settings()
+    };
+    let h = Harness::start_on(ApiServer::new(), &[], settings).await;
+    let reads = h.handles.metrics.clone();
+    // A node joins (create), a tenant lands on it, the node leaves (a direct read confirms it,
+    // then delete).
+    h.apply(&[core_node("m1").label("pool", "metal").manifest()]);
+    h.until("m1 registered", || {
+        h.fleet.api.get(GROUP, "nodes", None, "m1").is_some()
+    })
+    .await;
+    h.apply(&[tenant("acme").manifest()]);
+    h.settle().await;
+    h.fleet.api.delete("", "nodes", None, "m1").unwrap();
+    h.until("m1's placement Node deleted", || {
+        h.fleet
+            .api
+            .get(GROUP, "nodes", None, "m1")
+            .is_none_or(|n| n["metadata"]["deletionTimestamp"].is_string())
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(reads.register_errors("read"), 0);
+
+    let always = granted(&rules_of("clusterrole.yaml"));
+    let registration = granted(&rules_if(
+        "clusterrole.yaml",
+        ".Values.controller.registerNodes",
+    ));
+    let made = calls(&h.fleet.api);
+    let allowed: BTreeSet<_> = always.union(&registration).cloned().collect();
+    let missing: Vec<_> = made.difference(&allowed).collect();
+    assert!(
+        missing.is_empty(),
+        "calls the chart does not allow with registration on: {missing:?}"
+    );
+    let unused: Vec<_> = registration.difference(&made).collect();
+    assert!(
+        unused.is_empty(),
+        "verbs the chart grants for registration but it never used: {unused:?}"
+    );
+    assert!(
+        registration.is_disjoint(&always),
+        "the registration's verbs are granted only when it is on"
     );
     h.assert_invariants();
 }
