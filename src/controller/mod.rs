@@ -20,6 +20,7 @@
 //!   [`Metrics`] it counts into, the [`Caches`] of each term) and knows
 //!   nothing of HTTP, the page or metrics formatting (docs/design.md, "The parts").
 
+pub mod capi;
 pub mod engine;
 pub mod node;
 pub mod passes;
