@@ -146,11 +146,15 @@ struct PlacementArgs {
     /// Tenant.
     #[arg(long, env = "TENANT_PLACER_TENANT_SELECTOR")]
     tenant_selector: Option<LabelSelector>,
-    /// Play the provisioner in-process (simulate, plan and sandbox; refused by run, where a real
-    /// provisioner runs apart): `simulated` turns each NodeRequest into a Node after
-    /// --provisioner-delay-ms.
-    #[arg(long, value_enum)]
+    /// Play the provisioner in-process: `cluster-api` buys through the MachineDeployment each
+    /// NodeClass names (`spec.clusterAPI`; `run` too); `simulated` (simulate, plan and sandbox
+    /// only) turns each NodeRequest into a Node after --provisioner-delay-ms.
+    #[arg(long, value_enum, env = "TENANT_PLACER_PROVISIONER")]
     provisioner: Option<ProvisionerKind>,
+    /// With `--provisioner cluster-api`: a request whose Machine is not Running this many
+    /// seconds after it was made fails (at least 1).
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..), env = "TENANT_PLACER_PROVISIONING_TIMEOUT_SECONDS")]
+    provisioning_timeout_seconds: u64,
     /// How long the simulated provisioner takes to deliver a machine [default: 2000].
     #[arg(long)]
     provisioner_delay_ms: Option<u64>,
@@ -165,6 +169,9 @@ struct PlacementArgs {
 enum ProvisionerKind {
     /// An in-process provisioner that delivers a Node after a delay.
     Simulated,
+    /// Cluster API: scale the MachineDeployment a NodeClass names and claim its new Machine.
+    #[value(name = "cluster-api")]
+    ClusterApi,
 }
 
 impl PlacementArgs {
@@ -197,6 +204,10 @@ impl PlacementArgs {
                 Some(ProvisionerKind::Simulated) => format!(
                     " --provisioner simulated --provisioner-delay-ms {}",
                     self.provisioner_delay()
+                ),
+                Some(ProvisionerKind::ClusterApi) => format!(
+                    " --provisioner cluster-api --provisioning-timeout-seconds {}",
+                    self.provisioning_timeout_seconds
                 ),
                 None => String::new(),
             }
@@ -243,6 +254,8 @@ impl PlacementArgs {
             empty_node_after: Duration::from_secs(self.empty_node_seconds),
             pool_nodes: self.node_selector(),
             pool_tenants: self.tenant_selector(),
+            cluster_api: self.provisioner == Some(ProvisionerKind::ClusterApi),
+            provisioning_timeout: Duration::from_secs(self.provisioning_timeout_seconds),
             ..Settings::default()
         }
     }
@@ -254,7 +267,7 @@ impl PlacementArgs {
 
     /// The simulated provisioner these flags ask for, if any.
     fn provisioner(&self) -> Option<tenant_placer::provisioner::ProvisionerConfig> {
-        self.provisioner.map(|ProvisionerKind::Simulated| {
+        (self.provisioner == Some(ProvisionerKind::Simulated)).then(|| {
             tenant_placer::provisioner::ProvisionerConfig {
                 delay: Duration::from_millis(self.provisioner_delay()),
                 failing: self.provisioner_fails.iter().cloned().collect(),
@@ -313,17 +326,18 @@ async fn main() -> std::process::ExitCode {
 }
 
 /// Why `run` refuses the simulated provisioner's flags.
-const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner, --provisioner-delay-ms and \
+const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner simulated, --provisioner-delay-ms and \
     --provisioner-fails are not taken by \
     `run`: the simulated provisioner only plays in `sandbox`, `simulate` and `plan`, in-process \
-    against their in-memory API. On a cluster, a real provisioner (such as Cluster API) is a \
-    separate component that turns NodeRequests into machines; `run` only asks for them.";
+    against their in-memory API. On a cluster, `--provisioner cluster-api` buys through Cluster \
+    API, or another provisioner turns NodeRequests into machines apart; then `run` only asks \
+    for them.";
 
 async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
     // NB: `run` would accept them and do nothing: no Node would ever come of a request.
     if let Command::Run(RunArgs { placement, .. }) = &cli.command
-        && (placement.provisioner.is_some()
+        && (placement.provisioner == Some(ProvisionerKind::Simulated)
             || placement.provisioner_delay_ms.is_some()
             || !placement.provisioner_fails.is_empty())
     {

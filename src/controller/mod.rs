@@ -497,6 +497,16 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         };
         purchases(buyer, &caches, bought, skipped.clone())
     });
+    let _cluster_api = settings.cluster_api.then(|| {
+        let provisioner = capi::CapiLoop {
+            client: client.clone(),
+            events: Some(publisher.clone()),
+            metrics: metrics.clone(),
+            timeout: settings.provisioning_timeout,
+            every: settings.request_check,
+        };
+        AbortOnDrop(tokio::spawn(provisioner.run()))
+    });
     let _skipped = AbortOnDrop(tokio::spawn(report_skipped(
         undecodable,
         metrics.clone(),

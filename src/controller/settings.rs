@@ -59,6 +59,11 @@ pub struct Settings {
     /// The pool's Tenants (`--tenant-selector`): only these are watched, placed and written;
     /// `None` takes every Tenant.
     pub pool_tenants: Option<LabelSelector>,
+    /// Play the provisioner contract through Cluster API (`--provisioner cluster-api`) for the
+    /// classes that name a MachineDeployment.
+    pub cluster_api: bool,
+    /// A machine not delivered this long after its request fails it (`--provisioning-timeout-seconds`).
+    pub provisioning_timeout: Duration,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -98,6 +103,8 @@ impl Default for Settings {
             request_check: Duration::from_secs(1),
             pool_nodes: None,
             pool_tenants: None,
+            cluster_api: false,
+            provisioning_timeout: Duration::from_secs(1800),
         }
     }
 }
