@@ -78,6 +78,15 @@ CLUSTER_RULES = {
     ("events.k8s.io", "events"): ["create"],
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
+# With provisioner.clusterAPI.enabled, these too (docs/node-requests.md, "With Cluster API").
+CAPI_RULES = {
+    ("cluster.x-k8s.io", "machinedeployments"): ["get", "list", "watch"],
+    ("cluster.x-k8s.io", "machinedeployments/scale"): ["get", "update", "patch"],
+    ("cluster.x-k8s.io", "machines"): ["get", "list", "watch", "patch"],
+    ("", "nodes"): ["get", "list", "watch"],
+    ("placement.tenant-placer.dev", "nodeclasses/status"): ["patch"],
+    ("placement.tenant-placer.dev", "noderequests/status"): ["patch"],
+}
 
 REGENERATE = ("regenerate both with: cargo run -- crd --out-dir crds && "
               "cargo run -- crd --out-dir charts/tenant-placer/crds")
@@ -123,6 +132,8 @@ class Case:
     tenant_finalizer_policy: bool = True
     status_writers: list[str] = field(default_factory=list)
     provisioners: list[str] = field(default_factory=list)
+    # provisioner.clusterAPI.enabled: the controller buys through Cluster API.
+    cluster_api: bool = False
 
 
 @dataclass
@@ -196,7 +207,11 @@ def cases() -> tuple[list[Case], list[BadCase]]:
             service_monitor=True,
             status_writers=all_on["admissionGuards"]["statusWriters"],
             provisioners=all_on["admissionGuards"]["provisioners"],
+            cluster_api=True,
         ),
+        Case("provisioner.clusterAPI.enabled, a shorter timeout",
+             {"provisioner": {"clusterAPI": {"enabled": True, "provisioningTimeoutSeconds": 900}}},
+             cluster_api=True),
         Case("replicaCount=2, leaderElection automatic", {"replicaCount": 2},
              leader_election=True, replicas=2),
         Case("replicaCount=3, leaderElection=false",
@@ -238,6 +253,9 @@ def cases() -> tuple[list[Case], list[BadCase]]:
     bad = [
         BadCase("controller.logFormat=xml", {"controller": {"logFormat": "xml"}}, "logFormat"),
         BadCase("replicaCount=0", {"replicaCount": 0}, "replicaCount"),
+        BadCase("provisioner.clusterAPI.provisioningTimeoutSeconds=0",
+                {"provisioner": {"clusterAPI": {"enabled": True, "provisioningTimeoutSeconds": 0}}},
+                "provisioningTimeoutSeconds"),
         BadCase("controller.concurrency=0", {"controller": {"concurrency": 0}}, "concurrency"),
         BadCase("controller.policy=Random", {"controller": {"policy": "Random"}}, "policy"),
         BadCase("controller.queue=LIFO", {"controller": {"queue": "LIFO"}}, "queue"),
@@ -412,9 +430,21 @@ def check_rbac_rules(report: Report, label: str, obj: dict[str, Any],
                      f"{label}: {where(obj)}: rule grants secrets: {rule}")
         if report.check(len(groups) == 1 and len(resources) == 1,
                         f"{label}: {where(obj)}: rule is not one group and one resource: {rule}"):
-            seen[(groups[0], resources[0])] = verbs
+            # A switch adds verbs to a resource in a rule of its own.
+            seen.setdefault((groups[0], resources[0]), []).extend(verbs)
     report.check(seen == expected,
                  f"{label}: {where(obj)}: rules {seen}, expected exactly {expected}")
+
+
+def cluster_rules(case: Case) -> dict[tuple[str, str], list[str]]:
+    """The ClusterRole's rules for this case: the base, and Cluster API's when it is on (which
+    also makes and removes placement Nodes and patches NodeRequests' finalizers)."""
+    if not case.cluster_api:
+        return CLUSTER_RULES
+    rules = {**CLUSTER_RULES, **CAPI_RULES}
+    for resource, verbs in (("nodes", ["create", "delete"]), ("noderequests", ["patch"])):
+        rules[(PLACEMENT_GROUP, resource)] = CLUSTER_RULES[(PLACEMENT_GROUP, resource)] + verbs
+    return rules
 
 
 def release_names(case: Case) -> tuple[str, str]:
@@ -461,7 +491,7 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
 
     # RBAC.
     for obj in expect_count("ClusterRole", 1 if case.rbac else 0):
-        check_rbac_rules(report, label, obj, CLUSTER_RULES)
+        check_rbac_rules(report, label, obj, cluster_rules(case))
     roles = expect_count("Role", 1 if case.rbac and case.leader_election else 0)
     for obj in roles:
         check_rbac_rules(report, label, obj, LEASE_RULES)
@@ -545,6 +575,10 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     want_args += [f"--{flag}={controller[key]}"
                   for key, flag in (("nodeSelector", "node-selector"),
                                     ("tenantSelector", "tenant-selector")) if controller.get(key)]
+    capi = values.get("provisioner", {}).get("clusterAPI", {})
+    want_args += (["--provisioner=cluster-api",
+                   f"--provisioning-timeout-seconds={capi.get('provisioningTimeoutSeconds', 1800)}"]
+                  if case.cluster_api else [])
     want_args += [f"--lease-name={lease}"] + list(controller.get("extraArgs", []))
     report.check(args == want_args, f"{label}: args {args}, want {want_args}")
     report.check(args.count("--leader-election") == (1 if case.leader_election else 0),
@@ -855,7 +889,7 @@ def check_admission_guards(report: Report, case: Case, objects: list[dict[str, A
     try:
         for policy in named(VAP).values():
             check_status_writers(report, label, policy, named(VAP_BINDING), username,
-                                 case.status_writers, case.provisioners)
+                                 case.status_writers, case.provisioners, case.cluster_api)
         for name, policy in named(MAP).items():
             tenant = name.endswith("-tenant-finalizer")
             resource, finalizer = (("tenants", TENANT_FINALIZER) if tenant
@@ -867,7 +901,7 @@ def check_admission_guards(report: Report, case: Case, objects: list[dict[str, A
 
 def check_status_writers(report: Report, label: str, policy: dict[str, Any],
                          bindings: dict[str, dict[str, Any]], username: str,
-                         extra: list[str], provisioners: list[str]) -> None:
+                         extra: list[str], provisioners: list[str], cluster_api: bool) -> None:
     at, spec = f"{label}: {where(policy)}", policy["spec"]
     report.check(spec.get("failurePolicy") == "Fail", f"{at}: failurePolicy is not Fail")
     want_rules = [{"apiGroups": [PLACEMENT_GROUP], "apiVersions": ["*"],
@@ -890,7 +924,9 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
               username]
     for resource in ("nodes", "tenants", "noderequests"):
         # NodeRequests' status is the provisioner's, never the controller's.
-        writers = ((provisioners if resource == "noderequests" else [username])
+        # ... unless the controller buys through Cluster API.
+        request_writers = ([username] if cluster_api else []) + provisioners
+        writers = ((request_writers if resource == "noderequests" else [username])
                    + [w for w in extra if w != username])
         for user in writers + [o for o in others if o not in writers]:
             request = {"operation": "UPDATE", "subResource": "status", "name": "x",
@@ -916,10 +952,12 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
                     f"{advice} instead")
             if resource == "noderequests":
                 named = ", ".join(provisioners) or "none named"
-                want = (f"only the provisioner (admissionGuards.provisioners: {named}) writes "
+                via = "the tenant-placer controller through Cluster API, " if cluster_api else ""
+                delivery = ("delivers them through Cluster API" if cluster_api
+                            else "asks for machines and never delivers them")
+                want = (f"only the provisioner ({via}admissionGuards.provisioners: {named}) writes "
                         f"noderequests/status: it says whether a machine was bought and which "
-                        f"Node it is; the tenant-placer controller asks for machines and never "
-                        f"delivers them")
+                        f"Node it is; the tenant-placer controller {delivery}")
             report.check(message == want, f"{at}: message {message!r}, want {want!r}")
 
 

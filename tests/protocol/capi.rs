@@ -59,14 +59,14 @@ enum Delivery {
 
 /// A harness on an API that serves Cluster API's kinds, with the MachineDeployment (0
 /// replicas), the class, a small node, and every replicas value the deployment took.
-struct Capi {
-    h: Harness,
+pub struct Capi {
+    pub h: Harness,
     replicas: Arc<Mutex<Vec<i64>>>,
     delivery: Arc<Mutex<Delivery>>,
     playing: Arc<AtomicBool>,
 }
 
-async fn start() -> Capi {
+pub async fn start() -> Capi {
     start_with(true).await
 }
 
@@ -221,7 +221,7 @@ impl Capi {
     }
 
     /// Every request gone and every Machine with it.
-    async fn all_given_back(&self) {
+    pub async fn all_given_back(&self) {
         let h = &self.h;
         h.until("every request and machine gone", || {
             requests(h).is_empty() && machines(&h.fleet.api).is_empty()
@@ -229,8 +229,14 @@ impl Capi {
         .await;
     }
 
-    fn stop(&self) {
+    pub fn stop(&self) {
         self.playing.store(false, Ordering::SeqCst);
+    }
+
+    /// A tenant too big for the small node lands on a machine bought for it.
+    pub async fn bought_and_placed_big(&self, tenant: &str) -> String {
+        self.h.apply(&[big(tenant)]);
+        self.bought_and_placed(tenant).await
     }
 }
 

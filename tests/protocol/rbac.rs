@@ -39,20 +39,58 @@ fn rules_of(template: &str) -> Vec<Rule> {
     serde_saphyr::from_str(rules).unwrap()
 }
 
+/// The `rules:` a chart switch adds (the block after `{{- if <switch> }}`).
+fn switched_rules_of(template: &str, switch: &str) -> Vec<Rule> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/charts/tenant-placer/templates/"
+    )
+    .to_owned()
+        + template;
+    let text = std::fs::read_to_string(&path).unwrap();
+    let block = text
+        .split(&format!("{{{{- if {switch} }}}}\n"))
+        .nth(1)
+        .unwrap()
+        .split("{{-")
+        .next()
+        .unwrap();
+    serde_saphyr::from_str(block).unwrap()
+}
+
+/// (group, resource, verb) for each rule's every combination.
+fn granted(rules: &[Rule]) -> BTreeSet<(String, String, String)> {
+    let mut granted = BTreeSet::new();
+    for rule in rules {
+        for group in &rule.api_groups {
+            for resource in &rule.resources {
+                for verb in &rule.verbs {
+                    granted.insert((group.clone(), resource.clone(), verb.clone()));
+                }
+            }
+        }
+    }
+    granted
+}
+
 /// (apiGroup, resource[/subresource], verb) for each request the API saw.
 fn calls(api: &ApiServer) -> BTreeSet<(String, String, String)> {
     api.stats()
         .requests
         .keys()
         .map(|key| {
-            let group = match key.resource.as_str() {
-                "tenants" | "nodes" | "nodeclasses" | "noderequests" => {
-                    "placement.tenant-placer.dev"
-                }
-                "events" => "events.k8s.io",
-                "leases" => "coordination.k8s.io",
-                other => panic!("the controller called an unexpected resource: {other}"),
-            };
+            let known = [
+                "placement.tenant-placer.dev",
+                "events.k8s.io",
+                "coordination.k8s.io",
+                "cluster.x-k8s.io",
+                "",
+            ];
+            assert!(
+                known.contains(&key.group.as_str()),
+                "the controller called an unexpected group: {key:?}"
+            );
+            let group = key.group.as_str();
             let resource = match &key.subresource {
                 Some(sub) => format!("{}/{sub}", key.resource),
                 None => key.resource.clone(),
@@ -136,7 +174,6 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
         .into_iter()
         .chain(rules_of("role.yaml"))
         .collect();
-    let mut granted = BTreeSet::new();
     for rule in &rules {
         for field in [&rule.api_groups, &rule.resources, &rule.verbs] {
             assert!(
@@ -148,14 +185,8 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
             !rule.resources.iter().any(|r| r.starts_with("secrets")),
             "{rule:?}"
         );
-        for group in &rule.api_groups {
-            for resource in &rule.resources {
-                for verb in &rule.verbs {
-                    granted.insert((group.clone(), resource.clone(), verb.clone()));
-                }
-            }
-        }
     }
+    let granted = granted(&rules);
     let made = calls(&h.fleet.api);
     let missing: Vec<_> = made.difference(&granted).collect();
     assert!(
@@ -166,6 +197,49 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
     assert!(
         unused.is_empty(),
         "verbs the chart grants but the controller never used: {unused:?}"
+    );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_cluster_api_rules_allow_every_call_the_cluster_api_provisioner_makes() {
+    let capi = crate::capi::start().await;
+    let h = &capi.h;
+    capi.bought_and_placed_big("t").await;
+    h.delete_tenant("t");
+    capi.all_given_back().await;
+    capi.stop();
+    let base = rules_of("clusterrole.yaml");
+    let switched = switched_rules_of("clusterrole.yaml", ".Values.provisioner.clusterAPI.enabled");
+    let allowed = granted(&base).union(&granted(&switched)).cloned().collect();
+    let made = calls(&h.fleet.api);
+    let missing: Vec<_> = made.difference(&allowed).collect();
+    assert!(
+        missing.is_empty(),
+        "calls the chart does not allow: {missing:?}"
+    );
+    // Granted for Cluster API's usual clients (a watch, a scale read or patch) though this
+    // provisioner reads afresh each look and replaces the scale: the fixed list.
+    let spare = BTreeSet::from(
+        [
+            ("cluster.x-k8s.io", "machinedeployments", "watch"),
+            ("cluster.x-k8s.io", "machinedeployments/scale", "get"),
+            ("cluster.x-k8s.io", "machinedeployments/scale", "patch"),
+            ("cluster.x-k8s.io", "machines", "get"),
+            ("cluster.x-k8s.io", "machines", "watch"),
+            ("", "nodes", "list"),
+            ("", "nodes", "watch"),
+        ]
+        .map(|(g, r, v)| (g.to_owned(), r.to_owned(), v.to_owned())),
+    );
+    let unused: Vec<_> = granted(&switched)
+        .difference(&made)
+        .filter(|c| !spare.contains(c))
+        .cloned()
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "Cluster API verbs granted and never used: {unused:?}"
     );
     h.assert_invariants();
 }
