@@ -127,6 +127,17 @@ pub struct NamespacedName {
     pub name: String,
 }
 
+impl NamespacedName {
+    /// `namespace/name`, as written in a status; None for other text.
+    pub fn parse(text: &str) -> Option<NamespacedName> {
+        let (namespace, name) = text.split_once('/')?;
+        (!namespace.is_empty() && !name.is_empty() && !name.contains('/')).then(|| NamespacedName {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+}
+
 impl std::fmt::Display for NamespacedName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
@@ -284,6 +295,10 @@ pub struct NodeRequestStatus {
     /// One sentence: what the provisioner is doing, or why it failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// Cluster API: the MachineDeployment it is bought from (`namespace/name`), written with
+    /// `scaleGeneration`: its machine is given back there even if its class is gone or changed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub machine_deployment: String,
     /// Cluster API: the Machine claimed for it (`namespace/name`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub machine: String,

@@ -504,6 +504,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             metrics: metrics.clone(),
             timeout: settings.provisioning_timeout,
             every: settings.request_check,
+            pool_nodes: settings.pool_nodes.clone(),
         };
         AbortOnDrop(tokio::spawn(provisioner.run()))
     });

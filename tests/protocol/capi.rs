@@ -414,7 +414,6 @@ async fn a_machine_a_person_added_is_neither_claimed_nor_given_back() {
 async fn a_class_whose_machine_deployment_is_missing_says_so_and_buys_nothing() {
     let capi = start_with(false).await;
     let h = &capi.h;
-    h.apply(&[big("t")]);
     h.until("the class says why", || {
         h.fleet
             .api
@@ -423,6 +422,7 @@ async fn a_class_whose_machine_deployment_is_missing_says_so_and_buys_nothing() 
             .is_some_and(|c| c.unavailable().is_some())
     })
     .await;
+    h.apply(&[big("t")]);
     h.until("the tenant says why", || {
         h.tenant("t").and_then(|t| t.status).is_some_and(|s| {
             s.message
@@ -430,11 +430,35 @@ async fn a_class_whose_machine_deployment_is_missing_says_so_and_buys_nothing() 
         })
     })
     .await;
-    assert!(requests(h).is_empty());
+    // A request the request loop made before its watch showed the condition fails at once.
+    assert!(
+        requests(h)
+            .iter()
+            .all(|r| r.phase() == tenant_placer::api::NodeRequestPhase::Failed),
+        "{:#?}",
+        requests(h)
+    );
+    assert!(machines(&h.fleet.api).is_empty());
     // Once it exists, the class is bought.
     h.fleet.api.apply(deployment(0)).unwrap();
     capi.bought_and_placed("t").await;
     assert_eq!(capi.replicas(), [0, 1], "made with 0, raised once");
+    capi.stop();
+    h.assert_invariants();
+}
+
+#[tokio::test]
+async fn a_machine_goes_back_where_it_came_from_when_its_class_is_gone() {
+    let capi = start().await;
+    let h = &capi.h;
+    capi.bought_and_placed_big("t").await;
+    h.fleet
+        .api
+        .delete(GROUP, "nodeclasses", None, "ax")
+        .unwrap();
+    h.delete_tenant("t");
+    capi.all_given_back().await;
+    assert_eq!(capi.replicas(), [1, 0]);
     capi.stop();
     h.assert_invariants();
 }

@@ -43,8 +43,8 @@ use crate::api::capi::{
     Machine, MachineDeployment,
 };
 use crate::api::{
-    AVAILABLE_CONDITION, Condition, NODE_REQUEST_LABEL, NamespacedName, Node, NodeClass,
-    NodeRequest, NodeRequestPhase, ResourceAmounts, allocatable_capacity,
+    AVAILABLE_CONDITION, Condition, LabelSelector, NODE_REQUEST_LABEL, NamespacedName, Node,
+    NodeClass, NodeRequest, NodeRequestPhase, ResourceAmounts, allocatable_capacity,
 };
 use crate::error::is_not_found;
 use crate::metrics::Metrics;
@@ -61,6 +61,8 @@ pub struct CapiLoop {
     pub timeout: Duration,
     /// How often it looks.
     pub every: Duration,
+    /// The pool's Nodes (`--node-selector`): only classes whose Nodes match are served.
+    pub pool_nodes: Option<LabelSelector>,
 }
 
 impl std::fmt::Debug for CapiLoop {
@@ -111,17 +113,25 @@ impl CapiLoop {
             .list(&ListParams::default())
             .await?
             .items;
+        let in_pool = |c: &&NodeClass| {
+            self.pool_nodes
+                .as_ref()
+                .is_none_or(|s| s.matches(&c.node_labels()))
+        };
         let ours: Vec<&NodeClass> = classes
             .iter()
             .filter(|c| c.spec.cluster_api.is_some())
+            .filter(in_pool)
             .collect();
-        if ours.is_empty() {
-            return Ok(());
-        }
         let requests = Api::<NodeRequest>::all(self.client.clone())
             .list(&ListParams::default())
             .await?
             .items;
+        let all: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        let groups = by_deployment(&ours, &all, &requests);
+        if groups.is_empty() {
+            return Ok(());
+        }
         let nodes: BTreeMap<String, NodeSeen> = Api::<Node>::all(self.client.clone())
             .list_metadata(&ListParams::default().labels(NODE_REQUEST_LABEL))
             .await?
@@ -136,19 +146,7 @@ impl CapiLoop {
             })
             .collect();
         let served = self.served().await;
-        let mut deployments: BTreeMap<NamespacedName, Vec<&NodeClass>> = BTreeMap::new();
-        for class in ours {
-            if let Some(source) = &class.spec.cluster_api {
-                let key = source.machine_deployment.clone();
-                deployments.entry(key).or_default().push(class);
-            }
-        }
-        for (key, classes) in deployments {
-            let names: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
-            let mine: Vec<&NodeRequest> = requests
-                .iter()
-                .filter(|r| names.contains(r.spec.node_class.as_str()))
-                .collect();
+        for (key, (classes, mine)) in groups {
             if let Err(error) = self.deployment(&key, &classes, &mine, &nodes, served).await {
                 tracing::info!(deployment = %key, %error, "cluster-api provisioner: will look again");
             }
@@ -356,8 +354,11 @@ impl CapiLoop {
                 request,
                 generation,
             } => {
-                self.status(&request, json!({"scaleGeneration": generation}))
-                    .await?;
+                let status = json!({
+                    "scaleGeneration": generation,
+                    "machineDeployment": look.key.to_string(),
+                });
+                self.status(&request, status).await?;
             }
             Step::Scale { from, to } => {
                 let api: Api<MachineDeployment> =
@@ -555,6 +556,46 @@ impl CapiLoop {
     }
 }
 
+/// The deployments to look at, each with its classes (`ours`: served here) and requests. A
+/// request is ours when its class is, or when its class is gone (of `all`, none) and its status
+/// names a deployment; it goes where its status says it was raised for (its class may name
+/// another since), else where its class says.
+fn by_deployment<'a>(
+    ours: &[&'a NodeClass],
+    all: &BTreeSet<&str>,
+    requests: &'a [NodeRequest],
+) -> BTreeMap<NamespacedName, (Vec<&'a NodeClass>, Vec<&'a NodeRequest>)> {
+    let mut groups: BTreeMap<NamespacedName, (Vec<&NodeClass>, Vec<&NodeRequest>)> =
+        BTreeMap::new();
+    let mut class_deployment: BTreeMap<&str, &NamespacedName> = BTreeMap::new();
+    for class in ours {
+        if let Some(source) = &class.spec.cluster_api {
+            class_deployment.insert(class.name_any_str(), &source.machine_deployment);
+            let group = groups.entry(source.machine_deployment.clone()).or_default();
+            group.0.push(class);
+        }
+    }
+    for request in requests {
+        let class = request.spec.node_class.as_str();
+        if !class_deployment.contains_key(class) && all.contains(class) {
+            continue; // another provisioner's class, or another pool's
+        }
+        let recorded = request
+            .status
+            .as_ref()
+            .and_then(|s| NamespacedName::parse(&s.machine_deployment));
+        let key = recorded.or_else(|| {
+            class_deployment
+                .get(request.spec.node_class.as_str())
+                .map(|k| (*k).clone())
+        });
+        if let Some(key) = key {
+            groups.entry(key).or_default().1.push(request);
+        }
+    }
+    groups
+}
+
 /// What one deployment's steps read.
 struct Look<'a> {
     key: &'a NamespacedName,
@@ -638,5 +679,84 @@ trait NameStr {
 impl<K: Resource> NameStr for K {
     fn name_any_str(&self) -> &str {
         self.meta().name.as_deref().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::api::{ClusterApiSource, NodeClassSpec, NodeRequestSpec, NodeRequestStatus};
+
+    fn class(name: &str, deployment: Option<&str>) -> NodeClass {
+        NodeClass::new(
+            name,
+            NodeClassSpec {
+                capacity: ResourceAmounts::new(8, 32, 100),
+                provider: "p".into(),
+                monthly_cost: None,
+                limit: None,
+                labels: Default::default(),
+                cluster_api: deployment.map(|d| ClusterApiSource {
+                    machine_deployment: NamespacedName::parse(d).unwrap(),
+                }),
+            },
+        )
+    }
+
+    fn request(name: &str, class: &str, recorded: &str) -> NodeRequest {
+        let mut request = NodeRequest::new(
+            name,
+            NodeRequestSpec {
+                node_class: class.into(),
+                capacity: ResourceAmounts::new(8, 32, 100),
+                tenants: vec![],
+            },
+        );
+        request.status = Some(NodeRequestStatus {
+            machine_deployment: recorded.into(),
+            ..NodeRequestStatus::default()
+        });
+        request
+    }
+
+    #[test]
+    fn a_request_goes_to_the_deployment_it_was_raised_for_and_only_ours_are_taken() {
+        let classes = [
+            class("a", Some("fleet/md-a")),
+            class("moved", Some("fleet/md-new")),
+            class("theirs", None),
+            class("other-pool", Some("fleet/md-x")),
+        ];
+        let ours: Vec<&NodeClass> = classes[..2].iter().collect();
+        let all: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        let requests = [
+            request("r-a", "a", ""),
+            request("r-moved", "moved", "fleet/md-old"),
+            request("r-new", "moved", ""),
+            request("r-theirs", "theirs", ""),
+            request("r-pool", "other-pool", "fleet/md-x"),
+            request("r-orphan", "deleted-class", "fleet/md-a"),
+            request("r-unknown", "deleted-class", ""),
+        ];
+        let groups = by_deployment(&ours, &all, &requests);
+        let seen: Vec<(String, Vec<&str>, Vec<&str>)> = groups
+            .iter()
+            .map(|(key, (classes, requests))| {
+                (
+                    key.to_string(),
+                    classes.iter().map(|c| c.name_any_str()).collect(),
+                    requests.iter().map(|r| r.name_any_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("fleet/md-a".to_owned(), vec!["a"], vec!["r-a", "r-orphan"]),
+                ("fleet/md-new".to_owned(), vec!["moved"], vec!["r-new"]),
+                ("fleet/md-old".to_owned(), vec![], vec!["r-moved"]),
+            ]
+        );
     }
 }
