@@ -55,6 +55,8 @@ enum Delivery {
     Running { threads: i64 },
     /// A new Machine fails.
     Failing,
+    /// A new Machine stays without a phase (Cluster API still making it).
+    Stalled,
 }
 
 /// A harness on an API that serves Cluster API's kinds, with the MachineDeployment (0
@@ -156,7 +158,7 @@ fn play(api: &ApiServer, delivery: Delivery, made: &mut u32) {
         let _ = api.delete("", "nodes", None, name);
     }
     for machine in machines(api) {
-        if machine["status"]["phase"].is_string() {
+        if machine["status"]["phase"].is_string() || delivery == Delivery::Stalled {
             continue;
         }
         let name = machine["metadata"]["name"].as_str().unwrap();
@@ -173,6 +175,7 @@ fn play(api: &ApiServer, delivery: Delivery, made: &mut u32) {
             }
             Delivery::Failing => json!({"phase": "Failed", "deprecated": {"v1beta1": {
                 "failureReason": "CreateError", "failureMessage": "no AX102 in stock"}}}),
+            Delivery::Stalled => unreachable!(),
         };
         let mut patch = machine.clone();
         patch["status"] = status;
@@ -459,6 +462,69 @@ async fn a_machine_goes_back_where_it_came_from_when_its_class_is_gone() {
     h.delete_tenant("t");
     capi.all_given_back().await;
     assert_eq!(capi.replicas(), [1, 0]);
+    capi.stop();
+    h.assert_invariants();
+}
+
+#[tokio::test]
+async fn a_machine_a_person_takes_by_lowering_replicas_fails_its_request_and_is_not_raised_twice() {
+    let capi = start().await;
+    let h = &capi.h;
+    *capi.delivery.lock().unwrap() = Delivery::Stalled;
+    h.apply(&[big("t")]);
+    h.until("our machine claimed", || {
+        machines(&h.fleet.api)
+            .iter()
+            .any(|m| m["metadata"]["annotations"][CLAIM_ANNOTATION].is_string())
+    })
+    .await;
+    // A person lowers replicas by hand: Cluster API deletes the newest Machine, ours.
+    h.fleet
+        .api
+        .apply(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                      "metadata": {"name": MD, "namespace": NS}, "spec": {"replicas": 0}}),
+        )
+        .unwrap();
+    h.until("the request failed and went", || {
+        !crate::guards::events_with_reason(h, "ProvisioningFailed").is_empty()
+            && requests(h).is_empty()
+    })
+    .await;
+    let event = &crate::guards::events_with_reason(h, "ProvisioningFailed")[0];
+    assert!(
+        event.to_string().contains("was deleted by someone else"),
+        "{event}"
+    );
+    // The class rests after a failure: nothing is raised again meanwhile, nothing lowered twice.
+    assert_eq!(capi.replicas(), [1, 0]);
+    assert!(machines(&h.fleet.api).is_empty());
+    capi.stop();
+    h.assert_invariants();
+}
+
+#[tokio::test]
+async fn two_controllers_at_once_raise_once_claim_once_and_give_back_once() {
+    let capi = start().await;
+    let h = &capi.h;
+    // No leader election: both provisioners act on every look (worse than a leader handover).
+    let other = tokio::spawn(tenant_placer::controller::run_with(
+        h.fleet.client.clone(),
+        settings_capi(),
+        tenant_placer::controller::Handles::default(),
+    ));
+    h.apply(&[big("t")]);
+    let request = capi.bought_and_placed("t").await;
+    assert_eq!(capi.replicas(), [1]);
+    let claimed: Vec<Value> = machines(&h.fleet.api)
+        .into_iter()
+        .filter(|m| m["metadata"]["annotations"][CLAIM_ANNOTATION] == request.as_str())
+        .collect();
+    assert_eq!(claimed.len(), 1);
+    h.delete_tenant("t");
+    capi.all_given_back().await;
+    assert_eq!(capi.replicas(), [1, 0]);
+    other.abort();
     capi.stop();
     h.assert_invariants();
 }
