@@ -77,13 +77,21 @@ CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "noderequests"): ["list", "watch", "create", "delete"],
     ("events.k8s.io", "events"): ["create"],
 }
-# With controller.registerNodes set, and only then: read core Nodes, create and delete placement
-# Nodes (the ones it registers).
-REGISTER_RULES = {
+# With controller.registerNodes set or provisioner.clusterAPI.enabled, and only then: read core
+# Nodes, create and delete placement Nodes (the registered ones; a request's).
+NODE_RULES = {
     ("", "nodes"): ["get", "list", "watch"],
     ("placement.tenant-placer.dev", "nodes"): ["create", "delete"],
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
+# With provisioner.clusterAPI.enabled, these too (docs/node-requests.md, "With Cluster API").
+CAPI_RULES = {
+    ("cluster.x-k8s.io", "machinedeployments"): ["get", "list", "watch"],
+    ("cluster.x-k8s.io", "machinedeployments/scale"): ["get", "update", "patch"],
+    ("cluster.x-k8s.io", "machines"): ["get", "list", "watch", "patch"],
+    ("placement.tenant-placer.dev", "nodeclasses/status"): ["patch"],
+    ("placement.tenant-placer.dev", "noderequests/status"): ["patch"],
+}
 
 REGENERATE = ("regenerate both with: cargo run -- crd --out-dir crds && "
               "cargo run -- crd --out-dir charts/tenant-placer/crds")
@@ -129,6 +137,8 @@ class Case:
     tenant_finalizer_policy: bool = True
     status_writers: list[str] = field(default_factory=list)
     provisioners: list[str] = field(default_factory=list)
+    # provisioner.clusterAPI.enabled: the controller buys through Cluster API.
+    cluster_api: bool = False
 
 
 @dataclass
@@ -202,7 +212,11 @@ def cases() -> tuple[list[Case], list[BadCase]]:
             service_monitor=True,
             status_writers=all_on["admissionGuards"]["statusWriters"],
             provisioners=all_on["admissionGuards"]["provisioners"],
+            cluster_api=True,
         ),
+        Case("provisioner.clusterAPI.enabled, a shorter timeout",
+             {"provisioner": {"clusterAPI": {"enabled": True, "provisioningTimeoutSeconds": 900}}},
+             cluster_api=True),
         Case("replicaCount=2, leaderElection automatic", {"replicaCount": 2},
              leader_election=True, replicas=2),
         Case("replicaCount=3, leaderElection=false",
@@ -246,6 +260,9 @@ def cases() -> tuple[list[Case], list[BadCase]]:
     bad = [
         BadCase("controller.logFormat=xml", {"controller": {"logFormat": "xml"}}, "logFormat"),
         BadCase("replicaCount=0", {"replicaCount": 0}, "replicaCount"),
+        BadCase("provisioner.clusterAPI.provisioningTimeoutSeconds=0",
+                {"provisioner": {"clusterAPI": {"enabled": True, "provisioningTimeoutSeconds": 0}}},
+                "provisioningTimeoutSeconds"),
         BadCase("controller.concurrency=0", {"controller": {"concurrency": 0}}, "concurrency"),
         BadCase("controller.policy=Random", {"controller": {"policy": "Random"}}, "policy"),
         BadCase("controller.queue=LIFO", {"controller": {"queue": "LIFO"}}, "queue"),
@@ -422,10 +439,24 @@ def check_rbac_rules(report: Report, label: str, obj: dict[str, Any],
                      f"{label}: {where(obj)}: rule grants secrets: {rule}")
         if report.check(len(groups) == 1 and len(resources) == 1,
                         f"{label}: {where(obj)}: rule is not one group and one resource: {rule}"):
-            # Two rules may grant one resource (registration's own verbs on placement nodes).
+            # A switch adds verbs to a resource in a rule of its own.
             seen.setdefault((groups[0], resources[0]), []).extend(verbs)
     report.check(seen == expected,
                  f"{label}: {where(obj)}: rules {seen}, expected exactly {expected}")
+
+
+def cluster_rules(case: Case) -> dict[tuple[str, str], list[str]]:
+    """The ClusterRole's rules for this case: the base; with nodes registered from the cluster or
+    Cluster API, core Nodes read and placement Nodes made and removed; and Cluster API's own
+    (which also patches NodeRequests' finalizers)."""
+    rules = {key: list(verbs) for key, verbs in CLUSTER_RULES.items()}
+    if case.values.get("controller", {}).get("registerNodes") or case.cluster_api:
+        for key, verbs in NODE_RULES.items():
+            rules.setdefault(key, []).extend(verbs)
+    if case.cluster_api:
+        rules.update(CAPI_RULES)
+        rules[(PLACEMENT_GROUP, "noderequests")] += ["patch"]
+    return rules
 
 
 def release_names(case: Case) -> tuple[str, str]:
@@ -471,12 +502,8 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
         return found
 
     # RBAC.
-    cluster_rules = {key: list(verbs) for key, verbs in CLUSTER_RULES.items()}
-    if values.get("controller", {}).get("registerNodes"):
-        for key, verbs in REGISTER_RULES.items():
-            cluster_rules.setdefault(key, []).extend(verbs)
     for obj in expect_count("ClusterRole", 1 if case.rbac else 0):
-        check_rbac_rules(report, label, obj, cluster_rules)
+        check_rbac_rules(report, label, obj, cluster_rules(case))
     roles = expect_count("Role", 1 if case.rbac and case.leader_election else 0)
     for obj in roles:
         check_rbac_rules(report, label, obj, LEASE_RULES)
@@ -561,6 +588,10 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                   for key, flag in (("nodeSelector", "node-selector"),
                                     ("tenantSelector", "tenant-selector"),
                                     ("registerNodes", "register-nodes")) if controller.get(key)]
+    capi = values.get("provisioner", {}).get("clusterAPI", {})
+    want_args += (["--provisioner=cluster-api",
+                   f"--provisioning-timeout-seconds={capi.get('provisioningTimeoutSeconds', 1800)}"]
+                  if case.cluster_api else [])
     want_args += [f"--lease-name={lease}"] + list(controller.get("extraArgs", []))
     report.check(args == want_args, f"{label}: args {args}, want {want_args}")
     report.check(args.count("--leader-election") == (1 if case.leader_election else 0),
@@ -871,7 +902,7 @@ def check_admission_guards(report: Report, case: Case, objects: list[dict[str, A
     try:
         for policy in named(VAP).values():
             check_status_writers(report, label, policy, named(VAP_BINDING), username,
-                                 case.status_writers, case.provisioners)
+                                 case.status_writers, case.provisioners, case.cluster_api)
         for name, policy in named(MAP).items():
             tenant = name.endswith("-tenant-finalizer")
             resource, finalizer = (("tenants", TENANT_FINALIZER) if tenant
@@ -883,7 +914,7 @@ def check_admission_guards(report: Report, case: Case, objects: list[dict[str, A
 
 def check_status_writers(report: Report, label: str, policy: dict[str, Any],
                          bindings: dict[str, dict[str, Any]], username: str,
-                         extra: list[str], provisioners: list[str]) -> None:
+                         extra: list[str], provisioners: list[str], cluster_api: bool) -> None:
     at, spec = f"{label}: {where(policy)}", policy["spec"]
     report.check(spec.get("failurePolicy") == "Fail", f"{at}: failurePolicy is not Fail")
     want_rules = [{"apiGroups": [PLACEMENT_GROUP], "apiVersions": ["*"],
@@ -906,7 +937,9 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
               username]
     for resource in ("nodes", "tenants", "noderequests"):
         # NodeRequests' status is the provisioner's, never the controller's.
-        writers = ((provisioners if resource == "noderequests" else [username])
+        # ... unless the controller buys through Cluster API.
+        request_writers = ([username] if cluster_api else []) + provisioners
+        writers = ((request_writers if resource == "noderequests" else [username])
                    + [w for w in extra if w != username])
         for user in writers + [o for o in others if o not in writers]:
             request = {"operation": "UPDATE", "subResource": "status", "name": "x",
@@ -932,10 +965,12 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
                     f"{advice} instead")
             if resource == "noderequests":
                 named = ", ".join(provisioners) or "none named"
-                want = (f"only the provisioner (admissionGuards.provisioners: {named}) writes "
+                via = "the tenant-placer controller through Cluster API, " if cluster_api else ""
+                delivery = ("delivers them through Cluster API" if cluster_api
+                            else "asks for machines and never delivers them")
+                want = (f"only the provisioner ({via}admissionGuards.provisioners: {named}) writes "
                         f"noderequests/status: it says whether a machine was bought and which "
-                        f"Node it is; the tenant-placer controller asks for machines and never "
-                        f"delivers them")
+                        f"Node it is; the tenant-placer controller {delivery}")
             report.check(message == want, f"{at}: message {message!r}, want {want!r}")
 
 

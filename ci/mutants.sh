@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing with cargo-mutants over the parts whose tests must catch a broken line: the
-# placement crate, the engine, the claims, the purchase loop and the in-memory API's schema and
-# rules. Each mutant is one small change to the code (a `>` made `>=`, a body replaced by a
+# placement crate, the engine, the claims, the purchase loop, the cluster-api provisioner and the
+# in-memory API's schema and rules. Each mutant is one small change to the code (a `>` made `>=`, a body replaced by a
 # default); a mutant the tests still pass is "missed": a line no test guards.
 #
 # Usage:
@@ -30,6 +30,7 @@ parts=(
     "inmem-apiserver|inmem-apiserver/src/schema.rs inmem-apiserver/src/rules.rs|--lib --test *|300"
     "tenant-placer|src/controller/engine/batch.rs src/controller/engine/conflicts.rs src/controller/engine/bought.rs src/controller/state/claims.rs|--lib|300"
     "tenant-placer|src/controller/requests.rs|--lib --test protocol -- controller::requests requests::|90"
+    "tenant-placer|src/controller/capi/*.rs src/api/capi.rs src/api/allocatable.rs|--lib --test protocol -- capi allocatable|90"
 )
 
 mode=diff
@@ -50,7 +51,10 @@ fi
 for part in "${parts[@]}"; do
     IFS='|' read -r package files tests timeout <<<"$part"
     out="mutants.out/$package"
-    case "$files" in *requests.rs) out="$out-requests" ;; esac
+    case "$files" in
+        *requests.rs) out="$out-requests" ;;
+        *capi*) out="$out-capi" ;;
+    esac
     args=(-p "$package" --timeout "$timeout" --profile mutants --output "$out")
     for file in $files; do
         args+=(-f "$file")

@@ -154,11 +154,15 @@ struct PlacementArgs {
     /// empty: off.
     #[arg(long, env = "TENANT_PLACER_REGISTER_NODES")]
     register_nodes: Option<LabelSelector>,
-    /// Play the provisioner in-process (simulate, plan and sandbox; refused by run, where a real
-    /// provisioner runs apart): `simulated` turns each NodeRequest into a Node after
-    /// --provisioner-delay-ms.
-    #[arg(long, value_enum)]
+    /// Play the provisioner in-process: `cluster-api` buys through the MachineDeployment each
+    /// NodeClass names (`spec.clusterAPI`; `run` too); `simulated` (simulate, plan and sandbox
+    /// only) turns each NodeRequest into a Node after --provisioner-delay-ms.
+    #[arg(long, value_enum, env = "TENANT_PLACER_PROVISIONER")]
     provisioner: Option<ProvisionerKind>,
+    /// With `--provisioner cluster-api`: a request whose Machine is not Running this many
+    /// seconds after it was made fails (at least 1).
+    #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..), env = "TENANT_PLACER_PROVISIONING_TIMEOUT_SECONDS")]
+    provisioning_timeout_seconds: u64,
     /// How long the simulated provisioner takes to deliver a machine [default: 2000].
     #[arg(long)]
     provisioner_delay_ms: Option<u64>,
@@ -173,6 +177,9 @@ struct PlacementArgs {
 enum ProvisionerKind {
     /// An in-process provisioner that delivers a Node after a delay.
     Simulated,
+    /// Cluster API: scale the MachineDeployment a NodeClass names and claim its new Machine.
+    #[value(name = "cluster-api")]
+    ClusterApi,
 }
 
 impl PlacementArgs {
@@ -205,6 +212,10 @@ impl PlacementArgs {
                 Some(ProvisionerKind::Simulated) => format!(
                     " --provisioner simulated --provisioner-delay-ms {}",
                     self.provisioner_delay()
+                ),
+                Some(ProvisionerKind::ClusterApi) => format!(
+                    " --provisioner cluster-api --provisioning-timeout-seconds {}",
+                    self.provisioning_timeout_seconds
                 ),
                 None => String::new(),
             }
@@ -260,6 +271,8 @@ impl PlacementArgs {
             pool_nodes: self.node_selector(),
             pool_tenants: self.tenant_selector(),
             register_nodes: self.register_nodes(),
+            cluster_api: self.provisioner == Some(ProvisionerKind::ClusterApi),
+            provisioning_timeout: Duration::from_secs(self.provisioning_timeout_seconds),
             ..Settings::default()
         }
     }
@@ -271,7 +284,7 @@ impl PlacementArgs {
 
     /// The simulated provisioner these flags ask for, if any.
     fn provisioner(&self) -> Option<tenant_placer::provisioner::ProvisionerConfig> {
-        self.provisioner.map(|ProvisionerKind::Simulated| {
+        (self.provisioner == Some(ProvisionerKind::Simulated)).then(|| {
             tenant_placer::provisioner::ProvisionerConfig {
                 delay: Duration::from_millis(self.provisioner_delay()),
                 failing: self.provisioner_fails.iter().cloned().collect(),
@@ -330,17 +343,18 @@ async fn main() -> std::process::ExitCode {
 }
 
 /// Why `run` refuses the simulated provisioner's flags.
-const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner, --provisioner-delay-ms and \
+const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner simulated, --provisioner-delay-ms and \
     --provisioner-fails are not taken by \
     `run`: the simulated provisioner only plays in `sandbox`, `simulate` and `plan`, in-process \
-    against their in-memory API. On a cluster, a real provisioner (such as Cluster API) is a \
-    separate component that turns NodeRequests into machines; `run` only asks for them.";
+    against their in-memory API. On a cluster, `--provisioner cluster-api` buys through Cluster \
+    API, or another provisioner turns NodeRequests into machines apart; then `run` only asks \
+    for them.";
 
 async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
     let cli = Cli::parse();
     // NB: `run` would accept them and do nothing: no Node would ever come of a request.
     if let Command::Run(RunArgs { placement, .. }) = &cli.command
-        && (placement.provisioner.is_some()
+        && (placement.provisioner == Some(ProvisionerKind::Simulated)
             || placement.provisioner_delay_ms.is_some()
             || !placement.provisioner_fails.is_empty())
     {

@@ -10,7 +10,7 @@
 //!
 //! Rules it keeps, as a real provisioner must:
 //! - the Node it makes is named after the request, has the class's capacity and labels, and the
-//!   labels [`NODE_REQUEST_LABEL`] and [`NODE_CLASS_LABEL`];
+//!   labels [`NODE_REQUEST_LABEL`] and [`crate::api::NODE_CLASS_LABEL`];
 //! - it only writes a request's status (never its spec), and creates a Node at most once per
 //!   request (an existing Node of that name is taken as made);
 //! - a request that is gone (deleted by the controller to hand the machine back) has its Node
@@ -23,9 +23,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-use crate::api::{
-    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase, NodeSpec,
-};
+use crate::api::{NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase};
 
 /// How the simulated provisioner behaves.
 #[derive(Clone, Debug, Default)]
@@ -101,7 +99,7 @@ async fn look(
                     set_status(&requests_api, &name, "Failed", "", &message).await?;
                     continue;
                 }
-                let node = node_for(request, classes.get(&request.spec.node_class));
+                let node = request.node(classes.get(&request.spec.node_class));
                 match nodes_api.create(&PostParams::default(), &node).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(status)) if status.is_already_exists() => {}
@@ -134,25 +132,6 @@ async fn look(
         }
     }
     Ok(())
-}
-
-/// The Node a request's machine becomes: named after it, with its class's capacity and labels.
-fn node_for(request: &NodeRequest, class: Option<&NodeClass>) -> Node {
-    let name = request.name_any();
-    let mut node = Node::new(
-        &name,
-        NodeSpec {
-            capacity: request.spec.capacity,
-            state: Default::default(),
-            overcommit: None,
-        },
-    );
-    let mut labels = class.map(NodeClass::node_labels).unwrap_or_default();
-    labels.insert(NODE_REQUEST_LABEL.to_owned(), name);
-    // The request names its class, also when the class was deleted meanwhile.
-    labels.insert(NODE_CLASS_LABEL.to_owned(), request.spec.node_class.clone());
-    node.metadata.labels = Some(labels);
-    node
 }
 
 async fn set_status(

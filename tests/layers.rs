@@ -249,7 +249,7 @@ const CONTROLLER_LAYERS: &[&[&str]] = &[
     &["state", "publisher", "patch"],
     &["engine", "runner"],
     &["settings"],
-    &["tenant", "node", "requests", "passes", "register"],
+    &["tenant", "node", "requests", "passes", "register", "capi"],
     &["mod"],
 ];
 

@@ -16,6 +16,7 @@
 
 mod allocatable;
 mod amounts;
+pub mod capi;
 mod claim;
 mod condition;
 mod ledger;

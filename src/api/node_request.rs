@@ -127,6 +127,17 @@ pub struct NamespacedName {
     pub name: String,
 }
 
+impl NamespacedName {
+    /// `namespace/name`, as written in a status; None for other text.
+    pub fn parse(text: &str) -> Option<NamespacedName> {
+        let (namespace, name) = text.split_once('/')?;
+        (!namespace.is_empty() && !name.is_empty() && !name.contains('/')).then(|| NamespacedName {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        })
+    }
+}
+
 impl std::fmt::Display for NamespacedName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.namespace, self.name)
@@ -284,12 +295,44 @@ pub struct NodeRequestStatus {
     /// One sentence: what the provisioner is doing, or why it failed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// Cluster API: the MachineDeployment it is bought from (`namespace/name`), written with
+    /// `scaleGeneration`: its machine is given back there even if its class is gone or changed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub machine_deployment: String,
+    /// Cluster API: the Machine claimed for it (`namespace/name`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub machine: String,
+    /// Cluster API: its MachineDeployment's `metadata.generation` when the provisioner set out to
+    /// raise replicas for it, written before the raise; a later generation means the raise was
+    /// made, so a restart never raises twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_generation: Option<i64>,
 }
 
 impl NodeRequest {
     /// The phase its status says (Pending without a status: no provisioner has seen it yet).
     pub fn phase(&self) -> NodeRequestPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()
+    }
+
+    /// The Node a provisioner makes for it (the contract): named after it, with its capacity,
+    /// its class's labels (when the class is still there), and [`NODE_REQUEST_LABEL`] and
+    /// [`NODE_CLASS_LABEL`] (the class the request names, also when it was deleted meanwhile).
+    pub fn node(&self, class: Option<&NodeClass>) -> super::Node {
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let mut node = super::Node::new(
+            &name,
+            super::NodeSpec {
+                capacity: self.spec.capacity,
+                state: Default::default(),
+                overcommit: None,
+            },
+        );
+        let mut labels = class.map(NodeClass::node_labels).unwrap_or_default();
+        labels.insert(NODE_REQUEST_LABEL.to_owned(), name);
+        labels.insert(NODE_CLASS_LABEL.to_owned(), self.spec.node_class.clone());
+        node.metadata.labels = Some(labels);
+        node
     }
 }
 

@@ -22,6 +22,7 @@
 //!   [`Metrics`] it counts into, the [`Caches`] of each term) and knows
 //!   nothing of HTTP, the page or metrics formatting (docs/design.md, "The parts").
 
+pub mod capi;
 pub mod engine;
 pub mod node;
 pub mod passes;
@@ -531,6 +532,17 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             ..RegisterLoop::new(client.clone(), selector, &settings)
         };
         registration(registrar, &caches, skipped.clone())
+    });
+    let _cluster_api = settings.cluster_api.then(|| {
+        let provisioner = capi::CapiLoop {
+            client: client.clone(),
+            events: Some(publisher.clone()),
+            metrics: metrics.clone(),
+            timeout: settings.provisioning_timeout,
+            every: settings.request_check,
+            pool_nodes: settings.pool_nodes.clone(),
+        };
+        AbortOnDrop(tokio::spawn(provisioner.run()))
     });
     let _skipped = AbortOnDrop(tokio::spawn(report_skipped(
         undecodable,

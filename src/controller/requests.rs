@@ -304,6 +304,7 @@ async fn look(
         remembered.unplaceable = unplaceable.clone();
         unplaceable
     };
+    let unplaceable = with_unavailable(unplaceable, &classes.state(), &pool);
     let notes = notes(&ctx.purchases.lock().created, &live, unplaceable);
     wake_changed(ctx, notes);
     hand_back(ctx, &api, &live, &demand).await
@@ -834,6 +835,7 @@ fn offers(
     let mut offers: Vec<(NodeClassOffer, Labels)> = classes
         .iter()
         .filter(|c| !resting.contains(&c.name_any()) && pool.has_class(&c.name_any()))
+        .filter(|c| c.unavailable().is_none())
         .filter_map(|class| {
             let name = class.name_any();
             let in_use = requested
@@ -998,6 +1000,35 @@ fn notes(
     }
     notes.extend(unplaceable);
     notes
+}
+
+/// Why nothing is bought for a tenant, with the pool's classes that cannot be bought now and
+/// why (their `Available` condition), since the planner did not see them.
+fn with_unavailable(
+    mut unplaceable: HashMap<String, String>,
+    classes: &[Arc<NodeClass>],
+    pool: &Pool,
+) -> HashMap<String, String> {
+    let why: Vec<String> = classes
+        .iter()
+        .filter(|c| pool.has_class(&c.name_any()))
+        .filter_map(|c| {
+            Some(format!(
+                "NodeClass {} cannot be bought now: {}",
+                c.name_any(),
+                c.unavailable()?
+            ))
+        })
+        .collect();
+    if !why.is_empty() {
+        let why = why.join("; ");
+        for note in unplaceable.values_mut() {
+            note.push_str(" (");
+            note.push_str(&why);
+            note.push(')');
+        }
+    }
+    unplaceable
 }
 
 /// `node request X (class) is Provisioning for it`, for each tenant of each live request.
@@ -1422,6 +1453,7 @@ mod tests {
             class("resting", 16),
             class("elsewhere", 16),
             class("broken", -1),
+            unavailable(class("down", 16)),
         ];
         let requested = |class: &str| Requested {
             name: format!("r-{class}"),
@@ -1433,7 +1465,7 @@ mod tests {
             node: None,
         };
         let pool = Pool(Some(HashSet::from(
-            ["a", "c", "resting", "broken"].map(str::to_owned),
+            ["a", "c", "resting", "broken", "down"].map(str::to_owned),
         )));
         let offers = offers(
             &classes,
@@ -1447,6 +1479,55 @@ mod tests {
             .collect();
         assert_eq!(seen, [("a", 2), ("c", 1)]);
         assert_eq!(offers[0].1[NODE_CLASS_LABEL], "a");
+    }
+
+    /// The class with its `Available` condition False, as the cluster-api provisioner writes it.
+    fn unavailable(class: Arc<NodeClass>) -> Arc<NodeClass> {
+        let mut class = (*class).clone();
+        class.status = Some(crate::api::NodeClassStatus {
+            conditions: vec![crate::api::Condition {
+                type_: crate::api::AVAILABLE_CONDITION.into(),
+                status: "False".into(),
+                reason: "MachineDeploymentNotFound".into(),
+                message: "MachineDeployment fleet/md does not exist".into(),
+                last_transition_time: crate::api::Condition::UNREADABLE_TIME,
+                observed_generation: None,
+            }],
+        });
+        Arc::new(class)
+    }
+
+    #[test]
+    fn why_nothing_is_bought_names_the_pools_classes_that_cannot_be_bought_now() {
+        let class = |name: &str| {
+            Arc::new(NodeClass::new(
+                name,
+                crate::api::NodeClassSpec {
+                    capacity: ResourceAmounts::new(16, 64, 1000),
+                    provider: "test".into(),
+                    monthly_cost: Some(1),
+                    limit: None,
+                    labels: Default::default(),
+                    cluster_api: None,
+                },
+            ))
+        };
+        let classes = [
+            class("up"),
+            unavailable(class("down")),
+            unavailable(class("elsewhere")),
+        ];
+        let pool = Pool(Some(HashSet::from(["up", "down"].map(str::to_owned))));
+        let notes = |classes: &[Arc<NodeClass>]| {
+            let unplaceable = HashMap::from([("d/t".to_owned(), "no class holds it".to_owned())]);
+            with_unavailable(unplaceable, classes, &pool)["d/t"].clone()
+        };
+        assert_eq!(
+            notes(&classes),
+            "no class holds it (NodeClass down cannot be bought now: \
+             MachineDeployment fleet/md does not exist)"
+        );
+        assert_eq!(notes(&classes[..1]), "no class holds it");
     }
 
     #[test]

@@ -65,6 +65,11 @@ pub struct Settings {
     /// How often the registration looks again with nothing changed (a write that failed is
     /// tried again sooner, after the error backoff).
     pub register_resync: Duration,
+    /// Play the provisioner contract through Cluster API (`--provisioner cluster-api`) for the
+    /// classes that name a MachineDeployment.
+    pub cluster_api: bool,
+    /// A machine not delivered this long after its request fails it (`--provisioning-timeout-seconds`).
+    pub provisioning_timeout: Duration,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -106,6 +111,8 @@ impl Default for Settings {
             pool_tenants: None,
             register_nodes: None,
             register_resync: Duration::from_secs(60),
+            cluster_api: false,
+            provisioning_timeout: Duration::from_secs(1800),
         }
     }
 }

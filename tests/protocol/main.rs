@@ -7,6 +7,7 @@
     clippy::arithmetic_side_effects
 )]
 
+mod capi;
 mod crash;
 mod drain;
 mod fifo;

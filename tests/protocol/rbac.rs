@@ -44,24 +44,26 @@ fn rules_of(name: &str) -> Vec<Rule> {
     serde_saphyr::from_str(rules).unwrap()
 }
 
-/// The rules a template grants only when `condition` holds (`{{- if <condition> }}` ...
-/// `{{- end }}` inside its `rules:`).
-fn rules_if(name: &str, condition: &str) -> Vec<Rule> {
+/// The `rules:` a chart switch adds (the block after `{{- if <switch> }}`).
+fn switched_rules_of(name: &str, switch: &str) -> Vec<Rule> {
     let text = template(name);
-    let opening = format!("{{{{- if {condition} }}}}\n");
-    let rules = text
-        .split(&opening)
+    let block = text
+        .split(&format!("{{{{- if {switch} }}}}\n"))
         .nth(1)
-        .unwrap_or_else(|| panic!("{name} has no rules under {opening:?}"))
+        .unwrap_or_else(|| panic!("{name} has no rules under the switch {switch:?}"))
         .split("{{-")
         .next()
         .unwrap();
-    serde_saphyr::from_str(rules).unwrap()
+    serde_saphyr::from_str(block).unwrap()
 }
 
-/// (apiGroup, resource, verb) for each verb each rule grants; no wildcard, no secrets.
-fn granted(rules: &[Rule]) -> BTreeSet<(String, String, String)> {
-    let mut granted = BTreeSet::new();
+/// The switch of the rules the registration and the cluster-api provisioner share (core Nodes
+/// read; placement Nodes created and deleted).
+const NODES_SWITCH: &str =
+    "or .Values.controller.registerNodes .Values.provisioner.clusterAPI.enabled";
+
+/// No rule names a wildcard or secrets.
+fn assert_no_wildcards(rules: &[Rule]) {
     for rule in rules {
         for field in [&rule.api_groups, &rule.resources, &rule.verbs] {
             assert!(
@@ -73,6 +75,13 @@ fn granted(rules: &[Rule]) -> BTreeSet<(String, String, String)> {
             !rule.resources.iter().any(|r| r.starts_with("secrets")),
             "{rule:?}"
         );
+    }
+}
+
+/// (group, resource, verb) for each rule's every combination.
+fn granted(rules: &[Rule]) -> BTreeSet<(String, String, String)> {
+    let mut granted = BTreeSet::new();
+    for rule in rules {
         for group in &rule.api_groups {
             for resource in &rule.resources {
                 for verb in &rule.verbs {
@@ -90,17 +99,18 @@ fn calls(api: &ApiServer) -> BTreeSet<(String, String, String)> {
         .requests
         .keys()
         .map(|key| {
-            let group = key.group.as_str();
+            let known = [
+                "placement.tenant-placer.dev",
+                "events.k8s.io",
+                "coordination.k8s.io",
+                "cluster.x-k8s.io",
+                "",
+            ];
             assert!(
-                [
-                    "placement.tenant-placer.dev",
-                    "events.k8s.io",
-                    "coordination.k8s.io",
-                    ""
-                ]
-                .contains(&group),
-                "the controller called an unexpected API group: {key:?}"
+                known.contains(&key.group.as_str()),
+                "the controller called an unexpected group: {key:?}"
             );
+            let group = key.group.as_str();
             let resource = match &key.subresource {
                 Some(sub) => format!("{}/{sub}", key.resource),
                 None => key.resource.clone(),
@@ -184,6 +194,18 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
         .into_iter()
         .chain(rules_of("role.yaml"))
         .collect();
+    for rule in &rules {
+        for field in [&rule.api_groups, &rule.resources, &rule.verbs] {
+            assert!(
+                !field.iter().any(|v| v.contains('*')),
+                "wildcard in {rule:?}"
+            );
+        }
+        assert!(
+            !rule.resources.iter().any(|r| r.starts_with("secrets")),
+            "{rule:?}"
+        );
+    }
     let granted = granted(&rules);
     let made = calls(&h.fleet.api);
     let missing: Vec<_> = made.difference(&granted).collect();
@@ -233,10 +255,9 @@ async fn the_charts_rbac_for_registered_nodes_allows_exactly_the_registrations_c
     assert_eq!(reads.register_errors("read"), 0);
 
     let always = granted(&rules_of("clusterrole.yaml"));
-    let registration = granted(&rules_if(
-        "clusterrole.yaml",
-        ".Values.controller.registerNodes",
-    ));
+    let switched = switched_rules_of("clusterrole.yaml", NODES_SWITCH);
+    assert_no_wildcards(&switched);
+    let registration = granted(&switched);
     let made = calls(&h.fleet.api);
     let allowed: BTreeSet<_> = always.union(&registration).cloned().collect();
     let missing: Vec<_> = made.difference(&allowed).collect();
@@ -252,6 +273,55 @@ async fn the_charts_rbac_for_registered_nodes_allows_exactly_the_registrations_c
     assert!(
         registration.is_disjoint(&always),
         "the registration's verbs are granted only when it is on"
+    );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_cluster_api_rules_allow_every_call_the_cluster_api_provisioner_makes() {
+    let capi = crate::capi::start().await;
+    let h = &capi.h;
+    capi.bought_and_placed_big("t").await;
+    h.delete_tenant("t");
+    capi.all_given_back().await;
+    capi.stop();
+    let base = rules_of("clusterrole.yaml");
+    // Its own rules, and those it shares with the registration (core Nodes, placement Nodes).
+    let switched: Vec<Rule> =
+        switched_rules_of("clusterrole.yaml", ".Values.provisioner.clusterAPI.enabled")
+            .into_iter()
+            .chain(switched_rules_of("clusterrole.yaml", NODES_SWITCH))
+            .collect();
+    assert_no_wildcards(&switched);
+    let allowed = granted(&base).union(&granted(&switched)).cloned().collect();
+    let made = calls(&h.fleet.api);
+    let missing: Vec<_> = made.difference(&allowed).collect();
+    assert!(
+        missing.is_empty(),
+        "calls the chart does not allow: {missing:?}"
+    );
+    // Granted for Cluster API's usual clients (a watch, a scale read or patch) though this
+    // provisioner reads afresh each look and replaces the scale: the fixed list.
+    let spare = BTreeSet::from(
+        [
+            ("cluster.x-k8s.io", "machinedeployments", "watch"),
+            ("cluster.x-k8s.io", "machinedeployments/scale", "get"),
+            ("cluster.x-k8s.io", "machinedeployments/scale", "patch"),
+            ("cluster.x-k8s.io", "machines", "get"),
+            ("cluster.x-k8s.io", "machines", "watch"),
+            ("", "nodes", "list"),
+            ("", "nodes", "watch"),
+        ]
+        .map(|(g, r, v)| (g.to_owned(), r.to_owned(), v.to_owned())),
+    );
+    let unused: Vec<_> = granted(&switched)
+        .difference(&made)
+        .filter(|c| !spare.contains(c))
+        .cloned()
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "Cluster API verbs granted and never used: {unused:?}"
     );
     h.assert_invariants();
 }

@@ -1,0 +1,762 @@
+//! The cluster-api provisioner (`--provisioner cluster-api`): it plays the provisioner contract
+//! (docs/node-requests.md) for every NodeClass with `spec.clusterAPI.machineDeployment`, and only
+//! for those, by scaling that MachineDeployment and claiming its new Machines.
+//!
+//! ```text
+//!   NodeRequest ─▶ finalizer, Provisioning ─▶ scaleGeneration, replicas +1 (scale subresource)
+//!     ─▶ a new Machine claimed (annotation) ─▶ Running with nodeRef ─▶ placement Node ─▶ Ready
+//!   Machine failed, or not Running in time ─▶ Failed (the controller deletes the request)
+//!   NodeRequest deleted ─▶ its placement Node deleted (drained) ─▶ Machine marked
+//!     delete-machine, replicas -1 ─▶ Machine deleting ─▶ finalizer removed
+//! ```
+//!
+//! Rules enforced here (the decisions are [`plan`]'s; this file reads and writes):
+//! - every look reads afresh what it decides from (classes, requests, the deployment, its
+//!   Machines, the bought placement Nodes), so a restart, a lost answer or a new leader decide
+//!   alike; each write is guarded by the object's resourceVersion (the scale too) and a refused
+//!   one ends that deployment's look, to be read again at the next;
+//! - a class whose MachineDeployment cannot be used (missing, forbidden, Cluster API not
+//!   installed, at cluster-autoscaler's max size) says so in its `Available` condition and a
+//!   Warning Event; the request loop buys no machine of it meanwhile, and its requests not yet
+//!   taken up fail with that message;
+//! - a Machine whose Node offers less than the class promises gives the placement Node the
+//!   smaller capacity and its request a Warning Event.
+
+pub mod plan;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::core::v1::Node as CoreNode;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::EventType;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use self::plan::{NodeSeen, Step};
+use super::publisher::{EventPublisher, Occurrence};
+use crate::api::capi::{
+    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL, MACHINE_ANNOTATION,
+    Machine, MachineDeployment,
+};
+use crate::api::{
+    AVAILABLE_CONDITION, Condition, LabelSelector, NODE_REQUEST_LABEL, NamespacedName, Node,
+    NodeClass, NodeRequest, NodeRequestPhase, ResourceAmounts, allocatable_capacity,
+};
+use crate::error::is_not_found;
+use crate::metrics::Metrics;
+
+/// The finalizer the provisioner keeps on a request until its Machine is given back.
+pub const FINALIZER: &str = "placement.tenant-placer.dev/cluster-api";
+
+/// The cluster-api provisioner's loop.
+pub struct CapiLoop {
+    pub client: Client,
+    pub events: Option<EventPublisher>,
+    pub metrics: Arc<Metrics>,
+    /// A Machine not Running this long after its request was made fails the request.
+    pub timeout: Duration,
+    /// How often it looks.
+    pub every: Duration,
+    /// The pool's Nodes (`--node-selector`): only classes whose Nodes match are served.
+    pub pool_nodes: Option<LabelSelector>,
+}
+
+impl std::fmt::Debug for CapiLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapiLoop")
+            .field("timeout", &self.timeout)
+            .field("every", &self.every)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a class's MachineDeployment cannot be used now, or None when it can.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Unavailable {
+    reason: &'static str,
+    message: String,
+}
+
+impl CapiLoop {
+    /// Runs until the task is dropped.
+    pub async fn run(self) {
+        let every = self.every.max(Duration::from_millis(10));
+        if !self.served().await {
+            tracing::warn!(
+                "--provisioner cluster-api: this cluster serves no cluster.x-k8s.io/v1beta2 \
+                 MachineDeployments (is Cluster API installed?); classes that name one say so"
+            );
+        }
+        loop {
+            if let Err(error) = self.look().await {
+                tracing::debug!(%error, "cluster-api provisioner: will look again");
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
+    /// Cluster API's kinds are served here.
+    async fn served(&self) -> bool {
+        let api: Api<MachineDeployment> = Api::all(self.client.clone());
+        match api.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(_) => true,
+            Err(error) => !is_not_found(&error),
+        }
+    }
+
+    async fn look(&self) -> Result<(), kube::Error> {
+        let classes: Vec<NodeClass> = Api::<NodeClass>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let in_pool = |c: &&NodeClass| {
+            self.pool_nodes
+                .as_ref()
+                .is_none_or(|s| s.matches(&c.node_labels()))
+        };
+        let ours: Vec<&NodeClass> = classes
+            .iter()
+            .filter(|c| c.spec.cluster_api.is_some())
+            .filter(in_pool)
+            .collect();
+        let requests = Api::<NodeRequest>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await?
+            .items;
+        let all: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        let groups = by_deployment(&ours, &all, &requests);
+        if groups.is_empty() {
+            return Ok(());
+        }
+        let nodes: BTreeMap<String, NodeSeen> = Api::<Node>::all(self.client.clone())
+            .list_metadata(&ListParams::default().labels(NODE_REQUEST_LABEL))
+            .await?
+            .into_iter()
+            .map(|n| {
+                let seen = if n.metadata.deletion_timestamp.is_some() {
+                    NodeSeen::Deleting
+                } else {
+                    NodeSeen::Present
+                };
+                (n.name_any(), seen)
+            })
+            .collect();
+        let served = self.served().await;
+        for (key, (classes, mine)) in groups {
+            if let Err(error) = self.deployment(&key, &classes, &mine, &nodes, served).await {
+                tracing::info!(deployment = %key, %error, "cluster-api provisioner: will look again");
+            }
+        }
+        Ok(())
+    }
+
+    /// One deployment's look: its classes' condition, then the plan's steps in order.
+    async fn deployment(
+        &self,
+        key: &NamespacedName,
+        classes: &[&NodeClass],
+        requests: &[&NodeRequest],
+        nodes: &BTreeMap<String, NodeSeen>,
+        served: bool,
+    ) -> Result<(), kube::Error> {
+        let api: Api<MachineDeployment> = Api::namespaced(self.client.clone(), &key.namespace);
+        let found = if served {
+            api.get_opt(&key.name).await
+        } else {
+            Ok(None)
+        };
+        let unavailable = match &found {
+            _ if !served => Some(Unavailable {
+                reason: "ClusterAPIMissing",
+                message: format!(
+                    "the cluster serves no cluster.x-k8s.io/v1beta2 MachineDeployments: \
+                     MachineDeployment {key} cannot be scaled"
+                ),
+            }),
+            Ok(Some(deployment)) => at_max_size(key, deployment),
+            Ok(None) => Some(Unavailable {
+                reason: "MachineDeploymentNotFound",
+                message: format!("MachineDeployment {key} does not exist"),
+            }),
+            Err(kube::Error::Api(status)) if status.code == 403 => Some(Unavailable {
+                reason: "Forbidden",
+                message: format!(
+                    "the controller may not read MachineDeployment {key}: {}",
+                    status.message
+                ),
+            }),
+            Err(_) => None,
+        };
+        let deployment = found?;
+        for class in classes {
+            self.say_available(class, key, unavailable.as_ref()).await;
+        }
+        let Some(deployment) = deployment else {
+            if let Some(why) = &unavailable {
+                self.fail_untaken(requests, &why.message).await?;
+            }
+            return Ok(());
+        };
+        let machines: Vec<Machine> =
+            Api::<Machine>::namespaced(self.client.clone(), &key.namespace)
+                .list(
+                    &ListParams::default().labels(&format!("{DEPLOYMENT_NAME_LABEL}={}", key.name)),
+                )
+                .await?
+                .items;
+        let seen = plan::Deployment {
+            replicas: deployment.replicas(),
+            generation: deployment.metadata.generation.unwrap_or_default(),
+            max_size: deployment.max_size(),
+        };
+        let machine_views: Vec<plan::Machine<'_>> = machines.iter().map(machine_view).collect();
+        let prefix = format!("{}/", key.namespace);
+        let request_views: Vec<plan::Request<'_>> =
+            requests.iter().map(|r| request_view(r, &prefix)).collect();
+        let node_views: BTreeMap<&str, NodeSeen> =
+            nodes.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let steps = plan::plan(
+            &seen,
+            &machine_views,
+            &request_views,
+            &node_views,
+            Timestamp::now(),
+            self.timeout,
+        );
+        let by_name: BTreeMap<&str, &NodeRequest> =
+            requests.iter().map(|r| (r.name_any_str(), *r)).collect();
+        let machines_by_name: BTreeMap<&str, &Machine> =
+            machines.iter().map(|m| (m.name_any_str(), m)).collect();
+        let ctx = Look {
+            key,
+            deployment: &deployment,
+            requests: &by_name,
+            machines: &machines_by_name,
+            classes,
+        };
+        for step in steps {
+            let action = step_action(&step);
+            if let Err(error) = self.take(&ctx, step).await {
+                self.metrics.node_request_error(action);
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the classes' `Available` condition when it changes, with a Warning Event when false.
+    async fn say_available(
+        &self,
+        class: &NodeClass,
+        key: &NamespacedName,
+        unavailable: Option<&Unavailable>,
+    ) {
+        let (status, reason, message) = match unavailable {
+            Some(why) => ("False", why.reason, why.message.clone()),
+            None => (
+                "True",
+                "MachineDeploymentReady",
+                format!("machines of this class come from MachineDeployment {key}"),
+            ),
+        };
+        let current = class
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == AVAILABLE_CONDITION));
+        if current.is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
+        {
+            return;
+        }
+        let condition = Condition {
+            type_: AVAILABLE_CONDITION.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message: message.clone(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::now(),
+            ),
+            observed_generation: class.metadata.generation,
+        };
+        let patch = json!({"status": {"conditions": [condition]}});
+        let api: Api<NodeClass> = Api::all(self.client.clone());
+        if let Err(error) = api
+            .patch_status(
+                class.name_any_str(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            tracing::info!(class = class.name_any_str(), %error, "could not write the class's condition");
+            return;
+        }
+        if unavailable.is_some() {
+            let occurrence = Occurrence {
+                type_: EventType::Warning,
+                reason,
+                action: "Provision",
+                note: message,
+            };
+            EventPublisher::publish_or_log(self.events.as_ref(), occurrence, class.object_ref(&()))
+                .await;
+        }
+    }
+
+    /// Requests of an unusable class not yet taken up fail with the reason.
+    async fn fail_untaken(&self, requests: &[&NodeRequest], why: &str) -> Result<(), kube::Error> {
+        for request in requests {
+            let untaken = request.phase() == NodeRequestPhase::Pending
+                && request.metadata.deletion_timestamp.is_none();
+            if untaken {
+                self.status(
+                    request.name_any_str(),
+                    json!({"phase": "Failed", "message": why}),
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn take(&self, look: &Look<'_>, step: Step) -> Result<(), kube::Error> {
+        let requests: Api<NodeRequest> = Api::all(self.client.clone());
+        let machines: Api<Machine> = Api::namespaced(self.client.clone(), &look.key.namespace);
+        match step {
+            Step::Adopt { request } => {
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
+                if !found.finalizers().iter().any(|f| f == FINALIZER) {
+                    let mut finalizers = found.finalizers().to_vec();
+                    finalizers.push(FINALIZER.to_owned());
+                    let patch = json!({"metadata": {
+                        "resourceVersion": found.resource_version(),
+                        "finalizers": finalizers,
+                    }});
+                    requests
+                        .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
+                }
+                if found.phase() == NodeRequestPhase::Pending {
+                    let message = format!("asking MachineDeployment {} for a machine", look.key);
+                    self.status(
+                        &request,
+                        json!({"phase": "Provisioning", "message": message}),
+                    )
+                    .await?;
+                }
+            }
+            Step::Intend {
+                request,
+                generation,
+            } => {
+                let status = json!({
+                    "scaleGeneration": generation,
+                    "machineDeployment": look.key.to_string(),
+                });
+                self.status(&request, status).await?;
+            }
+            Step::Scale { from, to } => {
+                let api: Api<MachineDeployment> =
+                    Api::namespaced(self.client.clone(), &look.key.namespace);
+                let scale = json!({
+                    "apiVersion": "autoscaling/v1",
+                    "kind": "Scale",
+                    "metadata": {
+                        "name": look.key.name,
+                        "namespace": look.key.namespace,
+                        "resourceVersion": look.deployment.resource_version(),
+                    },
+                    "spec": {"replicas": to},
+                });
+                let scale: Scale =
+                    serde_json::from_value(scale).map_err(kube::Error::SerdeError)?;
+                api.replace_scale(&look.key.name, &PostParams::default(), &scale)
+                    .await?;
+                tracing::info!(deployment = %look.key, from, to, "cluster-api provisioner: replicas set");
+            }
+            Step::Claim {
+                machine,
+                request,
+                give_back,
+            } => {
+                let Some(found) = look.machines.get(machine.as_str()) else {
+                    return Ok(());
+                };
+                let mut annotations = serde_json::Map::new();
+                annotations.insert(CLAIM_ANNOTATION.to_owned(), json!(request));
+                if give_back {
+                    annotations.insert(DELETE_MACHINE_ANNOTATION.to_owned(), json!(""));
+                }
+                let patch = json!({"metadata": {
+                    "resourceVersion": found.resource_version(),
+                    "annotations": annotations,
+                }});
+                machines
+                    .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                let key = format!("{}/{machine}", look.key.namespace);
+                self.record(&request, &key).await?;
+            }
+            Step::Record { request, machine } => {
+                let key = format!("{}/{machine}", look.key.namespace);
+                self.record(&request, &key).await?;
+            }
+            Step::MakeNode {
+                request,
+                machine,
+                node,
+            } => self.make_node(look, &request, &machine, &node).await?,
+            Step::Ready { request } => {
+                let message = format!("Node {request} is up");
+                self.status(
+                    &request,
+                    json!({"phase": "Ready", "nodeName": request, "message": message}),
+                )
+                .await?;
+            }
+            Step::Fail { request, message } => {
+                self.status(&request, json!({"phase": "Failed", "message": message}))
+                    .await?;
+            }
+            Step::DeleteNode { request } => {
+                let nodes: Api<Node> = Api::all(self.client.clone());
+                match nodes.delete(&request, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(error) if is_not_found(&error) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Step::Mark { machine } => {
+                let Some(found) = look.machines.get(machine.as_str()) else {
+                    return Ok(());
+                };
+                let patch = json!({"metadata": {
+                    "resourceVersion": found.resource_version(),
+                    "annotations": {DELETE_MACHINE_ANNOTATION: ""},
+                }});
+                machines
+                    .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            Step::Release { request } => {
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
+                let finalizers: Vec<&String> = found
+                    .finalizers()
+                    .iter()
+                    .filter(|f| *f != FINALIZER)
+                    .collect();
+                let patch = json!({"metadata": {
+                    "resourceVersion": found.resource_version(),
+                    "finalizers": finalizers,
+                }});
+                match requests
+                    .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(error) if is_not_found(&error) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The placement Node for a running Machine: the class's capacity, or the core Node's
+    /// allocatable where smaller (with a Warning Event on the request).
+    async fn make_node(
+        &self,
+        look: &Look<'_>,
+        request: &str,
+        machine: &str,
+        core: &str,
+    ) -> Result<(), kube::Error> {
+        let Some(found) = look.requests.get(request) else {
+            return Ok(());
+        };
+        let class = look
+            .classes
+            .iter()
+            .copied()
+            .find(|c| c.name_any_str() == found.spec.node_class);
+        let mut node = found.node(class);
+        let promised = found.spec.capacity;
+        let offered = Api::<CoreNode>::all(self.client.clone())
+            .get_opt(core)
+            .await?
+            .and_then(|n| n.status?.allocatable)
+            .map(|a| allocatable_capacity(&a));
+        let delivered = match offered {
+            Some(Ok(offered)) => smaller(promised, offered),
+            Some(Err(error)) => {
+                tracing::info!(node = core, %error, "cluster-api provisioner: the class's capacity is used");
+                promised
+            }
+            None => promised,
+        };
+        if delivered != promised {
+            let note = format!(
+                "Machine {machine} (Node {core}) offers {} threads, {} GB memory, {} GB storage, \
+                 less than its class promises ({} threads, {} GB memory, {} GB storage): the \
+                 placement Node gets what it offers",
+                delivered.threads,
+                delivered.memory_gb,
+                delivered.storage_gb,
+                promised.threads,
+                promised.memory_gb,
+                promised.storage_gb
+            );
+            let occurrence = Occurrence {
+                type_: EventType::Warning,
+                reason: "MachineShort",
+                action: "Provision",
+                note,
+            };
+            EventPublisher::publish_or_log(self.events.as_ref(), occurrence, found.object_ref(&()))
+                .await;
+        }
+        node.spec.capacity = delivered;
+        node.metadata.annotations = Some(BTreeMap::from([(
+            MACHINE_ANNOTATION.to_owned(),
+            format!("{}/{machine}", look.key.namespace),
+        )]));
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+            Err(error) => return Err(error),
+        }
+        let message = format!("Node {request} is up (Machine {machine}, core Node {core})");
+        self.status(
+            request,
+            json!({"phase": "Ready", "nodeName": request, "message": message}),
+        )
+        .await
+    }
+
+    async fn record(&self, request: &str, machine: &str) -> Result<(), kube::Error> {
+        let message = format!("Machine {machine} is being made for it");
+        self.status(request, json!({"machine": machine, "message": message}))
+            .await
+    }
+
+    async fn status(&self, request: &str, status: serde_json::Value) -> Result<(), kube::Error> {
+        let api: Api<NodeRequest> = Api::all(self.client.clone());
+        let patch = json!({ "status": status });
+        api.patch_status(request, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+    }
+}
+
+/// The deployments to look at, each with its classes (`ours`: served here) and requests. A
+/// request is ours when its class is, or when its class is gone (of `all`, none) and its status
+/// names a deployment; it goes where its status says it was raised for (its class may name
+/// another since), else where its class says.
+fn by_deployment<'a>(
+    ours: &[&'a NodeClass],
+    all: &BTreeSet<&str>,
+    requests: &'a [NodeRequest],
+) -> BTreeMap<NamespacedName, (Vec<&'a NodeClass>, Vec<&'a NodeRequest>)> {
+    let mut groups: BTreeMap<NamespacedName, (Vec<&NodeClass>, Vec<&NodeRequest>)> =
+        BTreeMap::new();
+    let mut class_deployment: BTreeMap<&str, &NamespacedName> = BTreeMap::new();
+    for class in ours {
+        if let Some(source) = &class.spec.cluster_api {
+            class_deployment.insert(class.name_any_str(), &source.machine_deployment);
+            let group = groups.entry(source.machine_deployment.clone()).or_default();
+            group.0.push(class);
+        }
+    }
+    for request in requests {
+        let class = request.spec.node_class.as_str();
+        if !class_deployment.contains_key(class) && all.contains(class) {
+            continue; // another provisioner's class, or another pool's
+        }
+        let recorded = request
+            .status
+            .as_ref()
+            .and_then(|s| NamespacedName::parse(&s.machine_deployment));
+        let key = recorded.or_else(|| {
+            class_deployment
+                .get(request.spec.node_class.as_str())
+                .map(|k| (*k).clone())
+        });
+        if let Some(key) = key {
+            groups.entry(key).or_default().1.push(request);
+        }
+    }
+    groups
+}
+
+/// What one deployment's steps read.
+struct Look<'a> {
+    key: &'a NamespacedName,
+    deployment: &'a MachineDeployment,
+    requests: &'a BTreeMap<&'a str, &'a NodeRequest>,
+    machines: &'a BTreeMap<&'a str, &'a Machine>,
+    classes: &'a [&'a NodeClass],
+}
+
+/// The deployment at cluster-autoscaler's max size cannot take another machine.
+fn at_max_size(key: &NamespacedName, deployment: &MachineDeployment) -> Option<Unavailable> {
+    let max = deployment.max_size()?;
+    (deployment.replicas() >= max).then(|| Unavailable {
+        reason: "MaxSize",
+        message: format!(
+            "MachineDeployment {key} is at its max size, {max} replicas \
+             ({})",
+            crate::api::capi::MAX_SIZE_ANNOTATION
+        ),
+    })
+}
+
+fn smaller(a: ResourceAmounts, b: ResourceAmounts) -> ResourceAmounts {
+    ResourceAmounts::new(
+        a.threads.min(b.threads),
+        a.memory_gb.min(b.memory_gb),
+        a.storage_gb.min(b.storage_gb),
+    )
+}
+
+fn machine_view(machine: &Machine) -> plan::Machine<'_> {
+    plan::Machine {
+        name: machine.name_any_str(),
+        created: created(&machine.metadata),
+        claim: machine.claim(),
+        marked: machine.marked_for_deletion(),
+        deleting: machine.metadata.deletion_timestamp.is_some(),
+        running_node: machine.running_node(),
+        failure: machine.failure().map(|f| f.into_owned()),
+    }
+}
+
+fn request_view<'a>(request: &'a NodeRequest, prefix: &str) -> plan::Request<'a> {
+    let status = request.status.as_ref();
+    let machine = status.map_or("", |s| s.machine.as_str());
+    plan::Request {
+        name: request.name_any_str(),
+        created: created(&request.metadata),
+        phase: request.phase(),
+        deleting: request.metadata.deletion_timestamp.is_some(),
+        adopted: request.finalizers().iter().any(|f| f == FINALIZER),
+        scale_generation: status.and_then(|s| s.scale_generation),
+        machine: machine.strip_prefix(prefix).unwrap_or(machine),
+    }
+}
+
+fn created(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Timestamp {
+    meta.creation_timestamp
+        .as_ref()
+        .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
+}
+
+/// The action a refused step is counted under in `tenant_placer_node_request_errors_total`.
+fn step_action(step: &Step) -> &'static str {
+    match step {
+        Step::Adopt { .. } | Step::Release { .. } => "finalizer",
+        Step::Intend { .. } | Step::Record { .. } | Step::Ready { .. } | Step::Fail { .. } => {
+            "status"
+        }
+        Step::Scale { .. } => "scale",
+        Step::Claim { .. } | Step::Mark { .. } => "claim",
+        Step::MakeNode { .. } | Step::DeleteNode { .. } => "node",
+    }
+}
+
+/// A name borrowed from an object's metadata.
+trait NameStr {
+    fn name_any_str(&self) -> &str;
+}
+
+impl<K: Resource> NameStr for K {
+    fn name_any_str(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::api::{ClusterApiSource, NodeClassSpec, NodeRequestSpec, NodeRequestStatus};
+
+    fn class(name: &str, deployment: Option<&str>) -> NodeClass {
+        NodeClass::new(
+            name,
+            NodeClassSpec {
+                capacity: ResourceAmounts::new(8, 32, 100),
+                provider: "p".into(),
+                monthly_cost: None,
+                limit: None,
+                labels: Default::default(),
+                cluster_api: deployment.map(|d| ClusterApiSource {
+                    machine_deployment: NamespacedName::parse(d).unwrap(),
+                }),
+            },
+        )
+    }
+
+    fn request(name: &str, class: &str, recorded: &str) -> NodeRequest {
+        let mut request = NodeRequest::new(
+            name,
+            NodeRequestSpec {
+                node_class: class.into(),
+                capacity: ResourceAmounts::new(8, 32, 100),
+                tenants: vec![],
+            },
+        );
+        request.status = Some(NodeRequestStatus {
+            machine_deployment: recorded.into(),
+            ..NodeRequestStatus::default()
+        });
+        request
+    }
+
+    #[test]
+    fn a_request_goes_to_the_deployment_it_was_raised_for_and_only_ours_are_taken() {
+        let classes = [
+            class("a", Some("fleet/md-a")),
+            class("moved", Some("fleet/md-new")),
+            class("theirs", None),
+            class("other-pool", Some("fleet/md-x")),
+        ];
+        let ours: Vec<&NodeClass> = classes[..2].iter().collect();
+        let all: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        let requests = [
+            request("r-a", "a", ""),
+            request("r-moved", "moved", "fleet/md-old"),
+            request("r-new", "moved", ""),
+            request("r-theirs", "theirs", ""),
+            request("r-pool", "other-pool", "fleet/md-x"),
+            request("r-orphan", "deleted-class", "fleet/md-a"),
+            request("r-unknown", "deleted-class", ""),
+        ];
+        let groups = by_deployment(&ours, &all, &requests);
+        let seen: Vec<(String, Vec<&str>, Vec<&str>)> = groups
+            .iter()
+            .map(|(key, (classes, requests))| {
+                (
+                    key.to_string(),
+                    classes.iter().map(|c| c.name_any_str()).collect(),
+                    requests.iter().map(|r| r.name_any_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("fleet/md-a".to_owned(), vec!["a"], vec!["r-a", "r-orphan"]),
+                ("fleet/md-new".to_owned(), vec!["moved"], vec!["r-new"]),
+                ("fleet/md-old".to_owned(), vec![], vec!["r-moved"]),
+            ]
+        );
+    }
+}

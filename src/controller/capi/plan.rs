@@ -1,0 +1,741 @@
+//! What the cluster-api provisioner does next for one MachineDeployment: pure, from what it
+//! sees (the deployment, its Machines, the NodeRequests of the classes that name it, and the
+//! placement Nodes made for them), so a restart or a new leader decides the same.
+//!
+//! Rules enforced here:
+//! - **The record is in the objects.** A Machine is ours when it carries the claim annotation
+//!   naming a request; a request's raise is made once the deployment's generation has moved past
+//!   the `scaleGeneration` written before it. Nothing is remembered between looks.
+//! - **Never raise twice.** A request that was raised for waits while a Machine is coming
+//!   (replicas above the Machines there) or takes an unclaimed new one; only when neither is
+//!   there (someone lowered replicas meanwhile) is it raised again. An intent is written only for
+//!   a raise made in the same look.
+//! - **A Machine is claimed once**, by one request, and only a Machine made after the request
+//!   (never one that was there before: it is someone else's). A claimed Machine whose request is
+//!   gone is given back, never claimed again.
+//! - **Give back exactly ours.** A Machine is given back by marking it `delete-machine` and
+//!   lowering replicas by one; a lowering already under way (replicas below the Machines there)
+//!   counts, since Cluster API deletes marked Machines first. Its placement Node goes first (its
+//!   finalizer drains it); the request's finalizer goes once its Machine is being deleted.
+//! - **Never past the limit**: cluster-autoscaler's max size on the deployment caps raises.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::NodeRequestPhase;
+
+/// The deployment as seen.
+#[derive(Clone, Debug)]
+pub struct Deployment {
+    pub replicas: i32,
+    pub generation: i64,
+    pub max_size: Option<i32>,
+}
+
+/// One of its Machines as seen.
+#[derive(Clone, Debug)]
+pub struct Machine<'a> {
+    pub name: &'a str,
+    pub created: Timestamp,
+    pub claim: Option<&'a str>,
+    pub marked: bool,
+    pub deleting: bool,
+    pub running_node: Option<&'a str>,
+    pub failure: Option<String>,
+}
+
+/// A request of a class that names the deployment, as seen.
+#[derive(Clone, Debug)]
+pub struct Request<'a> {
+    pub name: &'a str,
+    pub created: Timestamp,
+    pub phase: NodeRequestPhase,
+    pub deleting: bool,
+    /// It carries the provisioner's finalizer.
+    pub adopted: bool,
+    pub scale_generation: Option<i64>,
+    /// `status.machine`: the Machine it was claimed with, once recorded.
+    pub machine: &'a str,
+}
+
+/// The placement Node named after a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeSeen {
+    Present,
+    Deleting,
+}
+
+/// One thing to do. The I/O carries them out in order; each is guarded and idempotent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Add the finalizer, and take the request up (`Provisioning`).
+    Adopt {
+        request: String,
+    },
+    /// Write `scaleGeneration` before the raise of this look.
+    Intend {
+        request: String,
+        generation: i64,
+    },
+    /// Set replicas, guarded by the deployment's resourceVersion: after every `Intend`.
+    Scale {
+        from: i32,
+        to: i32,
+    },
+    /// Annotate the Machine with the claim (and `delete-machine` when it goes straight back),
+    /// then record it in the request's status.
+    Claim {
+        machine: String,
+        request: String,
+        give_back: bool,
+    },
+    /// Record a claimed Machine in its request's status (`status.machine`).
+    Record {
+        request: String,
+        machine: String,
+    },
+    /// Create the placement Node for the request from the running Machine.
+    MakeNode {
+        request: String,
+        machine: String,
+        node: String,
+    },
+    /// `Ready`, with `status.nodeName` the request's name.
+    Ready {
+        request: String,
+    },
+    Fail {
+        request: String,
+        message: String,
+    },
+    /// Delete the placement Node made for a request that is gone (its finalizer drains it).
+    DeleteNode {
+        request: String,
+    },
+    /// Annotate `delete-machine`: the next lowering takes it.
+    Mark {
+        machine: String,
+    },
+    /// Remove the finalizer: nothing of the request is left to give back.
+    Release {
+        request: String,
+    },
+}
+
+/// What to do for one deployment at `now`.
+pub fn plan(
+    deployment: &Deployment,
+    machines: &[Machine<'_>],
+    requests: &[Request<'_>],
+    nodes: &BTreeMap<&str, NodeSeen>,
+    now: Timestamp,
+    timeout: Duration,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let by_name: BTreeMap<&str, &Request<'_>> = requests.iter().map(|r| (r.name, r)).collect();
+    let gone = |name: &str| by_name.get(name).is_none_or(|r| r.deleting);
+    let live: Vec<&Machine<'_>> = machines.iter().filter(|m| !m.deleting).collect();
+    let live_count = i32::try_from(live.len()).unwrap_or(i32::MAX);
+    let mut coming = deployment.replicas.saturating_sub(live_count).max(0);
+    let mut claimed: BTreeMap<&str, &Machine<'_>> = BTreeMap::new();
+    let mut marked_ours = 0i32;
+
+    // Machines whose request is gone go back: their placement Node first.
+    for machine in &live {
+        let Some(claim) = machine.claim else { continue };
+        if !gone(claim) {
+            claimed.entry(claim).or_insert(machine);
+            continue;
+        }
+        match nodes.get(claim) {
+            Some(NodeSeen::Present) => steps.push(Step::DeleteNode {
+                request: claim.to_owned(),
+            }),
+            Some(NodeSeen::Deleting) => {}
+            None if machine.marked => marked_ours = marked_ours.saturating_add(1),
+            None => steps.push(Step::Mark {
+                machine: machine.name.to_owned(),
+            }),
+        }
+    }
+
+    let mut ordered: Vec<&Request<'_>> = requests.iter().collect();
+    ordered.sort_by_key(|r| (r.created, r.name));
+    let claimed_names: BTreeSet<&str> = live.iter().filter_map(|m| m.claim).collect();
+    // Unclaimed, unmarked Machines, oldest first; each is taken by one request made before it.
+    let mut candidates: Vec<&Machine<'_>> = live
+        .iter()
+        .filter(|m| m.claim.is_none() && !m.marked)
+        .copied()
+        .collect();
+    candidates.sort_by_key(|m| (m.created, m.name));
+    let mut take = |request: &Request<'_>| -> Option<String> {
+        let at = candidates
+            .iter()
+            .position(|m| m.created >= request.created)?;
+        Some(candidates.remove(at).name.to_owned())
+    };
+    let raised = |r: &Request<'_>| {
+        r.scale_generation
+            .is_some_and(|g| deployment.generation > g)
+    };
+    let mut raises: Vec<&Request<'_>> = Vec::new();
+
+    for request in ordered {
+        let name = request.name.to_owned();
+        let own_machine = claimed.get(request.name).copied();
+        if request.deleting {
+            if !request.adopted || claimed_names.contains(request.name) {
+                continue; // not ours, or its Machine goes back above
+            }
+            if nodes.contains_key(request.name) {
+                if nodes.get(request.name) == Some(&NodeSeen::Present) {
+                    steps.push(Step::DeleteNode { request: name });
+                }
+            } else if !request.machine.is_empty() || !raised(request) {
+                // Its Machine is being deleted or gone, or it was never raised for.
+                steps.push(Step::Release { request: name });
+            } else if let Some(machine) = take(request) {
+                steps.push(Step::Claim {
+                    machine,
+                    request: name,
+                    give_back: true,
+                });
+            } else if coming > 0 {
+                coming = coming.saturating_sub(1); // made soon, then given back
+            } else {
+                steps.push(Step::Release { request: name });
+            }
+            continue;
+        }
+        if request.phase == NodeRequestPhase::Failed {
+            continue; // the controller deletes it; its Machine then goes back
+        }
+        if !request.adopted || request.phase == NodeRequestPhase::Pending {
+            steps.push(Step::Adopt {
+                request: name.clone(),
+            });
+        }
+        let late = now
+            .duration_since(request.created)
+            .try_into()
+            .is_ok_and(|waited: Duration| waited > timeout);
+        if let Some(machine) = own_machine {
+            if request.machine != machine.name {
+                steps.push(Step::Record {
+                    request: name.clone(),
+                    machine: machine.name.to_owned(),
+                });
+            }
+            if let Some(failure) = &machine.failure {
+                steps.push(Step::Fail {
+                    request: name,
+                    message: format!("Machine {} failed: {failure}", machine.name),
+                });
+            } else if let Some(node) = machine.running_node {
+                if !nodes.contains_key(request.name) {
+                    steps.push(Step::MakeNode {
+                        request: name,
+                        machine: machine.name.to_owned(),
+                        node: node.to_owned(),
+                    });
+                } else if request.phase != NodeRequestPhase::Ready {
+                    steps.push(Step::Ready { request: name });
+                }
+            } else if late {
+                steps.push(Step::Fail {
+                    request: name,
+                    message: format!(
+                        "Machine {} is not Running after {} s",
+                        machine.name,
+                        timeout.as_secs()
+                    ),
+                });
+            }
+            continue;
+        }
+        if !request.machine.is_empty() {
+            steps.push(Step::Fail {
+                request: name,
+                message: format!("Machine {} was deleted by someone else", request.machine),
+            });
+            continue;
+        }
+        if late {
+            steps.push(Step::Fail {
+                request: name,
+                message: format!("no Machine was made for it within {} s", timeout.as_secs()),
+            });
+            continue;
+        }
+        if raised(request) {
+            if let Some(machine) = take(request) {
+                steps.push(Step::Claim {
+                    machine,
+                    request: name,
+                    give_back: false,
+                });
+                continue;
+            }
+            if coming > 0 {
+                coming = coming.saturating_sub(1);
+                continue;
+            }
+            // Raised, yet nothing is there or coming: someone lowered replicas. Raise again.
+        }
+        raises.push(request);
+    }
+
+    let surplus = live_count.saturating_sub(deployment.replicas).max(0);
+    let lower = marked_ours.saturating_sub(surplus).max(0);
+    let base = deployment.replicas.saturating_sub(lower);
+    let room = deployment
+        .max_size
+        .map_or(i32::MAX, |max| max.saturating_sub(base).max(0));
+    raises.truncate(usize::try_from(room).unwrap_or(0));
+    let up = i32::try_from(raises.len()).unwrap_or(i32::MAX);
+    for request in &raises {
+        if request.scale_generation != Some(deployment.generation) {
+            steps.push(Step::Intend {
+                request: request.name.to_owned(),
+                generation: deployment.generation,
+            });
+        }
+    }
+    let to = base.saturating_add(up);
+    if to != deployment.replicas {
+        steps.push(Step::Scale {
+            from: deployment.replicas,
+            to,
+        });
+    }
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use NodeRequestPhase::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(1800);
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(seconds).unwrap()
+    }
+
+    fn now() -> Timestamp {
+        at(1000)
+    }
+
+    fn md(replicas: i32, generation: i64) -> Deployment {
+        Deployment {
+            replicas,
+            generation,
+            max_size: None,
+        }
+    }
+
+    /// A request made at 100 s, taken up, nothing raised yet.
+    fn request(name: &'static str) -> Request<'static> {
+        Request {
+            name,
+            created: at(100),
+            phase: Provisioning,
+            deleting: false,
+            adopted: true,
+            scale_generation: None,
+            machine: "",
+        }
+    }
+
+    fn raised(mut r: Request<'static>, generation: i64) -> Request<'static> {
+        r.scale_generation = Some(generation);
+        r
+    }
+
+    /// A Machine made at 200 s, unclaimed, Provisioning.
+    fn machine(name: &'static str) -> Machine<'static> {
+        Machine {
+            name,
+            created: at(200),
+            claim: None,
+            marked: false,
+            deleting: false,
+            running_node: None,
+            failure: None,
+        }
+    }
+
+    fn claimed(mut m: Machine<'static>, request: &'static str) -> Machine<'static> {
+        m.claim = Some(request);
+        m
+    }
+
+    fn s(text: &str) -> String {
+        text.to_owned()
+    }
+
+    fn run(
+        deployment: Deployment,
+        machines: &[Machine<'static>],
+        requests: &[Request<'static>],
+        nodes: &[(&'static str, NodeSeen)],
+    ) -> Vec<Step> {
+        let nodes = nodes.iter().copied().collect();
+        plan(&deployment, machines, requests, &nodes, now(), TIMEOUT)
+    }
+
+    #[test]
+    fn a_new_request_is_taken_up_then_raised_for_once() {
+        let pending = Request {
+            phase: Pending,
+            adopted: false,
+            ..request("r1")
+        };
+        assert_eq!(
+            run(
+                md(2, 7),
+                &[machine("old-a"), machine("old-b")],
+                &[pending],
+                &[]
+            ),
+            vec![
+                Step::Adopt { request: s("r1") },
+                Step::Intend {
+                    request: s("r1"),
+                    generation: 7
+                },
+                Step::Scale { from: 2, to: 3 },
+            ]
+        );
+        // Intent written, the raise refused (generation unchanged): raise again, no new intent.
+        assert_eq!(
+            run(md(2, 7), &[], &[raised(request("r1"), 7)], &[]),
+            vec![Step::Scale { from: 2, to: 3 }]
+        );
+        // The raise made (generation moved), the Machine not there yet: wait.
+        let mut before = machine("old");
+        before.created = at(50);
+        assert_eq!(
+            run(
+                md(3, 8),
+                &[before.clone(), before],
+                &[raised(request("r1"), 7)],
+                &[]
+            ),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn several_requests_are_raised_for_in_one_write_in_age_order() {
+        let mut younger = request("r2");
+        younger.created = at(150);
+        assert_eq!(
+            run(md(0, 1), &[], &[younger, request("r1")], &[]),
+            vec![
+                Step::Intend {
+                    request: s("r1"),
+                    generation: 1
+                },
+                Step::Intend {
+                    request: s("r2"),
+                    generation: 1
+                },
+                Step::Scale { from: 0, to: 2 },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_raised_request_claims_a_new_machine_never_an_older_one() {
+        let mut older = machine("before-it");
+        older.created = at(50);
+        assert_eq!(
+            run(
+                md(2, 8),
+                &[older.clone(), machine("new")],
+                &[raised(request("r1"), 7)],
+                &[]
+            ),
+            vec![Step::Claim {
+                machine: s("new"),
+                request: s("r1"),
+                give_back: false
+            }]
+        );
+        // Only the older Machine, nothing coming: someone lowered replicas; raise again.
+        assert_eq!(
+            run(md(1, 9), &[older], &[raised(request("r1"), 7)], &[]),
+            vec![
+                Step::Intend {
+                    request: s("r1"),
+                    generation: 9
+                },
+                Step::Scale { from: 1, to: 2 },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_claimed_machine_is_recorded_then_made_a_node_then_ready() {
+        let r = raised(request("r1"), 7);
+        let mut m = claimed(machine("m1"), "r1");
+        assert_eq!(
+            run(md(1, 8), &[m.clone()], &[r.clone()], &[]),
+            vec![Step::Record {
+                request: s("r1"),
+                machine: s("m1")
+            }]
+        );
+        let r = Request { machine: "m1", ..r };
+        assert_eq!(run(md(1, 8), &[m.clone()], &[r.clone()], &[]), vec![]);
+        m.running_node = Some("worker-9");
+        assert_eq!(
+            run(md(1, 8), &[m.clone()], &[r.clone()], &[]),
+            vec![Step::MakeNode {
+                request: s("r1"),
+                machine: s("m1"),
+                node: s("worker-9")
+            }]
+        );
+        assert_eq!(
+            run(
+                md(1, 8),
+                &[m.clone()],
+                &[r.clone()],
+                &[("r1", NodeSeen::Present)]
+            ),
+            vec![Step::Ready { request: s("r1") }]
+        );
+        let ready = Request { phase: Ready, ..r };
+        assert_eq!(
+            run(md(1, 8), &[m], &[ready], &[("r1", NodeSeen::Present)]),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn a_failed_late_or_vanished_machine_fails_its_request() {
+        let r = Request {
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let mut failed = claimed(machine("m1"), "r1");
+        failed.failure = Some(s("CreateError: no stock"));
+        assert_eq!(
+            run(md(1, 8), &[failed], &[r.clone()], &[]),
+            vec![Step::Fail {
+                request: s("r1"),
+                message: s("Machine m1 failed: CreateError: no stock")
+            }]
+        );
+        let mut late = r.clone();
+        late.created = at(-1000);
+        assert_eq!(
+            run(
+                md(1, 8),
+                &[claimed(machine("m1"), "r1")],
+                &[late.clone()],
+                &[]
+            ),
+            vec![Step::Fail {
+                request: s("r1"),
+                message: s("Machine m1 is not Running after 1800 s")
+            }]
+        );
+        assert_eq!(
+            run(md(1, 8), &[machine("other")], &[r], &[]),
+            vec![Step::Fail {
+                request: s("r1"),
+                message: s("Machine m1 was deleted by someone else")
+            }]
+        );
+        let unclaimed_late = Request {
+            machine: "",
+            ..late
+        };
+        assert_eq!(
+            run(md(1, 8), &[], &[unclaimed_late], &[]),
+            vec![Step::Fail {
+                request: s("r1"),
+                message: s("no Machine was made for it within 1800 s")
+            }]
+        );
+    }
+
+    #[test]
+    fn a_failed_request_waits_for_the_controller_to_delete_it() {
+        let failed = Request {
+            phase: Failed,
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let mut m = claimed(machine("m1"), "r1");
+        m.failure = Some(s("x"));
+        assert_eq!(run(md(1, 8), &[m], &[failed], &[]), vec![]);
+    }
+
+    #[test]
+    fn a_hand_back_drains_the_node_then_marks_then_lowers_then_releases() {
+        let going = Request {
+            deleting: true,
+            phase: Ready,
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let mut m = claimed(machine("m1"), "r1");
+        m.running_node = Some("w");
+        let other = machine("theirs");
+        let steps =
+            |machines: &[Machine<'static>], replicas, nodes: &[(&'static str, NodeSeen)]| {
+                run(md(replicas, 9), machines, &[going.clone()], nodes)
+            };
+        assert_eq!(
+            steps(&[m.clone(), other.clone()], 2, &[("r1", NodeSeen::Present)]),
+            vec![Step::DeleteNode { request: s("r1") }]
+        );
+        assert_eq!(
+            steps(
+                &[m.clone(), other.clone()],
+                2,
+                &[("r1", NodeSeen::Deleting)]
+            ),
+            vec![]
+        );
+        assert_eq!(
+            steps(&[m.clone(), other.clone()], 2, &[]),
+            vec![Step::Mark { machine: s("m1") }]
+        );
+        m.marked = true;
+        assert_eq!(
+            steps(&[m.clone(), other.clone()], 2, &[]),
+            vec![Step::Scale { from: 2, to: 1 }]
+        );
+        // Lowered, Cluster API not yet deleting it: the lowering under way counts; nothing twice.
+        assert_eq!(steps(&[m.clone(), other.clone()], 1, &[]), vec![]);
+        m.deleting = true;
+        assert_eq!(
+            steps(&[m, other.clone()], 1, &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
+        // Gone altogether: the record in the request's status says it was claimed.
+        assert_eq!(
+            steps(&[other], 1, &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
+    }
+
+    #[test]
+    fn a_machine_whose_request_vanished_goes_back_and_is_never_claimed_again() {
+        let mut orphan = claimed(machine("m1"), "gone");
+        assert_eq!(
+            run(
+                md(1, 9),
+                &[orphan.clone()],
+                &[raised(request("r2"), 8)],
+                &[]
+            ),
+            vec![
+                Step::Mark { machine: s("m1") },
+                Step::Intend {
+                    request: s("r2"),
+                    generation: 9
+                },
+                Step::Scale { from: 1, to: 2 },
+            ]
+        );
+        orphan.marked = true;
+        assert_eq!(
+            run(md(1, 9), &[orphan], &[], &[("gone", NodeSeen::Present)]),
+            vec![Step::DeleteNode { request: s("gone") }]
+        );
+    }
+
+    #[test]
+    fn a_request_deleted_before_its_machine_came_gives_that_machine_back() {
+        let going = Request {
+            deleting: true,
+            ..raised(request("r1"), 7)
+        };
+        // Coming: wait for it.
+        assert_eq!(run(md(1, 8), &[], &[going.clone()], &[]), vec![]);
+        // Made: claim it and mark it in one write.
+        assert_eq!(
+            run(md(1, 8), &[machine("m1")], &[going.clone()], &[]),
+            vec![Step::Claim {
+                machine: s("m1"),
+                request: s("r1"),
+                give_back: true
+            }]
+        );
+        // Never raised for, or nothing made nor coming: nothing to give back.
+        let never = Request {
+            scale_generation: Some(8),
+            ..going.clone()
+        };
+        assert_eq!(
+            run(md(0, 8), &[], &[never], &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
+        assert_eq!(
+            run(md(0, 8), &[], &[going], &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
+        // Not ours (no finalizer): left alone.
+        let foreign = Request {
+            deleting: true,
+            adopted: false,
+            ..request("x")
+        };
+        assert_eq!(run(md(0, 8), &[], &[foreign], &[]), vec![]);
+    }
+
+    #[test]
+    fn raises_stop_at_the_autoscalers_max_size_oldest_first() {
+        let mut younger = request("r2");
+        younger.created = at(150);
+        let capped = Deployment {
+            max_size: Some(3),
+            ..md(2, 4)
+        };
+        assert_eq!(
+            run(
+                capped,
+                &[machine("a"), machine("b")],
+                &[younger, request("r1")],
+                &[]
+            ),
+            vec![
+                Step::Intend {
+                    request: s("r1"),
+                    generation: 4
+                },
+                Step::Scale { from: 2, to: 3 },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_machine_coming_for_one_request_is_not_taken_by_another() {
+        let mut younger = raised(request("r2"), 7);
+        younger.created = at(150);
+        // Two raised for, one made and one coming: the older claims, the younger waits.
+        assert_eq!(
+            run(
+                md(2, 8),
+                &[machine("m1")],
+                &[younger, raised(request("r1"), 7)],
+                &[]
+            ),
+            vec![Step::Claim {
+                machine: s("m1"),
+                request: s("r1"),
+                give_back: false
+            }]
+        );
+    }
+}
