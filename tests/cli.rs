@@ -128,7 +128,7 @@ fn run_refuses_the_simulated_provisioner_which_only_plays_in_sandbox_and_simulat
         for said in [
             "not taken by `run`",
             "only plays in `sandbox`, `simulate` and `plan`",
-            "a real provisioner (such as Cluster API) is a separate component",
+            "or another provisioner turns NodeRequests into machines apart",
         ] {
             assert!(stderr.contains(said), "{args:?}: {said:?} not in {stderr}");
         }

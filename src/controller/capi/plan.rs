@@ -485,17 +485,20 @@ mod tests {
         let r = raised(request("r1"), 7);
         let mut m = claimed(machine("m1"), "r1");
         assert_eq!(
-            run(md(1, 8), &[m.clone()], &[r.clone()], &[]),
+            run(md(1, 8), &[m.clone()], std::slice::from_ref(&r), &[]),
             vec![Step::Record {
                 request: s("r1"),
                 machine: s("m1")
             }]
         );
         let r = Request { machine: "m1", ..r };
-        assert_eq!(run(md(1, 8), &[m.clone()], &[r.clone()], &[]), vec![]);
+        assert_eq!(
+            run(md(1, 8), &[m.clone()], std::slice::from_ref(&r), &[]),
+            vec![]
+        );
         m.running_node = Some("worker-9");
         assert_eq!(
-            run(md(1, 8), &[m.clone()], &[r.clone()], &[]),
+            run(md(1, 8), &[m.clone()], std::slice::from_ref(&r), &[]),
             vec![Step::MakeNode {
                 request: s("r1"),
                 machine: s("m1"),
@@ -506,7 +509,7 @@ mod tests {
             run(
                 md(1, 8),
                 &[m.clone()],
-                &[r.clone()],
+                std::slice::from_ref(&r),
                 &[("r1", NodeSeen::Present)]
             ),
             vec![Step::Ready { request: s("r1") }]
@@ -527,7 +530,7 @@ mod tests {
         let mut failed = claimed(machine("m1"), "r1");
         failed.failure = Some(s("CreateError: no stock"));
         assert_eq!(
-            run(md(1, 8), &[failed], &[r.clone()], &[]),
+            run(md(1, 8), &[failed], std::slice::from_ref(&r), &[]),
             vec![Step::Fail {
                 request: s("r1"),
                 message: s("Machine m1 failed: CreateError: no stock")
@@ -592,7 +595,12 @@ mod tests {
         let other = machine("theirs");
         let steps =
             |machines: &[Machine<'static>], replicas, nodes: &[(&'static str, NodeSeen)]| {
-                run(md(replicas, 9), machines, &[going.clone()], nodes)
+                run(
+                    md(replicas, 9),
+                    machines,
+                    std::slice::from_ref(&going),
+                    nodes,
+                )
             };
         assert_eq!(
             steps(&[m.clone(), other.clone()], 2, &[("r1", NodeSeen::Present)]),
@@ -662,10 +670,18 @@ mod tests {
             ..raised(request("r1"), 7)
         };
         // Coming: wait for it.
-        assert_eq!(run(md(1, 8), &[], &[going.clone()], &[]), vec![]);
+        assert_eq!(
+            run(md(1, 8), &[], std::slice::from_ref(&going), &[]),
+            vec![]
+        );
         // Made: claim it and mark it in one write.
         assert_eq!(
-            run(md(1, 8), &[machine("m1")], &[going.clone()], &[]),
+            run(
+                md(1, 8),
+                &[machine("m1")],
+                std::slice::from_ref(&going),
+                &[]
+            ),
             vec![Step::Claim {
                 machine: s("m1"),
                 request: s("r1"),
