@@ -24,8 +24,10 @@ const LAYERS: &[&[&str]] = &[
     // Each stands alone over the types: leader election, the metrics the controller counts into,
     // the invariants, the fleet report, manifest reading, the simulated provisioner (another
     // actor, which knows nothing of the controller).
-    // Test fixtures (compiled for tests only) are built from the types too.
+    // Test fixtures (compiled for tests only) are built from the types too; so is the simulated
+    // Cluster API's schema (capi_sim: its CRDs, naming nothing).
     &[
+        "capi_sim",
         "leader",
         "metrics",
         "invariants",

@@ -9,7 +9,6 @@ use crate::rules::RuleTree;
 use crate::scale::{self, ScalePaths};
 use crate::selector::FieldLabel;
 use crate::status::{BadValue, FieldError, FieldErrorKind, GroupResource};
-use crate::table::Printer;
 
 /// One served kind and the rules its registry strategy applies.
 #[derive(Debug, Clone)]
@@ -74,6 +73,24 @@ pub(crate) struct KindVersion {
     pub scale: Option<ScalePaths>,
     /// The columns of `kubectl get` (a CRD's `additionalPrinterColumns`).
     pub columns: Vec<PrinterColumn>,
+}
+
+/// A cell that a built-in kind's printer computes (`table` computes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Printer {
+    /// `translateTimestampSince(creationTimestamp)`: the age, `<unknown>` without a timestamp.
+    Age,
+    /// A node's readiness and schedulability (`Ready,SchedulingDisabled`).
+    NodeStatus,
+    /// A node's roles, from its `node-role.kubernetes.io/*` labels.
+    NodeRoles,
+    /// A node's first address of this type, or `<none>`.
+    NodeAddress(&'static str),
+    /// A field of a node's `status.nodeInfo`, or `empty`.
+    NodeInfo {
+        field: &'static str,
+        empty: &'static str,
+    },
 }
 
 /// One column of the server-side Table (`additionalPrinterColumns`).

@@ -22,7 +22,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::kinds::{Kind, PrinterColumn};
+use crate::kinds::{Kind, Printer, PrinterColumn};
 use crate::node;
 use crate::status::Status;
 
@@ -231,24 +231,6 @@ impl Render {
             "rows": rows,
         })
     }
-}
-
-/// A cell that a built-in kind's printer computes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Printer {
-    /// `translateTimestampSince(creationTimestamp)`: the age, `<unknown>` without a timestamp.
-    Age,
-    /// A node's readiness and schedulability (`Ready,SchedulingDisabled`).
-    NodeStatus,
-    /// A node's roles, from its `node-role.kubernetes.io/*` labels.
-    NodeRoles,
-    /// A node's first address of this type, or `<none>`.
-    NodeAddress(&'static str),
-    /// A field of a node's `status.nodeInfo`, or `empty`.
-    NodeInfo {
-        field: &'static str,
-        empty: &'static str,
-    },
 }
 
 impl Printer {
