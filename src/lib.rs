@@ -16,6 +16,7 @@
 //!   testing     test fixtures: one builder for Nodes and Tenants (tests only, feature `testing`)
 //! ```
 pub mod api;
+pub mod capi_sim;
 pub mod controller;
 pub mod error;
 pub mod invariants;
