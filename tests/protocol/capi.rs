@@ -66,6 +66,8 @@ pub struct Capi {
     replicas: Arc<Mutex<Vec<i64>>>,
     delivery: Arc<Mutex<Delivery>>,
     playing: Arc<AtomicBool>,
+    /// Machines made so far (their names' numbers).
+    made: Arc<Mutex<u32>>,
 }
 
 pub async fn start() -> Capi {
@@ -108,20 +110,9 @@ async fn start_with(deployment_exists: bool) -> Capi {
         replicas,
         delivery: Arc::new(Mutex::new(Delivery::Running { threads: 32 })),
         playing: Arc::new(AtomicBool::new(true)),
+        made: Arc::default(),
     };
-    let (api, delivery, playing) = (
-        capi.h.fleet.api.clone(),
-        capi.delivery.clone(),
-        capi.playing.clone(),
-    );
-    tokio::spawn(async move {
-        let mut made = 0u32;
-        while playing.load(Ordering::SeqCst) {
-            let delivery = *delivery.lock().unwrap();
-            play(&api, delivery, &mut made);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    capi.play();
     capi
 }
 
@@ -236,6 +227,24 @@ impl Capi {
         self.playing.store(false, Ordering::SeqCst);
     }
 
+    /// Plays Cluster API's part until [`Capi::stop`]; Machine names go on from `made`.
+    fn play(&self) {
+        self.playing.store(true, Ordering::SeqCst);
+        let (api, delivery, playing) = (
+            self.h.fleet.api.clone(),
+            self.delivery.clone(),
+            self.playing.clone(),
+        );
+        let made = self.made.clone();
+        tokio::spawn(async move {
+            while playing.load(Ordering::SeqCst) {
+                let delivery = *delivery.lock().unwrap();
+                play(&api, delivery, &mut made.lock().unwrap());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+    }
+
     /// A tenant too big for the small node lands on a machine bought for it.
     pub async fn bought_and_placed_big(&self, tenant: &str) -> String {
         self.h.apply(&[big(tenant)]);
@@ -335,20 +344,7 @@ async fn a_restarted_controller_takes_up_where_the_objects_say() {
     // The new controller sees the raise in scaleGeneration: it waits for the Machine coming.
     assert_eq!(requests(h).len(), 1);
     // Cluster API resumes and delivers.
-    capi.playing.store(true, Ordering::SeqCst);
-    let (api, delivery, playing) = (
-        h.fleet.api.clone(),
-        capi.delivery.clone(),
-        capi.playing.clone(),
-    );
-    tokio::spawn(async move {
-        let mut made = 0u32;
-        while playing.load(Ordering::SeqCst) {
-            let delivery = *delivery.lock().unwrap();
-            play(&api, delivery, &mut made);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    });
+    capi.play();
     capi.bought_and_placed("t").await;
     assert_eq!(capi.replicas(), [1], "the restart raised nothing again");
     capi.stop();
