@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tenant_placer::api::capi::{CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, MACHINE_ANNOTATION};
 use tenant_placer::api::{GROUP, NodeClass, NodeRequest, TenantPhase};
 
+use crate::requests::requests;
 use crate::*;
 
 const CAPI: &str = "cluster.x-k8s.io";
@@ -181,15 +182,6 @@ fn machines(api: &ApiServer) -> Vec<Value> {
         .collect()
 }
 
-fn requests(h: &Harness) -> Vec<NodeRequest> {
-    h.fleet
-        .api
-        .list(GROUP, "noderequests")
-        .into_iter()
-        .map(|r| serde_json::from_value(r).unwrap())
-        .collect()
-}
-
 fn big(name: &str) -> Value {
     tenant(name).resources(16, 64, 500).manifest()
 }
@@ -309,6 +301,15 @@ async fn answers_lost_after_each_write_never_scale_twice_nor_give_back_twice() {
             .subresource("scale"),
         Fault::on(Verb::Patch).group(CAPI).resource("machines"),
         Fault::on(Verb::Create).group(GROUP).resource("nodes"),
+        // The finalizer, then the first status write (Provisioning, the intent, the claim).
+        Fault::on(Verb::Patch)
+            .group(GROUP)
+            .resource("noderequests")
+            .main_resource(),
+        Fault::on(Verb::Patch)
+            .group(GROUP)
+            .resource("noderequests")
+            .subresource("status"),
     ] {
         api.inject(fault.times(1).commit_then_fail());
     }

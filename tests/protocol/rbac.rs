@@ -194,18 +194,7 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
         .into_iter()
         .chain(rules_of("role.yaml"))
         .collect();
-    for rule in &rules {
-        for field in [&rule.api_groups, &rule.resources, &rule.verbs] {
-            assert!(
-                !field.iter().any(|v| v.contains('*')),
-                "wildcard in {rule:?}"
-            );
-        }
-        assert!(
-            !rule.resources.iter().any(|r| r.starts_with("secrets")),
-            "{rule:?}"
-        );
-    }
+    assert_no_wildcards(&rules);
     let granted = granted(&rules);
     let made = calls(&h.fleet.api);
     let missing: Vec<_> = made.difference(&granted).collect();

@@ -50,7 +50,7 @@ fn placed(h: &Harness, name: &str) -> Option<(TenantPhase, String)> {
     Some((status.phase, status.node_name))
 }
 
-fn requests(h: &Harness) -> Vec<NodeRequest> {
+pub(crate) fn requests(h: &Harness) -> Vec<NodeRequest> {
     h.fleet
         .api
         .list(GROUP, "noderequests")
