@@ -12,7 +12,7 @@ use tenant_placer::controller::{self, Settings};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
 use tenant_placer::report::{ConsolidationReport, FleetReport};
-use tenant_placer::sim::Fleet;
+use tenant_placer::sim::{Fleet, Simulated};
 use tenant_placer::{manifests, serve};
 
 #[derive(Parser, Debug)]
@@ -155,15 +155,17 @@ struct PlacementArgs {
     #[arg(long, env = "TENANT_PLACER_REGISTER_NODES")]
     register_nodes: Option<LabelSelector>,
     /// Play the provisioner in-process: `cluster-api` buys through the MachineDeployment each
-    /// NodeClass names (`spec.clusterAPI`; `run` too); `simulated` (simulate, plan and sandbox
-    /// only) turns each NodeRequest into a Node after --provisioner-delay-ms.
+    /// NodeClass names (`spec.clusterAPI`; in simulate, plan and sandbox a simulated Cluster API
+    /// plays its part); `simulated` (simulate, plan and sandbox only) turns each NodeRequest
+    /// into a Node after --provisioner-delay-ms.
     #[arg(long, value_enum, env = "TENANT_PLACER_PROVISIONER")]
     provisioner: Option<ProvisionerKind>,
     /// With `--provisioner cluster-api`: a request whose Machine is not Running this many
     /// seconds after it was made fails (at least 1).
     #[arg(long, default_value_t = 1800, value_parser = clap::value_parser!(u64).range(1..), env = "TENANT_PLACER_PROVISIONING_TIMEOUT_SECONDS")]
     provisioning_timeout_seconds: u64,
-    /// How long the simulated provisioner takes to deliver a machine [default: 2000].
+    /// How long the simulated provisioner (or simulated Cluster API) takes to deliver a machine
+    /// [default: 2000].
     #[arg(long)]
     provisioner_delay_ms: Option<u64>,
     /// Classes whose requests the simulated provisioner fails (comma-separated), to watch the
@@ -282,15 +284,29 @@ impl PlacementArgs {
         self.provisioner_delay_ms.unwrap_or(2000)
     }
 
-    /// The simulated provisioner these flags ask for, if any.
-    fn provisioner(&self) -> Option<tenant_placer::provisioner::ProvisionerConfig> {
-        (self.provisioner == Some(ProvisionerKind::Simulated)).then(|| {
-            tenant_placer::provisioner::ProvisionerConfig {
-                delay: Duration::from_millis(self.provisioner_delay()),
-                failing: self.provisioner_fails.iter().cloned().collect(),
-                every: Duration::from_millis(100),
-            }
-        })
+    /// The simulated provisioner these flags ask for, if any: the contract played directly, or
+    /// a simulated Cluster API for `--provisioner cluster-api` (each Machine phase a third of the
+    /// delay).
+    fn provisioner(&self) -> Option<Simulated> {
+        let delay = Duration::from_millis(self.provisioner_delay());
+        let failing = self.provisioner_fails.iter().cloned().collect();
+        match self.provisioner? {
+            ProvisionerKind::Simulated => Some(Simulated::Contract(
+                tenant_placer::provisioner::ProvisionerConfig {
+                    delay,
+                    failing,
+                    every: Duration::from_millis(100),
+                },
+            )),
+            ProvisionerKind::ClusterApi => Some(Simulated::ClusterApi(
+                tenant_placer::capi_sim::CapiSimConfig {
+                    step: delay / 3,
+                    every: Duration::from_millis(100),
+                    failing_classes: failing,
+                    ..Default::default()
+                },
+            )),
+        }
     }
 }
 
@@ -480,10 +496,11 @@ async fn settle(
     let fleet = Fleet::new()?;
     // As on a cluster with the chart's admission guards.
     fleet.admit_finalizers(settings.finalizer);
-    fleet.start(settings);
+    // First, so that Cluster API's kinds are served when the controller starts.
     if let Some(provisioner) = placement.provisioner() {
-        fleet.start_provisioner(provisioner);
+        fleet.start_provisioner(provisioner).await?;
     }
+    fleet.start(settings);
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) = manifests
         .into_iter()

@@ -24,7 +24,7 @@ use crate::controller::{self, Settings};
 use crate::leader::AbortOnDrop;
 use crate::manifests::{self, ManifestError};
 use crate::serve;
-use crate::sim::{Fleet, FleetError};
+use crate::sim::{Fleet, FleetError, Simulated};
 
 /// The annotation `kubectl apply` keeps its last applied configuration in.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -45,8 +45,9 @@ pub struct SandboxOptions {
     pub files: Vec<PathBuf>,
     /// How the controller places, orders and records (`run`'s flags).
     pub settings: Settings,
-    /// Play the provisioner in-process: NodeRequests become Nodes (`--provisioner simulated`).
-    pub provisioner: Option<crate::provisioner::ProvisionerConfig>,
+    /// Play the provisioner in-process: NodeRequests become Nodes (`--provisioner simulated`), or
+    /// Machines of a simulated Cluster API (`--provisioner cluster-api`).
+    pub provisioner: Option<Simulated>,
 }
 
 /// Why the sandbox could not start.
@@ -129,14 +130,15 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
             policy: options.settings.policy,
         },
     );
+    // First, so that Cluster API's kinds are served when the controller starts.
+    if let Some(provisioner) = options.provisioner.clone() {
+        fleet.start_provisioner(provisioner).await?;
+    }
     let controller = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
         options.settings.clone(),
         state.handles(),
     )));
-    if let Some(provisioner) = options.provisioner.clone() {
-        fleet.start_provisioner(provisioner);
-    }
     let page_listen = SocketAddr::new(loopback_like(options.listen.ip()), 0);
     let page_listener =
         TcpListener::bind(page_listen)

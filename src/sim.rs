@@ -29,6 +29,7 @@ use k8s_openapi::api::core::v1::Node as CoreNode;
 use crate::api::{
     GROUP, LabelSelector, Node, NodeClass, NodeRequest, NodeRequestPhase, Registration, Tenant,
 };
+use crate::capi_sim;
 use crate::controller::{self, Settings};
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
@@ -38,6 +39,16 @@ fn name_of(object: &Value) -> String {
         Some(namespace) => format!("{namespace}/{name}"),
         None => name.to_owned(),
     }
+}
+
+/// Who turns NodeRequests into Nodes in-process, in the controller's place as a cluster's
+/// provisioner would.
+#[derive(Clone, Debug)]
+pub enum Simulated {
+    /// The provisioner contract, played directly (`--provisioner simulated`).
+    Contract(crate::provisioner::ProvisionerConfig),
+    /// Cluster API, simulated, for the controller's `--provisioner cluster-api`.
+    ClusterApi(capi_sim::CapiSimConfig),
 }
 
 /// Why a fleet could not be set up, fed or settled.
@@ -52,7 +63,7 @@ pub enum FleetError {
         source: kube::Error,
     },
     #[error(
-        "{kind} {name}: simulate knows Node (placement and core v1), Tenant, NodeClass and Namespace objects only"
+        "{kind} {name}: simulate knows Node (placement and core v1), Tenant, NodeClass, Namespace and Cluster API's MachineDeployment objects only"
     )]
     UnknownKind { kind: String, name: String },
     #[error("the controller did not go quiet within {0:?}")]
@@ -173,10 +184,23 @@ impl Fleet {
         }
     }
 
-    /// Starts the simulated provisioner (another actor than the controller): NodeRequests become
-    /// Nodes after its delay; a running one is replaced.
-    pub fn start_provisioner(&self, config: crate::provisioner::ProvisionerConfig) {
-        let task = tokio::spawn(crate::provisioner::run(self.client.clone(), config));
+    /// Starts a simulated provisioner (another actor than the controller); a running one is
+    /// replaced. Cluster API's CRDs are installed first when it plays Cluster API.
+    pub async fn start_provisioner(&self, provisioner: Simulated) -> Result<(), FleetError> {
+        let task = match provisioner {
+            Simulated::Contract(config) => {
+                tokio::spawn(crate::provisioner::run(self.client.clone(), config))
+            }
+            Simulated::ClusterApi(config) => {
+                capi_sim::install_crds(&self.client)
+                    .await
+                    .map_err(|e| FleetError::InstallCrd {
+                        crd: format!("Cluster API ({})", capi_sim::GROUP),
+                        message: e.to_string(),
+                    })?;
+                tokio::spawn(capi_sim::run(self.client.clone(), config))
+            }
+        };
         let mut slot = self
             .provisioner
             .lock()
@@ -184,6 +208,7 @@ impl Fleet {
         if let Some(previous) = slot.replace(task) {
             previous.abort();
         }
+        Ok(())
     }
 
     /// Stops the controller at once, wherever it is (as a crash would).
@@ -212,16 +237,28 @@ impl Fleet {
                 self.apply_core_node(object).await?;
                 continue;
             }
-            let resource = match kind.as_str() {
-                "Tenant" => ApiResource::erase::<Tenant>(&()),
-                "Node" => ApiResource::erase::<Node>(&()),
-                "NodeClass" => ApiResource::erase::<NodeClass>(&()),
-                "Namespace" => ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+            let machine_deployment = object["apiVersion"]
+                .as_str()
+                .and_then(|v| v.strip_prefix(capi_sim::GROUP)?.strip_prefix('/'))
+                .filter(|_| kind == capi_sim::CapiKind::MachineDeployment.kind());
+            let (resource, namespaced) = match (kind.as_str(), machine_deployment) {
+                (_, Some(version)) => (
+                    capi_sim::CapiKind::MachineDeployment.api_resource_at(version),
+                    true,
+                ),
+                ("Tenant", _) => (ApiResource::erase::<Tenant>(&()), true),
+                ("Node", _) => (ApiResource::erase::<Node>(&()), false),
+                ("NodeClass", _) => (ApiResource::erase::<NodeClass>(&()), false),
+                ("Namespace", _) => (
+                    ApiResource::erase::<k8s_openapi::api::core::v1::Namespace>(&()),
+                    false,
+                ),
                 _ => return Err(FleetError::UnknownKind { kind, name }),
             };
-            let api: Api<DynamicObject> = match kind.as_str() {
-                "Tenant" => Api::namespaced_with(self.client.clone(), namespace, &resource),
-                _ => Api::all_with(self.client.clone(), &resource),
+            let api: Api<DynamicObject> = if namespaced {
+                Api::namespaced_with(self.client.clone(), namespace, &resource)
+            } else {
+                Api::all_with(self.client.clone(), &resource)
             };
             let refused = |source| FleetError::Apply {
                 kind: kind.clone(),

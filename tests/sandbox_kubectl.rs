@@ -477,6 +477,82 @@ fn kubectl_sees_a_waiting_tenant_get_a_machine_asked_for_delivered_used_and_an_i
 }
 
 #[test]
+fn kubectl_sees_a_machine_deployment_scaled_for_waiting_tenants_and_its_machine_given_back() {
+    let sandbox = Sandbox::start_with(
+        &[&examples().join("cluster-api")],
+        &[
+            "--provisioner",
+            "cluster-api",
+            "--provisioner-delay-ms",
+            "300",
+            "--request-after-seconds",
+            "1",
+            "--empty-node-seconds",
+            "2",
+        ],
+    );
+    // No Node at all: both tenants wait, and one AX102 is bought for them through the
+    // MachineDeployment.
+    sandbox.wait_jsonpath(&["nreq"], "{.items[0].spec.nodeClass}", "hetzner-ax102");
+    let request = sandbox
+        .jsonpath(&["nreq"], "{.items[0].metadata.name}")
+        .unwrap();
+    sandbox.wait_jsonpath(&["nreq", &request], "{.status.phase}", "Ready");
+    for tenant in ["shop", "search"] {
+        sandbox.wait_jsonpath(&["tn", tenant], "{.status.nodeName}", &request);
+    }
+    let md = ["md", "-n", "fleet", "workers-ax102"];
+    assert_eq!(sandbox.jsonpath(&md, "{.spec.replicas}").unwrap(), "1");
+    let recorded = sandbox
+        .jsonpath(&["nreq", &request], "{.status.machine}")
+        .unwrap();
+    let machine = recorded.strip_prefix("fleet/").unwrap().to_owned();
+    let machine_path = ["machine", "-n", "fleet", machine.as_str()];
+    let claim = sandbox
+        .jsonpath(
+            &machine_path,
+            r"{.metadata.annotations.placement\.tenant-placer\.dev/node-request}",
+        )
+        .unwrap();
+    assert_eq!(claim, request);
+    assert_eq!(
+        sandbox.jsonpath(&machine_path, "{.status.phase}").unwrap(),
+        "Running"
+    );
+    let node = sandbox
+        .jsonpath(&machine_path, "{.status.nodeRef.name}")
+        .unwrap();
+    assert!(
+        sandbox
+            .kubectl(&["get", "node", &node])
+            .ok("kubectl get the core Node")
+            .contains(&node)
+    );
+    let on_node = sandbox
+        .jsonpath(
+            &["pnode", &request],
+            r"{.metadata.annotations.placement\.tenant-placer\.dev/machine}",
+        )
+        .unwrap();
+    assert_eq!(on_node, recorded);
+    // Both go: the machine idles two seconds, then goes back through delete-machine.
+    sandbox
+        .kubectl(&["delete", "tn", "shop", "search", "--timeout=30s"])
+        .ok("kubectl delete tn shop search");
+    sandbox.wait_jsonpath(&md, "{.spec.replicas}", "0");
+    wait_for("the Machine to be gone", || {
+        sandbox
+            .kubectl(&["get", "machines", "-n", "fleet", "-o", "name"])
+            .ok("kubectl get machines")
+            .trim()
+            .is_empty()
+            .then_some(())
+    });
+    let requests = sandbox.kubectl(&["get", "nreq"]).ok("kubectl get nreq");
+    assert!(!requests.contains(&request), "{requests}");
+}
+
+#[test]
 fn the_sandbox_refuses_a_non_loopback_address() {
     let mut command = sandbox::binary();
     command.args([

@@ -58,7 +58,8 @@
 //!   NodeClass whose `spec.clusterAPI.machineDeployment` names it (`cpu` = threads,
 //!   `memory` = `<memoryGb>Gi`, `ephemeral-storage` = `<storageGb>Gi`, `pods` = 110); else only
 //!   `pods`.
-//! - **failures**: a Machine of a MachineDeployment in [`CapiSimConfig::failing`] ends
+//! - **failures**: a Machine of a MachineDeployment in [`CapiSimConfig::failing`] (or named by
+//!   a NodeClass in [`CapiSimConfig::failing_classes`]) ends
 //!   `Failed` after its `Provisioning` step, with `status.deprecated.v1beta1.failureReason`
 //!   `CreateError`, a `failureMessage` ending in `(simulated failure)`, and `InfrastructureReady`
 //!   and `Ready` False; no Node is made. (Cluster API v1beta2 no longer sets the deprecated
@@ -188,6 +189,8 @@ pub struct CapiSimConfig {
     pub every: Duration,
     /// MachineDeployments whose new Machines fail (phase `Failed` after `Provisioning`).
     pub failing: HashSet<String>,
+    /// NodeClasses (by name) whose MachineDeployment's new Machines fail, as `failing` does.
+    pub failing_classes: HashSet<String>,
     /// MachineDeployments whose Machines never reach `Running` (they stay `Provisioning`).
     pub stalled: HashSet<String>,
     /// The core Node allocatable (and capacity) a MachineDeployment's machines report, in place
@@ -291,7 +294,7 @@ struct World {
     deployments: Vec<DynamicObject>,
     sets: Vec<DynamicObject>,
     machines: Vec<DynamicObject>,
-    /// Read only when a Machine is about to become a Node.
+    /// Read only when a Machine is about to fail or become a Node.
     classes: Vec<NodeClass>,
 }
 
@@ -312,9 +315,14 @@ async fn look(
     let deployments = list(CapiKind::MachineDeployment).await?;
     let sets = list(CapiKind::MachineSet).await?;
     let machines = list(CapiKind::Machine).await?;
-    let becoming_nodes = machines
-        .iter()
-        .any(|m| !deleting(m) && phase(m) == Some(MachinePhase::Provisioned));
+    // Classes say what a machine becomes (its allocatable) and whether it fails.
+    let becoming_nodes = machines.iter().any(|m| {
+        !deleting(m)
+            && matches!(
+                phase(m),
+                Some(MachinePhase::Provisioning | MachinePhase::Provisioned)
+            )
+    });
     let classes = if becoming_nodes {
         node_classes(client).await?
     } else {
@@ -1253,6 +1261,9 @@ fn plan_machine(
     }
     let deployment = deployment_key(machine);
     let in_set = |set: &HashSet<String>| deployment.as_ref().is_some_and(|d| set.contains(d));
+    let failing = in_set(&config.failing)
+        || class_of(machine, classes)
+            .is_some_and(|c| config.failing_classes.contains(&c.name_any()));
     match phase {
         None if machine.data["status"]["phase"].is_null() => Some(machine_status_write(
             machine,
@@ -1267,7 +1278,7 @@ fn plan_machine(
             time,
         )),
         Some(MachinePhase::Provisioning) if due && in_set(&config.stalled) => None,
-        Some(MachinePhase::Provisioning) if due && in_set(&config.failing) => {
+        Some(MachinePhase::Provisioning) if due && failing => {
             let message = format!(
                 "the provider could not deliver a machine for MachineDeployment {} \
                  (simulated failure)",
@@ -1502,13 +1513,7 @@ fn allocatable_for(
             .map(|(k, v)| (k.clone(), Quantity(v.clone())))
             .collect();
     }
-    let md_name = machine.labels().get(DEPLOYMENT_NAME_LABEL);
-    let class = classes.iter().find(|c| {
-        c.spec.cluster_api.as_ref().is_some_and(|source| {
-            let md = &source.machine_deployment;
-            md.namespace == namespace(machine) && Some(&md.name) == md_name
-        })
-    });
+    let class = class_of(machine, classes);
     let mut allocatable = BTreeMap::from([("pods".to_owned(), Quantity(PODS_PER_NODE.into()))]);
     if let Some(class) = class {
         let capacity = &class.spec.capacity;
@@ -1523,6 +1528,17 @@ fn allocatable_for(
         );
     }
     allocatable
+}
+
+/// The NodeClass whose `spec.clusterAPI.machineDeployment` is the Machine's.
+fn class_of<'a>(machine: &DynamicObject, classes: &'a [NodeClass]) -> Option<&'a NodeClass> {
+    let md_name = machine.labels().get(DEPLOYMENT_NAME_LABEL);
+    classes.iter().find(|c| {
+        c.spec.cluster_api.as_ref().is_some_and(|source| {
+            let md = &source.machine_deployment;
+            md.namespace == namespace(machine) && Some(&md.name) == md_name
+        })
+    })
 }
 
 /// The core Node a Running Machine becomes: what the kubelet registers, with what Cluster API

@@ -613,11 +613,26 @@ async fn lowering_replicas_after_annotating_a_machine_deletes_exactly_that_machi
 
 #[tokio::test]
 async fn a_machine_of_a_failing_deployment_ends_failed_with_the_failure_fields_and_no_node() {
+    fails(CapiSimConfig {
+        failing: HashSet::from([format!("{NS}/{MD}")]),
+        ..fast()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_machine_of_a_failing_class_ends_failed_as_one_of_a_failing_deployment() {
+    fails(CapiSimConfig {
+        failing_classes: HashSet::from(["hetzner-ax102".to_owned()]),
+        ..fast()
+    })
+    .await;
+}
+
+/// Under `config`, the Machine of [`MD`] (its class created first) ends `Failed`, as Cluster API
+/// shows a failure, and no Node is made.
+async fn fails(config: CapiSimConfig) {
     within(async {
-        let config = CapiSimConfig {
-            failing: HashSet::from([format!("{NS}/{MD}")]),
-            ..fast()
-        };
         let sim = Sim::running(config).await;
         sim.create_class(MD).await;
         sim.create_deployment(caph_deployment(MD, 1)).await;

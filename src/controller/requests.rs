@@ -43,6 +43,9 @@
 //! - a Failed request, seen in the cache or in a watch event, is reported once (a Warning Event,
 //!   the metric), deleted, and its class rests for a backoff that doubles with each failure in a
 //!   row, so its tenants are planned on another class meanwhile, or on the same one after;
+//! - a request still `Pending` (no provisioner took it up) whose class was deleted is withdrawn
+//!   (deleted, guarded by its resourceVersion): the class was the leave to buy. A provisioner
+//!   that serves only classes it knows (Cluster API) would never take it up;
 //! - a refused create, delete or hand-back is logged and counted
 //!   (`tenant_placer_node_request_errors_total{action}`) and tried again at the next look; it
 //!   never stops the others;
@@ -63,7 +66,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -231,6 +234,7 @@ async fn look(
     let api: Api<NodeRequest> = Api::all(ctx.client.clone());
     let pool = Pool::of(ctx, classes);
     retire_failed(ctx, &api, requests, &pool).await;
+    withdraw_classless(ctx, &api, requests, classes, &pool).await;
     let live: Vec<Arc<NodeRequest>> = requests
         .state()
         .into_iter()
@@ -488,6 +492,58 @@ async fn retire_failed(
                     "could not delete a Failed node request; will try again",
                 );
             }
+        }
+    }
+}
+
+/// The requests not taken up yet (`Pending`) whose class is gone: nobody is to buy for them.
+fn classless<'a>(
+    requests: &'a [Arc<NodeRequest>],
+    classes: &HashSet<String>,
+) -> impl Iterator<Item = &'a NodeRequest> {
+    requests.iter().map(AsRef::as_ref).filter(|r| {
+        r.phase() == NodeRequestPhase::Pending
+            && r.metadata.deletion_timestamp.is_none()
+            && !classes.contains(&r.spec.node_class)
+    })
+}
+
+/// Deletes this pool's requests no provisioner has taken up whose class was deleted meanwhile:
+/// the class was the leave to buy. Their tenants are planned again; a provisioner that took one
+/// up at the same time treats the deletion as a hand-back.
+async fn withdraw_classless(
+    ctx: &RequestLoop,
+    api: &Api<NodeRequest>,
+    requests: &Store<NodeRequest>,
+    classes: &Store<NodeClass>,
+    pool: &Pool,
+) {
+    let names: HashSet<String> = classes.state().iter().map(|c| c.name_any()).collect();
+    let all = requests.state();
+    for request in classless(&all, &names).filter(|r| pool.owns(r)) {
+        let name = request.name_any();
+        // Guarded: one taken up since the cache showed it is left to its provisioner.
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: request.resource_version(),
+                uid: request.metadata.uid.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => tracing::info!(
+                request = %name,
+                class = %request.spec.node_class,
+                "node request withdrawn: its class was deleted before a provisioner took it up"
+            ),
+            Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
+            Err(source) => refused(
+                ctx,
+                "withdraw",
+                name,
+                source,
+                "could not withdraw a node request whose class is gone; will try again",
+            ),
         }
     }
 }
@@ -1182,6 +1238,32 @@ mod tests {
             && name.chars().all(|c| alnum(c) || c == '-')
             && name.starts_with(alnum)
             && name.ends_with(alnum)
+    }
+
+    #[test]
+    fn a_request_nobody_took_up_is_withdrawn_once_its_class_is_gone() {
+        let mut going = box_request("going", NodeRequestPhase::Pending);
+        going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        let mut other = box_request("other-class", NodeRequestPhase::Pending);
+        other.spec.node_class = "kept".into();
+        let requests: Vec<Arc<NodeRequest>> = [
+            box_request("fresh", NodeRequestPhase::Pending),
+            box_request("taken-up", NodeRequestPhase::Provisioning),
+            box_request("ready", NodeRequestPhase::Ready),
+            going,
+            other,
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        let names = |classes: &[&str]| {
+            let classes = classes.iter().map(|c| (*c).to_owned()).collect();
+            classless(&requests, &classes)
+                .map(|r| r.name_any())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&["kept"]), ["fresh"]);
+        assert!(names(&["kept", "box"]).is_empty());
     }
 
     #[test]

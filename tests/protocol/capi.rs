@@ -525,3 +525,45 @@ async fn two_controllers_at_once_raise_once_claim_once_and_give_back_once() {
     capi.stop();
     h.assert_invariants();
 }
+
+#[tokio::test]
+async fn a_machine_deleted_by_hand_is_replaced_and_its_request_keeps_its_node() {
+    let capi = start().await;
+    let h = &capi.h;
+    let request = capi.bought_and_placed_big("t").await;
+    // A person (or a MachineHealthCheck) deletes the Machine; its MachineSet replaces it.
+    h.fleet
+        .api
+        .delete(CAPI, "machines", Some(NS), &format!("{MD}-1"))
+        .unwrap();
+    let replacement = format!("{NS}/{MD}-2");
+    h.until(
+        "the replacement recorded on the request and its Node",
+        || {
+            let node = h.node(&request);
+            let recorded: Option<NodeRequest> = h
+                .fleet
+                .api
+                .get(GROUP, "noderequests", None, &request)
+                .and_then(|r| serde_json::from_value(r).ok());
+            node.metadata.annotations.as_ref().unwrap()[MACHINE_ANNOTATION] == replacement
+                && recorded.is_some_and(|r| r.status.is_some_and(|s| s.machine == replacement))
+        },
+    )
+    .await;
+    let claim = h
+        .fleet
+        .api
+        .get(CAPI, "machines", Some(NS), &format!("{MD}-2"))
+        .unwrap();
+    assert_eq!(claim["metadata"]["annotations"][CLAIM_ANNOTATION], request);
+    assert_eq!(placed_on(h, "t").as_deref(), Some(request.as_str()));
+    assert_eq!(capi.replicas(), [1], "nothing raised for the replacement");
+    h.assert_invariants();
+
+    h.delete_tenant("t");
+    capi.all_given_back().await;
+    assert_eq!(capi.replicas(), [1, 0]);
+    capi.stop();
+    h.assert_invariants();
+}

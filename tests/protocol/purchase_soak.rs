@@ -4,15 +4,26 @@
 //! After quiescence, besides every reservation invariant: no tenant waits naming a request that
 //! does not exist; no tenant is in two requests in flight; nothing stays in flight once the
 //! provisioner is done; every delivered machine is used, handed back, or fits a waiting tenant.
+//!
+//! It runs twice: with the provisioner contract played directly, and with `--provisioner
+//! cluster-api` against the simulated Cluster API (each class its own MachineDeployment), whose
+//! faults add Machines that fail, and Machines deleted by hand (their MachineSet replaces them).
+//! There, at rest, also: each MachineDeployment has as many Machines as replicas, every Machine
+//! is claimed by a request that exists (none leaked), no request claims two, and every `Ready`
+//! request's placement Node records its Machine.
 //! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::ResourceExt;
 use serde_json::json;
+use tenant_placer::api::capi::{CLAIM_ANNOTATION, MACHINE_ANNOTATION};
 use tenant_placer::api::{GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, TenantPhase};
+use tenant_placer::capi_sim::{self, CapiSimConfig};
 use tenant_placer::provisioner::ProvisionerConfig;
+use tenant_placer::sim::Simulated;
 
 use tenant_placer::controller::Handles;
 
@@ -21,10 +32,45 @@ use crate::*;
 /// The classes, with their threads.
 const CLASSES: [(&str, i64); 3] = [("small", 16), ("large", 64), ("flaky", 32)];
 
-fn class(name: &str, threads: i64, cost: i64, limit: i64) -> Value {
-    json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": name},
+/// Who buys: the provisioner contract played directly, or Cluster API (simulated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Buyer {
+    Contract,
+    ClusterApi,
+}
+
+/// The namespace of the MachineDeployments, one per class (`md-<class>`).
+const CAPI_NS: &str = "fleet";
+
+fn class(buyer: Buyer, name: &str, threads: i64, cost: i64, limit: i64) -> Value {
+    let mut class = json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": name},
            "spec": {"capacity": {"threads": threads, "memoryGb": 256, "storageGb": 8000},
-                    "provider": "lab/simulated", "monthlyCost": cost, "limit": limit}})
+                    "provider": "lab/simulated", "monthlyCost": cost, "limit": limit}});
+    if buyer == Buyer::ClusterApi {
+        class["spec"]["clusterAPI"] =
+            json!({"machineDeployment": {"namespace": CAPI_NS, "name": format!("md-{name}")}});
+    }
+    class
+}
+
+fn machine_deployment(class: &str) -> Value {
+    let name = format!("md-{class}");
+    json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+           "metadata": {"name": name, "namespace": CAPI_NS},
+           "spec": {"clusterName": "soak", "replicas": 0,
+                    "selector": {"matchLabels": {"pool": name}},
+                    "template": {"metadata": {"labels": {"pool": name}},
+                                 "spec": {"clusterName": "soak",
+                                          "bootstrap": {"dataSecretName": "b"},
+                                          "infrastructureRef": {
+                                              "apiGroup": "infrastructure.cluster.x-k8s.io",
+                                              "kind": "HetznerBareMetalMachineTemplate",
+                                              "name": name}}}}})
+}
+
+/// The objects of a Cluster API kind, as stored.
+fn capi_objects(h: &Harness, kind: capi_sim::CapiKind) -> Vec<Value> {
+    h.fleet.api.list(capi_sim::GROUP, kind.plural())
 }
 
 fn requests(h: &Harness) -> Vec<NodeRequest> {
@@ -36,8 +82,9 @@ fn requests(h: &Harness) -> Vec<NodeRequest> {
         .collect()
 }
 
-async fn purchase_case(seed: u64) {
+async fn purchase_case(buyer: Buyer, seed: u64) {
     let mut rng = fastrand::Rng::with_seed(seed);
+    let class = |name, threads, cost, limit| class(buyer, name, threads, cost, limit);
     let queue = if rng.bool() {
         placement::QueueMode::StrictFifo
     } else {
@@ -48,10 +95,25 @@ async fn purchase_case(seed: u64) {
         request_after: Some(Duration::ZERO),
         request_check: Duration::from_millis(rng.u64(10..=60)),
         empty_node_after: Duration::from_millis(200),
+        cluster_api: buyer == Buyer::ClusterApi,
         ..settings()
     };
+    let api = ApiServer::new();
+    let history = Arc::new(Mutex::new(Vec::new()));
+    let sink = history.clone();
+    api.on_commit(move |c| {
+        if c.group == capi_sim::GROUP || c.resource == "noderequests" {
+            let o = c.object;
+            sink.lock().unwrap().push(format!(
+                "rv {} {:?} {} {} replicas {} phase {} annotations {} finalizers {} deleting {} status.machine {} status.phase {}",
+                c.resource_version, c.event, c.resource, c.name, o["spec"]["replicas"],
+                o["status"]["phase"], o["metadata"]["annotations"], o["metadata"]["finalizers"],
+                !o["metadata"]["deletionTimestamp"].is_null(), o["status"]["machine"], o["status"]["phase"]
+            ));
+        }
+    });
     let mut h = Harness::start_on(
-        ApiServer::new(),
+        api,
         &[node("n1").capacity(16, 64, 1000).manifest()],
         settings,
     )
@@ -61,11 +123,29 @@ async fn purchase_case(seed: u64) {
         class("large", 64, 300, 2),
         class("flaky", 32, 50, 2),
     ]);
-    h.fleet.start_provisioner(ProvisionerConfig {
-        delay: Duration::from_millis(rng.u64(0..=150)),
-        failing: ["flaky".to_owned()].into(),
-        every: Duration::from_millis(20),
-    });
+    let provisioner = match buyer {
+        Buyer::Contract => Simulated::Contract(ProvisionerConfig {
+            delay: Duration::from_millis(rng.u64(0..=150)),
+            failing: ["flaky".to_owned()].into(),
+            every: Duration::from_millis(20),
+        }),
+        // Each phase lasts two looks at least, as a real Machine's deletion (its Node drained,
+        // its server released) does: a Machine deleted by hand between two looks, its request
+        // deleted and its replacement made, is the documented limit.
+        Buyer::ClusterApi => Simulated::ClusterApi(CapiSimConfig {
+            step: h.settings.request_check * 2 + Duration::from_millis(rng.u64(0..=50)),
+            every: Duration::from_millis(20),
+            failing_classes: ["flaky".to_owned()].into(),
+            ..CapiSimConfig::default()
+        }),
+    };
+    h.fleet.start_provisioner(provisioner).await.unwrap();
+    if buyer == Buyer::ClusterApi {
+        h.apply(&[json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": CAPI_NS}})]);
+        for (name, _) in CLASSES {
+            h.apply(&[machine_deployment(name)]);
+        }
+    }
     // What the running controller reports into (a restart starts afresh).
     let mut handles = h.handles.clone();
     let mut tenants: Vec<String> = Vec::new();
@@ -119,6 +199,19 @@ async fn purchase_case(seed: u64) {
                 handles = Handles::default();
                 h.fleet.start_with(h.settings.clone(), handles.clone());
             }
+            9 if buyer == Buyer::ClusterApi => {
+                // A person deletes a Machine (its MachineSet replaces it).
+                let machines = capi_objects(&h, capi_sim::CapiKind::Machine);
+                if !machines.is_empty() {
+                    let machine = &machines[rng.usize(0..machines.len())];
+                    let _ = h.fleet.api.delete(
+                        capi_sim::GROUP,
+                        "machines",
+                        Some(CAPI_NS),
+                        machine["metadata"]["name"].as_str().unwrap(),
+                    );
+                }
+            }
             _ => {}
         }
         tokio::time::sleep(Duration::from_millis(rng.u64(0..80))).await;
@@ -150,9 +243,128 @@ async fn purchase_case(seed: u64) {
     })
     .await;
     h.settle().await;
+    if buyer == Buyer::ClusterApi {
+        // Cluster API at rest too: Machines match replicas, none being deleted.
+        h.until("Cluster API at rest", || capi_at_rest(&h)).await;
+        h.settle().await;
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_machines(&h, seed)))
+            .is_err()
+        {
+            for line in history.lock().unwrap().iter() {
+                eprintln!("{line}");
+            }
+            panic!("seed {seed}");
+        }
+    }
     h.lowered.clear();
     h.assert_invariants();
     check_purchases(&h, seed);
+}
+
+/// Every MachineDeployment has as many Machines as replicas, and none is being deleted.
+fn capi_at_rest(h: &Harness) -> bool {
+    let machines = capi_objects(h, capi_sim::CapiKind::Machine);
+    let being_deleted = machines
+        .iter()
+        .any(|m| !m["metadata"]["deletionTimestamp"].is_null());
+    !being_deleted
+        && capi_objects(h, capi_sim::CapiKind::MachineDeployment)
+            .iter()
+            .all(|md| {
+                let name = md["metadata"]["name"].as_str().unwrap();
+                let replicas = md["spec"]["replicas"].as_i64().unwrap_or(1);
+                let of_it = machines
+                    .iter()
+                    .filter(|m| m["metadata"]["labels"][capi_sim::DEPLOYMENT_NAME_LABEL] == name)
+                    .count();
+                i64::try_from(of_it).unwrap() == replicas
+            })
+}
+
+/// What the deployments, Machines and requests say, for a failure's message.
+fn capi_state(h: &Harness) -> String {
+    let mut lines = Vec::new();
+    for md in capi_objects(h, capi_sim::CapiKind::MachineDeployment) {
+        lines.push(format!(
+            "MachineDeployment {} replicas {}",
+            md["metadata"]["name"], md["spec"]["replicas"]
+        ));
+    }
+    for m in capi_objects(h, capi_sim::CapiKind::Machine) {
+        lines.push(format!(
+            "Machine {} created {} phase {} claim {} annotations {}",
+            m["metadata"]["name"],
+            m["metadata"]["creationTimestamp"],
+            m["status"]["phase"],
+            m["metadata"]["annotations"][CLAIM_ANNOTATION],
+            m["metadata"]["annotations"]
+        ));
+    }
+    for n in h.fleet.nodes() {
+        lines.push(format!(
+            "Node {} deleting {} state {:?} allocations {:?}",
+            n.metadata.name.as_deref().unwrap_or_default(),
+            n.metadata.deletion_timestamp.is_some(),
+            n.spec.state,
+            n.allocations().len()
+        ));
+    }
+    for r in requests(h) {
+        lines.push(format!(
+            "NodeRequest {} class {} created {:?} deleting {} status {}",
+            r.metadata.name.as_deref().unwrap_or_default(),
+            r.spec.node_class,
+            r.metadata.creation_timestamp,
+            r.metadata.deletion_timestamp.is_some(),
+            serde_json::to_string(&r.status).unwrap()
+        ));
+    }
+    lines.join("\n")
+}
+
+/// The Cluster API invariants at rest (module doc).
+fn check_machines(h: &Harness, seed: u64) {
+    let state = capi_state(h);
+    let requests = requests(h);
+    let mut claims: HashMap<String, String> = HashMap::new();
+    for machine in capi_objects(h, capi_sim::CapiKind::Machine) {
+        let name = machine["metadata"]["name"].as_str().unwrap().to_owned();
+        let Some(claim) = machine["metadata"]["annotations"][CLAIM_ANNOTATION].as_str() else {
+            panic!(
+                "seed {seed}: Machine {name} is claimed by no request: a leaked machine\n{state}"
+            );
+        };
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.metadata.name.as_deref() == Some(claim)
+                    && r.metadata.deletion_timestamp.is_none()),
+            "seed {seed}: Machine {name} is claimed by {claim}, which is gone: a leaked machine\n{state}"
+        );
+        if let Some(other) = claims.insert(claim.to_owned(), name.clone()) {
+            panic!("seed {seed}: {claim} claims two Machines: {other} and {name}");
+        }
+    }
+    for r in &requests {
+        if r.phase() != NodeRequestPhase::Ready {
+            continue;
+        }
+        let name = r.metadata.name.as_deref().unwrap_or_default();
+        let node = h
+            .fleet
+            .nodes()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("seed {seed}: Ready request {name} has no Node"));
+        let machine = claims
+            .get(name)
+            .unwrap_or_else(|| panic!("seed {seed}: Ready request {name} has no Machine"));
+        assert_eq!(
+            node.annotations().get(MACHINE_ANNOTATION),
+            Some(&format!("{CAPI_NS}/{machine}")),
+            "seed {seed}: Node {name} does not record its Machine"
+        );
+    }
 }
 
 /// The purchase invariants at rest (module doc).
@@ -227,5 +439,13 @@ fn check_purchases(h: &Harness, seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_seeded_random_purchase_soak_keeps_every_invariant() {
-    super::soak::seeded("purchase soak", purchase_case).await;
+    super::soak::seeded("purchase soak", |seed| purchase_case(Buyer::Contract, seed)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_random_cluster_api_soak_keeps_every_invariant() {
+    super::soak::seeded("cluster-api soak", |seed| {
+        purchase_case(Buyer::ClusterApi, seed)
+    })
+    .await;
 }

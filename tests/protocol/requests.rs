@@ -8,6 +8,7 @@ use inmem_apiserver::{Fault, Verb};
 use serde_json::{Value, json};
 use tenant_placer::api::{GROUP, NodeRequest, TenantPhase};
 use tenant_placer::provisioner::ProvisionerConfig;
+use tenant_placer::sim::Simulated;
 
 use crate::guards::{events_with_reason, phase};
 use crate::*;
@@ -22,12 +23,12 @@ fn buying() -> Settings {
     }
 }
 
-fn provisioner(delay_ms: u64, failing: &[&str]) -> ProvisionerConfig {
-    ProvisionerConfig {
+fn provisioner(delay_ms: u64, failing: &[&str]) -> Simulated {
+    Simulated::Contract(ProvisionerConfig {
         delay: Duration::from_millis(delay_ms),
         failing: failing.iter().map(|c| (*c).to_owned()).collect(),
         every: Duration::from_millis(20),
-    }
+    })
 }
 
 fn class(name: &str, threads: i64, monthly_cost: i64, limit: Option<i64>) -> Value {
@@ -82,9 +83,9 @@ async fn more_looks(h: &Harness, n: u64) {
 }
 
 /// A fleet with one 8-thread node, the controller buying, and a provisioner.
-async fn small_fleet(provisioner_config: ProvisionerConfig, classes: &[Value]) -> Harness {
+async fn small_fleet(provisioner_config: Simulated, classes: &[Value]) -> Harness {
     let h = unprovisioned(classes).await;
-    h.fleet.start_provisioner(provisioner_config);
+    h.fleet.start_provisioner(provisioner_config).await.unwrap();
     h
 }
 
@@ -276,7 +277,10 @@ async fn the_delete_of_a_request_the_types_cannot_read_is_seen_and_its_tenant_ge
     })
     .await;
     api.delete(GROUP, "noderequests", None, &name).unwrap();
-    h.fleet.start_provisioner(provisioner(0, &[]));
+    h.fleet
+        .start_provisioner(provisioner(0, &[]))
+        .await
+        .unwrap();
     until(&h, "big placed on a machine bought again", |h| {
         placed(h, "big").is_some_and(|(phase, _)| phase == TenantPhase::Active)
     })
@@ -311,7 +315,10 @@ async fn a_blocked_move_is_bought_the_room_it_holds_not_the_smaller_footprint_it
     )
     .await;
     h.apply(&[class("small", 16, 100, None), class("large", 64, 300, None)]);
-    h.fleet.start_provisioner(provisioner(0, &[]));
+    h.fleet
+        .start_provisioner(provisioner(0, &[]))
+        .await
+        .unwrap();
     until(&h, "t0 moved off n1", |h| {
         placed(h, "t0").is_some_and(|(phase, node)| phase == TenantPhase::Active && node != "n1")
     })
@@ -458,7 +465,10 @@ async fn two_controllers_planning_the_same_wait_ask_for_one_machine() {
     }
     assert_eq!(stats().count(Verb::Create, "noderequests"), 2);
     // The machine comes only now: big waited through the window.
-    h.fleet.start_provisioner(provisioner(100, &[]));
+    h.fleet
+        .start_provisioner(provisioner(100, &[]))
+        .await
+        .unwrap();
     until(&h, "big placed", |h| {
         placed(h, "big").is_some_and(|p| p.0 == TenantPhase::Active)
     })
@@ -523,7 +533,10 @@ async fn nothing_is_bought_for_tenants_behind_a_strict_fifo_head_that_no_class_c
     )
     .await;
     h.apply(&[class("box", 16, 100, None)]);
-    h.fleet.start_provisioner(provisioner(50, &[]));
+    h.fleet
+        .start_provisioner(provisioner(50, &[]))
+        .await
+        .unwrap();
     h.apply(&[tenant("head").resources(100, 1, 1).manifest()]);
     tokio::time::sleep(Duration::from_millis(50)).await;
     h.apply(&[tenant("young").resources(12, 1, 1).manifest()]);
@@ -579,7 +592,10 @@ async fn a_tenant_whose_machine_an_older_blocked_move_takes_gets_another_machine
     h.apply(&[tenant("waiter").resources(60, 1, 1).manifest()]);
     until(&h, "a request for waiter", |h| requests(h).len() == 1).await;
     h.apply(&[node_spec("n1", json!({"state": "Draining"}))]);
-    h.fleet.start_provisioner(provisioner(600, &[]));
+    h.fleet
+        .start_provisioner(provisioner(600, &[]))
+        .await
+        .unwrap();
     until(&h, "both placed on bought machines", |h| {
         ["mover", "waiter"].iter().all(|t| {
             placed(h, t).is_some_and(|(phase, node)| phase == TenantPhase::Active && node != "n1")
@@ -614,7 +630,10 @@ async fn a_request_that_fails_between_two_looks_is_seen_and_the_next_class_is_tr
     )
     .await;
     h.apply(&[class("cheap", 64, 100, None), class("dear", 64, 300, None)]);
-    h.fleet.start_provisioner(provisioner(0, &["cheap"]));
+    h.fleet
+        .start_provisioner(provisioner(0, &["cheap"]))
+        .await
+        .unwrap();
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
     until(&h, "big placed on a dear machine", |h| {
         placed(h, "big")
@@ -725,7 +744,10 @@ async fn purchase_run(at_write: Option<u64>) -> (u64, usize) {
             // The write committed and unanswered: the controller dies, a new one starts (and
             // so does the provisioner, in case the write was its own).
             fleet.start(settings);
-            fleet.start_provisioner(provisioner(100, &[]));
+            fleet
+                .start_provisioner(provisioner(100, &[]))
+                .await
+                .unwrap();
         })
     });
     h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
@@ -771,4 +793,24 @@ async fn a_controller_killed_at_any_write_of_a_purchase_buys_nothing_twice_and_l
         assert_eq!(created, 1, "killed at write {at}: {created} boxes bought");
     }
     eprintln!("purchase: killed at each of {writes} writes, one box each time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_nobody_took_up_is_withdrawn_when_its_class_is_deleted() {
+    let h = unprovisioned(&[class("big-box", 64, 200, None)]).await;
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    until(&h, "a request for big", |h| !requests(h).is_empty()).await;
+    let asked = requests(&h)[0].metadata.name.clone().unwrap();
+    h.fleet
+        .api
+        .delete(GROUP, "nodeclasses", None, "big-box")
+        .unwrap();
+    until(&h, "the request withdrawn", |h| requests(h).is_empty()).await;
+    until(&h, "big no longer waiting on it", |h| {
+        h.tenant("big")
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.phase == TenantPhase::PendingCapacity && !s.message.contains(&asked))
+    })
+    .await;
+    h.assert_invariants();
 }

@@ -237,6 +237,7 @@ impl CapiLoop {
             requests: &by_name,
             machines: &machines_by_name,
             classes,
+            nodes: &node_views,
         };
         for step in steps {
             let action = step_action(&step);
@@ -399,13 +400,9 @@ impl CapiLoop {
                 machines
                     .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
-                let key = format!("{}/{machine}", look.key.namespace);
-                self.record(&request, &key).await?;
+                self.record(look, &request, &machine).await?;
             }
-            Step::Record { request, machine } => {
-                let key = format!("{}/{machine}", look.key.namespace);
-                self.record(&request, &key).await?;
-            }
+            Step::Record { request, machine } => self.record(look, &request, &machine).await?,
             Step::MakeNode {
                 request,
                 machine,
@@ -541,9 +538,29 @@ impl CapiLoop {
         .await
     }
 
-    async fn record(&self, request: &str, machine: &str) -> Result<(), kube::Error> {
-        let message = format!("Machine {machine} is being made for it");
-        self.status(request, json!({"machine": machine, "message": message}))
+    /// Records the request's Machine; a Node made for it already (its Machine was replaced)
+    /// records the replacement first.
+    async fn record(
+        &self,
+        look: &Look<'_>,
+        request: &str,
+        machine: &str,
+    ) -> Result<(), kube::Error> {
+        let key = format!("{}/{machine}", look.key.namespace);
+        if look.nodes.get(request) == Some(&NodeSeen::Present) {
+            let nodes: Api<Node> = Api::all(self.client.clone());
+            let patch = json!({"metadata": {"annotations": {MACHINE_ANNOTATION: key}}});
+            match nodes
+                .patch(request, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {}
+                Err(error) if is_not_found(&error) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        let message = format!("Machine {key} is being made for it");
+        self.status(request, json!({"machine": key, "message": message}))
             .await
     }
 
@@ -603,6 +620,8 @@ struct Look<'a> {
     requests: &'a BTreeMap<&'a str, &'a NodeRequest>,
     machines: &'a BTreeMap<&'a str, &'a Machine>,
     classes: &'a [&'a NodeClass],
+    /// The placement Nodes made for requests.
+    nodes: &'a BTreeMap<&'a str, NodeSeen>,
 }
 
 /// The deployment at cluster-autoscaler's max size cannot take another machine.

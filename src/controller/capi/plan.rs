@@ -14,9 +14,19 @@
 //!   (never one that was there before: it is someone else's). A claimed Machine whose request is
 //!   gone is given back, never claimed again.
 //! - **Give back exactly ours.** A Machine is given back by marking it `delete-machine` and
-//!   lowering replicas by one; a lowering already under way (replicas below the Machines there)
+//!   lowering replicas by one, in the same look (so that a Machine someone else deletes after
+//!   the mark was already lowered for); a lowering already under way (replicas below the Machines there)
 //!   counts, since Cluster API deletes marked Machines first. Its placement Node goes first (its
 //!   finalizer drains it); the request's finalizer goes once its Machine is being deleted.
+//! - **A Machine someone else deletes is replaced**, by its MachineSet (as a MachineHealthCheck
+//!   remediates): the request claims the replacement and keeps its Node; it fails only when
+//!   nothing replaces it (replicas lowered too).
+//! - **A deleted request is settled last.** One owed a Machine (raised for, its Machine not made
+//!   yet; or its Machine being deleted by someone else, so replaced) takes one only beyond what
+//!   the live requests wait for, and gives it straight back; with none there or coming, it is
+//!   released.
+//! - **Lower before raising.** No raise while a Machine of ours going back is not yet being
+//!   deleted: replicas raised back to the Machines there would leave it in place.
 //! - **Never past the limit**: cluster-autoscaler's max size on the deployment caps raises.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -154,10 +164,15 @@ pub fn plan(
                 request: claim.to_owned(),
             }),
             Some(NodeSeen::Deleting) => {}
-            None if machine.marked => marked_ours = marked_ours.saturating_add(1),
-            None => steps.push(Step::Mark {
-                machine: machine.name.to_owned(),
-            }),
+            None => {
+                // Marked and lowered in one look: the lowering follows the mark at once.
+                if !machine.marked {
+                    steps.push(Step::Mark {
+                        machine: machine.name.to_owned(),
+                    });
+                }
+                marked_ours = marked_ours.saturating_add(1);
+            }
         }
     }
 
@@ -181,7 +196,20 @@ pub fn plan(
         r.scale_generation
             .is_some_and(|g| deployment.generation > g)
     };
+    // A deleted request is owed a Machine when it was raised for and its Machine has not come
+    // yet, or when someone else is deleting its Machine (no mark): its MachineSet replaces it.
+    let owed = |r: &Request<'_>| {
+        if r.machine.is_empty() {
+            raised(r)
+        } else {
+            machines
+                .iter()
+                .any(|m| m.name == r.machine && m.deleting && !m.marked)
+        }
+    };
     let mut raises: Vec<&Request<'_>> = Vec::new();
+    // Deleted requests owed a Machine: settled after the live ones.
+    let mut settling: Vec<&Request<'_>> = Vec::new();
 
     for request in ordered {
         let name = request.name.to_owned();
@@ -194,18 +222,10 @@ pub fn plan(
                 if nodes.get(request.name) == Some(&NodeSeen::Present) {
                     steps.push(Step::DeleteNode { request: name });
                 }
-            } else if !request.machine.is_empty() || !raised(request) {
-                // Its Machine is being deleted or gone, or it was never raised for.
-                steps.push(Step::Release { request: name });
-            } else if let Some(machine) = take(request) {
-                steps.push(Step::Claim {
-                    machine,
-                    request: name,
-                    give_back: true,
-                });
-            } else if coming > 0 {
-                coming = coming.saturating_sub(1); // made soon, then given back
+            } else if owed(request) {
+                settling.push(request);
             } else {
+                // Never raised for, or its Machine is going back or gone.
                 steps.push(Step::Release { request: name });
             }
             continue;
@@ -218,8 +238,10 @@ pub fn plan(
                 request: name.clone(),
             });
         }
+        // A replacement Machine's time runs from when it was made.
+        let since = own_machine.map_or(request.created, |m| m.created.max(request.created));
         let late = now
-            .duration_since(request.created)
+            .duration_since(since)
             .try_into()
             .is_ok_and(|waited: Duration| waited > timeout);
         if let Some(machine) = own_machine {
@@ -257,10 +279,25 @@ pub fn plan(
             continue;
         }
         if !request.machine.is_empty() {
-            steps.push(Step::Fail {
-                request: name,
-                message: format!("Machine {} was deleted by someone else", request.machine),
-            });
+            // Deleted by someone else (a MachineHealthCheck's remediation, a person): its
+            // MachineSet replaces it, and the replacement is the request's.
+            if let Some(machine) = take(request) {
+                steps.push(Step::Claim {
+                    machine,
+                    request: name,
+                    give_back: false,
+                });
+            } else if coming > 0 {
+                coming = coming.saturating_sub(1);
+            } else {
+                steps.push(Step::Fail {
+                    request: name,
+                    message: format!(
+                        "Machine {} was deleted by someone else, and nothing replaces it",
+                        request.machine
+                    ),
+                });
+            }
             continue;
         }
         if late {
@@ -288,6 +325,24 @@ pub fn plan(
         raises.push(request);
     }
 
+    // A deleted request owed a Machine takes one only beyond what the live requests wait for,
+    // and gives it straight back; with none there or coming, it is released.
+    for request in settling {
+        let name = request.name.to_owned();
+        if let Some(machine) = take(request) {
+            steps.push(Step::Claim {
+                machine,
+                request: name,
+                give_back: true,
+            });
+            marked_ours = marked_ours.saturating_add(1);
+        } else if coming > 0 {
+            coming = coming.saturating_sub(1); // made soon, then given back
+        } else {
+            steps.push(Step::Release { request: name });
+        }
+    }
+
     let surplus = live_count.saturating_sub(deployment.replicas).max(0);
     let lower = marked_ours.saturating_sub(surplus).max(0);
     let base = deployment.replicas.saturating_sub(lower);
@@ -295,6 +350,11 @@ pub fn plan(
         .max_size
         .map_or(i32::MAX, |max| max.saturating_sub(base).max(0));
     raises.truncate(usize::try_from(room).unwrap_or(0));
+    if marked_ours > 0 {
+        // A raise now could leave as many replicas as Machines, and Cluster API would keep a
+        // marked one: raise once our Machines going back are being deleted.
+        raises.clear();
+    }
     let up = i32::try_from(raises.len()).unwrap_or(i32::MAX);
     for request in &raises {
         if request.scale_generation != Some(deployment.generation) {
@@ -533,11 +593,21 @@ mod tests {
             run(md(1, 8), &[failed], std::slice::from_ref(&r), &[]),
             vec![Step::Fail {
                 request: s("r1"),
-                message: s("Machine m1 failed: CreateError: no stock")
+                message: s("Machine m1 failed: CreateError: no stock"),
             }]
         );
         let mut late = r.clone();
         late.created = at(-1000);
+        let mut slow = claimed(machine("m1"), "r1");
+        slow.created = at(-900);
+        assert_eq!(
+            run(md(1, 8), &[slow], &[late.clone()], &[]),
+            vec![Step::Fail {
+                request: s("r1"),
+                message: s("Machine m1 is not Running after 1800 s"),
+            }]
+        );
+        // A Machine made later (a replacement) has its own time.
         assert_eq!(
             run(
                 md(1, 8),
@@ -545,16 +615,16 @@ mod tests {
                 &[late.clone()],
                 &[]
             ),
-            vec![Step::Fail {
-                request: s("r1"),
-                message: s("Machine m1 is not Running after 1800 s")
-            }]
+            vec![]
         );
+        // Deleted by someone else and replicas lowered: nothing replaces it.
+        let mut before = machine("other");
+        before.created = at(50);
         assert_eq!(
-            run(md(1, 8), &[machine("other")], &[r], &[]),
+            run(md(1, 8), &[before], &[r], &[]),
             vec![Step::Fail {
                 request: s("r1"),
-                message: s("Machine m1 was deleted by someone else")
+                message: s("Machine m1 was deleted by someone else, and nothing replaces it"),
             }]
         );
         let unclaimed_late = Request {
@@ -565,7 +635,7 @@ mod tests {
             run(md(1, 8), &[], &[unclaimed_late], &[]),
             vec![Step::Fail {
                 request: s("r1"),
-                message: s("no Machine was made for it within 1800 s")
+                message: s("no Machine was made for it within 1800 s"),
             }]
         );
     }
@@ -592,7 +662,9 @@ mod tests {
         };
         let mut m = claimed(machine("m1"), "r1");
         m.running_node = Some("w");
-        let other = machine("theirs");
+        // Someone else's, there before the request.
+        let mut other = machine("theirs");
+        other.created = at(50);
         let steps =
             |machines: &[Machine<'static>], replicas, nodes: &[(&'static str, NodeSeen)]| {
                 run(
@@ -614,10 +686,15 @@ mod tests {
             ),
             vec![]
         );
+        // Marked and lowered in one look.
         assert_eq!(
             steps(&[m.clone(), other.clone()], 2, &[]),
-            vec![Step::Mark { machine: s("m1") }]
+            vec![
+                Step::Mark { machine: s("m1") },
+                Step::Scale { from: 2, to: 1 }
+            ]
         );
+        // The mark made, the lowering refused: lower.
         m.marked = true;
         assert_eq!(
             steps(&[m.clone(), other.clone()], 2, &[]),
@@ -638,6 +715,72 @@ mod tests {
     }
 
     #[test]
+    fn a_machine_someone_else_deleted_is_replaced_and_the_request_takes_the_replacement() {
+        // r1 is Ready on m1; m1 is deleted by hand (no mark, replicas kept).
+        let ready = Request {
+            phase: Ready,
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let mut lost = claimed(machine("m1"), "r1");
+        lost.deleting = true;
+        let node = [("r1", NodeSeen::Present)];
+        // The replacement is coming: wait; once made, claim it (its Node stays).
+        assert_eq!(
+            run(
+                md(1, 8),
+                std::slice::from_ref(&lost),
+                std::slice::from_ref(&ready),
+                &node
+            ),
+            vec![]
+        );
+        assert_eq!(
+            run(
+                md(1, 8),
+                &[lost.clone(), machine("m2")],
+                std::slice::from_ref(&ready),
+                &node
+            ),
+            vec![Step::Claim {
+                machine: s("m2"),
+                request: s("r1"),
+                give_back: false
+            }]
+        );
+        // A deleted request whose Machine was deleted by hand gives the replacement back.
+        let going = Request {
+            deleting: true,
+            ..ready.clone()
+        };
+        let steps = |machines: &[Machine<'static>], replicas| {
+            run(md(replicas, 8), machines, std::slice::from_ref(&going), &[])
+        };
+        assert_eq!(steps(std::slice::from_ref(&lost), 1), vec![]);
+        assert_eq!(
+            steps(&[lost.clone(), machine("m2")], 1),
+            vec![
+                Step::Claim {
+                    machine: s("m2"),
+                    request: s("r1"),
+                    give_back: true
+                },
+                Step::Scale { from: 1, to: 0 }
+            ]
+        );
+        // Replicas lowered with the deletion: nothing replaces it, nothing to give back.
+        assert_eq!(
+            steps(std::slice::from_ref(&lost), 0),
+            vec![Step::Release { request: s("r1") }]
+        );
+        // Marked by us and lowered for: our own hand-back under way.
+        lost.marked = true;
+        assert_eq!(steps(&[lost], 0), vec![Step::Release { request: s("r1") }]);
+        // (Marked, then deleted by someone else before our lowering was made, it looks the
+        // same: its replacement is not given back. docs/node-requests.md says so.)
+    }
+
+    #[test]
     fn a_machine_whose_request_vanished_goes_back_and_is_never_claimed_again() {
         let mut orphan = claimed(machine("m1"), "gone");
         assert_eq!(
@@ -649,14 +792,37 @@ mod tests {
             ),
             vec![
                 Step::Mark { machine: s("m1") },
-                Step::Intend {
-                    request: s("r2"),
-                    generation: 9
-                },
-                Step::Scale { from: 1, to: 2 },
+                Step::Scale { from: 1, to: 0 },
             ]
         );
+        // r2 is raised for once m1 is being deleted: a raise before would leave it in place.
         orphan.marked = true;
+        assert_eq!(
+            run(
+                md(0, 10),
+                &[orphan.clone()],
+                &[raised(request("r2"), 8)],
+                &[]
+            ),
+            vec![]
+        );
+        orphan.deleting = true;
+        assert_eq!(
+            run(
+                md(0, 10),
+                &[orphan.clone()],
+                &[raised(request("r2"), 8)],
+                &[]
+            ),
+            vec![
+                Step::Intend {
+                    request: s("r2"),
+                    generation: 10
+                },
+                Step::Scale { from: 0, to: 1 },
+            ]
+        );
+        orphan.deleting = false;
         assert_eq!(
             run(md(1, 9), &[orphan], &[], &[("gone", NodeSeen::Present)]),
             vec![Step::DeleteNode { request: s("gone") }]
@@ -682,11 +848,14 @@ mod tests {
                 std::slice::from_ref(&going),
                 &[]
             ),
-            vec![Step::Claim {
-                machine: s("m1"),
-                request: s("r1"),
-                give_back: true
-            }]
+            vec![
+                Step::Claim {
+                    machine: s("m1"),
+                    request: s("r1"),
+                    give_back: true
+                },
+                Step::Scale { from: 1, to: 0 }
+            ]
         );
         // Never raised for, or nothing made nor coming: nothing to give back.
         let never = Request {
@@ -731,6 +900,53 @@ mod tests {
                     generation: 4
                 },
                 Step::Scale { from: 2, to: 3 },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_deleted_request_is_settled_after_the_live_ones_and_takes_nothing_they_wait_for() {
+        // Both raised for; r1 was deleted before its Machine came. The first Machine made is
+        // the live r2's; r1 waits for the other, then gives it back.
+        let going = Request {
+            deleting: true,
+            ..raised(request("r1"), 7)
+        };
+        let mut younger = raised(request("r2"), 8);
+        younger.created = at(150);
+        assert_eq!(
+            run(
+                md(2, 9),
+                &[machine("m2")],
+                &[going.clone(), younger.clone()],
+                &[]
+            ),
+            vec![Step::Claim {
+                machine: s("m2"),
+                request: s("r2"),
+                give_back: false
+            }]
+        );
+        let mut third = machine("m3");
+        third.created = at(300);
+        assert_eq!(
+            run(
+                md(2, 9),
+                &[claimed(machine("m2"), "r2"), third],
+                &[going, younger],
+                &[]
+            ),
+            vec![
+                Step::Record {
+                    request: s("r2"),
+                    machine: s("m2")
+                },
+                Step::Claim {
+                    machine: s("m3"),
+                    request: s("r1"),
+                    give_back: true
+                },
+                Step::Scale { from: 2, to: 1 }
             ]
         );
     }
