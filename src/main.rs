@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 use tenant_placer::api::{LabelSelector, Node, Tenant};
+use tenant_placer::controller::consolidation::{Budget, Consolidation, Window};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
@@ -136,6 +137,27 @@ struct PlacementArgs {
     /// request deleted; the provisioner removes the machine). At least 1.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..), env = "TENANT_PLACER_EMPTY_NODE_SECONDS")]
     empty_node_seconds: u64,
+    /// What is done with nodes the controller could do without: `Never` (not even an empty
+    /// bought machine goes back), `WhenEmpty` (an empty bought machine goes back after
+    /// --empty-node-seconds), `WhenUnderutilized` (also drain the bought nodes the rebalance
+    /// plan can empty, make-before-break, then hand them back).
+    #[arg(long, value_enum, default_value_t = Consolidation::WhenEmpty, env = "TENANT_PLACER_CONSOLIDATION")]
+    consolidation: Consolidation,
+    /// With WhenUnderutilized: seconds a node must stay freeable before it is drained.
+    #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(0..), env = "TENANT_PLACER_CONSOLIDATE_AFTER_SECONDS")]
+    consolidate_after_seconds: i64,
+    /// With WhenUnderutilized: consolidate registered nodes too (left Draining once empty, their
+    /// Drained condition True: nobody can sell them back).
+    #[arg(long, env = "TENANT_PLACER_CONSOLIDATE_REGISTERED")]
+    consolidate_registered: bool,
+    /// Nodes of the pool consolidation empties at once, at most: a count (`2`) or a share of
+    /// the pool's nodes (`10%`, rounded up). A person's drain is not counted.
+    #[arg(long, default_value = "10%", env = "TENANT_PLACER_DISRUPTION_BUDGET")]
+    disruption_budget: Budget,
+    /// When consolidation may drain: a cron schedule of five fields in UTC and how long each
+    /// opening lasts, e.g. "0 22 * * mon-fri 8h" (repeatable; none: always).
+    #[arg(long)]
+    disruption_schedule: Vec<Window>,
     /// Limit this controller to a pool of Nodes: a label selector (`pool=eu,tier!=gold`). Only
     /// these Nodes are watched, placed on and written, and only NodeClasses whose Nodes match
     /// are bought. Unset: every Node.
@@ -190,7 +212,7 @@ impl PlacementArgs {
         format!(
             "--policy {} --queue {} --events {} --requeue-window-ms {} --pending-recheck-seconds {} \
              --orphan-sweep-seconds {} --max-migrations {} --request-after-seconds {} \
-             --empty-node-seconds {} --concurrency {}{}{}{}",
+             --empty-node-seconds {} --concurrency {}{}{}{}{}",
             self.policy,
             self.queue,
             match self.events {
@@ -220,8 +242,27 @@ impl PlacementArgs {
                     self.provisioning_timeout_seconds
                 ),
                 None => String::new(),
-            }
+            },
+            self.consolidation_flags(),
         )
+    }
+
+    /// The consolidation flags, when they differ from the default (`WhenEmpty`).
+    fn consolidation_flags(&self) -> String {
+        if self.consolidation == Consolidation::WhenEmpty {
+            return String::new();
+        }
+        let mut flags = format!(
+            " --consolidation {:?} --consolidate-after-seconds {} --disruption-budget {}",
+            self.consolidation, self.consolidate_after_seconds, self.disruption_budget
+        );
+        if self.consolidate_registered {
+            flags.push_str(" --consolidate-registered");
+        }
+        for window in &self.disruption_schedule {
+            flags.push_str(&format!(" --disruption-schedule '{window}'"));
+        }
+        flags
     }
 
     /// The selector flags in force (pools, registration), as they would be typed (empty when
@@ -275,6 +316,13 @@ impl PlacementArgs {
             register_nodes: self.register_nodes(),
             cluster_api: self.provisioner == Some(ProvisionerKind::ClusterApi),
             provisioning_timeout: Duration::from_secs(self.provisioning_timeout_seconds),
+            consolidation: self.consolidation,
+            consolidate_after: Duration::from_secs(
+                u64::try_from(self.consolidate_after_seconds).unwrap_or(0),
+            ),
+            consolidate_registered: self.consolidate_registered,
+            disruption_budget: self.disruption_budget,
+            disruption_schedule: self.disruption_schedule.clone(),
             ..Settings::default()
         }
     }

@@ -47,13 +47,29 @@ struct ReconcileLabels {
 }
 
 /// What the request loop was doing when the API refused it.
-const REQUEST_ACTIONS: [&str; 3] = ["create", "retire", "hand_back"];
+const REQUEST_ACTIONS: [&str; 4] = ["create", "retire", "withdraw", "hand_back"];
 
 /// What the registration was doing when the API refused it.
 const REGISTER_ACTIONS: [&str; 4] = ["create", "update", "delete", "read"];
 
 /// What the registration reports and leaves alone.
 const REGISTER_PROBLEMS: [&str; 2] = ["clash", "unreadable_allocatable"];
+
+/// What consolidation does.
+const CONSOLIDATION_ACTIONS: [&str; 3] = ["drain", "cancel", "hand_back"];
+
+/// Why a node consolidation could free is not drained (a young one is not counted).
+const DISRUPTION_BLOCKED: [&str; 4] = [
+    "DoNotDisrupt",
+    "TenantsWaiting",
+    "OutsideWindow",
+    "BudgetExhausted",
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProblemLabel {
@@ -106,6 +122,10 @@ pub struct Metrics {
     register_problems: Family<ProblemLabel, Counter>,
     /// Rounds of the registration done (not exported: a test's sign that a round ran).
     register_rounds: Counter,
+    /// Consolidation's drains, cancels and hand-backs, by action.
+    consolidation_actions: Family<ActionLabel, Counter>,
+    /// Nodes consolidation could free and did not drain, by reason (once per node and reason).
+    disruption_blocked: Family<ReasonLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -131,7 +151,17 @@ impl Default for Metrics {
         for problem in REGISTER_PROBLEMS {
             drop(register_problems.get_or_create(&ProblemLabel { problem }));
         }
+        let consolidation_actions = Family::<ActionLabel, Counter>::default();
+        for action in CONSOLIDATION_ACTIONS {
+            drop(consolidation_actions.get_or_create(&ActionLabel { action }));
+        }
+        let disruption_blocked = Family::<ReasonLabel, Counter>::default();
+        for reason in DISRUPTION_BLOCKED {
+            drop(disruption_blocked.get_or_create(&ReasonLabel { reason }));
+        }
         Metrics {
+            consolidation_actions,
+            disruption_blocked,
             register_errors,
             register_problems,
             register_rounds: Counter::default(),
@@ -203,6 +233,16 @@ impl Metrics {
             "tenant_placer_node_request_errors",
             "NodeRequest writes the API refused, by action (create, retire a Failed one, hand_back); each is retried at the next look and never stops the others",
             self.request_errors.clone(),
+        );
+        registry.register(
+            "tenant_placer_consolidation_actions",
+            "What consolidation (--consolidation WhenUnderutilized) did, by action: drain (a node its tenants can leave), cancel (a drain of a node that became do-not-disrupt), hand_back (a drained bought node's request deleted)",
+            self.consolidation_actions.clone(),
+        );
+        registry.register(
+            "tenant_placer_disruption_blocked",
+            "Nodes consolidation could free and did not drain, by reason (DoNotDisrupt, TenantsWaiting, OutsideWindow, BudgetExhausted), once per node and reason",
+            self.disruption_blocked.clone(),
         );
         registry.register(
             "tenant_placer_registration_errors",
@@ -301,6 +341,34 @@ impl Metrics {
     pub fn node_request_errors(&self, action: &'static str) -> u64 {
         self.request_errors
             .get_or_create(&ActionLabel { action })
+            .get()
+    }
+
+    /// Consolidation did `action` (drain, cancel, hand_back).
+    pub fn consolidation_action(&self, action: &'static str) {
+        self.consolidation_actions
+            .get_or_create(&ActionLabel { action })
+            .inc();
+    }
+
+    /// How many times consolidation did `action`.
+    pub fn consolidation_actions(&self, action: &'static str) -> u64 {
+        self.consolidation_actions
+            .get_or_create(&ActionLabel { action })
+            .get()
+    }
+
+    /// A node consolidation could free was not drained, for `reason`.
+    pub fn disruption_blocked(&self, reason: &'static str) {
+        self.disruption_blocked
+            .get_or_create(&ReasonLabel { reason })
+            .inc();
+    }
+
+    /// How many times a drain was not made for `reason`.
+    pub fn disruptions_blocked(&self, reason: &'static str) -> u64 {
+        self.disruption_blocked
+            .get_or_create(&ReasonLabel { reason })
             .get()
     }
 

@@ -21,6 +21,8 @@
 //! - each entry goes to its **BestFit** target ([`best_fit_among`]: the least weighted,
 //!   normalised slack after placing, in effective capacity, ties by name), counting the moves
 //!   already planned, so no node is filled past its effective capacity;
+//! - [`consolidate_sources`] empties only the nodes it is given a cost for, **the most expensive
+//!   first** (any node may still receive);
 //! - sources are tried once each, **the least loaded first**: the largest weighted slack with
 //!   nothing added (the score LeastLoaded ranks by; nodes over their capacity come last), then
 //!   the fewest entries, then the name. A source's entries go **largest first**: the least
@@ -116,6 +118,15 @@ impl<'a> Slot<'a> {
 /// The consolidation of these nodes (see the module rules). Pure: the same nodes, in any order,
 /// give the same answer.
 pub fn consolidate(nodes: &[NodeLedger]) -> Consolidation {
+    consolidate_sources(nodes, |_| Some(0))
+}
+
+/// [`consolidate`], emptying only the nodes `source` gives a cost for (a monthly cost; any node
+/// may still receive), the most expensive first, then as [`consolidate`] orders them.
+pub fn consolidate_sources(
+    nodes: &[NodeLedger],
+    source: impl Fn(&NodeLedger) -> Option<u64>,
+) -> Consolidation {
     let mut name_counts: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
     for node in nodes {
         let count = name_counts.entry(node.name()).or_insert(0);
@@ -133,20 +144,22 @@ pub fn consolidate(nodes: &[NodeLedger]) -> Consolidation {
         .map(|(i, node)| (node.name(), i))
         .collect();
 
-    let mut sources: Vec<(usize, &NodeLedger, Option<Slack>)> = slots
+    let mut sources: Vec<(usize, &NodeLedger, Option<Slack>, u64)> = slots
         .iter()
         .enumerate()
         .filter(|(_, slot)| slot.source)
-        .map(|(i, slot)| (i, slot.ledger, slot.room_score()))
+        .filter_map(|(i, slot)| Some((i, slot.ledger, slot.room_score(), source(slot.ledger)?)))
         .collect();
-    sources.sort_by(|(_, a, a_room), (_, b, b_room)| {
-        most_room_first(a_room, b_room)
+    sources.sort_by(|(_, a, a_room, a_cost), (_, b, b_room, b_cost)| {
+        b_cost
+            .cmp(a_cost)
+            .then_with(|| most_room_first(a_room, b_room))
             .then(a.entries().len().cmp(&b.entries().len()))
             .then(a.name().cmp(b.name()))
     });
 
     let mut consolidation = Consolidation::default();
-    for (source, ledger, _) in sources {
+    for (source, ledger, _, _) in sources {
         let Some(slot) = slots.get(source) else {
             continue;
         };
@@ -287,6 +300,28 @@ mod tests {
 
     fn threads(k: u64) -> (u64, u64, u64) {
         (k, 0, 0)
+    }
+
+    #[test]
+    fn only_the_given_sources_are_emptied_the_most_expensive_first() {
+        // a and b hold 2 each; c holds 5. Either a or b can go into c (5 + 2 = 7), not both.
+        let nodes = [
+            node("a").holding("t1", threads(2)).build(),
+            node("b").holding("t2", threads(2)).build(),
+            node("c").holding("t3", threads(5)).build(),
+        ];
+        // Equal costs: as consolidate (a first, by name).
+        let same = consolidate_sources(&nodes, |_| Some(1));
+        assert_eq!(same, consolidate(&nodes));
+        assert_eq!(same.freed, ["a"]);
+        // b costs more: b goes first.
+        let cost = |n: &NodeLedger| Some(if n.name() == "b" { 300 } else { 100 });
+        assert_eq!(consolidate_sources(&nodes, cost).freed, ["b"]);
+        // Only c may be emptied: t3 (5) fits a or b (each keeps 8 - 2 - 5 = 1), a by name.
+        let only_c = consolidate_sources(&nodes, |n| (n.name() == "c").then_some(0));
+        assert_eq!(moves(&only_c), [("t3", "c", "a")]);
+        // None may: nothing.
+        assert!(consolidate_sources(&nodes, |_| None).is_empty());
     }
 
     #[test]

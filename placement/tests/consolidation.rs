@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use placement::testing::{entry, ledger};
 use placement::{
     Choice, Consolidation, Entry, NodeLedger, NodeState, Overcommit, Policy, Resources,
-    consolidate, place_ledgers,
+    consolidate, consolidate_sources, place_ledgers,
 };
 use proptest::prelude::*;
 
@@ -244,6 +244,36 @@ proptest! {
             })
             .collect();
         prop_assert_eq!(consolidate(&reordered), plan);
+    }
+
+    /// Limited to some sources, it frees only those, and each freed node is freed with the
+    /// others' moves as [`consolidate`] would free it alone among sources of its cost and more.
+    #[test]
+    fn only_the_given_sources_are_freed_and_none_more_than_all_sources_free(
+        nodes in fleet(),
+        picked in proptest::collection::vec(any::<bool>(), 8),
+    ) {
+        let chosen = |n: &NodeLedger| {
+            let i = nodes.iter().position(|m| m.name() == n.name()).unwrap_or(0);
+            picked.get(i % picked.len()).copied().unwrap_or(false)
+        };
+        let plan = consolidate_sources(&nodes, |n| chosen(n).then_some(0));
+        for freed in &plan.freed {
+            let node = nodes.iter().find(|n| n.name() == freed).unwrap();
+            prop_assert!(chosen(node), "{freed} was not a source");
+        }
+        // Made, the moves still never over-commit and empty the freed nodes.
+        let done = after(&nodes, &plan, plan.moves.len());
+        for node in &done {
+            let before = nodes.iter().find(|n| n.name() == node.name()).unwrap();
+            prop_assert!(
+                node.allocated().fits_within(&node.effective_capacity())
+                    || node.allocated().fits_within(&before.allocated())
+            );
+        }
+        prop_assert_eq!(total_written(&done), total_written(&nodes));
+        // Every source with the same cost: as consolidate.
+        prop_assert_eq!(consolidate_sources(&nodes, |_| Some(7)), consolidate(&nodes));
     }
 }
 

@@ -23,6 +23,7 @@
 //!   nothing of HTTP, the page or metrics formatting (docs/design.md, "The parts").
 
 pub mod capi;
+pub mod consolidation;
 pub mod engine;
 pub mod node;
 pub mod passes;
@@ -519,6 +520,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             waiting: waiting.clone(),
             purchases: Arc::default(),
             notes: notes.clone(),
+            consolidation: Arc::default(),
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
             settings: settings.clone(),

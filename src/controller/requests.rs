@@ -76,6 +76,7 @@ use placement::{
     SelectiveTenant, WaitingTenant,
 };
 
+use super::consolidation;
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
@@ -103,6 +104,8 @@ pub struct RequestLoop {
     pub purchases: Arc<Purchases>,
     /// What each waiting tenant's status adds (the tenant loop reads them).
     pub notes: Arc<PurchaseNotes>,
+    /// What consolidation remembers between looks.
+    pub consolidation: Arc<consolidation::Memory>,
     /// Publishes Kubernetes Events; `None` publishes nothing.
     pub events: Option<EventPublisher>,
     pub metrics: Arc<Metrics>,
@@ -251,7 +254,8 @@ async fn look(
         .any(|class| pool.has_class(&class.name_any()));
     if no_classes && live.is_empty() {
         wake_changed(ctx, HashMap::new());
-        return hand_back(ctx, &api, &live, &Demand::default()).await;
+        hand_back(ctx, &api, &live, &Demand::default()).await;
+        return consolidate(ctx, classes).await;
     }
     let waiters = waiters(ctx);
     let demand = Demand::of(
@@ -311,7 +315,27 @@ async fn look(
     let unplaceable = with_unavailable(unplaceable, &classes.state(), &pool);
     let notes = notes(&ctx.purchases.lock().created, &live, unplaceable);
     wake_changed(ctx, notes);
-    hand_back(ctx, &api, &live, &demand).await
+    hand_back(ctx, &api, &live, &demand).await;
+    consolidate(ctx, classes).await;
+}
+
+/// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases'.
+async fn consolidate(ctx: &RequestLoop, classes: &Store<NodeClass>) {
+    if ctx.settings.consolidation != consolidation::Consolidation::WhenUnderutilized {
+        return;
+    }
+    consolidation::look(consolidation::Look {
+        client: &ctx.client,
+        engine: &ctx.engine,
+        tenants: &ctx.tenants,
+        classes: &classes.state(),
+        events: ctx.events.as_ref(),
+        metrics: &ctx.metrics,
+        settings: &ctx.settings,
+        memory: &ctx.consolidation,
+        waiting: !waiters(ctx).is_empty(),
+    })
+    .await;
 }
 
 /// A request in flight or Ready, as the plan counts it.
@@ -1126,6 +1150,9 @@ async fn hand_back(
     live: &[Arc<NodeRequest>],
     demand: &Demand,
 ) {
+    if !ctx.settings.consolidation.hands_back() {
+        return;
+    }
     let mut due = Vec::new();
     {
         let mut remembered = ctx.purchases.lock();
@@ -1145,17 +1172,22 @@ async fn hand_back(
                 .entry(name.clone())
                 .or_insert_with(Instant::now);
             let wanted = live.iter().any(|r| r.name_any() == *request);
-            if wanted && since.elapsed() >= ctx.settings.empty_node_after {
-                due.push((name, request.clone()));
+            // One consolidation drained goes back at once: it was drained to go.
+            let consolidated = consolidation::consolidating(&node);
+            if wanted && (consolidated || since.elapsed() >= ctx.settings.empty_node_after) {
+                due.push((name, request.clone(), consolidated));
             }
         }
         remembered.empty_since.retain(|node, _| seen.contains(node));
     }
-    for (node, request) in due {
+    for (node, request, consolidated) in due {
         tracing::info!(%node, %request, "handing back a machine that holds nothing");
         match api.delete(&request, &DeleteParams::default()).await {
             Ok(_) => {
                 ctx.metrics.node_handed_back();
+                if consolidated {
+                    ctx.metrics.consolidation_action("hand_back");
+                }
                 ctx.purchases.lock().handed_back_for = Some(demand.fingerprint());
             }
             Err(kube::Error::Api(status)) if status.is_not_found() => {}

@@ -70,6 +70,16 @@ pub struct Settings {
     pub cluster_api: bool,
     /// A machine not delivered this long after its request fails it (`--provisioning-timeout-seconds`).
     pub provisioning_timeout: Duration,
+    /// What is done with nodes the controller could do without (`--consolidation`).
+    pub consolidation: super::consolidation::Consolidation,
+    /// How long a node stays freeable before it is drained (`--consolidate-after-seconds`).
+    pub consolidate_after: Duration,
+    /// Consolidate registered nodes too (`--consolidate-registered`).
+    pub consolidate_registered: bool,
+    /// Nodes of the pool emptied at once by consolidation, at most (`--disruption-budget`).
+    pub disruption_budget: super::consolidation::Budget,
+    /// When consolidation may drain (`--disruption-schedule`); none: always.
+    pub disruption_schedule: Vec<super::consolidation::Window>,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -113,6 +123,11 @@ impl Default for Settings {
             register_resync: Duration::from_secs(60),
             cluster_api: false,
             provisioning_timeout: Duration::from_secs(1800),
+            consolidation: super::consolidation::Consolidation::WhenEmpty,
+            consolidate_after: Duration::from_secs(300),
+            consolidate_registered: false,
+            disruption_budget: super::consolidation::Budget::default(),
+            disruption_schedule: Vec::new(),
         }
     }
 }

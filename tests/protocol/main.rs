@@ -8,6 +8,7 @@
 )]
 
 mod capi;
+mod consolidation;
 mod crash;
 mod drain;
 mod fifo;

@@ -491,6 +491,39 @@ mod tests {
     }
 
     #[test]
+    fn a_request_is_taken_up_again_until_both_its_finalizer_and_phase_say_so() {
+        // The finalizer made, the status write lost; or the other way round.
+        for (adopted, phase) in [(true, Pending), (false, Provisioning)] {
+            let r = Request {
+                adopted,
+                phase,
+                ..raised(request("r1"), 7)
+            };
+            assert_eq!(
+                run(md(1, 8), &[], &[r], &[]).first(),
+                Some(&Step::Adopt { request: s("r1") }),
+                "{adopted} {phase:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_is_late_only_past_the_timeout() {
+        // Raised for, nothing made, exactly the timeout waited: it still waits.
+        let mut r = raised(request("r1"), 7);
+        r.created = at(1000 - 1800);
+        assert_eq!(run(md(1, 8), &[], std::slice::from_ref(&r), &[]), vec![]);
+        r.created = at(1000 - 1801);
+        assert_eq!(
+            run(md(1, 8), &[], &[r], &[]),
+            vec![Step::Fail {
+                request: s("r1"),
+                message: s("no Machine was made for it within 1800 s"),
+            }]
+        );
+    }
+
+    #[test]
     fn several_requests_are_raised_for_in_one_write_in_age_order() {
         let mut younger = request("r2");
         younger.created = at(150);
@@ -709,9 +742,28 @@ mod tests {
         );
         // Gone altogether: the record in the request's status says it was claimed.
         assert_eq!(
-            steps(&[other], 1, &[]),
+            steps(&[other.clone()], 1, &[]),
             vec![Step::Release { request: s("r1") }]
         );
+        // Nor is it owed one for someone else's Machine, new or deleted by hand meanwhile.
+        let mut newer = machine("theirs-new");
+        newer.created = at(300);
+        assert_eq!(
+            steps(&[other.clone(), newer], 2, &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
+        let mut going_by_hand = machine("theirs-going");
+        going_by_hand.deleting = true;
+        assert_eq!(
+            steps(&[other, going_by_hand], 2, &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
+        // Its Node first, whatever became of its Machine: deleted once, then waited for.
+        assert_eq!(
+            steps(&[], 0, &[("r1", NodeSeen::Present)]),
+            vec![Step::DeleteNode { request: s("r1") }]
+        );
+        assert_eq!(steps(&[], 0, &[("r1", NodeSeen::Deleting)]), vec![]);
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //!   it; [`strip`] is the one function that decides what is kept (the memory bench measures it);
 //! - kept of metadata: name, namespace, uid, resourceVersion, generation, creationTimestamp,
 //!   deletionTimestamp, deletionGracePeriodSeconds, finalizers, and labels of the kinds whose
-//!   labels are read ([`Cached::LABELS_READ`]: Node, NodeClass, NodeRequest). Dropped:
-//!   managedFields, every annotation (kubectl's last-applied copy doubles an object), ownerReferences,
+//!   labels are read ([`Cached::LABELS_READ`]: Node, NodeClass, NodeRequest), and the two
+//!   annotations consolidation reads (`do-not-disrupt`, `consolidating`). Dropped:
+//!   managedFields, every other annotation (kubectl's last-applied copy doubles an object), ownerReferences,
 //!   generateName, selfLink, and a Tenant's labels (its pool is chosen by the watch's label
 //!   selector, server side; a tenant outside it is checked by a direct read);
 //! - a controller's trigger keeps an object's name and namespace only ([`trigger`]): the
@@ -35,7 +36,10 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::decode::Decoded;
-use crate::api::{Node, NodeClass, NodeRequest, NodeStatus, Tenant};
+use crate::api::{
+    CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, Node, NodeClass, NodeRequest, NodeStatus,
+    Tenant,
+};
 
 /// A kind the controller caches from a watch.
 pub trait Cached: Resource {
@@ -101,13 +105,19 @@ impl<K: Cached<DynamicType = ()>> Cached for Decoded<K> {
     }
 }
 
+/// The annotations the controller reads (consolidation's), kept on any kind.
+const ANNOTATIONS_READ: [&str; 2] = [DO_NOT_DISRUPT_ANNOTATION, CONSOLIDATING_ANNOTATION];
+
 /// Drops what the controller never reads of `object` (see the module doc). Idempotent.
 pub fn strip<K: Cached>(object: &mut K) {
     object.strip_body();
     let meta = object.meta_mut();
     // `None`, not emptied: an empty Vec or map may keep its allocation.
     meta.managed_fields = None;
-    meta.annotations = None;
+    meta.annotations = meta.annotations.take().and_then(|mut annotations| {
+        annotations.retain(|key, _| ANNOTATIONS_READ.contains(&key.as_str()));
+        (!annotations.is_empty()).then_some(annotations)
+    });
     meta.owner_references = None;
     meta.generate_name = None;
     meta.self_link = None;
@@ -273,6 +283,32 @@ mod tests {
         assert_eq!(node.metadata.labels, labels);
         assert_eq!(node.metadata.annotations, None);
         assert_eq!(node.metadata.managed_fields, None);
+    }
+
+    #[test]
+    fn the_annotations_consolidation_reads_are_kept_and_no_other() {
+        let mut tenant = testing::tenant("a").build();
+        cluttered(&mut tenant.metadata);
+        let annotations = tenant.metadata.annotations.get_or_insert_default();
+        annotations.insert(DO_NOT_DISRUPT_ANNOTATION.into(), "true".into());
+        let mut node = testing::node("n").build();
+        cluttered(&mut node.metadata);
+        let annotations = node.metadata.annotations.get_or_insert_default();
+        annotations.insert(
+            CONSOLIDATING_ANNOTATION.into(),
+            "2026-12-03T08:00:00Z".into(),
+        );
+        strip(&mut tenant);
+        strip(&mut node);
+        let kept = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            meta.annotations
+                .clone()
+                .unwrap()
+                .into_keys()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kept(&tenant.metadata), [DO_NOT_DISRUPT_ANNOTATION]);
+        assert_eq!(kept(&node.metadata), [CONSOLIDATING_ANNOTATION]);
     }
 
     #[test]

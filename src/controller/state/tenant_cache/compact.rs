@@ -17,10 +17,10 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use crate::api::Claim;
-use crate::api::TENANT_FINALIZER;
 use crate::api::{
     Condition, MigrationStatus, ResourceAmounts, Tenant, TenantPhase, TenantSpec, TenantStatus,
 };
+use crate::api::{DO_NOT_DISRUPT_ANNOTATION, TENANT_FINALIZER};
 
 /// One allocation per distinct name, shared by every tenant that uses it.
 #[derive(Debug, Default)]
@@ -138,11 +138,20 @@ pub struct Compact {
     resource_version: Option<Box<str>>,
     generation: Option<i64>,
     creation_timestamp: Option<Time>,
-    /// `deletionTimestamp` and `deletionGracePeriodSeconds`, rare (boxed: a pointer otherwise).
-    deletion: Option<Box<(Option<Time>, Option<i64>)>>,
+    /// `deletionTimestamp`, `deletionGracePeriodSeconds` and the `do-not-disrupt` annotation
+    /// (the one annotation kept: `strip`), rare (boxed: a pointer otherwise).
+    rare: Option<Box<Rare>>,
     finalizers: Finalizers,
     spec: TenantSpec,
     status: Option<CompactStatus>,
+}
+
+/// What few tenants carry.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Rare {
+    deletion_timestamp: Option<Time>,
+    deletion_grace_period_seconds: Option<i64>,
+    do_not_disrupt: Option<Box<str>>,
 }
 
 fn boxed(text: &Option<String>) -> Option<Box<str>> {
@@ -183,14 +192,18 @@ impl Compact {
             resource_version: boxed(&meta.resource_version),
             generation: meta.generation,
             creation_timestamp: meta.creation_timestamp.clone(),
-            deletion: (meta.deletion_timestamp.is_some()
-                || meta.deletion_grace_period_seconds.is_some())
-            .then(|| {
-                Box::new((
-                    meta.deletion_timestamp.clone(),
-                    meta.deletion_grace_period_seconds,
-                ))
-            }),
+            rare: {
+                let rare = Rare {
+                    deletion_timestamp: meta.deletion_timestamp.clone(),
+                    deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+                    do_not_disrupt: meta
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))
+                        .map(|v| Box::from(v.as_str())),
+                };
+                (rare != Rare::default()).then(|| Box::new(rare))
+            },
             finalizers,
             spec: tenant.spec.clone(),
             status,
@@ -231,7 +244,9 @@ impl Compact {
     }
 
     pub fn is_deleting(&self) -> bool {
-        self.deletion.as_ref().is_some_and(|d| d.0.is_some())
+        self.rare
+            .as_ref()
+            .is_some_and(|r| r.deletion_timestamp.is_some())
     }
 
     /// The whole tenant again, named `name` in `namespace`.
@@ -269,9 +284,25 @@ impl Compact {
                 resource_version: self.resource_version.as_deref().map(str::to_owned),
                 generation: self.generation,
                 creation_timestamp: self.creation_timestamp.clone(),
-                deletion_timestamp: self.deletion.as_ref().and_then(|d| d.0.clone()),
-                deletion_grace_period_seconds: self.deletion.as_ref().and_then(|d| d.1),
+                deletion_timestamp: self
+                    .rare
+                    .as_ref()
+                    .and_then(|r| r.deletion_timestamp.clone()),
+                deletion_grace_period_seconds: self
+                    .rare
+                    .as_ref()
+                    .and_then(|r| r.deletion_grace_period_seconds),
                 finalizers,
+                annotations: self
+                    .rare
+                    .as_ref()
+                    .and_then(|r| r.do_not_disrupt.as_ref())
+                    .map(|v| {
+                        std::collections::BTreeMap::from([(
+                            DO_NOT_DISRUPT_ANNOTATION.to_owned(),
+                            v.to_string(),
+                        )])
+                    }),
                 ..ObjectMeta::default()
             },
             spec: self.spec.clone(),
@@ -378,7 +409,7 @@ mod tests {
                 proptest::option::of(0i64..2_000_000_000),
                 proptest::option::of(0i64..60),
             ),
-            finalizers(),
+            (finalizers(), proptest::option::of("true|false|[a-z]{0,5}")),
             (
                 1i64..100,
                 1i64..100,
@@ -395,7 +426,7 @@ mod tests {
                     (name, namespace),
                     (uid, rv),
                     (generation, created, deleted, grace),
-                    finalizers,
+                    (finalizers, do_not_disrupt),
                     (t, m, s, cluster, replicas, suspend),
                     node_selector,
                     status,
@@ -403,7 +434,7 @@ mod tests {
                     (String, Option<String>),
                     (Option<String>, Option<String>),
                     (Option<i64>, Option<i64>, Option<i64>, Option<i64>),
-                    Option<Vec<String>>,
+                    (Option<Vec<String>>, Option<String>),
                     (i64, i64, i64, bool, Option<i32>, bool),
                     BTreeMap<String, String>,
                     Option<TenantStatus>,
@@ -420,6 +451,14 @@ mod tests {
                             deletion_grace_period_seconds: grace,
                             finalizers,
                             labels: Some(BTreeMap::from([("pool".into(), "eu".into())])),
+                            // The one annotation kept, beside one dropped.
+                            annotations: Some(
+                                do_not_disrupt
+                                    .map(|v| (DO_NOT_DISRUPT_ANNOTATION.to_owned(), v))
+                                    .into_iter()
+                                    .chain([("note".to_owned(), "dropped".to_owned())])
+                                    .collect(),
+                            ),
                             ..ObjectMeta::default()
                         },
                         spec: TenantSpec {

@@ -1,0 +1,366 @@
+//! Consolidation: bought (and, when asked, registered) nodes the rebalance plan can empty are
+//! drained make-before-break and handed back, within the disruption budget and windows.
+//!
+//! ```text
+//!   every look of the request loop (leader only), --consolidation WhenUnderutilized:
+//!     the pool's Nodes (engine), do-not-disrupt Tenants and Nodes, classes' costs ──▶ decide (pure)
+//!       drain:  Node spec.state Draining + the consolidating mark (guarded by resourceVersion)
+//!       cancel: Node back Online, the mark removed (it became do-not-disrupt)
+//!       blocked: a Normal Event on the Node and the metric, once per node and reason
+//!   a drained Node with the mark: a bought one is handed back at once (its request deleted);
+//!   a registered one stays Draining, its Drained condition True (nobody can sell it back)
+//! ```
+//!
+//! Rules enforced here (the decisions' are in [`decide`]):
+//! - the record is on the Nodes: a node is being emptied by consolidation while it is Draining
+//!   with the consolidating mark and holds something; a restart or a new leader counts it from
+//!   there (a drain this process began counts until the node cache shows it). A person's drain
+//!   carries no mark, is never counted and never touched;
+//! - how long a node has been freeable is remembered in memory: a restart waits
+//!   `--consolidate-after-seconds` again (later, never sooner);
+//! - a `do-not-disrupt` annotation other than `"true"` or `"false"` gets a Warning Event on its
+//!   object, once per value, and is taken as `"true"`.
+
+pub mod decide;
+pub mod window;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+pub use decide::{Blocked, Candidate, Consolidation, Controls, Decision, decide};
+pub use window::{Budget, Window};
+
+use super::engine::Engine;
+use super::publisher::{EventPublisher, Occurrence};
+use super::settings::Settings;
+use super::state::TenantCache;
+use crate::api::{
+    CONSOLIDATING_ANNOTATION, DoNotDisrupt, NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass,
+    NodeState,
+};
+use crate::metrics::Metrics;
+
+/// What consolidation remembers between looks.
+#[derive(Debug, Default)]
+pub struct Memory(Mutex<Remembered>);
+
+#[derive(Debug, Default)]
+struct Remembered {
+    /// Since when each node has been freeable (seen in the plan at every look since).
+    freeable_since: HashMap<String, Instant>,
+    /// The reason each node was last reported blocked for.
+    reported: HashMap<String, Blocked>,
+    /// Unreadable `do-not-disrupt` values warned about, by object UID.
+    warned: HashMap<String, String>,
+    /// Nodes this process began to drain that the node cache has not shown Draining yet: they
+    /// count against the budget meanwhile.
+    began: HashSet<String>,
+}
+
+impl Memory {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Remembered> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What one look reads and writes with.
+pub struct Look<'a> {
+    pub client: &'a kube::Client,
+    pub engine: &'a Engine,
+    pub tenants: &'a TenantCache,
+    pub classes: &'a [Arc<NodeClass>],
+    pub events: Option<&'a EventPublisher>,
+    pub metrics: &'a Metrics,
+    pub settings: &'a Settings,
+    pub memory: &'a Memory,
+    /// A tenant of the pool waits for room.
+    pub waiting: bool,
+}
+
+impl std::fmt::Debug for Look<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Look")
+            .field("waiting", &self.waiting)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether this node is being emptied by consolidation (the record: see the module rules).
+pub fn consolidating(node: &Node) -> bool {
+    node.spec.state == NodeState::Draining
+        && node.annotations().contains_key(CONSOLIDATING_ANNOTATION)
+}
+
+/// One look (see the module doc).
+pub async fn look(look: Look<'_>) {
+    if look.settings.consolidation != Consolidation::WhenUnderutilized {
+        return;
+    }
+    let nodes: Vec<Arc<Node>> = look
+        .engine
+        .cache()
+        .state()
+        .into_iter()
+        .map(|cached| look.engine.node(&cached.name_any()).unwrap_or(cached))
+        .collect();
+    let kept_by_tenants = kept_by_tenants(&look).await;
+    let cost: HashMap<String, u64> = look
+        .classes
+        .iter()
+        .map(|c| {
+            let cost = c.spec.monthly_cost.and_then(|m| u64::try_from(m).ok());
+            (c.name_any(), cost.unwrap_or(0))
+        })
+        .collect();
+    // Drains this process began count until the cache shows them (then the mark counts).
+    let began: HashSet<String> = {
+        let mut remembered = look.memory.lock();
+        remembered.began.retain(|name| {
+            nodes
+                .iter()
+                .any(|n| n.name_any() == *name && n.spec.state != NodeState::Draining)
+        });
+        remembered.began.clone()
+    };
+    let mut candidates = BTreeMap::new();
+    for node in &nodes {
+        let kept = match DoNotDisrupt::of(node.annotations()) {
+            DoNotDisrupt::Unreadable(value) => {
+                warn_unreadable(&look, node.as_ref(), &value).await;
+                true
+            }
+            other => other.keeps(),
+        } || kept_by_tenants.contains(&node.name_any());
+        let class = node.labels().get(NODE_CLASS_LABEL);
+        candidates.insert(
+            node.name_any(),
+            Candidate {
+                bought: node.labels().contains_key(NODE_REQUEST_LABEL),
+                registered: node.is_registered(),
+                kept,
+                consolidating: (consolidating(node) || began.contains(&node.name_any()))
+                    && !node.allocations().is_empty(),
+                monthly_cost: class.and_then(|c| cost.get(c)).copied().unwrap_or(0),
+            },
+        );
+    }
+    let ledgers = look.engine.ledgers(None);
+    let settings = look.settings;
+    let controls = Controls {
+        mode: settings.consolidation,
+        registered: settings.consolidate_registered,
+        after: settings.consolidate_after,
+        allowed: settings.disruption_budget.allowed(nodes.len()),
+        window_open: window::open(&settings.disruption_schedule, Timestamp::now()),
+        waiting: look.waiting,
+    };
+    let now = Instant::now();
+    let decision = {
+        let remembered = look.memory.lock();
+        let freeable_for = |name: &str| {
+            remembered
+                .freeable_since
+                .get(name)
+                .map_or(Duration::ZERO, |since| {
+                    now.saturating_duration_since(*since)
+                })
+        };
+        decide(&ledgers, &candidates, freeable_for, &controls)
+    };
+    {
+        let mut remembered = look.memory.lock();
+        let freeable: HashSet<&String> = decision.freeable.iter().collect();
+        remembered
+            .freeable_since
+            .retain(|name, _| freeable.contains(name));
+        for name in &decision.freeable {
+            remembered.freeable_since.entry(name.clone()).or_insert(now);
+        }
+    }
+    let by_name: HashMap<String, &Arc<Node>> = nodes.iter().map(|n| (n.name_any(), n)).collect();
+    for name in &decision.drain {
+        if let Some(node) = by_name.get(name) {
+            drain(&look, node, cost_of(&candidates, name)).await;
+        }
+    }
+    for name in &decision.cancel {
+        if let Some(node) = by_name.get(name) {
+            cancel(&look, node).await;
+        }
+    }
+    report_blocked(&look, &decision, &by_name).await;
+}
+
+fn cost_of(candidates: &BTreeMap<String, Candidate>, name: &str) -> u64 {
+    candidates.get(name).map_or(0, |c| c.monthly_cost)
+}
+
+/// The nodes holding a `do-not-disrupt` tenant (an unreadable value is warned about once and
+/// taken as `"true"`).
+async fn kept_by_tenants(look: &Look<'_>) -> HashSet<String> {
+    let mut kept = HashSet::new();
+    for tenant in look.tenants.state() {
+        let keeps = match DoNotDisrupt::of(tenant.annotations()) {
+            DoNotDisrupt::Unreadable(value) => {
+                warn_unreadable(look, tenant.as_ref(), &value).await;
+                true
+            }
+            other => other.keeps(),
+        };
+        if !keeps {
+            continue;
+        }
+        if let Some(status) = &tenant.status {
+            if !status.node_name.is_empty() {
+                kept.insert(status.node_name.clone());
+            }
+            if let Some(migration) = &status.migration {
+                kept.insert(migration.to.clone());
+                kept.insert(migration.from.clone());
+            }
+        }
+    }
+    kept
+}
+
+async fn warn_unreadable<K>(look: &Look<'_>, object: &K, value: &str)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let uid = object.meta().uid.clone().unwrap_or_default();
+    {
+        let mut remembered = look.memory.lock();
+        if remembered.warned.get(&uid).is_some_and(|v| v == value) {
+            return;
+        }
+        remembered.warned.insert(uid, value.to_owned());
+    }
+    let note = format!(
+        "{}: {value:?} is neither \"true\" nor \"false\"; taken as \"true\" (never disrupted)",
+        crate::api::DO_NOT_DISRUPT_ANNOTATION
+    );
+    let occurrence = Occurrence {
+        type_: EventType::Warning,
+        reason: "UnreadableDoNotDisrupt",
+        action: "Consolidate",
+        note,
+    };
+    EventPublisher::publish_or_log(look.events, occurrence, object.object_ref(&())).await;
+}
+
+/// Drains a node to hand it back: Draining with the mark, guarded by its resourceVersion.
+async fn drain(look: &Look<'_>, node: &Node, monthly_cost: u64) {
+    let name = node.name_any();
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": node.resource_version(),
+            "annotations": {CONSOLIDATING_ANNOTATION: Timestamp::now().to_string()},
+        },
+        "spec": {"state": "Draining"},
+    });
+    if !write(look, &name, &patch).await {
+        return;
+    }
+    look.memory.lock().began.insert(name.clone());
+    look.metrics.consolidation_action("drain");
+    tracing::info!(node = %name, "consolidation: draining a node its tenants can leave");
+    let saves = if monthly_cost > 0 {
+        format!("; handing it back saves {monthly_cost} a month")
+    } else {
+        String::new()
+    };
+    let occurrence = Occurrence {
+        type_: EventType::Normal,
+        reason: "Consolidating",
+        action: "Consolidate",
+        note: format!("draining: its tenants fit on other nodes{saves}"),
+    };
+    EventPublisher::publish_or_log(look.events, occurrence, node.object_ref(&())).await;
+}
+
+/// Gives a node consolidation drains back to service (it became `do-not-disrupt`).
+async fn cancel(look: &Look<'_>, node: &Node) {
+    let name = node.name_any();
+    let patch = json!({
+        "metadata": {
+            "resourceVersion": node.resource_version(),
+            "annotations": {CONSOLIDATING_ANNOTATION: null},
+        },
+        "spec": {"state": "Online"},
+    });
+    if !write(look, &name, &patch).await {
+        return;
+    }
+    look.metrics.consolidation_action("cancel");
+    let occurrence = Occurrence {
+        type_: EventType::Normal,
+        reason: "ConsolidationCancelled",
+        action: "Consolidate",
+        note: "back Online: it, or a tenant on it, is do-not-disrupt".to_owned(),
+    };
+    EventPublisher::publish_or_log(look.events, occurrence, node.object_ref(&())).await;
+}
+
+/// A merge patch of the Node; false (logged) when refused: the next look decides again.
+async fn write(look: &Look<'_>, name: &str, patch: &serde_json::Value) -> bool {
+    let api: Api<Node> = Api::all(look.client.clone());
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => true,
+        Err(error) => {
+            tracing::info!(node = name, %error, "consolidation: a Node write was refused; the next look decides again");
+            false
+        }
+    }
+}
+
+/// An Event and the metric for each node blocked for a reason it was not blocked for last.
+async fn report_blocked(look: &Look<'_>, decision: &Decision, nodes: &HashMap<String, &Arc<Node>>) {
+    let fresh: Vec<(String, Blocked)> = {
+        let mut remembered = look.memory.lock();
+        let now: HashMap<&String, Blocked> =
+            decision.blocked.iter().map(|(n, b)| (n, *b)).collect();
+        remembered.reported.retain(|name, _| now.contains_key(name));
+        decision
+            .blocked
+            .iter()
+            .filter(|(name, why)| remembered.reported.insert(name.clone(), *why) != Some(*why))
+            .cloned()
+            .collect()
+    };
+    for (name, why) in fresh {
+        if why == Blocked::Young {
+            continue;
+        }
+        look.metrics.disruption_blocked(why.reason());
+        let Some(node) = nodes.get(&name) else {
+            continue;
+        };
+        let note = match why {
+            Blocked::Young => continue,
+            Blocked::DoNotDisrupt => "not drained although its tenants fit elsewhere: it, or a tenant on it, is do-not-disrupt".to_owned(),
+            Blocked::TenantsWaiting => "not drained yet: tenants wait for room".to_owned(),
+            Blocked::Window => "not drained yet: outside every --disruption-schedule window".to_owned(),
+            Blocked::Budget => format!(
+                "not drained yet: the disruption budget ({}) is in use",
+                look.settings.disruption_budget
+            ),
+        };
+        let occurrence = Occurrence {
+            type_: EventType::Normal,
+            reason: "DisruptionBlocked",
+            action: "Consolidate",
+            note,
+        };
+        EventPublisher::publish_or_log(look.events, occurrence, node.object_ref(&())).await;
+    }
+}

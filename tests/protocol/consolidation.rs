@@ -1,0 +1,189 @@
+//! `--consolidation WhenUnderutilized`: bought nodes the rebalance plan can empty are drained on
+//! their own, make-before-break, within the disruption budget and windows, never while
+//! `do-not-disrupt` keeps them; the record (the consolidating mark on a Draining Node) carries
+//! the count across a restart.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, NODE_REQUEST_LABEL};
+use tenant_placer::controller::consolidation::{Budget, Consolidation, Window};
+
+use crate::guards::events_with_reason;
+use crate::*;
+
+/// Bought nodes, each holding one tenant it could give to `big`.
+const BOUGHT: usize = 10;
+
+fn consolidating(budget: u32, schedule: &[&str]) -> Settings {
+    Settings {
+        request_after: Some(Duration::ZERO),
+        request_check: Duration::from_millis(20),
+        consolidation: Consolidation::WhenUnderutilized,
+        consolidate_after: Duration::ZERO,
+        disruption_budget: Budget::Nodes(budget),
+        disruption_schedule: schedule
+            .iter()
+            .map(|w| w.parse::<Window>().unwrap())
+            .collect(),
+        ..settings()
+    }
+}
+
+fn bought(i: usize) -> String {
+    format!("b{i}")
+}
+
+/// `big` (64 threads) holds `tb`; ten bought nodes of 8 threads hold one 5-thread tenant each
+/// (placed while `big` was cordoned), `t_i` annotated `do-not-disrupt` for each i in `kept`.
+/// Then `big` comes back Online: each bought node's tenant fits there.
+async fn fleet(settings: Settings, kept: &[usize]) -> Harness {
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("big").capacity(64, 256, 8000).manifest()],
+        settings,
+    )
+    .await;
+    h.apply(&[tenant("tb").resources(1, 1, 1).manifest()]);
+    h.settle().await;
+    h.apply(&[node_spec("big", json!({"state": "Cordoned"}))]);
+    for i in 0..BOUGHT {
+        h.apply(&[node(&bought(i))
+            .capacity(8, 32, 100)
+            .label(NODE_REQUEST_LABEL, &format!("r{i}"))
+            .manifest()]);
+    }
+    h.settle().await;
+    for i in 0..BOUGHT {
+        let mut t = tenant(&format!("t{i}")).resources(5, 1, 1).manifest();
+        if kept.contains(&i) {
+            t["metadata"]["annotations"] = json!({DO_NOT_DISRUPT_ANNOTATION: "true"});
+        }
+        h.apply(&[t]);
+        h.settle().await;
+    }
+    for i in 0..BOUGHT {
+        assert_eq!(h.allocated_threads(&bought(i)), 5, "t{i} on b{i}");
+    }
+    h
+}
+
+/// Nodes being emptied by consolidation at once, at most, over every committed write.
+fn watch_emptying(h: &Harness) -> Arc<AtomicUsize> {
+    let most = Arc::new(AtomicUsize::new(0));
+    let seen = most.clone();
+    h.fleet.api.on_commit(move |commit| {
+        if commit.group != GROUP || commit.resource != "nodes" {
+            return;
+        }
+        let emptying = commit
+            .list(GROUP, "nodes")
+            .iter()
+            .filter(|n| {
+                n["metadata"]["annotations"][CONSOLIDATING_ANNOTATION].is_string()
+                    && n["spec"]["state"] == "Draining"
+                    && n["status"]["allocations"]
+                        .as_array()
+                        .is_some_and(|a| !a.is_empty())
+            })
+            .count();
+        seen.fetch_max(emptying, Ordering::SeqCst);
+    });
+    most
+}
+
+fn drained(h: &Harness, name: &str) -> bool {
+    let node = h.node(name);
+    node.spec.state == tenant_placer::api::NodeState::Draining && node.allocations().is_empty()
+}
+
+fn uncordon(h: &Harness) {
+    h.apply(&[node_spec("big", json!({"state": "Online"}))]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_freeable_nodes_are_emptied_two_at_a_time_under_a_budget_of_two() {
+    let h = fleet(consolidating(2, &[]), &[]).await;
+    let most = watch_emptying(&h);
+    uncordon(&h);
+    h.until("every bought node emptied", || {
+        (0..BOUGHT).all(|i| drained(&h, &bought(i)))
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        2,
+        "never more than the budget, and used"
+    );
+    assert_eq!(h.allocated_threads("big"), 1 + 5 * BOUGHT as i64);
+    let metrics = &h.handles.metrics;
+    assert_eq!(metrics.consolidation_actions("drain"), BOUGHT as u64);
+    assert!(metrics.disruptions_blocked("BudgetExhausted") > 0);
+    assert!(!events_with_reason(&h, "DisruptionBlocked").is_empty());
+    assert!(!events_with_reason(&h, "Consolidating").is_empty());
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn do_not_disrupt_keeps_a_tenants_node_and_a_node() {
+    let h = fleet(consolidating(BOUGHT as u32, &[]), &[0]).await;
+    h.apply(&[json!({"apiVersion": VERSION, "kind": "Node",
+                     "metadata": {"name": bought(1),
+                                  "annotations": {DO_NOT_DISRUPT_ANNOTATION: "true"}}})]);
+    uncordon(&h);
+    h.until("the others emptied", || {
+        (2..BOUGHT).all(|i| drained(&h, &bought(i)))
+    })
+    .await;
+    h.settle().await;
+    for kept in [bought(0), bought(1)] {
+        let node = h.node(&kept);
+        assert_eq!(
+            node.spec.state,
+            tenant_placer::api::NodeState::Online,
+            "{kept}"
+        );
+        assert_eq!(h.allocated_threads(&kept), 5, "{kept}");
+    }
+    assert!(h.handles.metrics.disruptions_blocked("DoNotDisrupt") >= 2);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_drained_outside_the_window_and_a_restart_counts_what_is_under_way() {
+    // A window of one minute a year, at New Year: closed now (unless run then).
+    let closed = "0 0 1 1 * 1m";
+    let h = fleet(consolidating(2, &[closed]), &[]).await;
+    let most = watch_emptying(&h);
+    uncordon(&h);
+    h.until("the window reported closed", || {
+        h.handles.metrics.disruptions_blocked("OutsideWindow") > 0
+    })
+    .await;
+    h.settle().await;
+    assert!(
+        (0..BOUGHT).all(|i| h.node(&bought(i)).spec.state == tenant_placer::api::NodeState::Online)
+    );
+    // The window opens (no schedule: always); the controller restarts mid-consolidation, and
+    // the drains under way, read from the Nodes, still count against the budget.
+    h.fleet.stop();
+    h.fleet.start(consolidating(2, &[]));
+    h.until("two drains under way", || {
+        (0..BOUGHT)
+            .filter(|i| h.node(&bought(*i)).spec.state == tenant_placer::api::NodeState::Draining)
+            .count()
+            >= 2
+    })
+    .await;
+    h.fleet.stop();
+    h.fleet.start(consolidating(2, &[]));
+    h.until("every bought node emptied", || {
+        (0..BOUGHT).all(|i| drained(&h, &bought(i)))
+    })
+    .await;
+    h.settle().await;
+    assert!(most.load(Ordering::SeqCst) <= 2);
+    h.assert_invariants();
+}
