@@ -255,6 +255,10 @@ def cases() -> tuple[list[Case], list[BadCase]]:
              provisioners=["system:serviceaccount:capi:provisioner", "kubernetes-admin"]),
         Case("nodes registered from the cluster (controller.registerNodes)",
              {"controller": {"registerNodes": "tenant-placer.dev/pool in (metal,bare-metal)"}}),
+        Case("consolidation within a budget and weeknight windows",
+             {"controller": {"consolidation": "WhenUnderutilized", "consolidateAfterSeconds": 0,
+                             "consolidateRegistered": True, "disruptionBudget": "2",
+                             "disruptionSchedule": ["0 22 * * mon-fri 8h", "@daily 1h"]}}),
         *POOL_CASES,
     ]
     bad = [
@@ -273,6 +277,16 @@ def cases() -> tuple[list[Case], list[BadCase]]:
         BadCase("controller.requestAfterSeconds=-1", {"controller": {"requestAfterSeconds": -1}},
                 "requestAfterSeconds"),
         BadCase("controller.events=some", {"controller": {"events": "some"}}, "events"),
+        BadCase("controller.consolidation=Always", {"controller": {"consolidation": "Always"}},
+                "consolidation"),
+        BadCase("controller.consolidateAfterSeconds=-1",
+                {"controller": {"consolidateAfterSeconds": -1}}, "consolidateAfterSeconds"),
+        BadCase("controller.disruptionBudget=150%", {"controller": {"disruptionBudget": "150%"}},
+                "disruptionBudget"),
+        BadCase("controller.disruptionBudget a number", {"controller": {"disruptionBudget": 2}},
+                "disruptionBudget"),
+        BadCase("controller.disruptionSchedule a string",
+                {"controller": {"disruptionSchedule": "@daily 1h"}}, "disruptionSchedule"),
         BadCase("controller.finalizer='no'", {"controller": {"finalizer": "no"}}, "finalizer"),
         BadCase("metrics.port=70000", {"metrics": {"port": 70000}}, "port"),
         BadCase("leaderElection.enabled='yes'", {"leaderElection": {"enabled": "yes"}},
@@ -580,7 +594,12 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                  f"--queue={controller.get('queue', 'BestEffortFIFO')}",
                  f"--max-migrations={controller.get('maxMigrations', 16)}",
                  f"--request-after-seconds={controller.get('requestAfterSeconds', 60)}",
-                 f"--empty-node-seconds={controller.get('emptyNodeSeconds', 600)}"]
+                 f"--empty-node-seconds={controller.get('emptyNodeSeconds', 600)}",
+                 f"--consolidation={controller.get('consolidation', 'WhenEmpty')}",
+                 f"--consolidate-after-seconds={controller.get('consolidateAfterSeconds', 300)}",
+                 f"--disruption-budget={controller.get('disruptionBudget', '10%')}"]
+    want_args += ["--consolidate-registered"] if controller.get("consolidateRegistered") else []
+    want_args += [f"--disruption-schedule={w}" for w in controller.get("disruptionSchedule", [])]
     want_args += [] if controller.get("finalizer", True) else ["--no-finalizer"]
     want_args += ["--leader-election"] if case.leader_election else []
     want_args += [] if case.page else ["--no-page"]

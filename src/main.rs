@@ -348,7 +348,7 @@ impl PlacementArgs {
             )),
             ProvisionerKind::ClusterApi => Some(Simulated::ClusterApi(
                 tenant_placer::capi_sim::CapiSimConfig {
-                    step: delay / 3,
+                    step: delay.checked_div(3).unwrap_or_default(),
                     every: Duration::from_millis(100),
                     failing_classes: failing,
                     ..Default::default()

@@ -231,7 +231,7 @@ impl Metrics {
         );
         registry.register(
             "tenant_placer_node_request_errors",
-            "NodeRequest writes the API refused, by action (create, retire a Failed one, hand_back); each is retried at the next look and never stops the others",
+            "NodeRequest writes the API refused, by action (create, retire a Failed one, withdraw one whose class is gone, hand_back); each is retried at the next look and never stops the others",
             self.request_errors.clone(),
         );
         registry.register(

@@ -210,7 +210,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// docs use.
-const FAMILIES: [(&str, &str, &str); 24] = [
+const FAMILIES: [(&str, &str, &str); 26] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -259,7 +259,17 @@ const FAMILIES: [(&str, &str, &str); 24] = [
     (
         "tenant_placer_node_request_errors_total",
         "counter",
-        "NodeRequest writes the API refused, by action (create, retire a Failed one, hand_back); each is retried at the next look and never stops the others.",
+        "NodeRequest writes the API refused, by action (create, retire a Failed one, withdraw one whose class is gone, hand_back); each is retried at the next look and never stops the others.",
+    ),
+    (
+        "tenant_placer_consolidation_actions_total",
+        "counter",
+        "What consolidation (--consolidation WhenUnderutilized) did, by action: drain (a node its tenants can leave), cancel (a drain of a node that became do-not-disrupt), hand_back (a drained bought node's request deleted).",
+    ),
+    (
+        "tenant_placer_disruption_blocked_total",
+        "counter",
+        "Nodes consolidation could free and did not drain, by reason (DoNotDisrupt, TenantsWaiting, OutsideWindow, BudgetExhausted), once per node and reason.",
     ),
     (
         "tenant_placer_registration_errors_total",
@@ -351,6 +361,10 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.node_handed_back();
     metrics.node_handed_back();
     metrics.node_request_error("create");
+    metrics.consolidation_action("drain");
+    metrics.consolidation_action("drain");
+    metrics.consolidation_action("hand_back");
+    metrics.disruption_blocked("BudgetExhausted");
     metrics.register_error("update");
     metrics.register_problem("clash");
     let (nodes, mut node_feed) = reflector::store::<Node>();
@@ -538,8 +552,17 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
         scraped.get(problems, &[("problem", "unreadable_allocatable")]),
         0.0
     );
+    let actions = "tenant_placer_consolidation_actions_total";
+    assert_eq!(scraped.all(actions).len(), 3);
+    assert_eq!(scraped.get(actions, &[("action", "drain")]), 2.0);
+    assert_eq!(scraped.get(actions, &[("action", "cancel")]), 0.0);
+    assert_eq!(scraped.get(actions, &[("action", "hand_back")]), 1.0);
+    let blocked = "tenant_placer_disruption_blocked_total";
+    assert_eq!(scraped.all(blocked).len(), 4);
+    assert_eq!(scraped.get(blocked, &[("reason", "BudgetExhausted")]), 1.0);
+    assert_eq!(scraped.get(blocked, &[("reason", "DoNotDisrupt")]), 0.0);
     let errors = "tenant_placer_node_request_errors_total";
-    assert_eq!(scraped.all(errors).len(), 3);
+    assert_eq!(scraped.all(errors).len(), 4);
     assert_eq!(scraped.get(errors, &[("action", "create")]), 1.0);
     assert_eq!(scraped.get(errors, &[("action", "hand_back")]), 0.0);
     // Two moves done, one cancelled; none in flight or blocked among these tenants.
@@ -607,6 +630,8 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_node_requests_failed_total",
             "tenant_placer_nodes_handed_back_total",
             "tenant_placer_node_request_errors_total",
+            "tenant_placer_consolidation_actions_total",
+            "tenant_placer_disruption_blocked_total",
             "tenant_placer_registration_errors_total",
             "tenant_placer_registration_problems_total",
             "tenant_placer_undecodable_objects_total",
@@ -625,7 +650,7 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
         );
     }
     // Each action a NodeRequest write can fail in shows from the start.
-    for action in ["create", "retire", "hand_back"] {
+    for action in ["create", "retire", "withdraw", "hand_back"] {
         assert_eq!(
             scraped.get(
                 "tenant_placer_node_request_errors_total",

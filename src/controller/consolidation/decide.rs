@@ -252,7 +252,8 @@ mod tests {
     #[test]
     fn each_control_in_turn_stops_a_drain_and_says_why() {
         let (nodes, candidates) = fleet(1);
-        let cases: [(&str, Controls, fn(&str) -> Duration, Option<Blocked>); 5] = [
+        type Age = fn(&str) -> Duration;
+        let cases: [(&str, Controls, Age, Option<Blocked>); 5] = [
             ("due", controls(), due, None),
             (
                 "young",

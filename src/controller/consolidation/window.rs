@@ -134,11 +134,16 @@ impl Window {
             let Some(at) = civil(minute) else {
                 return false;
             };
+            // Minutes since the start of this day and of this hour, this one included.
+            let into_hour = i64::from(at.minute).saturating_add(1);
+            let into_day = i64::from(at.hour)
+                .saturating_mul(60)
+                .saturating_add(into_hour);
             if !self.schedule.day_matches(&at) {
                 // Before this day's first minute.
-                minute = minute.saturating_sub(i64::from(at.hour) * 60 + i64::from(at.minute) + 1);
+                minute = minute.saturating_sub(into_day);
             } else if !self.schedule.hours.has(at.hour) {
-                minute = minute.saturating_sub(i64::from(at.minute) + 1);
+                minute = minute.saturating_sub(into_hour);
             } else if self.schedule.minutes.has(at.minute) {
                 return true;
             } else {
@@ -399,7 +404,10 @@ mod tests {
         assert!(!steps.open_at(at("2026-12-06T09:50:00Z")));
         assert!(!steps.open_at(at("2026-11-29T09:46:00Z")));
         assert!(open(&[], at("2026-12-06T09:50:00Z")), "no window: always");
-        assert!(!open(&[nights.clone()], at("2026-12-05T22:30:00Z")));
+        assert!(!open(
+            std::slice::from_ref(&nights),
+            at("2026-12-05T22:30:00Z")
+        ));
         assert!(open(&[nights, hourly], at("2026-12-05T22:05:00Z")));
     }
 
