@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 use tenant_placer::api::{LabelSelector, Node, Tenant};
-use tenant_placer::controller::consolidation::{Budget, Consolidation, Window};
+use tenant_placer::controller::disruption::{Budget, Consolidation, Window};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;

@@ -248,9 +248,11 @@ fn a_back_edge_is_reported() {
 /// (`mod.rs`), which builds them. A file names only parts
 /// of layers below its own, or its own part (files of one folder); loops do not name each other.
 const CONTROLLER_LAYERS: &[&[&str]] = &[
-    &["state", "publisher", "patch"],
+    &["state", "publisher", "patch", "disruption"],
     &["engine", "runner"],
     &["settings"],
+    // Consolidation's look, which the purchase loop runs after its own.
+    &["consolidation"],
     &["tenant", "node", "requests", "passes", "register", "capi"],
     &["mod"],
 ];

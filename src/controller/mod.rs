@@ -24,6 +24,7 @@
 
 pub mod capi;
 pub mod consolidation;
+pub mod disruption;
 pub mod engine;
 pub mod node;
 pub mod passes;

@@ -71,15 +71,15 @@ pub struct Settings {
     /// A machine not delivered this long after its request fails it (`--provisioning-timeout-seconds`).
     pub provisioning_timeout: Duration,
     /// What is done with nodes the controller could do without (`--consolidation`).
-    pub consolidation: super::consolidation::Consolidation,
+    pub consolidation: super::disruption::Consolidation,
     /// How long a node stays freeable before it is drained (`--consolidate-after-seconds`).
     pub consolidate_after: Duration,
     /// Consolidate registered nodes too (`--consolidate-registered`).
     pub consolidate_registered: bool,
     /// Nodes of the pool emptied at once by consolidation, at most (`--disruption-budget`).
-    pub disruption_budget: super::consolidation::Budget,
+    pub disruption_budget: super::disruption::Budget,
     /// When consolidation may drain (`--disruption-schedule`); none: always.
-    pub disruption_schedule: Vec<super::consolidation::Window>,
+    pub disruption_schedule: Vec<super::disruption::Window>,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -123,10 +123,10 @@ impl Default for Settings {
             register_resync: Duration::from_secs(60),
             cluster_api: false,
             provisioning_timeout: Duration::from_secs(1800),
-            consolidation: super::consolidation::Consolidation::WhenEmpty,
+            consolidation: super::disruption::Consolidation::WhenEmpty,
             consolidate_after: Duration::from_secs(300),
             consolidate_registered: false,
-            disruption_budget: super::consolidation::Budget::default(),
+            disruption_budget: super::disruption::Budget::default(),
             disruption_schedule: Vec::new(),
         }
     }

@@ -8,9 +8,14 @@ use std::time::Duration;
 
 use serde_json::json;
 use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, NODE_REQUEST_LABEL};
-use tenant_placer::controller::consolidation::{Budget, Consolidation, Window};
+use tenant_placer::controller::disruption::{Budget, Consolidation, Window};
+
+use kube::ResourceExt;
+use tenant_placer::provisioner::ProvisionerConfig;
+use tenant_placer::sim::Simulated;
 
 use crate::guards::events_with_reason;
+use crate::requests::requests;
 use crate::*;
 
 /// Bought nodes, each holding one tenant it could give to `big`.
@@ -185,5 +190,69 @@ async fn nothing_is_drained_outside_the_window_and_a_restart_counts_what_is_unde
     .await;
     h.settle().await;
     assert!(most.load(Ordering::SeqCst) <= 2);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bought_machines_the_plan_can_empty_are_drained_then_handed_back_at_once() {
+    // An hour of idleness before a plain hand-back: each one here is consolidation's.
+    let settings = Settings {
+        empty_node_after: Duration::from_secs(3600),
+        ..consolidating(2, &[])
+    };
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("big").capacity(64, 256, 8000).manifest()],
+        settings,
+    )
+    .await;
+    h.apply(&[tenant("tb").resources(1, 1, 1).manifest()]);
+    h.settle().await;
+    h.apply(&[node_spec("big", json!({"state": "Cordoned"}))]);
+    h.apply(&[
+        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
+                     "spec": {"capacity": {"threads": 8, "memoryGb": 32, "storageGb": 100},
+                              "provider": "lab/simulated", "monthlyCost": 100}}),
+    ]);
+    h.fleet
+        .start_provisioner(Simulated::Contract(ProvisionerConfig {
+            delay: Duration::ZERO,
+            failing: Default::default(),
+            every: Duration::from_millis(20),
+        }))
+        .await
+        .unwrap();
+    // Six tenants of 5 threads: a box each, bought while big is cordoned.
+    for i in 0..6 {
+        h.apply(&[tenant(&format!("t{i}")).resources(5, 1, 1).manifest()]);
+    }
+    let boxes = |h: &Harness| {
+        h.fleet
+            .nodes()
+            .into_iter()
+            .filter(|n| n.labels().contains_key(NODE_REQUEST_LABEL))
+            .count()
+    };
+    h.until("a box bought for each tenant, each placed", || {
+        boxes(&h) == 6
+            && (0..6).all(|i| {
+                h.tenant(&format!("t{i}"))
+                    .and_then(|t| t.status)
+                    .is_some_and(|s| s.node_name.starts_with("box-"))
+            })
+    })
+    .await;
+    let most = watch_emptying(&h);
+    uncordon(&h);
+    h.until("every box drained and handed back", || {
+        boxes(&h) == 0 && requests(&h).is_empty()
+    })
+    .await;
+    h.settle().await;
+    assert!((1..=2).contains(&most.load(Ordering::SeqCst)));
+    assert_eq!(h.allocated_threads("big"), 1 + 5 * 6);
+    let metrics = &h.handles.metrics;
+    assert_eq!(metrics.consolidation_actions("drain"), 6);
+    assert_eq!(metrics.consolidation_actions("hand_back"), 6);
     h.assert_invariants();
 }

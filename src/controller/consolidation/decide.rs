@@ -21,27 +21,7 @@ use std::time::Duration;
 
 use placement::NodeLedger;
 
-/// `--consolidation`: what the controller does with nodes it could do without.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Consolidation {
-    /// Nothing: not even an empty machine is handed back.
-    #[value(name = "Never")]
-    Never,
-    /// Hand back a bought machine that has held nothing for `--empty-node-seconds`.
-    #[default]
-    #[value(name = "WhenEmpty")]
-    WhenEmpty,
-    /// Also drain the nodes the rebalance plan can empty, then hand them back.
-    #[value(name = "WhenUnderutilized")]
-    WhenUnderutilized,
-}
-
-impl Consolidation {
-    /// Whether empty bought machines are handed back.
-    pub fn hands_back(self) -> bool {
-        self != Consolidation::Never
-    }
-}
+pub use crate::controller::disruption::Consolidation;
 
 /// One of the pool's nodes, as consolidation sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

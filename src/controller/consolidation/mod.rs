@@ -22,7 +22,6 @@
 //!   object, once per value, and is taken as `"true"`.
 
 pub mod decide;
-pub mod window;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -34,8 +33,8 @@ use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+pub use super::disruption::{Budget, Window};
 pub use decide::{Blocked, Candidate, Consolidation, Controls, Decision, decide};
-pub use window::{Budget, Window};
 
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
@@ -158,7 +157,7 @@ pub async fn look(look: Look<'_>) {
         registered: settings.consolidate_registered,
         after: settings.consolidate_after,
         allowed: settings.disruption_budget.allowed(nodes.len()),
-        window_open: window::open(&settings.disruption_schedule, Timestamp::now()),
+        window_open: super::disruption::open(&settings.disruption_schedule, Timestamp::now()),
         waiting: look.waiting,
     };
     let now = Instant::now();

@@ -1,0 +1,29 @@
+//! The disruption controls given as flags: whether consolidation runs (`--consolidation`), how
+//! many nodes it may empty at once and when ([`window`]). Pure values, below the settings that
+//! hold them.
+
+pub mod window;
+
+pub use window::{Budget, Window, open};
+
+/// `--consolidation`: what the controller does with nodes it could do without.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Consolidation {
+    /// Nothing: not even an empty machine is handed back.
+    #[value(name = "Never")]
+    Never,
+    /// Hand back a bought machine that has held nothing for `--empty-node-seconds`.
+    #[default]
+    #[value(name = "WhenEmpty")]
+    WhenEmpty,
+    /// Also drain the nodes the rebalance plan can empty, then hand them back.
+    #[value(name = "WhenUnderutilized")]
+    WhenUnderutilized,
+}
+
+impl Consolidation {
+    /// Whether empty bought machines are handed back.
+    pub fn hands_back(self) -> bool {
+        self != Consolidation::Never
+    }
+}
