@@ -11,6 +11,9 @@
 //! There, at rest, also: each MachineDeployment has as many Machines as replicas, every Machine
 //! is claimed by a request that exists (none leaked), no request claims two, and every `Ready`
 //! request's placement Node records its Machine.
+//! Half the cases run `--consolidation WhenUnderutilized` (a budget of 1 or 2, some tenants
+//! `do-not-disrupt`): at every Node write, no more nodes are being emptied by consolidation than
+//! the budget, and none is marked while it holds a `do-not-disrupt` tenant.
 //! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
 
 use std::collections::HashMap;
@@ -20,8 +23,10 @@ use std::time::Duration;
 use kube::ResourceExt;
 use serde_json::json;
 use tenant_placer::api::capi::{CLAIM_ANNOTATION, MACHINE_ANNOTATION};
+use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION};
 use tenant_placer::api::{GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, TenantPhase};
 use tenant_placer::capi_sim::{self, CapiSimConfig};
+use tenant_placer::controller::disruption::{Budget, Consolidation};
 use tenant_placer::provisioner::ProvisionerConfig;
 use tenant_placer::sim::Simulated;
 
@@ -96,9 +101,17 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
         request_check: Duration::from_millis(rng.u64(10..=60)),
         empty_node_after: Duration::from_millis(200),
         cluster_api: buyer == Buyer::ClusterApi,
+        consolidation: if rng.bool() {
+            Consolidation::WhenUnderutilized
+        } else {
+            Consolidation::WhenEmpty
+        },
+        consolidate_after: Duration::from_millis(rng.u64(0..=100)),
+        disruption_budget: Budget::Nodes(rng.u32(1..=2)),
         ..settings()
     };
     let api = ApiServer::new();
+    let disruptions = watch_disruptions(&api, settings.disruption_budget);
     let history = Arc::new(Mutex::new(Vec::new()));
     let sink = history.clone();
     api.on_commit(move |c| {
@@ -161,7 +174,11 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                 } else {
                     rng.i64(1..=40)
                 };
-                h.apply(&[tenant(&name).resources(threads, 1, 1).manifest()]);
+                let mut t = tenant(&name).resources(threads, 1, 1).manifest();
+                if rng.u8(0..4) == 0 {
+                    t["metadata"]["annotations"] = json!({DO_NOT_DISRUPT_ANNOTATION: "true"});
+                }
+                h.apply(&[t]);
                 tenants.push(name);
             }
             4 if !tenants.is_empty() => {
@@ -259,6 +276,59 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
     h.lowered.clear();
     h.assert_invariants();
     check_purchases(&h, seed);
+    let disruptions = disruptions.lock().unwrap();
+    assert!(disruptions.is_empty(), "seed {seed}: {disruptions:?}");
+}
+
+/// Consolidation's rules, checked at every committed Node write: no more nodes being emptied by
+/// it than the budget, and none marked while it holds a `do-not-disrupt` tenant.
+fn watch_disruptions(api: &ApiServer, budget: Budget) -> Arc<Mutex<Vec<String>>> {
+    let found = Arc::new(Mutex::new(Vec::new()));
+    let sink = found.clone();
+    let allowed = budget.allowed(0);
+    api.on_commit(move |c| {
+        if c.group != GROUP || c.resource != "nodes" {
+            return;
+        }
+        let marked = |n: &Value| n["metadata"]["annotations"][CONSOLIDATING_ANNOTATION].is_string();
+        let holds = |n: &Value| {
+            n["status"]["allocations"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        };
+        let emptying = c
+            .list(GROUP, "nodes")
+            .iter()
+            .filter(|n| marked(n) && n["spec"]["state"] == "Draining" && holds(n))
+            .count();
+        if emptying > allowed {
+            sink.lock().unwrap().push(format!(
+                "rv {}: {emptying} nodes emptied at once, budget {allowed}",
+                c.resource_version
+            ));
+        }
+        if marked(c.object) && !c.old.is_some_and(|o| marked(o)) {
+            let kept: Vec<&str> = c
+                .list(GROUP, "tenants")
+                .iter()
+                .filter(|t| t["metadata"]["annotations"][DO_NOT_DISRUPT_ANNOTATION] == "true")
+                .filter_map(|t| t["metadata"]["uid"].as_str())
+                .collect();
+            let held = c.object["status"]["allocations"]
+                .as_array()
+                .into_iter()
+                .flatten();
+            for entry in held {
+                if entry["uid"].as_str().is_some_and(|uid| kept.contains(&uid)) {
+                    sink.lock().unwrap().push(format!(
+                        "rv {}: {} marked for consolidation holding do-not-disrupt {}",
+                        c.resource_version, c.name, entry["tenant"]
+                    ));
+                }
+            }
+        }
+    });
+    found
 }
 
 /// Every MachineDeployment has as many Machines as replicas, and none is being deleted.

@@ -18,6 +18,8 @@
 //!   carries no mark, is never counted and never touched;
 //! - how long a node has been freeable is remembered in memory: a restart waits
 //!   `--consolidate-after-seconds` again (later, never sooner);
+//! - a node a person takes back into service (no longer Draining) loses the mark, so that a later
+//!   drain of theirs is not counted as consolidation's;
 //! - a `do-not-disrupt` annotation other than `"true"` or `"false"` gets a Warning Event on its
 //!   object, once per value, and is taken as `"true"`.
 
@@ -118,6 +120,20 @@ pub async fn look(look: Look<'_>) {
             (c.name_any(), cost.unwrap_or(0))
         })
         .collect();
+    // A mark on a node no longer Draining: a person took it back into service. The mark goes,
+    // so that a later drain of theirs is not taken for ours.
+    for node in nodes.iter().filter(|n| {
+        n.spec.state != NodeState::Draining
+            && n.annotations().contains_key(CONSOLIDATING_ANNOTATION)
+    }) {
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": node.resource_version(),
+                "annotations": {CONSOLIDATING_ANNOTATION: null},
+            },
+        });
+        write(&look, &node.name_any(), &patch).await;
+    }
     // Drains this process began count until the cache shows them (then the mark counts).
     let began: HashSet<String> = {
         let mut remembered = look.memory.lock();
