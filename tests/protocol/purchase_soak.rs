@@ -307,7 +307,7 @@ fn watch_disruptions(api: &ApiServer, budget: Budget) -> Arc<Mutex<Vec<String>>>
                 c.resource_version
             ));
         }
-        if marked(c.object) && !c.old.is_some_and(|o| marked(o)) {
+        if marked(c.object) && !c.old.is_some_and(marked) {
             let kept: Vec<&str> = c
                 .list(GROUP, "tenants")
                 .iter()
