@@ -44,15 +44,7 @@ fn bought(i: usize) -> String {
 /// (placed while `big` was cordoned), `t_i` annotated `do-not-disrupt` for each i in `kept`.
 /// Then `big` comes back Online: each bought node's tenant fits there.
 async fn fleet(settings: Settings, kept: &[usize]) -> Harness {
-    let h = Harness::start_on(
-        ApiServer::new(),
-        &[node("big").capacity(64, 256, 8000).manifest()],
-        settings,
-    )
-    .await;
-    h.apply(&[tenant("tb").resources(1, 1, 1).manifest()]);
-    h.settle().await;
-    h.apply(&[node_spec("big", json!({"state": "Cordoned"}))]);
+    let h = big_cordoned(settings).await;
     for i in 0..BOUGHT {
         h.apply(&[node(&bought(i))
             .capacity(8, 32, 100)
@@ -71,6 +63,21 @@ async fn fleet(settings: Settings, kept: &[usize]) -> Harness {
     for i in 0..BOUGHT {
         assert_eq!(h.allocated_threads(&bought(i)), 5, "t{i} on b{i}");
     }
+    h
+}
+
+/// `big` (64 threads) holding `tb` (so that it may receive), cordoned: what comes next is
+/// placed elsewhere until it is uncordoned.
+async fn big_cordoned(settings: Settings) -> Harness {
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("big").capacity(64, 256, 8000).manifest()],
+        settings,
+    )
+    .await;
+    h.apply(&[tenant("tb").resources(1, 1, 1).manifest()]);
+    h.settle().await;
+    h.apply(&[node_spec("big", json!({"state": "Cordoned"}))]);
     h
 }
 
@@ -200,15 +207,7 @@ async fn bought_machines_the_plan_can_empty_are_drained_then_handed_back_at_once
         empty_node_after: Duration::from_secs(3600),
         ..consolidating(2, &[])
     };
-    let h = Harness::start_on(
-        ApiServer::new(),
-        &[node("big").capacity(64, 256, 8000).manifest()],
-        settings,
-    )
-    .await;
-    h.apply(&[tenant("tb").resources(1, 1, 1).manifest()]);
-    h.settle().await;
-    h.apply(&[node_spec("big", json!({"state": "Cordoned"}))]);
+    let h = big_cordoned(settings).await;
     h.apply(&[
         json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
                      "spec": {"capacity": {"threads": 8, "memoryGb": 32, "storageGb": 100},
