@@ -22,7 +22,8 @@
 //!   normalised slack after placing, in effective capacity, ties by name), counting the moves
 //!   already planned, so no node is filled past its effective capacity;
 //! - [`consolidate_sources`] empties only the nodes it is given a cost for, **the most expensive
-//!   first** (any node may still receive);
+//!   first**; any node may still receive, and one it may not empty receives even when it holds
+//!   nothing (it stays in use whatever the plan does, so filling it frees a node that costs);
 //! - sources are tried once each, **the least loaded first**: the largest weighted slack with
 //!   nothing added (the score LeastLoaded ranks by; nodes over their capacity come last), then
 //!   the fewest entries, then the name. A source's entries go **largest first**: the least
@@ -96,14 +97,15 @@ struct Slot<'a> {
 }
 
 impl<'a> Slot<'a> {
-    fn new(ledger: &'a NodeLedger, unique_name: bool) -> Self {
+    /// `kept`: a node that may not be emptied (it stays in use whatever the plan does).
+    fn new(ledger: &'a NodeLedger, unique_name: bool, kept: bool) -> Self {
         let view = ledger.view();
         let (entries, holds) = (!ledger.entries().is_empty(), !ledger.holds().is_empty());
         Slot {
             ledger,
             view,
             source: unique_name && ledger.state() == NodeState::Online && entries && !holds,
-            target: unique_name && (entries || holds) && view.takes_new_tenants(),
+            target: unique_name && (entries || holds || kept) && view.takes_new_tenants(),
             received: false,
         }
     }
@@ -135,7 +137,7 @@ pub fn consolidate_sources(
     let unique = |node: &NodeLedger| name_counts.get(node.name()) == Some(&1);
     let mut slots: Vec<Slot<'_>> = nodes
         .iter()
-        .map(|node| Slot::new(node, unique(node)))
+        .map(|node| Slot::new(node, unique(node), source(node).is_none()))
         .collect();
     let position: HashMap<&str, usize> = nodes
         .iter()
@@ -322,6 +324,16 @@ mod tests {
         assert_eq!(moves(&only_c), [("t3", "c", "a")]);
         // None may: nothing.
         assert!(consolidate_sources(&nodes, |_| None).is_empty());
+        // An empty node that may not be emptied (one that stays, owned) takes what a node that
+        // may be emptied holds; an empty one that may be emptied takes nothing.
+        let nodes = [
+            node("bought").holding("t1", threads(5)).build(),
+            node("owned").build(),
+        ];
+        let bought_only = |n: &NodeLedger| (n.name() == "bought").then_some(100);
+        let plan = consolidate_sources(&nodes, bought_only);
+        assert_eq!(moves(&plan), [("t1", "bought", "owned")]);
+        assert!(consolidate(&nodes).is_empty());
     }
 
     #[test]

@@ -81,6 +81,23 @@ async fn big_cordoned(settings: Settings) -> Harness {
     h
 }
 
+/// The class `box` (`threads`, 100 a month) and a provisioner that delivers at once.
+async fn buy_boxes(h: &Harness, threads: i64) {
+    h.apply(&[
+        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
+                     "spec": {"capacity": {"threads": threads, "memoryGb": 256, "storageGb": 8000},
+                              "provider": "lab/simulated", "monthlyCost": 100}}),
+    ]);
+    h.fleet
+        .start_provisioner(Simulated::Contract(ProvisionerConfig {
+            delay: Duration::ZERO,
+            failing: Default::default(),
+            every: Duration::from_millis(20),
+        }))
+        .await
+        .unwrap();
+}
+
 /// Nodes being emptied by consolidation at once, at most, over every committed write.
 fn watch_emptying(h: &Harness) -> Arc<AtomicUsize> {
     let most = Arc::new(AtomicUsize::new(0));
@@ -208,19 +225,7 @@ async fn bought_machines_the_plan_can_empty_are_drained_then_handed_back_at_once
         ..consolidating(2, &[])
     };
     let h = big_cordoned(settings).await;
-    h.apply(&[
-        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
-                     "spec": {"capacity": {"threads": 8, "memoryGb": 32, "storageGb": 100},
-                              "provider": "lab/simulated", "monthlyCost": 100}}),
-    ]);
-    h.fleet
-        .start_provisioner(Simulated::Contract(ProvisionerConfig {
-            delay: Duration::ZERO,
-            failing: Default::default(),
-            every: Duration::from_millis(20),
-        }))
-        .await
-        .unwrap();
+    buy_boxes(&h, 8).await;
     // Six tenants of 5 threads: a box each, bought while big is cordoned.
     for i in 0..6 {
         h.apply(&[tenant(&format!("t{i}")).resources(5, 1, 1).manifest()]);
@@ -253,5 +258,40 @@ async fn bought_machines_the_plan_can_empty_are_drained_then_handed_back_at_once
     let metrics = &h.handles.metrics;
     assert_eq!(metrics.consolidation_actions("drain"), 6);
     assert_eq!(metrics.consolidation_actions("hand_back"), 6);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bought_machines_tenant_moves_onto_an_owned_node_that_emptied_and_the_machine_goes_back()
+{
+    let settings = Settings {
+        empty_node_after: Duration::from_secs(3600),
+        ..consolidating(1, &[])
+    };
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("owned").capacity(64, 256, 8000).manifest()],
+        settings,
+    )
+    .await;
+    buy_boxes(&h, 64).await;
+    h.apply(&[tenant("t1").resources(40, 1, 1).manifest()]);
+    h.settle().await;
+    h.apply(&[tenant("t2").resources(40, 1, 1).manifest()]);
+    h.until("t2 placed on a box bought for it", || {
+        h.tenant("t2")
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.node_name.starts_with("box-"))
+    })
+    .await;
+    // t1 goes: the owned node is empty, and t2 fits there.
+    h.delete_tenant("t1");
+    h.until(
+        "t2 moved onto the owned node and the box handed back",
+        || h.allocated_threads("owned") == 40 && requests(&h).is_empty(),
+    )
+    .await;
+    h.settle().await;
+    assert_eq!(h.handles.metrics.consolidation_actions("hand_back"), 1);
     h.assert_invariants();
 }
