@@ -60,10 +60,14 @@ struct Remembered {
     reported: HashMap<String, Blocked>,
     /// Unreadable `do-not-disrupt` values warned about, by object UID.
     warned: HashMap<String, String>,
-    /// Nodes this process began to drain that the node cache has not shown Draining yet: they
-    /// count against the budget meanwhile.
-    began: HashSet<String>,
+    /// Nodes this process began to drain, and when, that the node cache has not shown Draining
+    /// yet: they count against the budget meanwhile (for [`BEGAN_KEPT`] at most, in case the
+    /// cache never shows it: a person took it back at once).
+    began: HashMap<String, Instant>,
 }
+
+/// How long a drain this process began counts before the node cache shows it.
+const BEGAN_KEPT: Duration = Duration::from_secs(30);
 
 impl Memory {
     fn lock(&self) -> std::sync::MutexGuard<'_, Remembered> {
@@ -137,12 +141,13 @@ pub async fn look(look: Look<'_>) {
     // Drains this process began count until the cache shows them (then the mark counts).
     let began: HashSet<String> = {
         let mut remembered = look.memory.lock();
-        remembered.began.retain(|name| {
-            nodes
-                .iter()
-                .any(|n| n.name_any() == *name && n.spec.state != NodeState::Draining)
+        remembered.began.retain(|name, at| {
+            at.elapsed() < BEGAN_KEPT
+                && nodes
+                    .iter()
+                    .any(|n| n.name_any() == *name && n.spec.state != NodeState::Draining)
         });
-        remembered.began.clone()
+        remembered.began.keys().cloned().collect()
     };
     let mut candidates = BTreeMap::new();
     for node in &nodes {
@@ -283,7 +288,10 @@ async fn drain(look: &Look<'_>, node: &Node, monthly_cost: u64) {
     if !write(look, &name, &patch).await {
         return;
     }
-    look.memory.lock().began.insert(name.clone());
+    look.memory
+        .lock()
+        .began
+        .insert(name.clone(), Instant::now());
     look.metrics.consolidation_action("drain");
     tracing::info!(node = %name, "consolidation: draining a node its tenants can leave");
     let saves = if monthly_cost > 0 {
