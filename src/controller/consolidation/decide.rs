@@ -223,6 +223,7 @@ mod tests {
         }
         let d = decide(&nodes, &busy, due, &controls());
         assert!(d.drain.is_empty(), "{d:?}");
+        assert!(d.cancel.is_empty(), "drains under way go on: {d:?}");
         assert!(
             !d.freeable.contains(&"n08".to_owned()),
             "being emptied: not planned again"
@@ -294,6 +295,7 @@ mod tests {
             d.blocked
                 .contains(&("n00".to_owned(), Blocked::DoNotDisrupt))
         );
+        assert!(d.cancel.is_empty(), "kept, but no drain to cancel: {d:?}");
         // Registered nodes only with --consolidate-registered; other nodes never.
         for c in candidates.values_mut() {
             *c = Candidate {
@@ -312,6 +314,29 @@ mod tests {
         assert_eq!(decide(&nodes, &candidates, due, &with).drain.len(), 2);
         candidates.clear();
         assert_eq!(decide(&nodes, &candidates, due, &with), Decision::default());
+    }
+
+    #[test]
+    fn each_reason_has_the_name_events_and_the_metric_give_it() {
+        let names: Vec<&str> = [
+            Blocked::Young,
+            Blocked::DoNotDisrupt,
+            Blocked::TenantsWaiting,
+            Blocked::Window,
+            Blocked::Budget,
+        ]
+        .map(Blocked::reason)
+        .to_vec();
+        assert_eq!(
+            names,
+            [
+                "NotYetDue",
+                "DoNotDisrupt",
+                "TenantsWaiting",
+                "OutsideWindow",
+                "BudgetExhausted"
+            ]
+        );
     }
 
     #[test]
