@@ -255,7 +255,7 @@ async fn look(
     if no_classes && live.is_empty() {
         wake_changed(ctx, HashMap::new());
         hand_back(ctx, &api, &live, &Demand::default()).await;
-        return consolidate(ctx, classes).await;
+        return consolidate(ctx, classes, || !waiters(ctx).is_empty()).await;
     }
     let waiters = waiters(ctx);
     let demand = Demand::of(
@@ -316,11 +316,16 @@ async fn look(
     let notes = notes(&ctx.purchases.lock().created, &live, unplaceable);
     wake_changed(ctx, notes);
     hand_back(ctx, &api, &live, &demand).await;
-    consolidate(ctx, classes).await;
+    consolidate(ctx, classes, || !waiters.is_empty()).await;
 }
 
-/// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases'.
-async fn consolidate(ctx: &RequestLoop, classes: &Store<NodeClass>) {
+/// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases';
+/// `waiting`: whether a tenant waits (the look's own list of waiters when it made one).
+async fn consolidate(
+    ctx: &RequestLoop,
+    classes: &Store<NodeClass>,
+    waiting: impl FnOnce() -> bool,
+) {
     if ctx.settings.consolidation != consolidation::Consolidation::WhenUnderutilized {
         return;
     }
@@ -333,7 +338,7 @@ async fn consolidate(ctx: &RequestLoop, classes: &Store<NodeClass>) {
         metrics: &ctx.metrics,
         settings: &ctx.settings,
         memory: &ctx.consolidation,
-        waiting: !waiters(ctx).is_empty(),
+        waiting: waiting(),
     })
     .await;
 }
