@@ -22,6 +22,7 @@
 //!   plan             TenantWants + Fleet ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue            FifoQueue: a batch decided oldest first, room held for older waiting tenants
 //!   rebalance        NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes
+//!   make_room        NodeLedgers + a waiter ─make_room─▶ Room: the fewest Moves that let it fit
 //!   purchase         waiting tenants + NodeClassOffers ─purchase─▶ Purchase: new nodes to request
 //!   purchase_groups  tenants with node selectors ─purchase_by_labels─▶ one purchase per group
 //!   testing          test fixtures: one builder for ledgers and views (tests only, `testing`)
@@ -35,6 +36,7 @@ pub mod fleet;
 pub mod hash;
 pub mod index;
 pub mod ledger;
+pub mod make_room;
 pub mod migration;
 pub mod overcommit;
 pub mod plan;
@@ -55,6 +57,7 @@ pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
     Edit, EditKind, Entry, LedgerError, Migration, MoveBlock, NodeLedger, Plan, TenantWants,
 };
+pub use make_room::{Mover, Room, make_room};
 pub use overcommit::{Overcommit, OvercommitError};
 pub use plan::{
     holders_of, plan_release, plan_restore, plan_tenant, plan_tenant_held_by, plan_tenant_with,
