@@ -259,6 +259,7 @@ def cases() -> tuple[list[Case], list[BadCase]]:
              {"controller": {"consolidation": "WhenUnderutilized", "consolidateAfterSeconds": 0,
                              "consolidateRegistered": True, "disruptionBudget": "2",
                              "disruptionSchedule": ["0 22 * * mon-fri 8h", "@daily 1h"]}}),
+        Case("make-room off (controller.makeRoomMoves=0)", {"controller": {"makeRoomMoves": 0}}),
         *POOL_CASES,
     ]
     bad = [
@@ -279,6 +280,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
         BadCase("controller.events=some", {"controller": {"events": "some"}}, "events"),
         BadCase("controller.consolidation=Always", {"controller": {"consolidation": "Always"}},
                 "consolidation"),
+        BadCase("controller.makeRoomMoves=-1", {"controller": {"makeRoomMoves": -1}},
+                "makeRoomMoves"),
         BadCase("controller.consolidateAfterSeconds=-1",
                 {"controller": {"consolidateAfterSeconds": -1}}, "consolidateAfterSeconds"),
         BadCase("controller.disruptionBudget=150%", {"controller": {"disruptionBudget": "150%"}},
@@ -597,7 +600,8 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
                  f"--empty-node-seconds={controller.get('emptyNodeSeconds', 600)}",
                  f"--consolidation={controller.get('consolidation', 'WhenEmpty')}",
                  f"--consolidate-after-seconds={controller.get('consolidateAfterSeconds', 300)}",
-                 f"--disruption-budget={controller.get('disruptionBudget', '10%')}"]
+                 f"--disruption-budget={controller.get('disruptionBudget', '10%')}",
+                 f"--make-room-moves={controller.get('makeRoomMoves', 4)}"]
     want_args += ["--consolidate-registered"] if controller.get("consolidateRegistered") else []
     want_args += [f"--disruption-schedule={w}" for w in controller.get("disruptionSchedule", [])]
     want_args += [] if controller.get("finalizer", True) else ["--no-finalizer"]

@@ -158,6 +158,12 @@ struct PlacementArgs {
     /// opening lasts, e.g. "0 22 * * mon-fri 8h" (repeatable; none: always).
     #[arg(long)]
     disruption_schedule: Vec<Window>,
+    /// A tenant that fits on no node, but would on one if at most this many smaller tenants there
+    /// moved to other nodes with room, gets those moves (make-before-break, within the budget and
+    /// windows) before any machine is bought for it. 0: never. Runs in the purchase look
+    /// (--request-after-seconds above 0).
+    #[arg(long, default_value_t = 4, env = "TENANT_PLACER_MAKE_ROOM_MOVES")]
+    make_room_moves: u16,
     /// Limit this controller to a pool of Nodes: a label selector (`pool=eu,tier!=gold`). Only
     /// these Nodes are watched, placed on and written, and only NodeClasses whose Nodes match
     /// are bought. Unset: every Node.
@@ -247,10 +253,15 @@ impl PlacementArgs {
         )
     }
 
-    /// The consolidation flags, when they differ from the default (`WhenEmpty`).
+    /// The consolidation and make-room flags, when they differ from the defaults.
     fn consolidation_flags(&self) -> String {
+        let make_room = if self.make_room_moves == 4 {
+            String::new()
+        } else {
+            format!(" --make-room-moves {}", self.make_room_moves)
+        };
         if self.consolidation == Consolidation::WhenEmpty {
-            return String::new();
+            return make_room;
         }
         let mut flags = format!(
             " --consolidation {:?} --consolidate-after-seconds {} --disruption-budget {}",
@@ -262,7 +273,7 @@ impl PlacementArgs {
         for window in &self.disruption_schedule {
             flags.push_str(&format!(" --disruption-schedule '{window}'"));
         }
-        flags
+        flags + &make_room
     }
 
     /// The selector flags in force (pools, registration), as they would be typed (empty when
@@ -323,6 +334,7 @@ impl PlacementArgs {
             consolidate_registered: self.consolidate_registered,
             disruption_budget: self.disruption_budget,
             disruption_schedule: self.disruption_schedule.clone(),
+            make_room_moves: self.make_room_moves,
             ..Settings::default()
         }
     }

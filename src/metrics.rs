@@ -126,6 +126,8 @@ pub struct Metrics {
     consolidation_actions: Family<ActionLabel, Counter>,
     /// Nodes consolidation could free and did not drain, by reason (once per node and reason).
     disruption_blocked: Family<ReasonLabel, Counter>,
+    /// Moves asked of smaller tenants to make room for waiting ones.
+    make_room_moves: Counter,
 }
 
 impl Default for Metrics {
@@ -162,6 +164,7 @@ impl Default for Metrics {
         Metrics {
             consolidation_actions,
             disruption_blocked,
+            make_room_moves: Counter::default(),
             register_errors,
             register_problems,
             register_rounds: Counter::default(),
@@ -241,8 +244,13 @@ impl Metrics {
         );
         registry.register(
             "tenant_placer_disruption_blocked",
-            "Nodes consolidation could free and did not drain, by reason (DoNotDisrupt, TenantsWaiting, OutsideWindow, BudgetExhausted), once per node and reason",
+            "Nodes consolidation could free and did not drain, and waiting tenants room could be made for by moves and was not, by reason (DoNotDisrupt, TenantsWaiting, OutsideWindow, BudgetExhausted), once per node (or waiter) and reason",
             self.disruption_blocked.clone(),
+        );
+        registry.register(
+            "tenant_placer_make_room_moves",
+            "Moves asked of smaller tenants to make room for a waiting tenant that fits nowhere (--make-room-moves), before any machine is bought for it",
+            self.make_room_moves.clone(),
         );
         registry.register(
             "tenant_placer_registration_errors",
@@ -363,6 +371,17 @@ impl Metrics {
         self.disruption_blocked
             .get_or_create(&ReasonLabel { reason })
             .inc();
+    }
+
+    /// `moves` moves were asked to make room for a waiting tenant.
+    pub fn make_room_moved(&self, moves: usize) {
+        self.make_room_moves
+            .inc_by(u64::try_from(moves).unwrap_or(u64::MAX));
+    }
+
+    /// How many moves were asked to make room.
+    pub fn make_room_moves(&self) -> u64 {
+        self.make_room_moves.get()
     }
 
     /// How many times a drain was not made for `reason`.

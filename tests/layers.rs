@@ -251,8 +251,9 @@ const CONTROLLER_LAYERS: &[&[&str]] = &[
     &["state", "publisher", "patch", "disruption"],
     &["engine", "runner"],
     &["settings"],
-    // Consolidation's look, which the purchase loop runs after its own.
-    &["consolidation"],
+    // Consolidation's look, which the purchase loop runs after its own, and make-room's, which
+    // it runs before.
+    &["consolidation", "make_room"],
     &["tenant", "node", "requests", "passes", "register", "capi"],
     &["mod"],
 ];

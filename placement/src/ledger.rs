@@ -334,6 +334,10 @@ pub struct TenantWants<'a> {
     pub status_node: Option<&'a str>,
     /// The move its status records, if any.
     pub migration: Option<Migration<'a>>,
+    /// A move asked of it to make room for a waiting tenant (`placement::make_room`): off `from`
+    /// (which stays Online) to `to`. While asked, the move is made and finished as a move off a
+    /// draining node is; once no longer asked, a move in flight is aborted.
+    pub asked: Option<Migration<'a>>,
     /// Its node selector: only nodes carrying all these labels may take it (`None` or empty:
     /// any node). An entry it already holds stays whatever its node's labels become.
     pub node_selector: Option<&'a Labels>,
@@ -355,7 +359,7 @@ pub enum EditKind {
     Resize,
     DropDuplicate,
     Release,
-    /// The target entry of a move off a draining node (make).
+    /// The target entry of a move off a draining node, or of one asked to make room (make).
     Migrate,
     /// The source entry of a recorded move, released once the target holds the tenant (break).
     FinishMigration,

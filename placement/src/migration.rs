@@ -1,5 +1,6 @@
-//! Moving tenants off a draining node, make-before-break: the steps planning (plan.rs) takes for
-//! a tenant holding room on one. The move a tenant's status records
+//! Moving tenants off a draining node, or off an Online one to make room for a waiting tenant
+//! (a move *asked* of them), make-before-break: the steps planning (plan.rs) takes for a tenant
+//! holding room on one. The move a tenant's status records
 //! ([`Migration`](crate::ledger::Migration)) and why a tenant is not moving ([`MoveBlock`]) are
 //! words of a plan, in ledger.rs.
 //!
@@ -20,8 +21,12 @@
 //! - the target is chosen by the caller's policy among nodes that take new tenants (never the
 //!   source, which is draining) and carry the labels of the tenant's node selector, seeing the
 //!   room held for older waiting tenants;
-//! - a recorded move is finished only while its source is still draining and its target Online;
-//!   otherwise it is aborted (the target entry released) and the tenant stays on its source;
+//! - an asked move goes to the node asked (`TenantWants::asked`) when that node takes new
+//!   tenants, carries the tenant's labels and has room for the entry; otherwise the tenant stays
+//!   where it is (the asker plans again);
+//! - a recorded move is finished only while its source is still draining, or the move is still
+//!   asked, and its target Online; otherwise it is aborted (the target entry released) and the
+//!   tenant stays on its source: a move asked by a process that crashed is rolled back;
 //! - two entries without a recorded move are duplicates (the ordinary rule keeps the one the
 //!   status names): a crash before the status recorded the move rolls it back.
 
@@ -44,7 +49,8 @@ pub(crate) fn plan_in_flight(wants: &TenantWants<'_>, holders: &[&NodeLedger]) -
     {
         return Some(release(EditKind::DropDuplicate, other, wants));
     }
-    let proceed = from.state() == NodeState::Draining && to.state() == NodeState::Online;
+    let wanted = from.state() == NodeState::Draining || wants.asked == Some(migration);
+    let proceed = wanted && to.state() == NodeState::Online;
     Some(if proceed {
         release(EditKind::FinishMigration, from, wants)
     } else {
@@ -85,6 +91,36 @@ pub(crate) fn plan_move<F: Fleet + ?Sized>(
             why: MoveBlock::NoRoom(no_fit),
         },
     }
+}
+
+/// The move asked of a tenant holding its only entry on `source` (Online): the target entry on
+/// the node asked, or `None` when that node cannot take it now (it stays).
+pub(crate) fn plan_asked<F: Fleet + ?Sized>(
+    wants: &TenantWants<'_>,
+    source: &NodeLedger,
+    nodes: &F,
+) -> Option<Plan> {
+    let asked = wants
+        .asked
+        .filter(|a| a.from == source.name() && a.to != a.from)?;
+    let held = source.entry_of(wants.uid)?;
+    let target = nodes.find(asked.to)?;
+    let view = target.view();
+    let fits = view.takes_new_tenants()
+        && target.matches(wants.node_selector)
+        && held.resources.fits_within(&view.free());
+    fits.then(|| {
+        Plan::Edit(Edit {
+            kind: EditKind::Migrate,
+            node: asked.to.to_owned(),
+            uid: wants.uid.to_owned(),
+            entry: Some(Entry {
+                uid: wants.uid.to_owned(),
+                tenant: wants.tenant.to_owned(),
+                resources: held.resources,
+            }),
+        })
+    })
 }
 
 fn release(kind: EditKind, node: &NodeLedger, wants: &TenantWants<'_>) -> Plan {
@@ -257,6 +293,75 @@ mod tests {
                 "{source:?} → {target:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_move_asked_to_make_room_goes_to_the_node_asked_and_finishes_while_asked() {
+        use crate::testing::labels;
+        let asked = Some(Migration { from: S, to: T });
+        // s is Online: asked, acme moves to t (not a, first by name); not asked, it stays.
+        let nodes = |t_threads: u64, t_state: NodeState| {
+            [
+                ledger("a").capacity(8, 8, 8).build(),
+                ledger(S)
+                    .capacity(8, 8, 8)
+                    .holding("acme", (2, 2, 2))
+                    .build(),
+                ledger(T)
+                    .capacity(t_threads, 8, 8)
+                    .state(t_state)
+                    .label("zone", "x")
+                    .build(),
+            ]
+        };
+        let acme = TenantWants {
+            asked,
+            ..moving("acme", None)
+        };
+        let plan = plan_tenant_with(Policy::FirstFit, &acme, &nodes(8, NodeState::Online), 0);
+        assert_eq!(edit_of(&plan), (EditKind::Migrate, T));
+        let still = |plan: &Plan| matches!(plan, Plan::Holding { node, .. } if node == S);
+        let not_asked = moving("acme", None);
+        let plan = plan_tenant_with(
+            Policy::FirstFit,
+            &not_asked,
+            &nodes(8, NodeState::Online),
+            0,
+        );
+        assert!(still(&plan), "{plan:?}");
+        // The node asked has no room, does not take tenants, or lacks the tenant's labels: it
+        // stays where it is.
+        let plan = plan_tenant_with(Policy::FirstFit, &acme, &nodes(1, NodeState::Online), 0);
+        assert!(still(&plan), "{plan:?}");
+        let plan = plan_tenant_with(Policy::FirstFit, &acme, &nodes(8, NodeState::Cordoned), 0);
+        assert!(still(&plan), "{plan:?}");
+        let elsewhere = labels(&[("zone", "y")]);
+        let picky = TenantWants {
+            node_selector: Some(&elsewhere),
+            ..acme
+        };
+        let plan = plan_tenant_with(Policy::FirstFit, &picky, &nodes(8, NodeState::Online), 0);
+        assert!(still(&plan), "{plan:?}");
+        // Recorded and still asked: finished although s stays Online. Recorded, no longer asked
+        // (the asker crashed, or the waiter went): rolled back.
+        let recorded_and_asked = TenantWants {
+            asked,
+            ..moving("acme", recorded())
+        };
+        let both_hold = [
+            ledger(S)
+                .capacity(8, 8, 8)
+                .holding("acme", (2, 2, 2))
+                .build(),
+            ledger(T)
+                .capacity(8, 8, 8)
+                .holding("acme", (2, 2, 2))
+                .build(),
+        ];
+        let plan = plan_tenant_with(Policy::FirstFit, &recorded_and_asked, &both_hold, 0);
+        assert_eq!(edit_of(&plan), (EditKind::FinishMigration, S));
+        let plan = plan_tenant_with(Policy::FirstFit, &moving("acme", recorded()), &both_hold, 0);
+        assert_eq!(edit_of(&plan), (EditKind::AbortMigration, T));
     }
 
     #[test]

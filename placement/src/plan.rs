@@ -30,7 +30,7 @@
 use crate::fit::{Choice, NodeState, Shortfall};
 use crate::fleet::Fleet;
 use crate::ledger::{Edit, EditKind, Entry, NodeLedger, Plan, TenantWants};
-use crate::migration::{plan_in_flight, plan_move};
+use crate::migration::{plan_asked, plan_in_flight, plan_move};
 use crate::policy::Policy;
 use crate::resources::Resources;
 
@@ -112,7 +112,7 @@ pub fn plan_tenant_held_by<F: Fleet + ?Sized>(
         Some(node) if node.state() == NodeState::Draining => {
             plan_move(policy, wants, node, nodes, turn)
         }
-        Some(node) => plan_held(wants, node),
+        Some(node) => plan_asked(wants, node, nodes).unwrap_or_else(|| plan_held(wants, node)),
         None => match plan_restore(wants, nodes) {
             Some(restore) => restore,
             None => plan_unplaced(policy, wants, nodes, turn),

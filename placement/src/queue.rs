@@ -13,6 +13,10 @@
 //!   tenant takes it; each of them sees it free when decided itself. Under StrictFIFO an older
 //!   first placement that fits nowhere else takes it (it would be the head, and they would wait
 //!   behind it for good);
+//! - room being made on a node for a waiting tenant (smaller tenants moving off it,
+//!   `placement::make_room`) is held for it the same way ([`FifoQueue::hold_made`]): as much of
+//!   its footprint as is free there, so that the room each move frees goes to it and to no one
+//!   else until it is decided;
 //! - `BestEffortFIFO` (the default): an older tenant that fits nowhere holds nothing and blocks
 //!   no one;
 //! - `StrictFIFO`: the oldest tenant that fits nowhere is the head; while it waits, no younger
@@ -162,6 +166,50 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
                 self.bought
                     .push((key.clone(), (*node).to_owned(), wants.uid.to_owned()));
             }
+        }
+    }
+
+    /// Holds the room being made on a node for a waiting tenant (see the module rules): `made`
+    /// names the tenant (its key, and wants that hold no entry anywhere) and the node. As much
+    /// of its footprint as is free there now is held, on a node that takes new tenants and
+    /// carries its labels; its own decision drops the hold, as a delivered machine's.
+    pub fn hold_made<F: FleetMut + ?Sized>(
+        &mut self,
+        ledgers: &mut F,
+        made: &[(K, &str, TenantWants<'_>)],
+    ) {
+        for (key, node, wants) in made {
+            if self.bought.iter().any(|(_, _, uid)| uid == wants.uid) {
+                continue;
+            }
+            let Some(ledger) = ledgers.find(node) else {
+                continue;
+            };
+            let view = ledger.view();
+            if !view.takes_new_tenants() || !ledger.matches(wants.node_selector) {
+                continue;
+            }
+            let free = view.free();
+            let part = Resources::from_fn(|d| wants.footprint.get(d).min(free.get(d)));
+            if part == Resources::ZERO {
+                continue;
+            }
+            hold(
+                ledgers,
+                Edit {
+                    kind: EditKind::Reserve,
+                    node: (*node).to_owned(),
+                    uid: wants.uid.to_owned(),
+                    entry: Some(Entry {
+                        uid: wants.uid.to_owned(),
+                        tenant: wants.tenant.to_owned(),
+                        resources: part,
+                    }),
+                },
+            );
+            self.holds = self.holds.saturating_add(1);
+            self.bought
+                .push((key.clone(), (*node).to_owned(), wants.uid.to_owned()));
         }
     }
 
@@ -607,5 +655,23 @@ mod tests {
         );
         assert_eq!(ledgers[1].holds().len(), 1);
         assert!(ledgers[0].holds().is_empty());
+    }
+
+    #[test]
+    fn room_being_made_is_held_for_its_waiter_as_far_as_it_is_free_until_it_is_decided() {
+        // a: 8 threads, 4 taken (a mover still there): 4 of w's 6 are held for it, so x (4)
+        // finds no room on a; w, decided, takes it once the rest is free.
+        let mut ledgers = vec![node("a", 8, &[("mover", 4)])];
+        let mut queue: FifoQueue<'_, u32> = FifoQueue::new(QueueMode::BestEffortFifo, Vec::new());
+        let w = wants("w", 6);
+        queue.hold_made(&mut ledgers, &[(9, "a", w)]);
+        assert_eq!(ledgers[0].allocated().threads, 8);
+        let x = wants("x", 4);
+        let plan = queue.plan(&1, Policy::FirstFit, &x, &mut ledgers, 0);
+        assert!(matches!(plan, Plan::Pending(_)), "{plan:?}");
+        ledgers[0] = node("a", 8, &[]);
+        queue.hold_made(&mut ledgers, &[(9, "a", w)]);
+        let plan = queue.plan(&9, Policy::FirstFit, &w, &mut ledgers, 0);
+        assert!(matches!(&plan, Plan::Edit(e) if e.node == "a"), "{plan:?}");
     }
 }

@@ -65,6 +65,7 @@ pub fn wants(tenant: &str, footprint: impl Amounts) -> TenantWants<'_> {
         suspend: false,
         status_node: None,
         migration: None,
+        asked: None,
         node_selector: None,
     }
 }

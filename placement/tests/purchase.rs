@@ -167,6 +167,7 @@ fn place_all(
             suspend: false,
             status_node: None,
             migration: None,
+            asked: None,
             node_selector: None,
         };
         let node = match plan_tenant_with(input.policy, &wants, &ledgers, 0) {
@@ -235,6 +236,7 @@ fn fits_in_room_left(input: &Input, bought: &Purchase, dropped: &str) -> bool {
             suspend: false,
             status_node: None,
             migration: None,
+            asked: None,
             node_selector: None,
         };
         match plan_tenant_with(input.policy, &wants, &ledgers, 0) {

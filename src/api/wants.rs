@@ -25,6 +25,8 @@ pub struct Wants {
     pub status_node: Option<String>,
     /// The move its status records: (from, to).
     pub migration: Option<(String, String)>,
+    /// A move asked of it to make room for a waiting tenant: (from, to).
+    pub asked: Option<(String, String)>,
     /// Its node selector (`None`: any node).
     pub node_selector: Option<Arc<Labels>>,
     /// The tenant's creationTimestamp: older tenants are decided first.
@@ -43,6 +45,7 @@ impl Wants {
             migration: wants
                 .migration
                 .map(|m| (m.from.to_owned(), m.to.to_owned())),
+            asked: wants.asked.map(|m| (m.from.to_owned(), m.to.to_owned())),
             node_selector: wants
                 .node_selector
                 .filter(|s| !s.is_empty())
@@ -61,6 +64,10 @@ impl Wants {
             status_node: self.status_node.as_deref(),
             migration: self
                 .migration
+                .as_ref()
+                .map(|(from, to)| Migration { from, to }),
+            asked: self
+                .asked
                 .as_ref()
                 .map(|(from, to)| Migration { from, to }),
             node_selector: self.node_selector.as_deref(),
@@ -94,6 +101,7 @@ impl Tenant {
                 .map(|s| s.node_name.clone())
                 .filter(|n| !n.is_empty()),
             migration: None,
+            asked: None,
             node_selector: self.spec.selector().map(|s| Arc::new(s.clone())),
             created: self.metadata.creation_timestamp.as_ref().map(|t| t.0),
         })

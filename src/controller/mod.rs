@@ -24,6 +24,7 @@
 
 pub mod capi;
 pub mod consolidation;
+pub mod make_room;
 pub mod disruption;
 pub mod engine;
 pub mod node;
@@ -466,6 +467,9 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // Fed by the request watch (node requests on): delivered machines' room is held for the
     // tenants they were bought for.
     let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
+    // The room made by moves, by the request loop's look (node requests on, make-room on).
+    let room = (settings.request_after.is_some() && settings.make_room_moves > 0)
+        .then(|| Arc::new(state::RoomOrders::default()));
     let engine = Arc::new(Engine::start(
         Api::all(client.clone()),
         node_cache.clone(),
@@ -478,6 +482,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             max_migrations: usize::from(settings.max_migrations),
             node_changes: Some(node_changes),
             bought: bought.clone(),
+            room: room.clone(),
         },
     ));
     let tenant_cache = TenantCache::default();
@@ -522,6 +527,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             purchases: Arc::default(),
             notes: notes.clone(),
             consolidation: Arc::default(),
+            room: room.clone(),
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
             settings: settings.clone(),
@@ -566,6 +572,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let ctx = Arc::new(TenantLoop {
         tenant_copies,
         notes,
+        room,
         events: Some(publisher),
         metrics,
         ..TenantLoop::new(client, engine, tenant_cache, waiting, settings)

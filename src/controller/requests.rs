@@ -77,11 +77,12 @@ use placement::{
 };
 
 use super::consolidation;
+use super::make_room;
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
 use super::state::Synced;
-use super::state::{PurchaseNotes, TenantCache, WaitingRoom};
+use super::state::{PurchaseNotes, RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase,
     NodeRequestSpec, NodeState, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
@@ -106,6 +107,8 @@ pub struct RequestLoop {
     pub notes: Arc<PurchaseNotes>,
     /// What consolidation remembers between looks.
     pub consolidation: Arc<consolidation::Memory>,
+    /// The room being made by moves (`None`: make-room is off).
+    pub room: Option<Arc<RoomOrders>>,
     /// Publishes Kubernetes Events; `None` publishes nothing.
     pub events: Option<EventPublisher>,
     pub metrics: Arc<Metrics>,
@@ -245,6 +248,10 @@ async fn look(
         .filter(|r| r.metadata.deletion_timestamp.is_none())
         .filter(|r| r.phase() != NodeRequestPhase::Failed)
         .collect();
+    let mut waiters = waiters(ctx);
+    // Room made by moving smaller tenants first: a waiter given it is not bought for.
+    let made = make_room(ctx, &waiters).await;
+    waiters.retain(|w| !made.contains_key(&w.key) || w.wait == Wait::Move);
     // Without a NodeClass nothing can be bought: node requests are not in use, and a note on
     // every waiting tenant saying so would be a status write each for nothing. (No machine is
     // handed back either: none is wanted by a live request.)
@@ -253,11 +260,10 @@ async fn look(
         .iter()
         .any(|class| pool.has_class(&class.name_any()));
     if no_classes && live.is_empty() {
-        wake_changed(ctx, HashMap::new());
+        wake_changed(ctx, made);
         hand_back(ctx, &api, &live, &Demand::default()).await;
-        return consolidate(ctx, classes, || !waiters(ctx).is_empty()).await;
+        return consolidate(ctx, classes, || !waiters.is_empty()).await;
     }
-    let waiters = waiters(ctx);
     let demand = Demand::of(
         &waiters,
         ctx.settings.queue,
@@ -313,10 +319,53 @@ async fn look(
         unplaceable
     };
     let unplaceable = with_unavailable(unplaceable, &classes.state(), &pool);
-    let notes = notes(&ctx.purchases.lock().created, &live, unplaceable);
+    let mut notes = notes(&ctx.purchases.lock().created, &live, unplaceable);
+    notes.extend(made);
     wake_changed(ctx, notes);
     hand_back(ctx, &api, &live, &demand).await;
     consolidate(ctx, classes, || !waiters.is_empty()).await;
+}
+
+/// Make-room's look over the waiters for a first placement (`--make-room-moves`): the notes of
+/// those room is being made for (or could be, but not now), by `namespace/name`.
+async fn make_room(ctx: &RequestLoop, waiters: &[Waiter]) -> HashMap<String, String> {
+    let Some(room) = &ctx.room else {
+        return HashMap::new();
+    };
+    let mut first: Vec<(&Waiter, make_room::Waiter)> = waiters
+        .iter()
+        .filter(|w| matches!(w.wait, Wait::First { .. }))
+        .filter_map(|w| {
+            let tenant = ctx.tenants.get(&Tenant::reference(&w.key)?)?;
+            let waiter = make_room::Waiter {
+                uid: tenant.metadata.uid.clone()?,
+                key: w.key.clone(),
+                footprint: w.footprint,
+                selector: w.selector.clone(),
+            };
+            Some((w, waiter))
+        })
+        .collect();
+    first.sort_by(|(a, _), (b, _)| (a.created, &a.key).cmp(&(b.created, &b.key)));
+    let first: Vec<make_room::Waiter> = first.into_iter().map(|(_, w)| w).collect();
+    let emptying = ctx
+        .engine
+        .cache()
+        .state()
+        .iter()
+        .filter(|n| consolidation::consolidating(n) && !n.allocations().is_empty())
+        .count();
+    let look = make_room::Look {
+        engine: &ctx.engine,
+        tenants: &ctx.tenants,
+        waiting: &ctx.waiting,
+        room,
+        events: ctx.events.as_ref(),
+        metrics: &ctx.metrics,
+        settings: &ctx.settings,
+        emptying,
+    };
+    make_room::look(look, &first).await
 }
 
 /// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases';

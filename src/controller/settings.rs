@@ -80,6 +80,9 @@ pub struct Settings {
     pub disruption_budget: super::disruption::Budget,
     /// When consolidation may drain (`--disruption-schedule`); none: always.
     pub disruption_schedule: Vec<super::disruption::Window>,
+    /// Smaller tenants moved at most to make room for one waiting tenant before a machine is
+    /// bought for it (`--make-room-moves`; 0: never).
+    pub make_room_moves: u16,
 }
 
 /// Which Events the controller publishes on Tenants.
@@ -128,6 +131,7 @@ impl Default for Settings {
             consolidate_registered: false,
             disruption_budget: super::disruption::Budget::default(),
             disruption_schedule: Vec::new(),
+            make_room_moves: 4,
         }
     }
 }

@@ -36,7 +36,8 @@ use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::{Backoff, EventLevel, Settings, error_delay};
 use super::state::newest;
-use super::state::{PurchaseNotes, TenantCache, WaitingRoom};
+use super::state::room::Asked;
+use super::state::{PurchaseNotes, RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{
     Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
     TenantPhase, TenantStatus,
@@ -57,6 +58,9 @@ pub struct TenantLoop {
     pub waiting: Arc<WaitingRoom>,
     /// What a waiting tenant's status adds about machines (the request loop writes them).
     pub notes: Arc<PurchaseNotes>,
+    /// The moves asked to make room for waiting tenants (the request loop gives them). `None`:
+    /// make-room is off.
+    pub room: Option<Arc<RoomOrders>>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
     pub events: Option<EventPublisher>,
     pub metrics: Arc<Metrics>,
@@ -92,6 +96,7 @@ impl TenantLoop {
             tenant_copies: Arc::default(),
             waiting,
             notes: Arc::default(),
+            room: None,
             events: None,
             metrics: Arc::default(),
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
@@ -294,6 +299,21 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
     }
 }
 
+/// The message of a move asked to make room (`--make-room-moves`) says so, rather than that its
+/// source is draining. Pure.
+fn asked_for(wanted: &mut WantedStatus, asked: &Asked) {
+    let moving = wanted
+        .migration
+        .as_ref()
+        .is_some_and(|m| m.from == asked.from && m.to == asked.to);
+    if moving {
+        wanted.message = format!(
+            "moving from {} to {} to make room for {}: reserved on both until the move completes",
+            asked.from, asked.to, asked.waiter
+        );
+    }
+}
+
 /// What the status says while a decision cannot be made (an unreadable node, conflicts past the
 /// budget, a failed write): the reservation as last seen, and why nothing moved.
 fn undecided(tenant: &Tenant, error: &Error) -> WantedStatus {
@@ -396,7 +416,10 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
     if let Plan::Migrating { .. } = &committed.plan {
         // The target entry is written: record the move, then finish it (the source goes). A
         // crash in between leaves a recorded move, which the next decision finishes.
-        let wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
+        let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
+        if let Some(asked) = ctx.room.as_ref().and_then(|room| room.asked(&uid)) {
+            asked_for(&mut wanted, &asked);
+        }
         let recorded = write_status(&api, &tenant, &wanted, &key, &ctx).await?;
         announce(&ctx, &tenant, &committed.writes, &wanted).await;
         if let Some(recorded) = recorded {
@@ -604,6 +627,7 @@ async fn decide(
     ctx: &TenantLoop,
 ) -> Result<Option<Committed>, Error> {
     let status = tenant.status.as_ref();
+    let asked = ctx.room.as_ref().and_then(|room| room.asked(uid));
     let wants = TenantWants {
         uid,
         tenant: key,
@@ -615,6 +639,10 @@ async fn decide(
         migration: status
             .and_then(|s| s.migration.as_ref())
             .map(MigrationStatus::as_placement),
+        asked: asked.as_ref().map(|a| placement::Migration {
+            from: &a.from,
+            to: &a.to,
+        }),
         node_selector: tenant.spec.selector(),
     };
     match ctx.engine.decide_created(&wants, created).await {

@@ -210,7 +210,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// docs use.
-const FAMILIES: [(&str, &str, &str); 26] = [
+const FAMILIES: [(&str, &str, &str); 27] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -269,7 +269,12 @@ const FAMILIES: [(&str, &str, &str); 26] = [
     (
         "tenant_placer_disruption_blocked_total",
         "counter",
-        "Nodes consolidation could free and did not drain, by reason (DoNotDisrupt, TenantsWaiting, OutsideWindow, BudgetExhausted), once per node and reason.",
+        "Nodes consolidation could free and did not drain, and waiting tenants room could be made for by moves and was not, by reason (DoNotDisrupt, TenantsWaiting, OutsideWindow, BudgetExhausted), once per node (or waiter) and reason.",
+    ),
+    (
+        "tenant_placer_make_room_moves_total",
+        "counter",
+        "Moves asked of smaller tenants to make room for a waiting tenant that fits nowhere (--make-room-moves), before any machine is bought for it.",
     ),
     (
         "tenant_placer_registration_errors_total",
@@ -365,6 +370,7 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.consolidation_action("drain");
     metrics.consolidation_action("hand_back");
     metrics.disruption_blocked("BudgetExhausted");
+    metrics.make_room_moved(2);
     metrics.register_error("update");
     metrics.register_problem("clash");
     let (nodes, mut node_feed) = reflector::store::<Node>();
@@ -561,6 +567,7 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     assert_eq!(scraped.all(blocked).len(), 4);
     assert_eq!(scraped.get(blocked, &[("reason", "BudgetExhausted")]), 1.0);
     assert_eq!(scraped.get(blocked, &[("reason", "DoNotDisrupt")]), 0.0);
+    assert_eq!(scraped.get("tenant_placer_make_room_moves_total", &[]), 2.0);
     let errors = "tenant_placer_node_request_errors_total";
     assert_eq!(scraped.all(errors).len(), 4);
     assert_eq!(scraped.get(errors, &[("action", "create")]), 1.0);
@@ -632,6 +639,7 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_node_request_errors_total",
             "tenant_placer_consolidation_actions_total",
             "tenant_placer_disruption_blocked_total",
+            "tenant_placer_make_room_moves_total",
             "tenant_placer_registration_errors_total",
             "tenant_placer_registration_problems_total",
             "tenant_placer_undecodable_objects_total",

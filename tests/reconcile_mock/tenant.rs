@@ -522,6 +522,7 @@ async fn a_tenant_released_in_the_same_batch_that_would_place_it_is_not_placed()
             suspend: false,
             status_node: None,
             migration: None,
+            asked: None,
             node_selector: None,
         };
         let mut settle = Box::pin(writer.decide(&wants));

@@ -190,6 +190,9 @@ pub(super) struct Rules<'a> {
     /// Delivered machines and the waiting tenants each was bought for (holding nothing): their
     /// room there is held for them first.
     pub bought: &'a [(QueueKey, &'a str, TenantWants<'a>)],
+    /// Hosts room is being made on by moves, and the waiting tenant each is for (holding
+    /// nothing): as much of its room as is free there is held for it first.
+    pub made: &'a [(QueueKey, &'a str, TenantWants<'a>)],
     /// UIDs released lately: never placed again.
     pub released: &'a GoneUids,
     /// Edits one job may make.
@@ -221,6 +224,7 @@ pub(super) fn decide_batch(
             .collect(),
     );
     queue.hold_bought(&mut view.fleet, rules.bought);
+    queue.hold_made(&mut view.fleet, rules.made);
     let mut turn = rules.turn;
     let mut moves = Moves {
         in_flight: view.moves_in_flight(),
@@ -421,6 +425,7 @@ mod tests {
             suspend: false,
             status_node: None,
             migration: None,
+            asked: None,
             node_selector: None,
             created: Some(Timestamp::from_second(created).unwrap()),
         }
@@ -480,6 +485,7 @@ mod tests {
             mode: QueueMode::BestEffortFifo,
             waiters,
             bought: &[],
+            made: &[],
             released,
             max_writes,
             max_migrations,

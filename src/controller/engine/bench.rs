@@ -51,6 +51,7 @@ pub fn decide(
                     suspend: false,
                     status_node: None,
                     migration: None,
+                    asked: None,
                     node_selector: None,
                 };
                 let (reply, answer) = oneshot::channel();
@@ -66,6 +67,7 @@ pub fn decide(
             mode: QueueMode::BestEffortFifo,
             waiters: &[],
             bought: &[],
+            made: &[],
             released: &released,
             max_writes: 8,
             max_migrations: 16,

@@ -58,6 +58,7 @@ use view::View;
 
 use super::state::Synced;
 use super::state::newest::Newest;
+use super::state::RoomOrders;
 use super::state::waiting::WaitingRoom;
 use crate::api::{Node, Wants};
 use crate::error::{Error, is_conflict, is_not_found};
@@ -104,6 +105,8 @@ pub struct EngineConfig {
     /// The machines bought and whom for, fed by the request watch: a delivered machine's room
     /// is held for its waiting tenants. `None`: node requests are off.
     pub bought: Option<Arc<Bought>>,
+    /// The room being made by moves: held for each waiter on its host. `None`: make-room is off.
+    pub room: Option<Arc<RoomOrders>>,
 }
 
 /// The names of nodes changed since the engine last looked, as the node watch reports them.
@@ -403,6 +406,11 @@ impl EngineTask {
             .iter()
             .map(|(node, w)| (queue_key(w), node.as_str(), w.borrowed()))
             .collect();
+        let made_for = self.made_for();
+        let made: Vec<(batch::QueueKey, &str, TenantWants<'_>)> = made_for
+            .iter()
+            .map(|(node, w)| (queue_key(w), node.as_str(), w.borrowed()))
+            .collect();
         let now = Time(Timestamp::now());
         let rules = Rules {
             policy: self.config.policy,
@@ -414,6 +422,7 @@ impl EngineTask {
                 .unwrap_or_default(),
             waiters: &waiting,
             bought: &bought,
+            made: &made,
             released: &self.released,
             max_writes: self.config.retry.max_writes,
             max_migrations: self.config.max_migrations,
@@ -532,6 +541,22 @@ impl EngineTask {
                 }
                 Some((machine_of.get(&*w.tenant)?.to_string(), w))
             })
+            .collect()
+    }
+
+    /// Each host room is being made on, with its waiter, while the waiter holds nothing.
+    fn made_for(&self) -> Vec<(String, Wants)> {
+        let (Some(orders), Some(room)) = (&self.config.room, &self.config.waiting) else {
+            return Vec::new();
+        };
+        if orders.is_empty() {
+            return Vec::new();
+        }
+        let hosts = orders.hosts();
+        room.waiters_named(|tenant| hosts.contains_key(tenant))
+            .into_iter()
+            .filter(|w| self.view.held_at(&w.uid).is_none())
+            .filter_map(|w| Some((hosts.get(&*w.tenant)?.clone(), w)))
             .collect()
     }
 

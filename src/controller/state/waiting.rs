@@ -258,6 +258,7 @@ mod tests {
             created: Some(Timestamp::from_second(created_second).unwrap()),
             status_node: None,
             migration: None,
+            asked: None,
             node_selector: None,
         }
     }

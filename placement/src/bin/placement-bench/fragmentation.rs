@@ -292,6 +292,7 @@ pub fn replay(policy: Policy, trace: &Trace) -> Outcome {
                     suspend: false,
                     status_node: None,
                     migration: None,
+                    asked: None,
                     node_selector: None,
                 };
                 let plan = plan_tenant_with(policy, &wants, &ledgers, turn);

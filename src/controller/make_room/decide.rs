@@ -1,0 +1,404 @@
+//! Which waiting tenants get room made by moves at this look: pure, from the pool's nodes as
+//! placement sees them, the waiters oldest first, the orders in force and the disruption
+//! controls.
+//!
+//! Rules enforced here:
+//! - an order in force is kept while its waiter still waits for its first placement, its host
+//!   still takes new tenants and every move not made yet can still be made as asked (its target
+//!   takes new tenants and has room for it and the other pending moves there, counted together);
+//!   otherwise it is dropped, and its waiter is planned again;
+//! - waiters are served oldest first; each gets the least-moving room (`placement::make_room`)
+//!   over the fleet as the orders before it leave it: their pending moves made, and their
+//!   waiters' footprints held on their hosts, so two orders never count on the same room;
+//! - a waiter that fits somewhere as the fleet is gets no order (the queue places it), nor one
+//!   that no room can be made for (a machine may be bought);
+//! - a new order needs a disruption window open, and a place in the budget: hosts with an order
+//!   and nodes consolidation is emptying count together against it (a person's drain does not);
+//!   a waiter kept from its room by either says why ([`RoomBlocked`]).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use placement::{Edit, EditKind, Entry, Labels, Mover, NodeLedger, Resources, make_room};
+
+use crate::controller::state::room::Order;
+
+/// An order that has not brought its waiter room within this long is dropped and planned again.
+pub const ORDER_KEPT: Duration = Duration::from_secs(300);
+
+/// A tenant waiting for its first placement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiter {
+    pub uid: String,
+    /// `namespace/name`.
+    pub key: String,
+    pub footprint: Resources,
+    pub selector: Option<Labels>,
+}
+
+/// The controls in force at this look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Controls {
+    /// `--make-room-moves`.
+    pub max_moves: usize,
+    /// Nodes of the pool that may be disrupted at once (the budget).
+    pub allowed: usize,
+    /// Nodes consolidation is emptying now.
+    pub emptying: usize,
+    pub window_open: bool,
+}
+
+/// Why room that could be made for a waiter is not made now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RoomBlocked {
+    Window,
+    Budget,
+}
+
+impl RoomBlocked {
+    /// The reason as the metric names it (the one consolidation uses too).
+    pub fn reason(self) -> &'static str {
+        match self {
+            RoomBlocked::Window => "OutsideWindow",
+            RoomBlocked::Budget => "BudgetExhausted",
+        }
+    }
+}
+
+/// What to do at this look.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// The orders in force from now: those kept, then the new ones, oldest waiter first.
+    pub orders: Vec<Order>,
+    /// UIDs of the waiters whose orders are new at this look.
+    pub new: Vec<String>,
+    /// Waiters room could be made for, and why it is not.
+    pub blocked: Vec<(String, RoomBlocked)>,
+}
+
+/// The decision (see the module rules). `mover` says which entries may move and where (the
+/// caller's rule: not `do-not-disrupt`, not waiting to grow, not waiting at all).
+pub fn decide<'s>(
+    nodes: &[NodeLedger],
+    waiters: &[Waiter],
+    orders: &[Order],
+    mover: impl Fn(&Entry) -> Mover<'s> + Copy,
+    controls: &Controls,
+    now: Instant,
+) -> Decision {
+    let mut fleet: Vec<NodeLedger> = nodes.to_vec();
+    let mut decision = Decision::default();
+    if controls.max_moves == 0 {
+        return decision;
+    }
+    for order in orders {
+        let waits = waiters.iter().find(|w| w.uid == order.uid);
+        let fresh = now.saturating_duration_since(order.since) < ORDER_KEPT;
+        if let Some(waiter) = waits.filter(|_| fresh)
+            && let Some(pending) = pending_moves(&fleet, order)
+        {
+            commit(&mut fleet, &pending, &order.host, waiter);
+            decision.orders.push(order.clone());
+        }
+    }
+    for waiter in waiters {
+        if decision.orders.iter().any(|o| o.uid == waiter.uid) {
+            continue;
+        }
+        let Some(room) = make_room(
+            &fleet,
+            &waiter.footprint,
+            waiter.selector.as_ref(),
+            controls.max_moves,
+            mover,
+        ) else {
+            continue;
+        };
+        if room.moves.is_empty() {
+            continue;
+        }
+        let disrupted = decision.orders.len().saturating_add(controls.emptying);
+        if !controls.window_open {
+            decision.blocked.push((waiter.key.clone(), RoomBlocked::Window));
+            continue;
+        }
+        if disrupted >= controls.allowed {
+            decision.blocked.push((waiter.key.clone(), RoomBlocked::Budget));
+            continue;
+        }
+        commit(&mut fleet, &room.moves, &room.host, waiter);
+        decision.new.push(waiter.uid.clone());
+        decision.orders.push(Order {
+            uid: waiter.uid.clone(),
+            waiter: waiter.key.clone(),
+            host: room.host,
+            moves: room.moves,
+            since: now,
+        });
+    }
+    decision
+}
+
+/// The moves of `order` not made yet, when each can still be made as asked (see the module
+/// rules); `None` when one cannot, or the host no longer takes new tenants.
+fn pending_moves(fleet: &[NodeLedger], order: &Order) -> Option<Vec<placement::Move>> {
+    let by_name: HashMap<&str, &NodeLedger> = fleet.iter().map(|n| (n.name(), n)).collect();
+    let host = by_name.get(order.host.as_str())?;
+    if !host.view().takes_new_tenants() {
+        return None;
+    }
+    let pending: Vec<placement::Move> = order
+        .moves
+        .iter()
+        .filter(|m| host.entry_of(&m.uid).is_some())
+        .filter(|m| {
+            by_name
+                .get(m.to.as_str())
+                .is_none_or(|to| to.entry_of(&m.uid).is_none())
+        })
+        .cloned()
+        .collect();
+    let mut added: HashMap<&str, Resources> = HashMap::new();
+    for m in &pending {
+        let to = by_name.get(m.to.as_str())?;
+        let sum = added
+            .get(m.to.as_str())
+            .copied()
+            .unwrap_or(Resources::ZERO)
+            .checked_add(m.resources)?;
+        let view = to.view();
+        if !view.takes_new_tenants() || !sum.fits_within(&view.free()) {
+            return None;
+        }
+        added.insert(m.to.as_str(), sum);
+    }
+    Some(pending)
+}
+
+/// The fleet as the order leaves it: its moves made, and as much of the waiter's footprint as
+/// is then free on the host held for it.
+fn commit(fleet: &mut [NodeLedger], moves: &[placement::Move], host: &str, waiter: &Waiter) {
+    for m in moves {
+        let release = Edit {
+            kind: EditKind::Release,
+            node: m.from.clone(),
+            uid: m.uid.clone(),
+            entry: None,
+        };
+        let reserve = Edit {
+            kind: EditKind::Reserve,
+            node: m.to.clone(),
+            uid: m.uid.clone(),
+            entry: Some(Entry {
+                uid: m.uid.clone(),
+                tenant: m.tenant.clone(),
+                resources: m.resources,
+            }),
+        };
+        for edit in [release, reserve] {
+            if let Some(node) = fleet.iter_mut().find(|n| n.name() == edit.node) {
+                // Checked by the plan: it fits; if not, the next look plans again.
+                let _ = node.apply(&edit);
+            }
+        }
+    }
+    if let Some(node) = fleet.iter_mut().find(|n| n.name() == host) {
+        let free = node.view().free();
+        let part = Resources::from_fn(|d| waiter.footprint.get(d).min(free.get(d)));
+        let _ = node.hold(Entry {
+            uid: waiter.uid.clone(),
+            tenant: waiter.key.clone(),
+            resources: part,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use placement::testing::ledger;
+
+    /// Every node 8 threads, 32 GB, 100 GB; tenants ask threads and 1 GB, 1 GB.
+    fn node(name: &str) -> placement::testing::LedgerBuilder<'_> {
+        ledger(name).capacity(8, 32, 100)
+    }
+
+    fn waiter(name: &str, threads: u64) -> Waiter {
+        Waiter {
+            uid: name.to_owned(),
+            key: format!("d/{name}"),
+            footprint: Resources::new(threads, 1, 1),
+            selector: None,
+        }
+    }
+
+    /// Anything may move but the tenants named `pinned…`.
+    fn rule(entry: &Entry) -> Mover<'static> {
+        (!entry.uid.starts_with("pinned")).then_some(None)
+    }
+
+    fn controls() -> Controls {
+        Controls {
+            max_moves: 4,
+            allowed: 2,
+            emptying: 0,
+            window_open: true,
+        }
+    }
+
+    /// Two hosts (a, b) each 6/8 with two 3-thread tenants, and c with 5 free: a 5-thread
+    /// waiter needs one move.
+    fn fleet() -> Vec<NodeLedger> {
+        vec![
+            node("a").holding("a1", (3, 1, 1)).holding("a2", (3, 1, 1)).build(),
+            node("b").holding("b1", (3, 1, 1)).holding("b2", (3, 1, 1)).build(),
+            node("c").allocated(3, 0, 0).build(),
+        ]
+    }
+
+    fn summary(d: &Decision) -> Vec<(String, String, Vec<(String, String)>)> {
+        d.orders
+            .iter()
+            .map(|o| {
+                let moves = o.moves.iter().map(|m| (m.uid.clone(), m.to.clone())).collect();
+                (o.waiter.clone(), o.host.clone(), moves)
+            })
+            .collect()
+    }
+
+    fn s(x: &str) -> String {
+        x.to_owned()
+    }
+
+    #[test]
+    fn each_waiter_oldest_first_gets_the_room_the_fleet_left_by_earlier_orders_allows() {
+        let now = Instant::now();
+        struct Case {
+            name: &'static str,
+            waiters: Vec<Waiter>,
+            controls: Controls,
+            orders: Vec<(String, String, Vec<(String, String)>)>,
+            blocked: Vec<(String, RoomBlocked)>,
+        }
+        let cases = [
+            Case {
+                name: "one waiter, one move: a1 to c",
+                waiters: vec![waiter("w1", 5)],
+                controls: controls(),
+                orders: vec![(s("d/w1"), s("a"), vec![(s("a1"), s("c"))])],
+                blocked: vec![],
+            },
+            Case {
+                name: "the second waiter sees c filled by the first's move: b needs b1 somewhere, \
+                       and c has 2 left, so nothing",
+                waiters: vec![waiter("w1", 5), waiter("w2", 5)],
+                controls: controls(),
+                orders: vec![(s("d/w1"), s("a"), vec![(s("a1"), s("c"))])],
+                blocked: vec![],
+            },
+            Case {
+                name: "the budget is taken by consolidation",
+                waiters: vec![waiter("w1", 5)],
+                controls: Controls {
+                    emptying: 2,
+                    ..controls()
+                },
+                orders: vec![],
+                blocked: vec![(s("d/w1"), RoomBlocked::Budget)],
+            },
+            Case {
+                name: "outside every window",
+                waiters: vec![waiter("w1", 5)],
+                controls: Controls {
+                    window_open: false,
+                    ..controls()
+                },
+                orders: vec![],
+                blocked: vec![(s("d/w1"), RoomBlocked::Window)],
+            },
+            Case {
+                name: "make-room off",
+                waiters: vec![waiter("w1", 5)],
+                controls: Controls {
+                    max_moves: 0,
+                    ..controls()
+                },
+                orders: vec![],
+                blocked: vec![],
+            },
+            Case {
+                name: "a waiter that fits as it is gets no order; one too large gets none either",
+                waiters: vec![waiter("w1", 2), waiter("w2", 9)],
+                controls: controls(),
+                orders: vec![],
+                blocked: vec![],
+            },
+        ];
+        for case in cases {
+            let d = decide(&fleet(), &case.waiters, &[], rule, &case.controls, now);
+            assert_eq!(summary(&d), case.orders, "{}", case.name);
+            assert_eq!(d.blocked, case.blocked, "{}", case.name);
+            assert_eq!(d.new.len(), case.orders.len(), "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn an_order_is_kept_while_it_can_still_be_carried_out_and_dropped_otherwise() {
+        let then = Instant::now();
+        let first = decide(&fleet(), &[waiter("w1", 5)], &[], rule, &controls(), then);
+        assert_eq!(first.new, ["w1"]);
+        let orders = first.orders;
+        let later = then + Duration::from_secs(10);
+        // Nothing changed: kept, not new.
+        let d = decide(&fleet(), &[waiter("w1", 5)], &orders, rule, &controls(), later);
+        assert_eq!(d.orders, orders);
+        assert!(d.new.is_empty());
+        // The move is made (a1 on c): kept, nothing pending.
+        let moved = vec![
+            node("a").holding("a2", (3, 1, 1)).build(),
+            node("b").holding("b1", (3, 1, 1)).holding("b2", (3, 1, 1)).build(),
+            node("c").allocated(3, 0, 0).holding("a1", (3, 1, 1)).build(),
+        ];
+        let d = decide(&moved, &[waiter("w1", 5)], &orders, rule, &controls(), later);
+        assert_eq!(d.orders.len(), 1);
+        // c filled by someone else meanwhile: a1 can no longer go there, the order is dropped
+        // and w1 planned again (nothing else works: no order).
+        let full = vec![
+            node("a").holding("a1", (3, 1, 1)).holding("a2", (3, 1, 1)).build(),
+            node("b").holding("b1", (3, 1, 1)).holding("b2", (3, 1, 1)).build(),
+            node("c").allocated(7, 0, 0).build(),
+        ];
+        let d = decide(&full, &[waiter("w1", 5)], &orders, rule, &controls(), later);
+        assert!(d.orders.is_empty(), "{d:?}");
+        // The waiter was placed (no longer waits), or the order is too old: dropped.
+        let d = decide(&fleet(), &[], &orders, rule, &controls(), later);
+        assert!(d.orders.is_empty());
+        let stale = then + ORDER_KEPT;
+        let d = decide(&fleet(), &[waiter("w1", 5)], &orders, rule, &controls(), stale);
+        assert_eq!(d.new, ["w1"], "planned again, as new");
+        // A kept order counts against the budget.
+        let one = Controls {
+            allowed: 1,
+            ..controls()
+        };
+        let mut roomy = fleet();
+        roomy.push(node("d").allocated(3, 0, 0).build());
+        let waiters = [waiter("w1", 5), waiter("w0", 4)];
+        let d = decide(&roomy, &waiters, &orders, rule, &one, later);
+        assert_eq!(d.blocked, [(s("d/w0"), RoomBlocked::Budget)]);
+        let d = decide(&roomy, &waiters, &orders, rule, &controls(), later);
+        assert_eq!(d.new, ["w0"], "with room in the budget it gets its order");
+    }
+
+    #[test]
+    fn a_tenant_the_caller_keeps_never_moves() {
+        let nodes = vec![
+            node("a").holding("pinned-1", (3, 1, 1)).holding("a2", (4, 1, 1)).build(),
+            node("b").allocated(4, 0, 0).build(),
+        ];
+        // w needs 4 on a: only a2 (4) or pinned-1 (3)… pinned-1 may not move: a2 goes to b.
+        let d = decide(&nodes, &[waiter("w", 5)], &[], rule, &controls(), Instant::now());
+        assert_eq!(summary(&d), [(s("d/w"), s("a"), vec![(s("a2"), s("b"))])]);
+    }
+}

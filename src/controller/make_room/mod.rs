@@ -1,0 +1,192 @@
+//! Making room by moving (`--make-room-moves`, default 4; 0 = off): a tenant waiting for its
+//! first placement that fits on no node, but would on one if a few smaller tenants there moved
+//! to other nodes with room, gets those moves, make-before-break, before any machine is bought
+//! for it.
+//!
+//! ```text
+//!   every look of the request loop (leader only), before its purchase plan:
+//!     waiters (first placements), the pool's Nodes (engine), the Tenants ──▶ decide (pure)
+//!       new order: the moves asked (RoomOrders), each mover and the waiter woken, an Event on
+//!                  the waiter, tenant_placer_make_room_moves_total
+//!       the mover's decision: its entry written on the target, its status records the move,
+//!                  its source entry released (placement::migration, "asked")
+//!       the waiter: as much of its room as is free on the host held for it (the engine), its
+//!                  status says which tenants move for it; no machine is bought for it
+//! ```
+//!
+//! Rules enforced here (the decisions' are in [`decide`]):
+//! - a mover is a tenant of the pool resting where it is: `Active`, no move in flight, not
+//!   `do-not-disrupt` (an unreadable value counts as `"true"`), and not itself waiting; its
+//!   node selector goes with it (it moves only to a node carrying its labels);
+//! - orders live in memory ([`RoomOrders`]): a new leader rolls back the moves in flight and
+//!   plans again;
+//! - hosts with an order count against the disruption budget together with the nodes
+//!   consolidation is emptying, and new orders are given only inside a disruption window.
+
+pub mod decide;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use placement::{Entry, Labels, Mover};
+
+pub use decide::{Controls, Decision, RoomBlocked, Waiter};
+
+use super::engine::Engine;
+use super::publisher::{EventPublisher, Occurrence};
+use super::settings::Settings;
+use super::state::room::Order;
+use super::state::{RoomOrders, TenantCache, WaitingRoom};
+use crate::api::{DoNotDisrupt, Tenant, TenantPhase};
+use crate::metrics::Metrics;
+
+/// What one look reads and writes with.
+pub struct Look<'a> {
+    pub engine: &'a Engine,
+    pub tenants: &'a TenantCache,
+    pub waiting: &'a WaitingRoom,
+    pub room: &'a RoomOrders,
+    pub events: Option<&'a EventPublisher>,
+    pub metrics: &'a Metrics,
+    pub settings: &'a Settings,
+    /// Nodes of the pool consolidation is emptying now (they share the budget).
+    pub emptying: usize,
+}
+
+impl std::fmt::Debug for Look<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Look")
+            .field("emptying", &self.emptying)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One look over `waiters` (first placements, oldest first). Answers the note each waiter with
+/// an order (or kept from one) adds to its status, by `namespace/name`: a waiter with an order
+/// is not bought for.
+pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> HashMap<String, String> {
+    let max_moves = usize::from(look.settings.make_room_moves);
+    if max_moves == 0 || (waiters.is_empty() && look.room.is_empty()) {
+        look.room.replace(Vec::new());
+        return HashMap::new();
+    }
+    let ledgers = look.engine.ledgers(None);
+    let tenants: Vec<Arc<Tenant>> = look.tenants.state();
+    let waiting: std::collections::HashSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
+    let movers: HashMap<&str, Option<&Labels>> = tenants
+        .iter()
+        .filter_map(|t| Some((t.metadata.uid.as_deref()?, t)))
+        .filter(|(uid, t)| !waiting.contains(uid) && may_move(t))
+        .map(|(uid, t)| (uid, t.spec.selector()))
+        .collect();
+    let mover = |entry: &Entry| -> Mover<'_> { movers.get(entry.uid.as_str()).copied() };
+    let settings = look.settings;
+    let controls = Controls {
+        max_moves,
+        allowed: settings.disruption_budget.allowed(ledgers.len()),
+        emptying: look.emptying,
+        window_open: super::disruption::open(&settings.disruption_schedule, Timestamp::now()),
+    };
+    let decision = decide::decide(
+        &ledgers,
+        waiters,
+        &look.room.orders(),
+        mover,
+        &controls,
+        Instant::now(),
+    );
+    look.room.replace(decision.orders.clone());
+    for order in decision.orders.iter().filter(|o| decision.new.contains(&o.uid)) {
+        announce(&look, order).await;
+    }
+    // The movers and the waiters are woken at every look: a wake-up lost (a reconcile that was
+    // running) costs one look, not the order.
+    for order in &decision.orders {
+        let names = order
+            .moves
+            .iter()
+            .map(|m| m.tenant.as_str())
+            .chain([order.waiter.as_str()]);
+        for name in names {
+            if let Some(tenant) = Tenant::reference(name) {
+                look.waiting.wake(tenant);
+            }
+        }
+    }
+    for (waiter, why) in &decision.blocked {
+        look.metrics.disruption_blocked(why.reason());
+        tracing::debug!(tenant = %waiter, reason = why.reason(), "make-room: room could be made by moves, not now");
+    }
+    notes(&decision, settings)
+}
+
+/// Whether this tenant may be moved to make room (see the module rules).
+fn may_move(tenant: &Tenant) -> bool {
+    let Some(status) = &tenant.status else {
+        return false;
+    };
+    status.phase == TenantPhase::Active
+        && status.migration.is_none()
+        && tenant.metadata.deletion_timestamp.is_none()
+        && !tenant.spec.suspend
+        && matches!(DoNotDisrupt::of(tenant.annotations()), DoNotDisrupt::No)
+}
+
+/// The note on each waiter's status. Pure.
+fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
+    let mut notes: HashMap<String, String> = decision
+        .orders
+        .iter()
+        .map(|o| (o.waiter.clone(), format!("room is being made for it on {}: {}", o.host, moving(o))))
+        .collect();
+    for (waiter, why) in &decision.blocked {
+        let why = match why {
+            RoomBlocked::Window => "outside every --disruption-schedule window".to_owned(),
+            RoomBlocked::Budget => format!(
+                "the disruption budget ({}) is in use",
+                settings.disruption_budget
+            ),
+        };
+        notes.insert(
+            waiter.clone(),
+            format!("room could be made for it by moving smaller tenants, but not now: {why}"),
+        );
+    }
+    notes
+}
+
+/// `d/x moves to b, d/y moves to c`.
+fn moving(order: &Order) -> String {
+    order
+        .moves
+        .iter()
+        .map(|m| format!("{} moves to {}", m.tenant, m.to))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn announce(look: &Look<'_>, order: &Order) {
+    look.metrics.make_room_moved(order.moves.len());
+    tracing::info!(tenant = %order.waiter, host = %order.host, moves = order.moves.len(), "make-room: moving smaller tenants so a waiting one fits");
+    let Some(reference) = Tenant::reference(&order.waiter) else {
+        return;
+    };
+    let Some(waiter) = look.tenants.get(&reference) else {
+        return;
+    };
+    let occurrence = Occurrence {
+        type_: EventType::Normal,
+        reason: "MakingRoom",
+        action: "MakeRoom",
+        note: format!(
+            "fits nowhere as the nodes are; room is made on {}: {} (make-before-break)",
+            order.host,
+            moving(order)
+        ),
+    };
+    EventPublisher::publish_or_log(look.events, occurrence, waiter.object_ref(&())).await;
+}

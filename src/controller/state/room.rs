@@ -1,0 +1,138 @@
+//! Room being made for waiting tenants by moving smaller ones (`--make-room-moves`): the orders
+//! the request loop's make-room look gives, which the tenant loop reads (the move asked of a
+//! tenant, and why) and the engine reads (the room held for each waiter on its host).
+//!
+//! Rules enforced here:
+//! - at most one order per waiter, and a tenant is asked at most one move (the first order
+//!   naming it wins);
+//! - kept in memory only: after a restart no move is asked, so a move in flight is rolled back
+//!   (`placement::migration`) and the next look plans again.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
+
+/// One waiter's room: the node it is made on and the moves that make it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Order {
+    /// The waiter's UID.
+    pub uid: String,
+    /// The waiter, `namespace/name`.
+    pub waiter: String,
+    /// The node the room is made on.
+    pub host: String,
+    /// The moves asked, one per mover.
+    pub moves: Vec<placement::Move>,
+    /// When the order was first given (an order that makes no progress is dropped).
+    pub since: Instant,
+}
+
+/// A move asked of one tenant, and for whom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Asked {
+    pub from: String,
+    pub to: String,
+    /// The waiter it makes room for, `namespace/name`.
+    pub waiter: String,
+}
+
+/// The orders in force.
+#[derive(Debug, Default)]
+pub struct RoomOrders(Mutex<Vec<Order>>);
+
+impl RoomOrders {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Order>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The orders in force, oldest waiter's first as given.
+    pub fn orders(&self) -> Vec<Order> {
+        self.lock().clone()
+    }
+
+    /// Keeps `orders` in place of the last ones, dropping a second order for a waiter and a
+    /// second move asked of a tenant.
+    pub fn replace(&self, orders: Vec<Order>) {
+        let mut kept: Vec<Order> = Vec::with_capacity(orders.len());
+        let mut movers: HashMap<String, ()> = HashMap::new();
+        for mut order in orders {
+            if kept.iter().any(|o| o.uid == order.uid) {
+                continue;
+            }
+            order
+                .moves
+                .retain(|m| movers.insert(m.uid.clone(), ()).is_none());
+            kept.push(order);
+        }
+        *self.lock() = kept;
+    }
+
+    /// The move asked of the tenant with this UID, if any.
+    pub fn asked(&self, uid: &str) -> Option<Asked> {
+        self.lock().iter().find_map(|order| {
+            let m = order.moves.iter().find(|m| m.uid == uid)?;
+            Some(Asked {
+                from: m.from.clone(),
+                to: m.to.clone(),
+                waiter: order.waiter.clone(),
+            })
+        })
+    }
+
+    /// Each waiter with an order (`namespace/name`) and its host.
+    pub fn hosts(&self) -> HashMap<String, String> {
+        self.lock()
+            .iter()
+            .map(|o| (o.waiter.clone(), o.host.clone()))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn order(waiter: &str, host: &str, movers: &[(&str, &str)]) -> Order {
+        Order {
+            uid: format!("uid-{waiter}"),
+            waiter: format!("d/{waiter}"),
+            host: host.to_owned(),
+            moves: movers
+                .iter()
+                .map(|(uid, to)| placement::Move {
+                    uid: (*uid).to_owned(),
+                    tenant: format!("d/{uid}"),
+                    resources: placement::Resources::new(1, 1, 1),
+                    from: host.to_owned(),
+                    to: (*to).to_owned(),
+                })
+                .collect(),
+            since: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn one_order_per_waiter_and_one_move_per_tenant_the_first_wins() {
+        let orders = RoomOrders::default();
+        orders.replace(vec![
+            order("w1", "a", &[("m1", "b"), ("m2", "c")]),
+            order("w1", "z", &[("m9", "b")]),
+            order("w2", "d", &[("m2", "e"), ("m3", "e")]),
+        ]);
+        let kept = orders.orders();
+        assert_eq!(kept.len(), 2);
+        assert_eq!(kept[1].moves.len(), 1);
+        let asked = orders.asked("m2").unwrap();
+        assert_eq!((asked.from.as_str(), asked.to.as_str()), ("a", "c"));
+        assert_eq!(asked.waiter, "d/w1");
+        assert_eq!(orders.asked("m9"), None);
+        assert_eq!(orders.hosts().get("d/w2").map(String::as_str), Some("d"));
+        orders.replace(Vec::new());
+        assert!(orders.is_empty() && orders.asked("m1").is_none());
+    }
+}
