@@ -25,8 +25,9 @@ pub struct Wants {
     pub status_node: Option<String>,
     /// The move its status records: (from, to).
     pub migration: Option<(String, String)>,
-    /// A move asked of it to make room for a waiting tenant: (from, to).
-    pub asked: Option<(String, String)>,
+    /// A move asked of it to make room for a waiting tenant: (from, to). Boxed: rare, and a
+    /// decision waiting in the engine's queue carries its wants.
+    pub asked: Option<Box<(String, String)>>,
     /// Its node selector (`None`: any node).
     pub node_selector: Option<Arc<Labels>>,
     /// The tenant's creationTimestamp: older tenants are decided first.
@@ -45,7 +46,9 @@ impl Wants {
             migration: wants
                 .migration
                 .map(|m| (m.from.to_owned(), m.to.to_owned())),
-            asked: wants.asked.map(|m| (m.from.to_owned(), m.to.to_owned())),
+            asked: wants
+                .asked
+                .map(|m| Box::new((m.from.to_owned(), m.to.to_owned()))),
             node_selector: wants
                 .node_selector
                 .filter(|s| !s.is_empty())
@@ -68,7 +71,7 @@ impl Wants {
                 .map(|(from, to)| Migration { from, to }),
             asked: self
                 .asked
-                .as_ref()
+                .as_deref()
                 .map(|(from, to)| Migration { from, to }),
             node_selector: self.node_selector.as_deref(),
         }

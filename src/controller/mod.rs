@@ -24,9 +24,9 @@
 
 pub mod capi;
 pub mod consolidation;
-pub mod make_room;
 pub mod disruption;
 pub mod engine;
+pub mod make_room;
 pub mod node;
 pub mod passes;
 pub mod patch;

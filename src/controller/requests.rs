@@ -77,8 +77,8 @@ use placement::{
 };
 
 use super::consolidation;
-use super::make_room;
 use super::engine::Engine;
+use super::make_room;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
 use super::state::Synced;

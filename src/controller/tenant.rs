@@ -1130,6 +1130,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_move_asked_to_make_room_says_whom_for_and_only_that_move() {
+        let r = Resources::new;
+        let plan = Plan::Migrating {
+            from: "a".into(),
+            to: "c".into(),
+            reserved: r(3, 1, 1),
+        };
+        let asked = |from: &str, to: &str| Asked {
+            from: from.into(),
+            to: to.into(),
+            waiter: "d/w".into(),
+        };
+        let mut wanted = wanted_status(&plan, false, r(3, 1, 1));
+        asked_for(&mut wanted, &asked("a", "c"));
+        assert_eq!(
+            wanted.message,
+            "moving from a to c to make room for d/w: reserved on both until the move completes"
+        );
+        // Another move (a drain's, to another node): its own message stays.
+        let mut wanted = wanted_status(&plan, false, r(3, 1, 1));
+        asked_for(&mut wanted, &asked("a", "b"));
+        assert!(
+            wanted.message.contains("(a is draining)"),
+            "{}",
+            wanted.message
+        );
+    }
+
     /// Every plan at rest, suspended or not, and a footprint that differs from what is held:
     /// the phase, node, reservation, whether it is placed, the reason and the message.
     #[test]

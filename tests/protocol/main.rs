@@ -14,6 +14,7 @@ mod drain;
 mod fifo;
 mod guards;
 mod leader;
+mod make_room;
 mod policy;
 mod pools;
 mod promise;

@@ -56,9 +56,9 @@ use conflicts::{JobWrites, NodeFailure, Resolution, resolve};
 pub use gone::GoneUids;
 use view::View;
 
+use super::state::RoomOrders;
 use super::state::Synced;
 use super::state::newest::Newest;
-use super::state::RoomOrders;
 use super::state::waiting::WaitingRoom;
 use crate::api::{Node, Wants};
 use crate::error::{Error, is_conflict, is_not_found};

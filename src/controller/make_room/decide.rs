@@ -119,11 +119,15 @@ pub fn decide<'s>(
         }
         let disrupted = decision.orders.len().saturating_add(controls.emptying);
         if !controls.window_open {
-            decision.blocked.push((waiter.key.clone(), RoomBlocked::Window));
+            decision
+                .blocked
+                .push((waiter.key.clone(), RoomBlocked::Window));
             continue;
         }
         if disrupted >= controls.allowed {
-            decision.blocked.push((waiter.key.clone(), RoomBlocked::Budget));
+            decision
+                .blocked
+                .push((waiter.key.clone(), RoomBlocked::Budget));
             continue;
         }
         commit(&mut fleet, &room.moves, &room.host, waiter);
@@ -247,21 +251,34 @@ mod tests {
         }
     }
 
-    /// Two hosts (a, b) each 6/8 with two 3-thread tenants, and c with 5 free: a 5-thread
-    /// waiter needs one move.
+    /// Two hosts (a, b) each 6/8 with two 3-thread tenants, and c with 4 free: a 5-thread
+    /// waiter fits nowhere and needs one move.
     fn fleet() -> Vec<NodeLedger> {
         vec![
-            node("a").holding("a1", (3, 1, 1)).holding("a2", (3, 1, 1)).build(),
-            node("b").holding("b1", (3, 1, 1)).holding("b2", (3, 1, 1)).build(),
-            node("c").allocated(3, 0, 0).build(),
+            node("a")
+                .holding("a1", (3, 1, 1))
+                .holding("a2", (3, 1, 1))
+                .build(),
+            node("b")
+                .holding("b1", (3, 1, 1))
+                .holding("b2", (3, 1, 1))
+                .build(),
+            node("c").allocated(4, 0, 0).build(),
         ]
     }
 
-    fn summary(d: &Decision) -> Vec<(String, String, Vec<(String, String)>)> {
+    /// An order as (waiter, host, [(mover, to)]).
+    type Summary = (String, String, Vec<(String, String)>);
+
+    fn summary(d: &Decision) -> Vec<Summary> {
         d.orders
             .iter()
             .map(|o| {
-                let moves = o.moves.iter().map(|m| (m.uid.clone(), m.to.clone())).collect();
+                let moves = o
+                    .moves
+                    .iter()
+                    .map(|m| (m.uid.clone(), m.to.clone()))
+                    .collect();
                 (o.waiter.clone(), o.host.clone(), moves)
             })
             .collect()
@@ -278,7 +295,7 @@ mod tests {
             name: &'static str,
             waiters: Vec<Waiter>,
             controls: Controls,
-            orders: Vec<(String, String, Vec<(String, String)>)>,
+            orders: Vec<Summary>,
             blocked: Vec<(String, RoomBlocked)>,
         }
         let cases = [
@@ -291,7 +308,7 @@ mod tests {
             },
             Case {
                 name: "the second waiter sees c filled by the first's move: b needs b1 somewhere, \
-                       and c has 2 left, so nothing",
+                       and c has 1 left, so nothing",
                 waiters: vec![waiter("w1", 5), waiter("w2", 5)],
                 controls: controls(),
                 orders: vec![(s("d/w1"), s("a"), vec![(s("a1"), s("c"))])],
@@ -351,22 +368,48 @@ mod tests {
         let orders = first.orders;
         let later = then + Duration::from_secs(10);
         // Nothing changed: kept, not new.
-        let d = decide(&fleet(), &[waiter("w1", 5)], &orders, rule, &controls(), later);
+        let d = decide(
+            &fleet(),
+            &[waiter("w1", 5)],
+            &orders,
+            rule,
+            &controls(),
+            later,
+        );
         assert_eq!(d.orders, orders);
         assert!(d.new.is_empty());
         // The move is made (a1 on c): kept, nothing pending.
         let moved = vec![
             node("a").holding("a2", (3, 1, 1)).build(),
-            node("b").holding("b1", (3, 1, 1)).holding("b2", (3, 1, 1)).build(),
-            node("c").allocated(3, 0, 0).holding("a1", (3, 1, 1)).build(),
+            node("b")
+                .holding("b1", (3, 1, 1))
+                .holding("b2", (3, 1, 1))
+                .build(),
+            node("c")
+                .allocated(3, 0, 0)
+                .holding("a1", (3, 1, 1))
+                .build(),
         ];
-        let d = decide(&moved, &[waiter("w1", 5)], &orders, rule, &controls(), later);
+        let d = decide(
+            &moved,
+            &[waiter("w1", 5)],
+            &orders,
+            rule,
+            &controls(),
+            later,
+        );
         assert_eq!(d.orders.len(), 1);
         // c filled by someone else meanwhile: a1 can no longer go there, the order is dropped
         // and w1 planned again (nothing else works: no order).
         let full = vec![
-            node("a").holding("a1", (3, 1, 1)).holding("a2", (3, 1, 1)).build(),
-            node("b").holding("b1", (3, 1, 1)).holding("b2", (3, 1, 1)).build(),
+            node("a")
+                .holding("a1", (3, 1, 1))
+                .holding("a2", (3, 1, 1))
+                .build(),
+            node("b")
+                .holding("b1", (3, 1, 1))
+                .holding("b2", (3, 1, 1))
+                .build(),
             node("c").allocated(7, 0, 0).build(),
         ];
         let d = decide(&full, &[waiter("w1", 5)], &orders, rule, &controls(), later);
@@ -375,7 +418,14 @@ mod tests {
         let d = decide(&fleet(), &[], &orders, rule, &controls(), later);
         assert!(d.orders.is_empty());
         let stale = then + ORDER_KEPT;
-        let d = decide(&fleet(), &[waiter("w1", 5)], &orders, rule, &controls(), stale);
+        let d = decide(
+            &fleet(),
+            &[waiter("w1", 5)],
+            &orders,
+            rule,
+            &controls(),
+            stale,
+        );
         assert_eq!(d.new, ["w1"], "planned again, as new");
         // A kept order counts against the budget.
         let one = Controls {
@@ -383,7 +433,7 @@ mod tests {
             ..controls()
         };
         let mut roomy = fleet();
-        roomy.push(node("d").allocated(3, 0, 0).build());
+        roomy.push(node("d").allocated(5, 0, 0).build());
         let waiters = [waiter("w1", 5), waiter("w0", 4)];
         let d = decide(&roomy, &waiters, &orders, rule, &one, later);
         assert_eq!(d.blocked, [(s("d/w0"), RoomBlocked::Budget)]);
@@ -394,11 +444,21 @@ mod tests {
     #[test]
     fn a_tenant_the_caller_keeps_never_moves() {
         let nodes = vec![
-            node("a").holding("pinned-1", (3, 1, 1)).holding("a2", (4, 1, 1)).build(),
+            node("a")
+                .holding("pinned-1", (3, 1, 1))
+                .holding("a2", (4, 1, 1))
+                .build(),
             node("b").allocated(4, 0, 0).build(),
         ];
         // w needs 4 on a: only a2 (4) or pinned-1 (3)… pinned-1 may not move: a2 goes to b.
-        let d = decide(&nodes, &[waiter("w", 5)], &[], rule, &controls(), Instant::now());
+        let d = decide(
+            &nodes,
+            &[waiter("w", 5)],
+            &[],
+            rule,
+            &controls(),
+            Instant::now(),
+        );
         assert_eq!(summary(&d), [(s("d/w"), s("a"), vec![(s("a2"), s("b"))])]);
     }
 }

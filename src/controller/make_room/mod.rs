@@ -100,7 +100,11 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> HashMap<String, String>
         Instant::now(),
     );
     look.room.replace(decision.orders.clone());
-    for order in decision.orders.iter().filter(|o| decision.new.contains(&o.uid)) {
+    for order in decision
+        .orders
+        .iter()
+        .filter(|o| decision.new.contains(&o.uid))
+    {
         announce(&look, order).await;
     }
     // The movers and the waiters are woken at every look: a wake-up lost (a reconcile that was
@@ -141,7 +145,12 @@ fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
     let mut notes: HashMap<String, String> = decision
         .orders
         .iter()
-        .map(|o| (o.waiter.clone(), format!("room is being made for it on {}: {}", o.host, moving(o))))
+        .map(|o| {
+            (
+                o.waiter.clone(),
+                format!("room is being made for it on {}: {}", o.host, moving(o)),
+            )
+        })
         .collect();
     for (waiter, why) in &decision.blocked {
         let why = match why {
@@ -159,10 +168,11 @@ fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
     notes
 }
 
-/// `d/x moves to b, d/y moves to c`.
+/// `d/x moves to b, d/y moves to c`, by tenant name.
 fn moving(order: &Order) -> String {
-    order
-        .moves
+    let mut moves: Vec<&placement::Move> = order.moves.iter().collect();
+    moves.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+    moves
         .iter()
         .map(|m| format!("{} moves to {}", m.tenant, m.to))
         .collect::<Vec<_>>()
@@ -189,4 +199,83 @@ async fn announce(look: &Look<'_>, order: &Order) {
         ),
     };
     EventPublisher::publish_or_log(look.events, occurrence, waiter.object_ref(&())).await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn order(waiter: &str, host: &str, movers: &[(&str, &str)]) -> Order {
+        Order {
+            uid: format!("uid-{waiter}"),
+            waiter: waiter.to_owned(),
+            host: host.to_owned(),
+            moves: movers
+                .iter()
+                .map(|(tenant, to)| placement::Move {
+                    uid: format!("uid-{tenant}"),
+                    tenant: (*tenant).to_owned(),
+                    resources: placement::Resources::new(1, 1, 1),
+                    from: host.to_owned(),
+                    to: (*to).to_owned(),
+                })
+                .collect(),
+            since: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn each_waiter_is_told_who_moves_for_it_or_why_nobody_does_now() {
+        let decision = Decision {
+            // Movers listed by name, whatever the order of the moves.
+            orders: vec![order("d/w1", "a", &[("d/y", "c"), ("d/x", "b")])],
+            new: vec!["uid-d/w1".into()],
+            blocked: vec![
+                ("d/w2".into(), RoomBlocked::Window),
+                ("d/w3".into(), RoomBlocked::Budget),
+            ],
+        };
+        let notes = notes(&decision, &Settings::default());
+        assert_eq!(
+            notes["d/w1"],
+            "room is being made for it on a: d/x moves to b, d/y moves to c"
+        );
+        assert_eq!(
+            notes["d/w2"],
+            "room could be made for it by moving smaller tenants, but not now: outside every \
+             --disruption-schedule window"
+        );
+        assert_eq!(
+            notes["d/w3"],
+            "room could be made for it by moving smaller tenants, but not now: the disruption \
+             budget (10%) is in use"
+        );
+        assert_eq!(notes.len(), 3);
+    }
+
+    #[test]
+    fn only_a_tenant_resting_where_it_is_and_not_do_not_disrupt_may_move() {
+        use crate::testing::tenant;
+        let active = || tenant("t").on("a").phase(TenantPhase::Active).build();
+        assert!(may_move(&active()));
+        let mut kept = active();
+        kept.metadata.annotations = Some(
+            [(
+                crate::api::DO_NOT_DISRUPT_ANNOTATION.to_owned(),
+                "yes".to_owned(),
+            )]
+            .into(),
+        );
+        assert!(!may_move(&kept), "an unreadable value keeps it");
+        let resizing = tenant("t").on("a").phase(TenantPhase::Resizing).build();
+        assert!(!may_move(&resizing), "waiting to grow");
+        let moving = tenant("t")
+            .on("a")
+            .phase(TenantPhase::Active)
+            .migrating("a", "b")
+            .build();
+        assert!(!may_move(&moving));
+        assert!(!may_move(&tenant("t").build()), "no status: nothing held");
+    }
 }

@@ -1,0 +1,230 @@
+//! `--make-room-moves`: a waiting tenant that fits nowhere, but would on a node if a few smaller
+//! tenants there moved, gets those moves (make-before-break) instead of a machine; one that
+//! would need more moves than allowed gets a machine.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use kube::ResourceExt;
+use serde_json::json;
+use tenant_placer::api::{DO_NOT_DISRUPT_ANNOTATION, NODE_REQUEST_LABEL};
+use tenant_placer::provisioner::ProvisionerConfig;
+use tenant_placer::sim::Simulated;
+
+use crate::guards::events_with_reason;
+use crate::requests::requests;
+use crate::*;
+
+fn buying(make_room_moves: u16) -> Settings {
+    Settings {
+        request_after: Some(Duration::ZERO),
+        request_check: Duration::from_millis(20),
+        make_room_moves,
+        ..settings()
+    }
+}
+
+/// The class `box` (8 threads) and a provisioner that delivers at once.
+async fn buy_boxes(h: &Harness) {
+    h.apply(&[
+        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
+               "spec": {"capacity": {"threads": 8, "memoryGb": 256, "storageGb": 8000},
+                        "provider": "lab/simulated", "monthlyCost": 100}}),
+    ]);
+    h.fleet
+        .start_provisioner(Simulated::Contract(ProvisionerConfig {
+            delay: Duration::ZERO,
+            failing: Default::default(),
+            every: Duration::from_millis(20),
+        }))
+        .await
+        .unwrap();
+}
+
+/// NodeRequests created, over every committed write.
+fn count_requests(h: &Harness) -> Arc<AtomicUsize> {
+    let created = Arc::new(AtomicUsize::new(0));
+    let seen = created.clone();
+    h.fleet.api.on_commit(move |commit| {
+        if commit.resource == "noderequests" {
+            seen.fetch_max(commit.list(GROUP, "noderequests").len(), Ordering::SeqCst);
+        }
+    });
+    created
+}
+
+fn node_of(h: &Harness, tenant: &str) -> String {
+    h.tenant(tenant)
+        .and_then(|t| t.status)
+        .map(|s| s.node_name)
+        .unwrap_or_default()
+}
+
+/// Every status message a tenant's writes carried, by tenant name.
+fn messages(h: &Harness) -> Arc<std::sync::Mutex<Vec<(String, String)>>> {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    h.fleet.api.on_commit(move |commit| {
+        if commit.resource != "tenants" {
+            return;
+        }
+        let mut kept = kept.lock().unwrap();
+        for t in commit.list(GROUP, "tenants") {
+            let name = t["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let message = t["status"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if !kept.contains(&(name.clone(), message.clone())) {
+                kept.push((name, message));
+            }
+        }
+    });
+    seen
+}
+
+/// Places `tenants` (name, threads) one at a time, each settled, so first fit puts them in order.
+async fn place(h: &Harness, tenants: &[(&str, i64)]) {
+    for (name, threads) in tenants {
+        h.apply(&[tenant(name).resources(*threads, 1, 1).manifest()]);
+        h.settle().await;
+    }
+}
+
+/// a and b (8 threads) each hold two 3-thread tenants (t1, t2 on a; t3, t4 on b); c (8,
+/// zone=c) holds `pinned` (2 threads, do-not-disrupt). A 7-thread waiter fits nowhere; moving
+/// a's two tenants to c makes room on a (b's would too; a comes first by name; pinned may not
+/// move).
+async fn two_hosts_and_pinned() -> Harness {
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[
+            node("a").capacity(8, 256, 8000).manifest(),
+            node("b").capacity(8, 256, 8000).manifest(),
+        ],
+        buying(4),
+    )
+    .await;
+    place(&h, &[("t1", 3), ("t2", 3), ("t3", 3), ("t4", 3)]).await;
+    h.apply(&[node("c")
+        .capacity(8, 256, 8000)
+        .label("zone", "c")
+        .manifest()]);
+    let mut pinned = tenant("pinned")
+        .resources(2, 1, 1)
+        .node_selector(&[("zone", "c")])
+        .manifest();
+    pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT_ANNOTATION: "true"});
+    h.apply(&[pinned]);
+    h.settle().await;
+    assert_eq!(
+        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
+        ["a", "a", "b", "b", "c"]
+    );
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_gets_room_by_two_moves_and_nothing_is_bought() {
+    let h = two_hosts_and_pinned().await;
+    buy_boxes(&h).await;
+    let created = count_requests(&h);
+    let said = messages(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("w placed on a", || node_of(&h, "w") == "a").await;
+    h.settle().await;
+    assert_eq!(
+        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
+        ["c", "c", "b", "b", "c"]
+    );
+    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
+    assert!(requests(&h).is_empty());
+    assert_eq!(h.handles.metrics.make_room_moves(), 2);
+    let said = said.lock().unwrap().clone();
+    let says = |tenant: &str, part: &str| said.iter().any(|(t, m)| t == tenant && m.contains(part));
+    assert!(
+        says(
+            "w",
+            "room is being made for it on a: default/t1 moves to c, default/t2 moves to c"
+        ),
+        "{said:?}"
+    );
+    assert!(
+        says("t1", "moving from a to c to make room for default/w"),
+        "{said:?}"
+    );
+    let making = events_with_reason(&h, "MakingRoom");
+    assert_eq!(making.len(), 1, "{making:?}");
+    let note = making[0]["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("default/t1 moves to c") && note.contains("default/t2 moves to c"),
+        "{note}"
+    );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_would_need_five_moves_with_a_limit_of_four_gets_a_machine() {
+    // a (8) holds six 1-thread tenants; c (6 threads) is empty. w (7) fits on neither: on a it
+    // needs five of them gone (4 allowed), and c is too small whatever moves.
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("a").capacity(8, 256, 8000).manifest()],
+        buying(4),
+    )
+    .await;
+    place(
+        &h,
+        &[
+            ("t1", 1),
+            ("t2", 1),
+            ("t3", 1),
+            ("t4", 1),
+            ("t5", 1),
+            ("t6", 1),
+        ],
+    )
+    .await;
+    h.apply(&[node("c").capacity(6, 256, 8000).manifest()]);
+    h.settle().await;
+    buy_boxes(&h).await;
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("w placed on a machine bought for it", || {
+        node_of(&h, "w").starts_with("box-")
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(h.handles.metrics.make_room_moves(), 0);
+    assert!((1..=6).all(|i| node_of(&h, &format!("t{i}")) == "a"));
+    let boxes = h
+        .fleet
+        .nodes()
+        .into_iter()
+        .filter(|n| n.labels().contains_key(NODE_REQUEST_LABEL))
+        .count();
+    assert_eq!(boxes, 1);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_while_room_is_made_rolls_back_what_is_in_flight_and_makes_it_again() {
+    let h = two_hosts_and_pinned().await;
+    buy_boxes(&h).await;
+    let created = count_requests(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("a move under way", || h.allocated_threads("c") > 2)
+        .await;
+    h.fleet.stop();
+    h.fleet.start(buying(4));
+    h.until("w placed on a", || node_of(&h, "w") == "a").await;
+    h.settle().await;
+    assert_eq!(
+        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
+        ["c", "c", "b", "b", "c"]
+    );
+    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
+    h.assert_invariants();
+}
