@@ -631,3 +631,76 @@ async fn api_fleet_lists_the_machine_asked_for_a_waiting_tenant_and_where_it_is(
     assert_eq!(request["node"], "");
     assert_eq!(request["capacity"]["threads"], 384);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_fleet_shows_the_room_being_made_for_a_waiting_tenant_and_who_moves_for_it() {
+    use tenant_placer::testing::{node as node_manifest, tenant};
+    let state = State::default();
+    let fleet = Fleet::new().unwrap();
+    let settings = Settings {
+        request_after: Some(Duration::ZERO),
+        request_check: Duration::from_millis(20),
+        ..Settings::default()
+    };
+    let _running = AbortOnDrop(tokio::spawn(controller::run_with(
+        fleet.client.clone(),
+        settings,
+        state.handles(),
+    )));
+    let settle = || fleet.settle(Duration::from_millis(100), WAIT);
+    // a (8 threads) holds t1 and t2 (3 each), b (6) holds t3 (3): the 7-thread w fits
+    // nowhere; t1 and t2 moving to b and c make room on a (no NodeClass: nothing to buy).
+    fleet
+        .apply(&[node_manifest("a").capacity(8, 64, 1000).manifest()])
+        .await
+        .unwrap();
+    settle().await.unwrap();
+    for t in ["t1", "t2"] {
+        fleet
+            .apply(&[tenant(t).resources(3, 1, 1).manifest()])
+            .await
+            .unwrap();
+        settle().await.unwrap();
+    }
+    fleet
+        .apply(&[
+            node_manifest("b").capacity(3, 64, 1000).manifest(),
+            node_manifest("c").capacity(3, 64, 1000).manifest(),
+        ])
+        .await
+        .unwrap();
+    settle().await.unwrap();
+    // Node statuses cannot be written: the moves cannot start, and the room stays in the making.
+    fleet.api.inject(
+        Fault::writes()
+            .resource("nodes")
+            .subresource("status")
+            .always(),
+    );
+    fleet
+        .apply(&[tenant("w").resources(7, 1, 1).manifest()])
+        .await
+        .unwrap();
+    let view = wait_for_view(&state, "room being made for w", |v| {
+        v["disruption"]["rooms"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    })
+    .await;
+    assert_eq!(
+        view["disruption"]["rooms"],
+        json!([{"waiter": "default/w", "node": "a", "moves": [
+            {"tenant": "default/t1", "to": "b"}, {"tenant": "default/t2", "to": "c"}]}])
+    );
+    // The faults go: the moves are made, w is placed on a, and no room is in the making.
+    fleet.api.clear_faults();
+    let view = wait_for_view(&state, "w placed", |v| {
+        v["disruption"]["rooms"] == json!([])
+            && node(v, "a")["tenants"]
+                .as_array()
+                .is_some_and(|t| t.len() == 1 && t[0]["tenant"] == "default/w")
+    })
+    .await;
+    assert_eq!(node(&view, "b")["allocated"]["threads"], 3);
+    assert_eq!(node(&view, "c")["allocated"]["threads"], 3);
+}

@@ -304,7 +304,11 @@ pub struct Caches {
     stores: Arc<Mutex<Option<Stores>>>,
     purchases: Arc<Mutex<Option<PurchaseStores>>>,
     registered: Arc<Mutex<Option<Store<Node>>>>,
+    disruption: Arc<Mutex<Option<Disruption>>>,
 }
+
+/// What consolidation and make-room know between looks, for the page (node requests on).
+pub type Disruption = (Arc<consolidation::Memory>, Option<Arc<state::RoomOrders>>);
 
 /// The node and tenant watch caches of one term.
 pub type Stores = (Store<Node>, TenantCache);
@@ -346,6 +350,22 @@ impl Caches {
     /// The class and request stores, once the controller has set them (node requests on).
     pub fn purchases(&self) -> Option<PurchaseStores> {
         self.purchases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Hands out what consolidation and make-room know from now on.
+    pub fn set_disruption(&self, disruption: Disruption) {
+        *self
+            .disruption
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(disruption);
+    }
+
+    /// What consolidation and make-room know, once the controller has set it.
+    pub fn disruption(&self) -> Option<Disruption> {
+        self.disruption
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -518,6 +538,8 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         requeue_window: settings.requeue_window,
     })));
     let _purchases = settings.request_after.is_some().then(|| {
+        let memory: Arc<consolidation::Memory> = Arc::default();
+        caches.set_disruption((memory.clone(), room.clone()));
         let buyer = RequestLoop {
             client: client.clone(),
             engine: engine.clone(),
@@ -526,7 +548,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             waiting: waiting.clone(),
             purchases: Arc::default(),
             notes: notes.clone(),
-            consolidation: Arc::default(),
+            consolidation: memory,
             room: room.clone(),
             events: Some(publisher.clone()),
             metrics: metrics.clone(),

@@ -1241,6 +1241,7 @@ async fn hand_back(
                 ctx.metrics.node_handed_back();
                 if consolidated {
                     ctx.metrics.consolidation_action("hand_back");
+                    ctx.consolidation.handed_back(&node);
                 }
                 ctx.purchases.lock().handed_back_for = Some(demand.fingerprint());
             }

@@ -77,6 +77,17 @@ impl Blocked {
             Blocked::Budget => "BudgetExhausted",
         }
     }
+
+    /// Why, in words (Events and the page).
+    pub fn words(self) -> &'static str {
+        match self {
+            Blocked::Young => "freeable for less than --consolidate-after-seconds",
+            Blocked::DoNotDisrupt => "it, or a tenant on it, is do-not-disrupt",
+            Blocked::TenantsWaiting => "tenants wait for room",
+            Blocked::Window => "outside every --disruption-schedule window",
+            Blocked::Budget => "the disruption budget is in use",
+        }
+    }
 }
 
 /// What to do at this look.

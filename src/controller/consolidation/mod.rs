@@ -64,6 +64,20 @@ struct Remembered {
     /// yet: they count against the budget meanwhile (for [`BEGAN_KEPT`] at most, in case the
     /// cache never shows it: a person took it back at once).
     began: HashMap<String, Instant>,
+    /// The monthly cost of each node this process drained to hand back, until it goes back.
+    draining_cost: HashMap<String, u64>,
+    /// The monthly cost of the nodes consolidation handed back since this process started.
+    saved: u64,
+}
+
+/// What consolidation knows now, for the page.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Snapshot {
+    /// Nodes the plan could free that are not being drained, by name: why, and for how long
+    /// (whole seconds) they have been freeable.
+    pub kept: Vec<(String, Blocked, u64)>,
+    /// The monthly cost of the nodes consolidation handed back since this process started.
+    pub saved: u64,
 }
 
 /// How long a drain this process began counts before the node cache shows it.
@@ -72,6 +86,32 @@ const BEGAN_KEPT: Duration = Duration::from_secs(30);
 impl Memory {
     fn lock(&self) -> std::sync::MutexGuard<'_, Remembered> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What consolidation knows now (see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        let remembered = self.lock();
+        let mut kept: Vec<(String, Blocked, u64)> = remembered
+            .reported
+            .iter()
+            .map(|(node, why)| {
+                let since = remembered.freeable_since.get(node);
+                let secs = since.map_or(0, |s| s.elapsed().as_secs());
+                (node.clone(), *why, secs)
+            })
+            .collect();
+        kept.sort();
+        Snapshot {
+            kept,
+            saved: remembered.saved,
+        }
+    }
+
+    /// A node consolidation drained went back: its monthly cost is saved from now on.
+    pub fn handed_back(&self, node: &str) {
+        let mut remembered = self.lock();
+        let cost = remembered.draining_cost.remove(node).unwrap_or(0);
+        remembered.saved = remembered.saved.saturating_add(cost);
     }
 }
 
@@ -288,10 +328,11 @@ async fn drain(look: &Look<'_>, node: &Node, monthly_cost: u64) {
     if !write(look, &name, &patch).await {
         return;
     }
-    look.memory
-        .lock()
-        .began
-        .insert(name.clone(), Instant::now());
+    {
+        let mut remembered = look.memory.lock();
+        remembered.began.insert(name.clone(), Instant::now());
+        remembered.draining_cost.insert(name.clone(), monthly_cost);
+    }
     look.metrics.consolidation_action("drain");
     tracing::info!(node = %name, "consolidation: draining a node its tenants can leave");
     let saves = if monthly_cost > 0 {
@@ -369,14 +410,16 @@ async fn report_blocked(look: &Look<'_>, decision: &Decision, nodes: &HashMap<St
             continue;
         };
         let note = match why {
-            Blocked::Young => continue,
-            Blocked::DoNotDisrupt => "not drained although its tenants fit elsewhere: it, or a tenant on it, is do-not-disrupt".to_owned(),
-            Blocked::TenantsWaiting => "not drained yet: tenants wait for room".to_owned(),
-            Blocked::Window => "not drained yet: outside every --disruption-schedule window".to_owned(),
+            Blocked::DoNotDisrupt => format!(
+                "not drained although its tenants fit elsewhere: {}",
+                why.words()
+            ),
             Blocked::Budget => format!(
-                "not drained yet: the disruption budget ({}) is in use",
+                "not drained yet: {} ({})",
+                why.words(),
                 look.settings.disruption_budget
             ),
+            _ => format!("not drained yet: {}", why.words()),
         };
         let occurrence = Occurrence {
             type_: EventType::Normal,

@@ -24,6 +24,7 @@
 //! - the page reads what the controller reports into ([`Health`], [`Caches`]) and knows nothing
 //!   of the server that routes to it: the server hands it a request's method and path.
 
+pub mod disruption;
 mod events;
 mod routes;
 pub mod view;
@@ -40,7 +41,9 @@ use k8s_openapi::jiff;
 use kube::Resource;
 use tokio::sync::Semaphore;
 
-use crate::api::{Node, NodeRequest, Tenant};
+use crate::api::{Node, NodeClass, NodeRequest, Tenant};
+use crate::controller::consolidation::Snapshot;
+use crate::controller::state::room::Order;
 use crate::controller::{Caches, Health, Role};
 pub use view::FleetView;
 
@@ -134,6 +137,9 @@ struct Observed {
     nodes: Vec<Arc<Node>>,
     tenants: Vec<Arc<Tenant>>,
     requests: Vec<Arc<NodeRequest>>,
+    classes: Vec<Arc<NodeClass>>,
+    /// What consolidation remembers, and the room being made (node requests on).
+    remembered: Option<(Snapshot, Vec<Order>)>,
 }
 
 /// Reads the caches (cheap: shared pointers) and finds the generation of what they hold.
@@ -145,10 +151,18 @@ fn observe(page: &Page) -> Observed {
         Some((nodes, tenants)) if live => (nodes.state(), tenants.state()),
         _ => (Vec::new(), Vec::new()),
     };
-    let requests = match page.caches.purchases() {
-        Some((_, requests)) if live => requests.state(),
-        _ => Vec::new(),
+    let (classes, requests) = match page.caches.purchases() {
+        Some((classes, requests)) if live => (classes.state(), requests.state()),
+        _ => (Vec::new(), Vec::new()),
     };
+    let remembered = page
+        .caches
+        .disruption()
+        .filter(|_| live)
+        .map(|(memory, room)| {
+            let orders = room.map(|r| r.orders()).unwrap_or_default();
+            (memory.snapshot(), orders)
+        });
     let mut hasher = std::hash::DefaultHasher::new();
     (role_name(role), live, &page.policy).hash(&mut hasher);
     // Order-independent: the stores hand objects out in no particular order.
@@ -170,6 +184,15 @@ fn observe(page: &Page) -> Observed {
         objects = objects.wrapping_add(one.finish());
     }
     (objects, nodes.len(), tenants.len(), requests.len()).hash(&mut hasher);
+    for class in &classes {
+        (&class.metadata.name, &class.metadata.resource_version).hash(&mut hasher);
+    }
+    if let Some((snapshot, orders)) = &remembered {
+        snapshot.hash(&mut hasher);
+        for order in orders {
+            (&order.waiter, &order.host, order.moves.len()).hash(&mut hasher);
+        }
+    }
     Observed {
         generation: page.feed.generation_of(hasher.finish()),
         role,
@@ -177,6 +200,8 @@ fn observe(page: &Page) -> Observed {
         nodes,
         tenants,
         requests,
+        classes,
+        remembered,
     }
 }
 
@@ -230,6 +255,13 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
         moves: rows.moves,
         requests: view::requests(&observed.requests),
         blocked: rows.blocked,
+        disruption: match &observed.remembered {
+            _ if !observed.live => disruption::DisruptionView::default(),
+            Some((snapshot, orders)) => {
+                disruption::disruption(&observed.nodes, &observed.classes, Some(snapshot), orders)
+            }
+            None => disruption::disruption(&observed.nodes, &observed.classes, None, &[]),
+        },
     }
 }
 

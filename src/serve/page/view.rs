@@ -61,6 +61,9 @@ pub struct FleetView {
     pub requests: Vec<RequestView>,
     /// Tenants on a draining node that no other node can take now, oldest first.
     pub blocked: Vec<BlockedMove>,
+    /// Consolidation and make-room: what is consolidated and what it saves, what is kept and
+    /// why, the room being made for waiting tenants. Empty when the numbers are not live.
+    pub disruption: super::disruption::DisruptionView,
 }
 
 /// The placement policy in force and its rule in one sentence.

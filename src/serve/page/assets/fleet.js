@@ -311,6 +311,40 @@
     return item;
   }
 
+  // Consolidation and make-room: one line per node consolidated, node kept, and room made.
+  function disruptionItems(d) {
+    const items = [];
+    for (const c of d.consolidating || []) {
+      const cost = c.monthlyCost === null || c.monthlyCost === undefined ? 'cost unknown' : `saves ${fmt(c.monthlyCost)} a month`;
+      items.push(el('li', { class: 'move-item', 'data-consolidating': c.node },
+        el('span', { class: 'tn', text: c.node }), ' ', badge('Consolidating', 'phase-migrating'),
+        el('span', { class: 'move-path', text: ` being emptied to go back: ${fmt(c.tenants)} tenant(s) left; ${cost}` })));
+    }
+    for (const k of d.kept || []) {
+      items.push(el('li', { class: 'move-item', 'data-kept': k.node },
+        el('span', { class: 'tn', text: k.node }), ' ', badge('Kept', 'phase-pending'),
+        el('span', { class: 'move-path', text: ` could be freed; kept: ${k.why} (${k.reason}, freeable for ${fmt(k.freeableSeconds)} s)` })));
+    }
+    for (const r of d.rooms || []) {
+      const moves = r.moves.map((m) => `${m.tenant} to ${m.to}`).join(', ');
+      items.push(el('li', { class: 'move-item', 'data-room': r.waiter },
+        el('span', { class: 'tn', text: r.waiter }), ' ', badge('Room being made', 'phase-migrating'),
+        el('span', { class: 'move-path' }, ' on ', el('strong', { text: r.node }), `: moving ${moves}`)));
+    }
+    return items;
+  }
+
+  function renderDisruption(d) {
+    const items = d ? disruptionItems(d) : [];
+    renderList('disruption-section', 'disruption-count', 'disruption', items);
+    const saving = d && (d.savingMonthly > 0 || d.savedMonthly > 0)
+      ? `Monthly cost saved: ${fmt(d.savedMonthly)} handed back, ${fmt(d.savingMonthly)} more once the nodes being consolidated go back.`
+      : '';
+    $('disruption-saving').textContent = saving;
+    $('disruption-saving').hidden = saving === '';
+    if (saving !== '') $('disruption-section').hidden = false;
+  }
+
   // A section that lists items and is hidden while it has none.
   function renderList(section, count, list, items) {
     $(section).hidden = items.length === 0;
@@ -344,6 +378,7 @@
       renderList('moves-section', 'moves-count', 'moves', (view.moves || []).map(moveItem));
       renderList('requests-section', 'requests-count', 'requests', (view.requests || []).map(requestItem));
       renderList('blocked-section', 'blocked-count', 'blocked', (view.blocked || []).map(blockedItem));
+      renderDisruption(view.disruption);
     } else {
       $('over-capacity').hidden = true;
       $('draining').hidden = true;
@@ -352,6 +387,7 @@
       renderList('moves-section', 'moves-count', 'moves', []);
       renderList('requests-section', 'requests-count', 'requests', []);
       renderList('blocked-section', 'blocked-count', 'blocked', []);
+      renderDisruption(null);
     }
     if (focusedNode) {
       const again = document.querySelector(`details[data-node="${CSS.escape(focusedNode)}"] summary`);
