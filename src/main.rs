@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use tenant_placer::api::{LabelSelector, Node, Tenant};
+use tenant_placer::api::{LabelSelector, Node, NodeClass, Tenant};
 use tenant_placer::controller::disruption::{Budget, Consolidation, Window};
 use tenant_placer::controller::{self, Settings};
+use tenant_placer::disruption_plan::DisruptionPlan;
 use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
 use tenant_placer::report::{ConsolidationReport, FleetReport};
@@ -527,7 +528,10 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
 struct Settled {
     nodes: Vec<Node>,
     tenants: Vec<Tenant>,
+    classes: Vec<NodeClass>,
     checked: Result<(), Vec<String>>,
+    /// What the controller counted while it ran.
+    metrics: std::sync::Arc<tenant_placer::metrics::Metrics>,
 }
 
 /// The in-process fleet `simulate` and `plan` start from: the manifests (default: the embedded
@@ -549,9 +553,11 @@ async fn settle(
     let settings = placement.settings();
     // With a provisioner, quiet means also that no tenant is about to be planned for: wait past
     // the request delay and one look of the request loop.
+    // Without one, the request loop's looks still make room and consolidate: wait for two.
     let purchase_wait = match (placement.provisioner.is_some(), settings.request_after) {
         (true, Some(after)) => after.saturating_add(settings.request_check.saturating_mul(2)),
-        _ => Duration::ZERO,
+        (false, Some(_)) => settings.request_check.saturating_mul(2),
+        (_, None) => Duration::ZERO,
     };
     let fleet = Fleet::new()?;
     // As on a cluster with the chart's admission guards.
@@ -560,7 +566,9 @@ async fn settle(
     if let Some(provisioner) = placement.provisioner() {
         fleet.start_provisioner(provisioner).await?;
     }
-    fleet.start(settings);
+    let handles = controller::Handles::default();
+    let metrics = handles.metrics.clone();
+    fleet.start_with(settings, handles);
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) = manifests
         .into_iter()
@@ -582,10 +590,18 @@ async fn settle(
         return Err(format!("the API holds an object simulate cannot read: {unreadable}").into());
     }
     let checked = invariants::check(&nodes, &tenants, &HashSet::new(), Quiescence::Settled);
+    let classes = fleet
+        .api
+        .list(tenant_placer::api::GROUP, "nodeclasses")
+        .into_iter()
+        .filter_map(|class| serde_json::from_value(class).ok())
+        .collect();
     Ok(Settled {
         nodes,
         tenants,
+        classes,
         checked,
+        metrics,
     })
 }
 
@@ -598,12 +614,25 @@ async fn simulate(
         nodes,
         tenants,
         checked,
+        metrics,
+        ..
     } = settle(files, placement).await?;
     let report = FleetReport::new(&nodes, &tenants);
     match output {
         Output::Text => {
             println!("settings: {}\n", placement.describe());
             print!("{}", report.render_text());
+            let (drained, handed_back, moved) = (
+                metrics.consolidation_actions("drain"),
+                metrics.consolidation_actions("hand_back"),
+                metrics.make_room_moves(),
+            );
+            if placement.consolidation == Consolidation::WhenUnderutilized || moved > 0 {
+                println!(
+                    "\nconsolidation and make-room during the run: {drained} node(s) drained, \
+                     {handed_back} handed back; {moved} tenant(s) moved to make room"
+                );
+            }
             match &checked {
                 Ok(()) => println!(
                     "\ninvariants: ok (no node over capacity, every status agrees with its node)"
@@ -634,14 +663,25 @@ async fn plan(
         )
         .into());
     }
-    let report = ConsolidationReport::new(&settled.nodes)?;
+    let report = ConsolidationReport::new(&settled.nodes, &settled.tenants)?;
+    let disruption = DisruptionPlan::new(
+        &settled.nodes,
+        &settled.tenants,
+        &settled.classes,
+        &placement.settings(),
+        k8s_openapi::jiff::Timestamp::now(),
+    )?;
+    // The rebalance report's fields, and what consolidation and make-room would do.
+    let mut both = serde_json::to_value(&report)?;
+    both["disruption"] = serde_json::to_value(&disruption)?;
     match output {
         Output::Text => {
             println!("settings: {}\n", placement.describe());
             print!("{}", report.render_text());
+            print!("\n{}", disruption.render_text());
         }
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Output::Yaml => print!("{}", serde_saphyr::to_string(&report)?),
+        Output::Json => println!("{}", serde_json::to_string_pretty(&both)?),
+        Output::Yaml => print!("{}", serde_saphyr::to_string(&both)?),
     }
     Ok(())
 }

@@ -166,8 +166,9 @@ pub fn drain_command(node: &str) -> String {
 }
 
 impl ConsolidationReport {
-    /// The consolidation of these Nodes, or which node cannot be read and why.
-    pub fn new(nodes: &[Node]) -> Result<Self, String> {
+    /// The consolidation of these Nodes, each tenant going only to a node carrying its node
+    /// selector's labels (`tenants` give the selectors), or which node cannot be read and why.
+    pub fn new(nodes: &[Node], tenants: &[Tenant]) -> Result<Self, String> {
         let ledgers = nodes
             .iter()
             .map(|node| {
@@ -175,7 +176,12 @@ impl ConsolidationReport {
                     .map_err(|error| format!("node {} cannot be planned: {error}", node.name_any()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let consolidation = placement::consolidate(&ledgers);
+        let selectors = crate::api::selectors_by_uid(tenants);
+        let consolidation = placement::consolidate_for(
+            &ledgers,
+            |_| Some(0),
+            |entry| selectors.get(entry.uid.as_str()).copied(),
+        );
         let nodes_in_use = ledgers.iter().filter(|l| !l.entries().is_empty()).count();
         Ok(ConsolidationReport {
             rule: CONSOLIDATION_RULE,
@@ -366,7 +372,7 @@ mod tests {
                 .holding("old", (1, 1, 1))
                 .build(),
         ];
-        let report = ConsolidationReport::new(&nodes).unwrap();
+        let report = ConsolidationReport::new(&nodes, &[]).unwrap();
         assert_eq!(
             report.moves,
             [MoveRow {
@@ -414,7 +420,7 @@ mod tests {
                 .holding("db", (6, 8, 10))
                 .build(),
         ];
-        let report = ConsolidationReport::new(&nodes).unwrap();
+        let report = ConsolidationReport::new(&nodes, &[]).unwrap();
         assert!(report.moves.is_empty() && report.drain_commands.is_empty());
         assert!(
             report.render_text().contains("No node can be freed"),
@@ -427,7 +433,7 @@ mod tests {
     fn a_node_whose_ledger_cannot_be_built_stops_the_plan_with_its_name() {
         let mut bad = node("bad").capacity(8, 32, 100).build();
         bad.spec.capacity.threads = -1;
-        let error = ConsolidationReport::new(&[bad]).unwrap_err();
+        let error = ConsolidationReport::new(&[bad], &[]).unwrap_err();
         assert!(
             error.starts_with("node bad cannot be planned: spec.capacity.threads"),
             "{error}"

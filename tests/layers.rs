@@ -39,7 +39,7 @@ const LAYERS: &[&[&str]] = &[
     // The run loop: knows nothing of HTTP, the page or metrics formatting.
     &["controller"],
     // What reads a running controller (the HTTP server and its page), and the in-process fleet.
-    &["serve", "sim"],
+    &["serve", "sim", "disruption_plan"],
     // The in-memory API for kubectl, with the controller and the server.
     &["sandbox"],
     // The binary.

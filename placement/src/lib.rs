@@ -69,6 +69,6 @@ pub use purchase::{
 };
 pub use purchase_groups::{SelectiveTenant, purchase_by_labels};
 pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};
-pub use rebalance::{Consolidation, Move, consolidate, consolidate_sources};
+pub use rebalance::{Consolidation, Move, consolidate, consolidate_for, consolidate_sources};
 pub use resources::{Dimension, Resources};
 pub use selector::{Labels, Pairs};

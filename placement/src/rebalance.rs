@@ -21,6 +21,8 @@
 //! - each entry goes to its **BestFit** target ([`best_fit_among`]: the least weighted,
 //!   normalised slack after placing, in effective capacity, ties by name), counting the moves
 //!   already planned, so no node is filled past its effective capacity;
+//! - with [`consolidate_for`], an entry goes only to a node carrying the labels of its tenant's
+//!   node selector (the caller's lookup), as placement would place it;
 //! - [`consolidate_sources`] empties only the nodes it is given a cost for, **the most expensive
 //!   first**; any node may still receive, and one it may not empty receives even when it holds
 //!   nothing (it stays in use whatever the plan does, so filling it frees a node that costs);
@@ -49,6 +51,7 @@ use crate::ledger::{Entry, NodeLedger};
 use crate::overcommit::Overcommit;
 use crate::policy::{Slack, best_fit_among, weighted_slack};
 use crate::resources::Resources;
+use crate::selector::Labels;
 
 /// One tenant's entry moved from the node it is on to another.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,6 +132,16 @@ pub fn consolidate_sources(
     nodes: &[NodeLedger],
     source: impl Fn(&NodeLedger) -> Option<u64>,
 ) -> Consolidation {
+    consolidate_for(nodes, source, |_| None)
+}
+
+/// [`consolidate_sources`], each entry going only to a node carrying the labels `selector`
+/// gives for it (`None`: any node).
+pub fn consolidate_for<'s>(
+    nodes: &[NodeLedger],
+    source: impl Fn(&NodeLedger) -> Option<u64>,
+    selector: impl Fn(&Entry) -> Option<&'s Labels>,
+) -> Consolidation {
     let mut name_counts: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
     for node in nodes {
         let count = name_counts.entry(node.name()).or_insert(0);
@@ -168,7 +181,7 @@ pub fn consolidate_sources(
         if slot.received {
             continue;
         }
-        if let Some(moves) = evacuate(&mut slots, source, &position) {
+        if let Some(moves) = evacuate(&mut slots, source, &position, &selector) {
             if let Some(slot) = slots.get_mut(source) {
                 slot.target = false;
             }
@@ -204,10 +217,11 @@ fn most_room_first(a: &Option<Slack>, b: &Option<Slack>) -> Ordering {
 /// Every entry of `source` given a BestFit target, the targets' views counting them: the
 /// entries with the position of their target. `None`, with every view as it was, when one of
 /// them fits no target.
-fn evacuate<'a>(
+fn evacuate<'a, 's>(
     slots: &mut [Slot<'a>],
     source: usize,
     position: &HashMap<&str, usize>,
+    selector: &impl Fn(&Entry) -> Option<&'s Labels>,
 ) -> Option<Vec<(&'a Entry, usize)>> {
     let source_ledger = slots.get(source)?.ledger;
     let entries = largest_first(source_ledger);
@@ -215,7 +229,7 @@ fn evacuate<'a>(
     let mut touched: Vec<(usize, Resources)> = Vec::new();
     let mut moves = Vec::with_capacity(entries.len());
     for entry in entries {
-        let target = target_for(slots, source, &entry.resources)
+        let target = target_for(slots, source, &entry.resources, selector(entry))
             .and_then(|name| position.get(name).copied());
         let placed = target.and_then(|target| {
             let slot = slots.get_mut(target)?;
@@ -240,12 +254,18 @@ fn evacuate<'a>(
     Some(moves)
 }
 
-/// The BestFit target for `request` among the targets other than `source`.
-fn target_for<'a>(slots: &[Slot<'a>], source: usize, request: &Resources) -> Option<&'a str> {
+/// The BestFit target for `request` among the targets other than `source` carrying the labels of
+/// `selector`.
+fn target_for<'a>(
+    slots: &[Slot<'a>],
+    source: usize,
+    request: &Resources,
+    selector: Option<&Labels>,
+) -> Option<&'a str> {
     let candidates = slots
         .iter()
         .enumerate()
-        .filter(|(i, slot)| *i != source && slot.target)
+        .filter(|(i, slot)| *i != source && slot.target && slot.ledger.matches(selector))
         .map(|(_, slot)| (&slot.view, slot.ledger.overcommit()));
     best_fit_among(candidates, request)
 }
@@ -597,5 +617,29 @@ mod tests {
         assert_eq!(consolidate(&[]), Consolidation::default());
         let nodes = [node("a").build(), node("b").build()];
         assert!(consolidate(&nodes).is_empty());
+    }
+
+    #[test]
+    fn an_entry_goes_only_to_a_node_carrying_its_tenants_labels() {
+        use crate::testing::labels;
+        // pinned (on a) may only be on a zone=x node: a cannot be emptied into b, which lacks
+        // the label; with the label on b it can. (b's 10 threads fit nowhere else.)
+        let plan = |b_zone: &str| {
+            let nodes = [
+                node("a")
+                    .label("zone", "x")
+                    .holding("pinned", (1, 1, 1))
+                    .build(),
+                node("b")
+                    .capacity(16, 32, 100)
+                    .label("zone", b_zone)
+                    .holding("other", (10, 1, 1))
+                    .build(),
+            ];
+            let x = labels(&[("zone", "x")]);
+            consolidate_for(&nodes, |_| Some(0), |e| (e.uid == "pinned").then_some(&x)).freed
+        };
+        assert_eq!(plan("y"), Vec::<String>::new());
+        assert_eq!(plan("x"), ["a"]);
     }
 }

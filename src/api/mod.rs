@@ -46,7 +46,7 @@ pub use registration::{REGISTERED_LABEL, Registration, core_state};
 pub use selector::{LabelSelector, SelectorError};
 pub use tenant::{
     MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
-    TenantMode, TenantPhase, TenantSpec, TenantStatus,
+    TenantMode, TenantPhase, TenantSpec, TenantStatus, selectors_by_uid,
 };
 pub use wants::Wants;
 

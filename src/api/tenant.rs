@@ -397,6 +397,16 @@ impl Tenant {
     }
 }
 
+/// Each tenant's node selector, by UID; tenants without one (or without a UID) are left out.
+pub fn selectors_by_uid<'a>(
+    tenants: impl IntoIterator<Item = &'a Tenant>,
+) -> std::collections::HashMap<&'a str, &'a placement::Labels> {
+    tenants
+        .into_iter()
+        .filter_map(|t| Some((t.metadata.uid.as_deref()?, t.spec.selector()?)))
+        .collect()
+}
+
 impl TenantSpec {
     /// Replicas after applying the mode's default.
     pub fn effective_replicas(&self) -> i32 {

@@ -5,8 +5,9 @@
 //! - only under `WhenUnderutilized`; a node may be emptied when the controller bought it (or
 //!   registered it, with `--consolidate-registered`), nothing on it is `do-not-disrupt` (the node
 //!   or a tenant it holds), and it is not being drained already;
-//! - the nodes freed are those of the rebalance plan over the pool (`placement::consolidate_sources`:
-//!   whole nodes only, no over-commit, the most expensive first);
+//! - the nodes freed are those of the rebalance plan over the pool (`placement::consolidate_for`:
+//!   whole nodes only, no over-commit, the most expensive first, each tenant only onto a node
+//!   carrying its node selector's labels);
 //! - a freed node is drained once it has been freeable for `--consolidate-after-seconds`, while no
 //!   tenant of the pool waits for room (the room the moves take could be its), inside a
 //!   disruption window, and while the nodes being emptied stay within the budget (counted over
@@ -19,7 +20,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use placement::NodeLedger;
+use placement::{Entry, Labels, NodeLedger};
 
 pub use crate::controller::disruption::Consolidation;
 
@@ -106,11 +107,12 @@ pub struct Decision {
 /// The decision over `nodes` (the pool's, as placement sees them); `candidates` by node name
 /// (a node missing there is neither emptied nor counted as being emptied); `freeable_for` how
 /// long each node has been freeable before this look.
-pub fn decide(
+pub fn decide<'s>(
     nodes: &[NodeLedger],
     candidates: &BTreeMap<String, Candidate>,
     freeable_for: impl Fn(&str) -> Duration,
     controls: &Controls,
+    selector: impl Fn(&Entry) -> Option<&'s Labels> + Copy,
 ) -> Decision {
     let mut decision = Decision::default();
     if controls.mode != Consolidation::WhenUnderutilized {
@@ -128,9 +130,9 @@ pub fn decide(
             (ours(c) && !c.consolidating && (kept_too || !c.kept)).then_some(c.monthly_cost)
         }
     };
-    let plan = placement::consolidate_sources(nodes, source(false));
+    let plan = placement::consolidate_for(nodes, source(false), selector);
     // A kept node is reported when it would have been freed were it not kept.
-    let kept: Vec<String> = placement::consolidate_sources(nodes, source(true))
+    let kept: Vec<String> = placement::consolidate_for(nodes, source(true), selector)
         .freed
         .into_iter()
         .filter(|name| candidates.get(name).is_some_and(|c| c.kept))
@@ -166,6 +168,11 @@ pub fn decide(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// No tenant has a node selector.
+    fn any(_: &Entry) -> Option<&'static Labels> {
+        None
+    }
     use placement::testing::ledger;
 
     const AFTER: Duration = Duration::from_secs(300);
@@ -223,7 +230,7 @@ mod tests {
     #[test]
     fn the_budget_holds_however_many_nodes_are_freeable() {
         let (nodes, candidates) = fleet(10);
-        let d = decide(&nodes, &candidates, due, &controls());
+        let d = decide(&nodes, &candidates, due, &controls(), any);
         assert_eq!(d.drain, ["n00", "n01"]);
         assert!(d.freeable.len() > 2, "{d:?}");
         assert!(reasons(&d).iter().all(|r| *r == Blocked::Budget), "{d:?}");
@@ -232,7 +239,7 @@ mod tests {
         for name in ["n08", "n09"] {
             busy.get_mut(name).unwrap().consolidating = true;
         }
-        let d = decide(&nodes, &busy, due, &controls());
+        let d = decide(&nodes, &busy, due, &controls(), any);
         assert!(d.drain.is_empty(), "{d:?}");
         assert!(d.cancel.is_empty(), "drains under way go on: {d:?}");
         assert!(
@@ -282,7 +289,7 @@ mod tests {
             ),
         ];
         for (what, controls, age, blocked) in cases {
-            let d = decide(&nodes, &candidates, age, &controls);
+            let d = decide(&nodes, &candidates, age, &controls, any);
             assert_eq!(d.freeable, ["n00"], "{what}");
             match blocked {
                 None => assert_eq!(d.drain, ["n00"], "{what}"),
@@ -299,7 +306,7 @@ mod tests {
         let (nodes, mut candidates) = fleet(3);
         candidates.get_mut("n00").unwrap().kept = true;
         candidates.get_mut("n02").unwrap().monthly_cost = 300;
-        let d = decide(&nodes, &candidates, due, &controls());
+        let d = decide(&nodes, &candidates, due, &controls(), any);
         assert_eq!(d.drain.first().map(String::as_str), Some("n02"));
         assert!(!d.drain.contains(&"n00".to_owned()));
         assert!(
@@ -315,16 +322,19 @@ mod tests {
             };
         }
         assert_eq!(
-            decide(&nodes, &candidates, due, &controls()),
+            decide(&nodes, &candidates, due, &controls(), any),
             Decision::default()
         );
         let with = Controls {
             registered: true,
             ..controls()
         };
-        assert_eq!(decide(&nodes, &candidates, due, &with).drain.len(), 2);
+        assert_eq!(decide(&nodes, &candidates, due, &with, any).drain.len(), 2);
         candidates.clear();
-        assert_eq!(decide(&nodes, &candidates, due, &with), Decision::default());
+        assert_eq!(
+            decide(&nodes, &candidates, due, &with, any),
+            Decision::default()
+        );
     }
 
     #[test]
@@ -356,12 +366,12 @@ mod tests {
         let n01 = candidates.get_mut("n01").unwrap();
         n01.consolidating = true;
         n01.kept = true;
-        let d = decide(&nodes, &candidates, due, &controls());
+        let d = decide(&nodes, &candidates, due, &controls(), any);
         assert_eq!(d.cancel, ["n01"]);
         for mode in [Consolidation::Never, Consolidation::WhenEmpty] {
             let controls = Controls { mode, ..controls() };
             assert_eq!(
-                decide(&nodes, &candidates, due, &controls),
+                decide(&nodes, &candidates, due, &controls, any),
                 Decision::default()
             );
         }

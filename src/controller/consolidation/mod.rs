@@ -44,9 +44,10 @@ use super::settings::Settings;
 use super::state::TenantCache;
 use crate::api::{
     CONSOLIDATING_ANNOTATION, DoNotDisrupt, NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass,
-    NodeState,
+    NodeState, Tenant,
 };
 use crate::metrics::Metrics;
+use k8s_openapi::api::core::v1::ObjectReference;
 
 /// What consolidation remembers between looks.
 #[derive(Debug, Default)]
@@ -155,15 +156,12 @@ pub async fn look(look: Look<'_>) {
         .into_iter()
         .map(|cached| look.engine.node(&cached.name_any()).unwrap_or(cached))
         .collect();
-    let kept_by_tenants = kept_by_tenants(&look).await;
-    let cost: HashMap<String, u64> = look
-        .classes
-        .iter()
-        .map(|c| {
-            let cost = c.spec.monthly_cost.and_then(|m| u64::try_from(m).ok());
-            (c.name_any(), cost.unwrap_or(0))
-        })
-        .collect();
+    let tenants = look.tenants.state();
+    for (object, value) in unreadable(&nodes, &tenants) {
+        warn_unreadable(&look, &object, &value).await;
+    }
+    let kept_by_tenants = kept_by_tenants(&tenants);
+    let cost = class_costs(look.classes);
     // A mark on a node no longer Draining: a person took it back into service. The mark goes,
     // so that a later drain of theirs is not taken for ours.
     for node in nodes.iter().filter(|n| {
@@ -189,28 +187,7 @@ pub async fn look(look: Look<'_>) {
         });
         remembered.began.keys().cloned().collect()
     };
-    let mut candidates = BTreeMap::new();
-    for node in &nodes {
-        let kept = match DoNotDisrupt::of(node.annotations()) {
-            DoNotDisrupt::Unreadable(value) => {
-                warn_unreadable(&look, node.as_ref(), &value).await;
-                true
-            }
-            other => other.keeps(),
-        } || kept_by_tenants.contains(&node.name_any());
-        let class = node.labels().get(NODE_CLASS_LABEL);
-        candidates.insert(
-            node.name_any(),
-            Candidate {
-                bought: node.labels().contains_key(NODE_REQUEST_LABEL),
-                registered: node.is_registered(),
-                kept,
-                consolidating: (consolidating(node) || began.contains(&node.name_any()))
-                    && !node.allocations().is_empty(),
-                monthly_cost: class.and_then(|c| cost.get(c)).copied().unwrap_or(0),
-            },
-        );
-    }
+    let candidates = candidates(&nodes, &kept_by_tenants, &cost, &began);
     let ledgers = look.engine.ledgers(None);
     let settings = look.settings;
     let controls = Controls {
@@ -232,7 +209,9 @@ pub async fn look(look: Look<'_>) {
                     now.saturating_duration_since(*since)
                 })
         };
-        decide(&ledgers, &candidates, freeable_for, &controls)
+        let selectors = crate::api::selectors_by_uid(tenants.iter().map(AsRef::as_ref));
+        let selector = |entry: &placement::Entry| selectors.get(entry.uid.as_str()).copied();
+        decide(&ledgers, &candidates, freeable_for, &controls, selector)
     };
     {
         let mut remembered = look.memory.lock();
@@ -262,19 +241,52 @@ fn cost_of(candidates: &BTreeMap<String, Candidate>, name: &str) -> u64 {
     candidates.get(name).map_or(0, |c| c.monthly_cost)
 }
 
-/// The nodes holding a `do-not-disrupt` tenant (an unreadable value is warned about once and
-/// taken as `"true"`).
-async fn kept_by_tenants(look: &Look<'_>) -> HashSet<String> {
+/// Each class's monthly cost, by name (0 when it gives none).
+pub fn class_costs(classes: &[Arc<NodeClass>]) -> HashMap<String, u64> {
+    classes
+        .iter()
+        .map(|c| {
+            let cost = c.spec.monthly_cost.and_then(|m| u64::try_from(m).ok());
+            (c.name_any(), cost.unwrap_or(0))
+        })
+        .collect()
+}
+
+/// Each node as consolidation sees it, by name: `kept_by_tenants` names the nodes holding a
+/// `do-not-disrupt` tenant, `began` the drains this process began that the cache does not show
+/// yet. Pure.
+pub fn candidates(
+    nodes: &[Arc<Node>],
+    kept_by_tenants: &HashSet<String>,
+    cost: &HashMap<String, u64>,
+    began: &HashSet<String>,
+) -> BTreeMap<String, Candidate> {
+    nodes
+        .iter()
+        .map(|node| {
+            let name = node.name_any();
+            let kept =
+                DoNotDisrupt::of(node.annotations()).keeps() || kept_by_tenants.contains(&name);
+            let class = node.labels().get(NODE_CLASS_LABEL);
+            let candidate = Candidate {
+                bought: node.labels().contains_key(NODE_REQUEST_LABEL),
+                registered: node.is_registered(),
+                kept,
+                consolidating: (consolidating(node) || began.contains(&name))
+                    && !node.allocations().is_empty(),
+                monthly_cost: class.and_then(|c| cost.get(c)).copied().unwrap_or(0),
+            };
+            (name, candidate)
+        })
+        .collect()
+}
+
+/// The nodes holding a `do-not-disrupt` tenant (an unreadable value counts as `"true"`), or
+/// one moving to or from them. Pure.
+pub fn kept_by_tenants(tenants: &[Arc<Tenant>]) -> HashSet<String> {
     let mut kept = HashSet::new();
-    for tenant in look.tenants.state() {
-        let keeps = match DoNotDisrupt::of(tenant.annotations()) {
-            DoNotDisrupt::Unreadable(value) => {
-                warn_unreadable(look, tenant.as_ref(), &value).await;
-                true
-            }
-            other => other.keeps(),
-        };
-        if !keeps {
+    for tenant in tenants {
+        if !DoNotDisrupt::of(tenant.annotations()).keeps() {
             continue;
         }
         if let Some(status) = &tenant.status {
@@ -290,11 +302,24 @@ async fn kept_by_tenants(look: &Look<'_>) -> HashSet<String> {
     kept
 }
 
-async fn warn_unreadable<K>(look: &Look<'_>, object: &K, value: &str)
-where
-    K: Resource<DynamicType = ()>,
-{
-    let uid = object.meta().uid.clone().unwrap_or_default();
+/// The Nodes and Tenants whose `do-not-disrupt` value is neither `"true"` nor `"false"`, with
+/// that value: each gets a Warning Event (once per value).
+fn unreadable(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> Vec<(ObjectReference, String)> {
+    let of = |annotations| match DoNotDisrupt::of(annotations) {
+        DoNotDisrupt::Unreadable(value) => Some(value),
+        _ => None,
+    };
+    let nodes = nodes
+        .iter()
+        .filter_map(|n| Some((n.object_ref(&()), of(n.annotations())?)));
+    let tenants = tenants
+        .iter()
+        .filter_map(|t| Some((t.object_ref(&()), of(t.annotations())?)));
+    nodes.chain(tenants).collect()
+}
+
+async fn warn_unreadable(look: &Look<'_>, object: &ObjectReference, value: &str) {
+    let uid = object.uid.clone().unwrap_or_default();
     {
         let mut remembered = look.memory.lock();
         if remembered.warned.get(&uid).is_some_and(|v| v == value) {
@@ -312,7 +337,7 @@ where
         action: "Consolidate",
         note,
     };
-    EventPublisher::publish_or_log(look.events, occurrence, object.object_ref(&())).await;
+    EventPublisher::publish_or_log(look.events, occurrence, object.clone()).await;
 }
 
 /// Drains a node to hand it back: Draining with the mark, guarded by its resourceVersion.

@@ -129,7 +129,7 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> HashMap<String, String>
 }
 
 /// Whether this tenant may be moved to make room (see the module rules).
-fn may_move(tenant: &Tenant) -> bool {
+pub fn may_move(tenant: &Tenant) -> bool {
     let Some(status) = &tenant.status else {
         return false;
     };
