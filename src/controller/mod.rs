@@ -59,6 +59,8 @@ use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
+/// What consolidation knows now, as the page reads it.
+pub use consolidation::Snapshot as ConsolidationSnapshot;
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
 pub use node::NodeLoop;
 pub use register::RegisterLoop;

@@ -13,7 +13,11 @@
 //! request's placement Node records its Machine.
 //! Half the cases run `--consolidation WhenUnderutilized` (a budget of 1 or 2, some tenants
 //! `do-not-disrupt`): at every Node write, no more nodes are being emptied by consolidation than
-//! the budget, and none is marked while it holds a `do-not-disrupt` tenant.
+//! the budget, and none is marked while it holds a `do-not-disrupt` tenant. Every case makes room
+//! by moves with a random `--make-room-moves` (0 to 4): at every Tenant write, no tenant is moved
+//! off a node that is not draining (a move to make room) while it is `do-not-disrupt`. And no
+//! loop: no tenant is moved for room back to a node it was moved off for room, and no node is
+//! marked for consolidation again unless a person changed its state in between.
 //! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
 
 use std::collections::HashMap;
@@ -108,10 +112,13 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
         },
         consolidate_after: Duration::from_millis(rng.u64(0..=100)),
         disruption_budget: Budget::Nodes(rng.u32(1..=2)),
+        make_room_moves: rng.u16(0..=4),
         ..settings()
     };
     let api = ApiServer::new();
     let disruptions = watch_disruptions(&api, settings.disruption_budget);
+    let touched: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let loops = watch_loops(&api, touched.clone());
     let history = Arc::new(Mutex::new(Vec::new()));
     let sink = history.clone();
     api.on_commit(move |c| {
@@ -209,6 +216,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                 // The node may be gone since the list (handed back): the apply would create
                 // it, and the server refuses a Node without capacity. Nothing to drain then.
                 let _ = h.fleet.api.apply(node_spec(&name, json!({"state": state})));
+                *touched.lock().unwrap().entry(name).or_default() += 1;
             }
             8 => {
                 // A restart mid-look.
@@ -278,6 +286,85 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
     check_purchases(&h, seed);
     let disruptions = disruptions.lock().unwrap();
     assert!(disruptions.is_empty(), "seed {seed}: {disruptions:?}");
+    let loops = loops.lock().unwrap();
+    assert!(loops.is_empty(), "seed {seed}: {loops:?}");
+}
+
+/// Make-room's and consolidation's rules over time, checked at every committed write: no
+/// `do-not-disrupt` tenant moved off a node that is not draining (a move to make room), no
+/// tenant moved for room back to a node it was moved off for room, and no node marked for
+/// consolidation again unless a person changed its state since (`touched` counts those).
+fn watch_loops(
+    api: &ApiServer,
+    touched: Arc<Mutex<HashMap<String, usize>>>,
+) -> Arc<Mutex<Vec<String>>> {
+    let found = Arc::new(Mutex::new(Vec::new()));
+    let sink = found.clone();
+    // (tenant, from, to) of each move to make room; marks per node.
+    let moves: Arc<Mutex<Vec<(String, String, String)>>> = Arc::default();
+    let marks: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    api.on_commit(move |c| {
+        if c.group != GROUP {
+            return;
+        }
+        if c.resource == "tenants" {
+            let migration = &c.object["status"]["migration"];
+            let recorded_before = c.old.is_some_and(|o| !o["status"]["migration"].is_null());
+            let (Some(from), Some(to)) = (migration["from"].as_str(), migration["to"].as_str())
+            else {
+                return;
+            };
+            if recorded_before {
+                return;
+            }
+            let draining = c.list(GROUP, "nodes").iter().any(|n| {
+                n["metadata"]["name"] == from
+                    && (n["spec"]["state"] == "Draining"
+                        || !n["metadata"]["deletionTimestamp"].is_null())
+            });
+            if draining {
+                return;
+            }
+            let tenant = c.name.to_owned();
+            if c.object["metadata"]["annotations"][DO_NOT_DISRUPT_ANNOTATION] == "true" {
+                sink.lock().unwrap().push(format!(
+                    "rv {}: do-not-disrupt {tenant} moved {from} -> {to} to make room",
+                    c.resource_version
+                ));
+            }
+            let mut moves = moves.lock().unwrap();
+            if moves
+                .iter()
+                .any(|(t, f, d)| *t == tenant && f == to && d == from)
+            {
+                sink.lock().unwrap().push(format!(
+                    "rv {}: {tenant} moved back {from} -> {to} for room",
+                    c.resource_version
+                ));
+            }
+            moves.push((tenant, from.to_owned(), to.to_owned()));
+        } else if c.resource == "nodes" {
+            let marked =
+                |n: &Value| n["metadata"]["annotations"][CONSOLIDATING_ANNOTATION].is_string();
+            if !marked(c.object) || c.old.is_some_and(marked) {
+                return;
+            }
+            let mut marks = marks.lock().unwrap();
+            let count = marks.entry(c.name.to_owned()).or_default();
+            *count += 1;
+            let allowed = 1 + touched.lock().unwrap().get(c.name).copied().unwrap_or(0);
+            if *count > allowed {
+                sink.lock().unwrap().push(format!(
+                    "rv {}: {} marked for consolidation {} times, changed by a person {} times",
+                    c.resource_version,
+                    c.name,
+                    count,
+                    allowed - 1
+                ));
+            }
+        }
+    });
+    found
 }
 
 /// Consolidation's rules, checked at every committed Node write: no more nodes being emptied by

@@ -17,7 +17,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::api::{CONSOLIDATING_ANNOTATION, NODE_CLASS_LABEL, Node, NodeClass, NodeState};
-use crate::controller::consolidation::Snapshot;
+use crate::controller::ConsolidationSnapshot as Snapshot;
 use crate::controller::state::room::Order;
 
 /// Consolidation and make-room, as `/api/fleet` answers them.

@@ -42,7 +42,7 @@ use kube::Resource;
 use tokio::sync::Semaphore;
 
 use crate::api::{Node, NodeClass, NodeRequest, Tenant};
-use crate::controller::consolidation::Snapshot;
+use crate::controller::ConsolidationSnapshot as Snapshot;
 use crate::controller::state::room::Order;
 use crate::controller::{Caches, Health, Role};
 pub use view::FleetView;
