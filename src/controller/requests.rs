@@ -249,9 +249,17 @@ async fn look(
         .filter(|r| r.phase() != NodeRequestPhase::Failed)
         .collect();
     let mut waiters = waiters(ctx);
+    // Consolidation holds back while anyone waits, room being made for them or not.
+    let anyone_waits = !waiters.is_empty();
     // Room made by moving smaller tenants first: a waiter given it is not bought for.
-    let made = make_room(ctx, &waiters).await;
-    waiters.retain(|w| !made.contains_key(&w.key) || w.wait == Wait::Move);
+    let make_room::Made {
+        notes: made,
+        moving,
+        fits,
+    } = make_room(ctx, &waiters).await;
+    waiters.retain(|w| {
+        w.wait == Wait::Move || !(moving || made.contains_key(&w.key) || fits.contains(&w.key))
+    });
     // Without a NodeClass nothing can be bought: node requests are not in use, and a note on
     // every waiting tenant saying so would be a status write each for nothing. (No machine is
     // handed back either: none is wanted by a live request.)
@@ -262,7 +270,7 @@ async fn look(
     if no_classes && live.is_empty() {
         wake_changed(ctx, made);
         hand_back(ctx, &api, &live, &Demand::default()).await;
-        return consolidate(ctx, classes, || !waiters.is_empty()).await;
+        return consolidate(ctx, classes, || anyone_waits).await;
     }
     let demand = Demand::of(
         &waiters,
@@ -323,14 +331,15 @@ async fn look(
     notes.extend(made);
     wake_changed(ctx, notes);
     hand_back(ctx, &api, &live, &demand).await;
-    consolidate(ctx, classes, || !waiters.is_empty()).await;
+    consolidate(ctx, classes, || anyone_waits).await;
 }
 
 /// Make-room's look over the waiters for a first placement (`--make-room-moves`): the notes of
-/// those room is being made for (or could be, but not now), by `namespace/name`.
-async fn make_room(ctx: &RequestLoop, waiters: &[Waiter]) -> HashMap<String, String> {
+/// those room is being made for (or could be, but not now), by `namespace/name`, and whether a
+/// move to make room is in flight.
+async fn make_room(ctx: &RequestLoop, waiters: &[Waiter]) -> make_room::Made {
     let Some(room) = &ctx.room else {
-        return HashMap::new();
+        return make_room::Made::default();
     };
     let mut first: Vec<(&Waiter, make_room::Waiter)> = waiters
         .iter()

@@ -295,3 +295,24 @@ async fn a_bought_machines_tenant_moves_onto_an_owned_node_that_emptied_and_the_
     assert_eq!(h.handles.metrics.consolidation_actions("hand_back"), 1);
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_racing_to_consolidate_empty_every_node_once_and_never_over_commit() {
+    let h = fleet(consolidating(2, &[]), &[]).await;
+    let most = watch_emptying(&h);
+    let other = tokio::spawn(tenant_placer::controller::run(
+        h.fleet.client.clone(),
+        consolidating(2, &[]),
+    ));
+    uncordon(&h);
+    h.until("every bought node emptied", || {
+        (0..BOUGHT).all(|i| drained(&h, &bought(i)))
+    })
+    .await;
+    h.settle().await;
+    other.abort();
+    assert_eq!(h.allocated_threads("big"), 1 + 5 * BOUGHT as i64);
+    // Without leader election each counts only the drains it sees: at most each its budget.
+    assert!(most.load(Ordering::SeqCst) <= 4, "{most:?}");
+    h.assert_invariants();
+}

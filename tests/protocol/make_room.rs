@@ -228,3 +228,25 @@ async fn a_restart_while_room_is_made_rolls_back_what_is_in_flight_and_makes_it_
     assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_racing_to_make_room_move_each_tenant_once_and_buy_nothing() {
+    let h = two_hosts_and_pinned().await;
+    buy_boxes(&h).await;
+    let created = count_requests(&h);
+    let other = tokio::spawn(tenant_placer::controller::run(
+        h.fleet.client.clone(),
+        buying(4),
+    ));
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("w placed on a", || node_of(&h, "w") == "a").await;
+    h.settle().await;
+    other.abort();
+    assert_eq!(
+        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
+        ["c", "c", "b", "b", "c"]
+    );
+    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
+    // Every committed Node write was checked: none over-committed.
+    h.assert_invariants();
+}

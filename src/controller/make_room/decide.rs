@@ -10,8 +10,9 @@
 //! - waiters are served oldest first; each gets the least-moving room (`placement::make_room`)
 //!   over the fleet as the orders before it leave it: their pending moves made, and their
 //!   waiters' footprints held on their hosts, so two orders never count on the same room;
-//! - a waiter that fits somewhere as the fleet is gets no order (the queue places it), nor one
-//!   that no room can be made for (a machine may be bought);
+//! - a waiter that fits somewhere as the fleet is gets no order (the queue places it: it is
+//!   listed, so that nothing is bought for it meanwhile), nor one that no room can be made for (a
+//!   machine may be bought);
 //! - a new order needs a disruption window open, and a place in the budget: hosts with an order
 //!   and nodes consolidation is emptying count together against it (a person's drain does not);
 //!   a waiter kept from its room by either says why ([`RoomBlocked`]).
@@ -74,6 +75,8 @@ pub struct Decision {
     pub new: Vec<String>,
     /// Waiters room could be made for, and why it is not.
     pub blocked: Vec<(String, RoomBlocked)>,
+    /// Waiters (`namespace/name`) that fit on a node as the fleet is.
+    pub fits: Vec<String>,
 }
 
 /// The decision (see the module rules). `mover` says which entries may move and where (the
@@ -115,6 +118,7 @@ pub fn decide<'s>(
             continue;
         };
         if room.moves.is_empty() {
+            decision.fits.push(waiter.key.clone());
             continue;
         }
         let disrupted = decision.orders.len().saturating_add(controls.emptying);
@@ -358,6 +362,15 @@ mod tests {
             assert_eq!(d.blocked, case.blocked, "{}", case.name);
             assert_eq!(d.new.len(), case.orders.len(), "{}", case.name);
         }
+        let d = decide(
+            &fleet(),
+            &[waiter("w1", 2), waiter("w2", 9)],
+            &[],
+            rule,
+            &controls(),
+            now,
+        );
+        assert_eq!(d.fits, ["d/w1"], "w1 fits a as it is; w2 fits nowhere");
     }
 
     #[test]

@@ -21,7 +21,13 @@
 //! - orders live in memory ([`RoomOrders`]): a new leader rolls back the moves in flight and
 //!   plans again;
 //! - hosts with an order count against the disruption budget together with the nodes
-//!   consolidation is emptying, and new orders are given only inside a disruption window.
+//!   consolidation is emptying, and new orders are given only inside a disruption window;
+//! - while a tenant moves off a node that is not draining (a move asked to make room, by this
+//!   process or by one before it), or is held on two nodes (a move whose status is not written
+//!   yet), nothing is bought for a first placement this look: the room may be
+//!   its, and the next look sees the move finished or rolled back (for a minute at most, so a
+//!   duplicate entry nobody resolves never stops buying). Nor for a waiter that fits
+//!   on a node as the fleet is: the queue is about to place it.
 
 pub mod decide;
 
@@ -65,17 +71,47 @@ impl std::fmt::Debug for Look<'_> {
     }
 }
 
-/// One look over `waiters` (first placements, oldest first). Answers the note each waiter with
-/// an order (or kept from one) adds to its status, by `namespace/name`: a waiter with an order
-/// is not bought for.
-pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> HashMap<String, String> {
+/// What one look gives the purchase plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Made {
+    /// The note each waiter with an order (or kept from one) adds to its status, by
+    /// `namespace/name`: a waiter with an order is not bought for.
+    pub notes: HashMap<String, String>,
+    /// A move to make room is in flight: nothing is bought for a first placement this look.
+    pub moving: bool,
+    /// Waiters that fit on a node as the fleet is (the queue places them): nothing is bought for
+    /// them this look.
+    pub fits: std::collections::HashSet<String>,
+}
+
+/// One look over `waiters` (first placements, oldest first).
+pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
     let max_moves = usize::from(look.settings.make_room_moves);
     if max_moves == 0 || (waiters.is_empty() && look.room.is_empty()) {
         look.room.replace(Vec::new());
-        return HashMap::new();
+        return Made::default();
     }
     let ledgers = look.engine.ledgers(None);
     let tenants: Vec<Arc<Tenant>> = look.tenants.state();
+    let draining: std::collections::HashSet<&str> = ledgers
+        .iter()
+        .filter(|l| l.state() == placement::NodeState::Draining)
+        .map(|l| l.name())
+        .collect();
+    // A move to make room in flight: its status records it, or (the Node written first, its
+    // status not yet) its tenant is held on two nodes.
+    let recorded = tenants.iter().any(|t| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.migration.as_ref())
+            .is_some_and(|m| !draining.contains(m.from.as_str()))
+    });
+    let mut held = std::collections::HashSet::new();
+    let twice = ledgers
+        .iter()
+        .flat_map(|l| l.entries())
+        .any(|e| !held.insert(e.uid.as_str()));
+    let moving = look.room.holds_purchases(recorded || twice, Instant::now());
     let waiting: std::collections::HashSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
     let movers: HashMap<&str, Option<&Labels>> = tenants
         .iter()
@@ -125,7 +161,11 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> HashMap<String, String>
         look.metrics.disruption_blocked(why.reason());
         tracing::debug!(tenant = %waiter, reason = why.reason(), "make-room: room could be made by moves, not now");
     }
-    notes(&decision, settings)
+    Made {
+        notes: notes(&decision, settings),
+        moving,
+        fits: decision.fits.into_iter().collect(),
+    }
 }
 
 /// Whether this tenant may be moved to make room (see the module rules).
@@ -235,6 +275,7 @@ mod tests {
                 ("d/w2".into(), RoomBlocked::Window),
                 ("d/w3".into(), RoomBlocked::Budget),
             ],
+            fits: vec![],
         };
         let notes = notes(&decision, &Settings::default());
         assert_eq!(

@@ -36,13 +36,29 @@ pub struct Asked {
     pub waiter: String,
 }
 
-/// The orders in force.
+/// How long moves in flight hold purchases back, at most: a duplicate entry nobody resolves
+/// must not stop buying for good.
+pub const MOVING_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The orders in force, and since when moves have been seen in flight without a pause.
 #[derive(Debug, Default)]
-pub struct RoomOrders(Mutex<Vec<Order>>);
+pub struct RoomOrders(Mutex<Vec<Order>>, Mutex<Option<Instant>>);
 
 impl RoomOrders {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Order>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether moves seen in flight now (`moving`) still hold purchases back: only for
+    /// [`MOVING_KEPT`] since they were first seen without a pause.
+    pub fn holds_purchases(&self, moving: bool, now: Instant) -> bool {
+        let mut since = self.1.lock().unwrap_or_else(PoisonError::into_inner);
+        if !moving {
+            *since = None;
+            return false;
+        }
+        let first = *since.get_or_insert(now);
+        now.saturating_duration_since(first) < MOVING_KEPT
     }
 
     /// The orders in force, oldest waiter's first as given.
@@ -134,5 +150,17 @@ mod tests {
         assert_eq!(orders.hosts().get("d/w2").map(String::as_str), Some("d"));
         orders.replace(Vec::new());
         assert!(orders.is_empty() && orders.asked("m1").is_none());
+    }
+
+    #[test]
+    fn moves_in_flight_hold_purchases_back_for_a_minute_at_most() {
+        let orders = RoomOrders::default();
+        let t0 = Instant::now();
+        assert!(orders.holds_purchases(true, t0));
+        assert!(orders.holds_purchases(true, t0 + MOVING_KEPT / 2));
+        assert!(!orders.holds_purchases(true, t0 + MOVING_KEPT));
+        // A pause starts the clock again.
+        assert!(!orders.holds_purchases(false, t0 + MOVING_KEPT));
+        assert!(orders.holds_purchases(true, t0 + MOVING_KEPT * 2));
     }
 }
