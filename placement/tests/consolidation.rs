@@ -277,6 +277,49 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// With node selectors (odd-numbered tenants may only be on a node labelled `zone=a`, a
+    /// label half the nodes carry), every move lands on a node carrying its tenant's labels, and
+    /// the plan is otherwise as valid: no node past its effective capacity, every freed node
+    /// empty, each tenant held once.
+    #[test]
+    fn a_move_goes_only_to_a_node_carrying_its_tenants_labels(nodes in fleet()) {
+        let zone = placement::testing::labels(&[("zone", "a")]);
+        let labelled: Vec<NodeLedger> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let labels = if i % 2 == 0 { zone.clone() } else { Default::default() };
+                n.clone().with_labels(std::sync::Arc::new(labels))
+            })
+            .collect();
+        let picky = |e: &Entry| {
+            let number: u32 = e.uid.trim_start_matches('t').parse().unwrap_or(0);
+            (number % 2 == 1).then_some(&zone)
+        };
+        let plan = placement::consolidate_for(&labelled, |_| Some(0), picky);
+        for m in &plan.moves {
+            let to = labelled.iter().find(|n| n.name() == m.to).unwrap();
+            let entry = placement::testing::entry(&m.uid, m.resources);
+            prop_assert!(to.matches(picky(&entry)), "{} to {} without its labels", m.uid, m.to);
+        }
+        let done = after(&labelled, &plan, plan.moves.len());
+        for node in &done {
+            if plan.moves.iter().any(|m| m.to == node.name()) {
+                prop_assert!(node.allocated().fits_within(&node.effective_capacity()));
+            }
+            if plan.freed.iter().any(|f| f == node.name()) {
+                prop_assert!(node.entries().is_empty());
+            }
+        }
+        prop_assert_eq!(total_written(&done), total_written(&labelled));
+        // Nobody picky: as consolidate.
+        prop_assert_eq!(placement::consolidate_for(&labelled, |_| Some(0), |_| None), consolidate(&labelled));
+    }
+}
+
 /// The fleet generator is not vacuous: many fleets have a node to free, some more than one.
 #[test]
 fn random_fleets_often_have_nodes_to_free() {

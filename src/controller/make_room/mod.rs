@@ -157,9 +157,14 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
             }
         }
     }
-    for (waiter, why) in &decision.blocked {
-        look.metrics.disruption_blocked(why.reason());
-        tracing::debug!(tenant = %waiter, reason = why.reason(), "make-room: room could be made by moves, not now");
+    let blocked: Vec<(String, &'static str)> = decision
+        .blocked
+        .iter()
+        .map(|(waiter, why)| (waiter.clone(), why.reason()))
+        .collect();
+    for (waiter, reason) in look.room.report(&blocked) {
+        look.metrics.disruption_blocked(reason);
+        tracing::info!(tenant = %waiter, reason, "make-room: room could be made by moves, not now");
     }
     Made {
         notes: notes(&decision, settings),

@@ -40,19 +40,40 @@ pub struct Asked {
 /// must not stop buying for good.
 pub const MOVING_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The orders in force, and since when moves have been seen in flight without a pause.
+/// The orders in force, since when moves have been seen in flight without a pause, and the
+/// reason each waiter was last reported held back for.
 #[derive(Debug, Default)]
-pub struct RoomOrders(Mutex<Vec<Order>>, Mutex<Option<Instant>>);
+pub struct RoomOrders {
+    orders: Mutex<Vec<Order>>,
+    moving_since: Mutex<Option<Instant>>,
+    reported: Mutex<HashMap<String, &'static str>>,
+}
 
 impl RoomOrders {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Order>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.orders.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `blocked` (waiter, reason) as the last reported; answers those whose reason is new
+    /// (each is reported once per reason).
+    pub fn report(&self, blocked: &[(String, &'static str)]) -> Vec<(String, &'static str)> {
+        let mut reported = self.reported.lock().unwrap_or_else(PoisonError::into_inner);
+        let fresh = blocked
+            .iter()
+            .filter(|(waiter, why)| reported.get(waiter) != Some(why))
+            .cloned()
+            .collect();
+        *reported = blocked.iter().cloned().collect();
+        fresh
     }
 
     /// Whether moves seen in flight now (`moving`) still hold purchases back: only for
     /// [`MOVING_KEPT`] since they were first seen without a pause.
     pub fn holds_purchases(&self, moving: bool, now: Instant) -> bool {
-        let mut since = self.1.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut since = self
+            .moving_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !moving {
             *since = None;
             return false;
@@ -150,6 +171,17 @@ mod tests {
         assert_eq!(orders.hosts().get("d/w2").map(String::as_str), Some("d"));
         orders.replace(Vec::new());
         assert!(orders.is_empty() && orders.asked("m1").is_none());
+    }
+
+    #[test]
+    fn a_waiter_held_back_is_reported_once_per_reason() {
+        let orders = RoomOrders::default();
+        let w = |why: &'static str| vec![("d/w".to_owned(), why)];
+        assert_eq!(orders.report(&w("OutsideWindow")), w("OutsideWindow"));
+        assert!(orders.report(&w("OutsideWindow")).is_empty());
+        assert_eq!(orders.report(&w("BudgetExhausted")), w("BudgetExhausted"));
+        assert!(orders.report(&[]).is_empty());
+        assert_eq!(orders.report(&w("BudgetExhausted")), w("BudgetExhausted"));
     }
 
     #[test]
