@@ -12,7 +12,8 @@
 //!   ([`FifoQueue::hold_bought`]) before anything is decided, whatever their age: no other
 //!   tenant takes it; each of them sees it free when decided itself. Under StrictFIFO an older
 //!   first placement that fits nowhere else takes it (it would be the head, and they would wait
-//!   behind it for good);
+//!   behind it for good), and so does an older tenant whose move off a draining node cannot be
+//!   made otherwise (they may wait behind a head for good);
 //! - room being made on a node for a waiting tenant (smaller tenants moving off it,
 //!   `placement::make_room`) is held for it the same way ([`FifoQueue::hold_made`]): as much of
 //!   its footprint as is free there, so that the room each move frees goes to it and to no one
@@ -293,12 +294,17 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
         let mut plan = plan_tenant_held_by(policy, wants, &*ledgers, holders, turn);
         // Under StrictFIFO a first placement that fits nowhere becomes the head, and every
         // younger one waits behind it, those a machine was bought for too: it takes the room
-        // held for younger tenants rather than wait for good.
-        let first_in_strict = self.mode == QueueMode::StrictFifo && holds_nothing && !wants.suspend;
-        if matches!(plan, Plan::Pending(_))
-            && first_in_strict
-            && self.bought.iter().any(|(held_for, _, _)| held_for > key)
-        {
+        // held for younger tenants rather than wait for good. So does a move off a draining node
+        // that cannot be made: the younger tenants may wait behind a head for good, and their
+        // held room with them.
+        let strict = self.mode == QueueMode::StrictFifo;
+        let first_in_strict = strict && holds_nothing && !wants.suspend;
+        let stuck = match plan {
+            Plan::Pending(_) => first_in_strict,
+            Plan::MoveBlocked { .. } => strict,
+            _ => false,
+        };
+        if stuck && self.bought.iter().any(|(held_for, _, _)| held_for > key) {
             self.lift_bought(ledgers, |held_for, _| held_for > key);
             plan = plan_tenant_held_by(policy, wants, &*ledgers, holders, turn);
         }
@@ -673,5 +679,36 @@ mod tests {
         queue.hold_made(&mut ledgers, &[(9, "a", w)]);
         let plan = queue.plan(&9, Policy::FirstFit, &w, &mut ledgers, 0);
         assert!(matches!(&plan, Plan::Edit(e) if e.node == "a"), "{plan:?}");
+    }
+
+    #[test]
+    fn under_strict_fifo_an_older_blocked_move_takes_room_held_for_a_younger_bought_tenant() {
+        use crate::fit::NodeState;
+        // s drains and holds old's 6; m (8) was bought for young (4): 4 held, 4 left, so old's
+        // move fits only if it takes young's room. StrictFIFO: it does; BestEffortFIFO: young
+        // is placed soon, so old waits.
+        for (mode, moves) in [
+            (QueueMode::StrictFifo, true),
+            (QueueMode::BestEffortFifo, false),
+        ] {
+            let mut ledgers = vec![
+                node("m", 8, &[]),
+                crate::testing::ledger("s")
+                    .capacity(8, 100, 100)
+                    .state(NodeState::Draining)
+                    .holding("old", (6, 1, 1))
+                    .build(),
+            ];
+            let mut queue: FifoQueue<'_, u32> = FifoQueue::new(mode, Vec::new());
+            queue.hold_bought(&mut ledgers, &[(9, "m", wants("young", 4))]);
+            let old = TenantWants {
+                status_node: Some("s"),
+                ..wants("old", 6)
+            };
+            let plan = queue.plan(&1, Policy::FirstFit, &old, &mut ledgers, 0);
+            let moved =
+                matches!(&plan, Plan::Edit(e) if e.kind == EditKind::Migrate && e.node == "m");
+            assert_eq!(moved, moves, "{mode}: {plan:?}");
+        }
     }
 }
