@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::api::{Node, NodeClass, Tenant, TenantPhase};
@@ -68,13 +67,7 @@ impl DisruptionPlan {
         settings: &Settings,
         now: Timestamp,
     ) -> Result<Self, String> {
-        let ledgers = nodes
-            .iter()
-            .map(|node| {
-                node.ledger()
-                    .map_err(|error| format!("node {} cannot be planned: {error}", node.name_any()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let ledgers = crate::report::ledgers_of(nodes)?;
         let nodes: Vec<Arc<Node>> = nodes.iter().cloned().map(Arc::new).collect();
         let tenants: Vec<Arc<Tenant>> = tenants.iter().cloned().map(Arc::new).collect();
         let classes: Vec<Arc<NodeClass>> = classes.iter().cloned().map(Arc::new).collect();

@@ -160,6 +160,17 @@ pub struct ConsolidationReport {
     pub drain_commands: Vec<String>,
 }
 
+/// The Nodes as placement sees them, or which node cannot be read and why.
+pub fn ledgers_of(nodes: &[Node]) -> Result<Vec<placement::NodeLedger>, String> {
+    nodes
+        .iter()
+        .map(|node| {
+            node.ledger()
+                .map_err(|error| format!("node {} cannot be planned: {error}", node.name_any()))
+        })
+        .collect()
+}
+
 /// The command that drains a node: `kubectl patch pnode <name> --type merge -p …`.
 pub fn drain_command(node: &str) -> String {
     format!(r#"kubectl patch pnode {node} --type merge -p '{{"spec":{{"state":"Draining"}}}}'"#)
@@ -169,13 +180,7 @@ impl ConsolidationReport {
     /// The consolidation of these Nodes, each tenant going only to a node carrying its node
     /// selector's labels (`tenants` give the selectors), or which node cannot be read and why.
     pub fn new(nodes: &[Node], tenants: &[Tenant]) -> Result<Self, String> {
-        let ledgers = nodes
-            .iter()
-            .map(|node| {
-                node.ledger()
-                    .map_err(|error| format!("node {} cannot be planned: {error}", node.name_any()))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let ledgers = ledgers_of(nodes)?;
         let selectors = crate::api::selectors_by_uid(tenants);
         let consolidation = placement::consolidate_for(
             &ledgers,

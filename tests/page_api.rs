@@ -91,6 +91,15 @@ async fn wait_for_view(state: &State, what: &str, done: impl Fn(&Value) -> bool)
     }
 }
 
+/// Settings that look for machines to buy (and room to make) every 20 ms, at once.
+fn buying() -> Settings {
+    Settings {
+        request_after: Some(Duration::ZERO),
+        request_check: Duration::from_millis(20),
+        ..Settings::default()
+    }
+}
+
 /// A Node's `spec.state`, set (merged into its spec) as `kubectl patch` would.
 fn set_state(fleet: &Fleet, node: &str, state: &str) {
     fleet
@@ -604,14 +613,9 @@ async fn api_fleet_shows_a_move_in_flight_on_both_nodes_until_it_completes() {
 async fn api_fleet_lists_the_machine_asked_for_a_waiting_tenant_and_where_it_is() {
     let state = State::default();
     let fleet = Fleet::new().unwrap();
-    let settings = Settings {
-        request_after: Some(Duration::ZERO),
-        request_check: Duration::from_millis(20),
-        ..Settings::default()
-    };
     let _running = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
-        settings,
+        buying(),
         state.handles(),
     )));
     let purchase = examples().join("purchase");
@@ -637,14 +641,9 @@ async fn api_fleet_shows_the_room_being_made_for_a_waiting_tenant_and_who_moves_
     use tenant_placer::testing::{node as node_manifest, tenant};
     let state = State::default();
     let fleet = Fleet::new().unwrap();
-    let settings = Settings {
-        request_after: Some(Duration::ZERO),
-        request_check: Duration::from_millis(20),
-        ..Settings::default()
-    };
     let _running = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
-        settings,
+        buying(),
         state.handles(),
     )));
     let settle = || fleet.settle(Duration::from_millis(100), WAIT);

@@ -359,6 +359,13 @@ mod tests {
         ledger(name).capacity(8, 32, 100)
     }
 
+    /// a holds six 1-thread tenants (2 free), b has 5 free: a 7-thread waiter needs five of a's
+    /// tenants to move.
+    fn six_ones() -> Vec<NodeLedger> {
+        let a = (1..=6).fold(node("a"), |a, i| a.holding(&format!("t{i}"), (1, 1, 1)));
+        vec![a.build(), node("b").allocated(3, 0, 0).build()]
+    }
+
     fn any(_: &Entry) -> Mover<'static> {
         Some(None)
     }
@@ -423,34 +430,14 @@ mod tests {
             },
             Case {
                 name: "the limit is reached: five moves needed, four allowed",
-                nodes: vec![
-                    node("a")
-                        .holding("t1", (1, 1, 1))
-                        .holding("t2", (1, 1, 1))
-                        .holding("t3", (1, 1, 1))
-                        .holding("t4", (1, 1, 1))
-                        .holding("t5", (1, 1, 1))
-                        .holding("t6", (1, 1, 1))
-                        .build(),
-                    node("b").allocated(3, 0, 0).build(),
-                ],
+                nodes: six_ones(),
                 waiter: 7,
                 max: 4,
                 want: None,
             },
             Case {
                 name: "the same with five allowed",
-                nodes: vec![
-                    node("a")
-                        .holding("t1", (1, 1, 1))
-                        .holding("t2", (1, 1, 1))
-                        .holding("t3", (1, 1, 1))
-                        .holding("t4", (1, 1, 1))
-                        .holding("t5", (1, 1, 1))
-                        .holding("t6", (1, 1, 1))
-                        .build(),
-                    node("b").allocated(3, 0, 0).build(),
-                ],
+                nodes: six_ones(),
                 waiter: 7,
                 max: 5,
                 want: Some((

@@ -9,12 +9,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use placement::testing::{entry, ledger};
 use placement::{
     Choice, Consolidation, Entry, NodeLedger, NodeState, Overcommit, Policy, Resources,
     consolidate, consolidate_sources, place_ledgers,
 };
 use proptest::prelude::*;
+
+mod common;
 
 fn resources(min: u64, max: u64) -> impl Strategy<Value = Resources> {
     (min..=max, min..=max, min..=max).prop_map(|(t, m, s)| Resources::new(t, m, s))
@@ -49,29 +50,7 @@ fn fleet() -> impl Strategy<Value = Vec<NodeLedger>> {
         prop::collection::vec(resources(0, 5), 0..=4),
         prop::option::weighted(0.1, resources(1, 4)),
     );
-    prop::collection::vec(node, 0..=10).prop_map(|nodes| {
-        let mut uid = 0;
-        nodes
-            .into_iter()
-            .enumerate()
-            .map(|(i, (state, capacity, overcommit, entries, hold))| {
-                let name = format!("n{i}");
-                let mut builder = ledger(&name)
-                    .state(state)
-                    .capacity_of(capacity)
-                    .overcommit(overcommit);
-                for resources in entries {
-                    uid += 1;
-                    builder = builder.holding(&format!("t{uid:02}"), resources);
-                }
-                let mut node = builder.build();
-                if let Some(hold) = hold {
-                    node.hold(entry("waiter", hold)).unwrap();
-                }
-                node
-            })
-            .collect()
-    })
+    prop::collection::vec(node, 0..=10).prop_map(|nodes| common::build_fleet(nodes, "waiter"))
 }
 
 /// The ledgers after the first `count` moves, made by hand: each entry removed from `from` and

@@ -12,9 +12,10 @@
 
 use std::collections::BTreeMap;
 
-use placement::testing::ledger;
 use placement::{Entry, Mover, NodeLedger, NodeState, Overcommit, Resources, Room, make_room};
 use proptest::prelude::*;
+
+mod common;
 
 fn resources(min: u64, max: u64) -> impl Strategy<Value = Resources> {
     (min..=max, min..=max, min..=max).prop_map(|(t, m, s)| Resources::new(t, m, s))
@@ -58,32 +59,18 @@ fn fleet() -> impl Strategy<Value = Vec<NodeLedger>> {
         prop::option::weighted(0.1, resources(1, 3)),
     );
     prop::collection::vec(node, 1..=6).prop_map(|nodes| {
-        let mut uid = 0;
-        nodes
+        let parts = nodes
             .into_iter()
-            .enumerate()
-            .map(|(i, (state, slack, capacity, overcommit, entries, hold))| {
-                let name = format!("n{i}");
+            .map(|(state, slack, capacity, overcommit, entries, hold)| {
                 let held: u64 = entries.iter().map(|e| e.threads).sum();
                 let capacity = Resources {
                     threads: held + slack,
                     ..capacity
                 };
-                let mut builder = ledger(&name)
-                    .state(state)
-                    .capacity_of(capacity)
-                    .overcommit(overcommit);
-                for resources in entries {
-                    uid += 1;
-                    builder = builder.holding(&format!("t{uid:02}"), resources);
-                }
-                let mut node = builder.build();
-                if let Some(hold) = hold {
-                    node.hold(placement::testing::entry("older", hold)).unwrap();
-                }
-                node
+                (state, capacity, overcommit, entries, hold)
             })
-            .collect()
+            .collect();
+        common::build_fleet(parts, "older")
     })
 }
 

@@ -82,7 +82,7 @@ async fn big_cordoned(settings: Settings) -> Harness {
 }
 
 /// The class `box` (`threads`, 100 a month) and a provisioner that delivers at once.
-async fn buy_boxes(h: &Harness, threads: i64) {
+pub(crate) async fn buy_boxes(h: &Harness, threads: i64) {
     h.apply(&[
         json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
                      "spec": {"capacity": {"threads": threads, "memoryGb": 256, "storageGb": 8000},

@@ -8,9 +8,8 @@ use std::time::Duration;
 use kube::ResourceExt;
 use serde_json::json;
 use tenant_placer::api::{DO_NOT_DISRUPT_ANNOTATION, NODE_REQUEST_LABEL};
-use tenant_placer::provisioner::ProvisionerConfig;
-use tenant_placer::sim::Simulated;
 
+use crate::consolidation::buy_boxes;
 use crate::guards::events_with_reason;
 use crate::requests::requests;
 use crate::*;
@@ -22,23 +21,6 @@ fn buying(make_room_moves: u16) -> Settings {
         make_room_moves,
         ..settings()
     }
-}
-
-/// The class `box` (8 threads) and a provisioner that delivers at once.
-async fn buy_boxes(h: &Harness) {
-    h.apply(&[
-        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
-               "spec": {"capacity": {"threads": 8, "memoryGb": 256, "storageGb": 8000},
-                        "provider": "lab/simulated", "monthlyCost": 100}}),
-    ]);
-    h.fleet
-        .start_provisioner(Simulated::Contract(ProvisionerConfig {
-            delay: Duration::ZERO,
-            failing: Default::default(),
-            every: Duration::from_millis(20),
-        }))
-        .await
-        .unwrap();
 }
 
 /// NodeRequests created, over every committed write.
@@ -86,6 +68,19 @@ fn messages(h: &Harness) -> Arc<std::sync::Mutex<Vec<(String, String)>>> {
     seen
 }
 
+/// At rest after `w` (7 threads) came to [`two_hosts_and_pinned`]: w on a, t1 and t2 moved to
+/// c, nothing else moved, nothing bought, every invariant kept.
+async fn room_made_on_a(h: &Harness, created: &AtomicUsize) {
+    h.until("w placed on a", || node_of(h, "w") == "a").await;
+    h.settle().await;
+    assert_eq!(
+        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(h, t)),
+        ["c", "c", "b", "b", "c"]
+    );
+    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
+    h.assert_invariants();
+}
+
 /// Places `tenants` (name, threads) one at a time, each settled, so first fit puts them in order.
 async fn place(h: &Harness, tenants: &[(&str, i64)]) {
     for (name, threads) in tenants {
@@ -130,17 +125,11 @@ async fn two_hosts_and_pinned() -> Harness {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_gets_room_by_two_moves_and_nothing_is_bought() {
     let h = two_hosts_and_pinned().await;
-    buy_boxes(&h).await;
+    buy_boxes(&h, 8).await;
     let created = count_requests(&h);
     let said = messages(&h);
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
-    h.until("w placed on a", || node_of(&h, "w") == "a").await;
-    h.settle().await;
-    assert_eq!(
-        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
-        ["c", "c", "b", "b", "c"]
-    );
-    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
+    room_made_on_a(&h, &created).await;
     assert!(requests(&h).is_empty());
     assert_eq!(h.handles.metrics.make_room_moves(), 2);
     let said = said.lock().unwrap().clone();
@@ -190,7 +179,7 @@ async fn a_waiter_that_would_need_five_moves_with_a_limit_of_four_gets_a_machine
     .await;
     h.apply(&[node("c").capacity(6, 256, 8000).manifest()]);
     h.settle().await;
-    buy_boxes(&h).await;
+    buy_boxes(&h, 8).await;
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
     h.until("w placed on a machine bought for it", || {
         node_of(&h, "w").starts_with("box-")
@@ -212,41 +201,27 @@ async fn a_waiter_that_would_need_five_moves_with_a_limit_of_four_gets_a_machine
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_while_room_is_made_rolls_back_what_is_in_flight_and_makes_it_again() {
     let h = two_hosts_and_pinned().await;
-    buy_boxes(&h).await;
+    buy_boxes(&h, 8).await;
     let created = count_requests(&h);
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
     h.until("a move under way", || h.allocated_threads("c") > 2)
         .await;
     h.fleet.stop();
     h.fleet.start(buying(4));
-    h.until("w placed on a", || node_of(&h, "w") == "a").await;
-    h.settle().await;
-    assert_eq!(
-        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
-        ["c", "c", "b", "b", "c"]
-    );
-    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
-    h.assert_invariants();
+    room_made_on_a(&h, &created).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_controllers_racing_to_make_room_move_each_tenant_once_and_buy_nothing() {
     let h = two_hosts_and_pinned().await;
-    buy_boxes(&h).await;
+    buy_boxes(&h, 8).await;
     let created = count_requests(&h);
     let other = tokio::spawn(tenant_placer::controller::run(
         h.fleet.client.clone(),
         buying(4),
     ));
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
-    h.until("w placed on a", || node_of(&h, "w") == "a").await;
-    h.settle().await;
+    // Every committed Node write is checked: none over-committed.
+    room_made_on_a(&h, &created).await;
     other.abort();
-    assert_eq!(
-        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
-        ["c", "c", "b", "b", "c"]
-    );
-    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
-    // Every committed Node write was checked: none over-committed.
-    h.assert_invariants();
 }

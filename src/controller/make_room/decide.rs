@@ -258,6 +258,11 @@ mod tests {
     /// Two hosts (a, b) each 6/8 with two 3-thread tenants, and c with 4 free: a 5-thread
     /// waiter fits nowhere and needs one move.
     fn fleet() -> Vec<NodeLedger> {
+        fleet_with_c(4)
+    }
+
+    /// [`fleet`] with `c_taken` threads taken on c.
+    fn fleet_with_c(c_taken: u64) -> Vec<NodeLedger> {
         vec![
             node("a")
                 .holding("a1", (3, 1, 1))
@@ -267,7 +272,7 @@ mod tests {
                 .holding("b1", (3, 1, 1))
                 .holding("b2", (3, 1, 1))
                 .build(),
-            node("c").allocated(4, 0, 0).build(),
+            node("c").allocated(c_taken, 0, 0).build(),
         ]
     }
 
@@ -414,17 +419,7 @@ mod tests {
         assert_eq!(d.orders.len(), 1);
         // c filled by someone else meanwhile: a1 can no longer go there, the order is dropped
         // and w1 planned again (nothing else works: no order).
-        let full = vec![
-            node("a")
-                .holding("a1", (3, 1, 1))
-                .holding("a2", (3, 1, 1))
-                .build(),
-            node("b")
-                .holding("b1", (3, 1, 1))
-                .holding("b2", (3, 1, 1))
-                .build(),
-            node("c").allocated(7, 0, 0).build(),
-        ];
+        let full = fleet_with_c(7);
         let d = decide(&full, &[waiter("w1", 5)], &orders, rule, &controls(), later);
         assert!(d.orders.is_empty(), "{d:?}");
         // The waiter was placed (no longer waits), or the order is too old: dropped.

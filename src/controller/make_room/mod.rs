@@ -250,25 +250,7 @@ async fn announce(look: &Look<'_>, order: &Order) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn order(waiter: &str, host: &str, movers: &[(&str, &str)]) -> Order {
-        Order {
-            uid: format!("uid-{waiter}"),
-            waiter: waiter.to_owned(),
-            host: host.to_owned(),
-            moves: movers
-                .iter()
-                .map(|(tenant, to)| placement::Move {
-                    uid: format!("uid-{tenant}"),
-                    tenant: (*tenant).to_owned(),
-                    resources: placement::Resources::new(1, 1, 1),
-                    from: host.to_owned(),
-                    to: (*to).to_owned(),
-                })
-                .collect(),
-            since: Instant::now(),
-        }
-    }
+    use crate::controller::state::room::order;
 
     #[test]
     fn each_waiter_is_told_who_moves_for_it_or_why_nobody_does_now() {

@@ -129,48 +129,51 @@ impl RoomOrders {
     }
 }
 
+/// An order for tests: for `waiter` (`namespace/name`, UID `uid-{waiter}`) on `host`, each
+/// mover (`namespace/name`, UID `uid-{mover}`, 1 thread, 1 GB, 1 GB) going to its node.
+#[cfg(test)]
+pub fn order(waiter: &str, host: &str, movers: &[(&str, &str)]) -> Order {
+    Order {
+        uid: format!("uid-{waiter}"),
+        waiter: waiter.to_owned(),
+        host: host.to_owned(),
+        moves: movers
+            .iter()
+            .map(|(tenant, to)| placement::Move {
+                uid: format!("uid-{tenant}"),
+                tenant: (*tenant).to_owned(),
+                resources: placement::Resources::new(1, 1, 1),
+                from: host.to_owned(),
+                to: (*to).to_owned(),
+            })
+            .collect(),
+        since: Instant::now(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn order(waiter: &str, host: &str, movers: &[(&str, &str)]) -> Order {
-        Order {
-            uid: format!("uid-{waiter}"),
-            waiter: format!("d/{waiter}"),
-            host: host.to_owned(),
-            moves: movers
-                .iter()
-                .map(|(uid, to)| placement::Move {
-                    uid: (*uid).to_owned(),
-                    tenant: format!("d/{uid}"),
-                    resources: placement::Resources::new(1, 1, 1),
-                    from: host.to_owned(),
-                    to: (*to).to_owned(),
-                })
-                .collect(),
-            since: Instant::now(),
-        }
-    }
-
     #[test]
     fn one_order_per_waiter_and_one_move_per_tenant_the_first_wins() {
         let orders = RoomOrders::default();
         orders.replace(vec![
-            order("w1", "a", &[("m1", "b"), ("m2", "c")]),
-            order("w1", "z", &[("m9", "b")]),
-            order("w2", "d", &[("m2", "e"), ("m3", "e")]),
+            order("d/w1", "a", &[("d/m1", "b"), ("d/m2", "c")]),
+            order("d/w1", "z", &[("d/m9", "b")]),
+            order("d/w2", "d", &[("d/m2", "e"), ("d/m3", "e")]),
         ]);
         let kept = orders.orders();
         assert_eq!(kept.len(), 2);
         assert_eq!(kept[1].moves.len(), 1);
-        let asked = orders.asked("m2").unwrap();
+        let asked = orders.asked("uid-d/m2").unwrap();
         assert_eq!((asked.from.as_str(), asked.to.as_str()), ("a", "c"));
         assert_eq!(asked.waiter, "d/w1");
-        assert_eq!(orders.asked("m9"), None);
+        assert_eq!(orders.asked("uid-d/m9"), None);
         assert_eq!(orders.hosts().get("d/w2").map(String::as_str), Some("d"));
         orders.replace(Vec::new());
-        assert!(orders.is_empty() && orders.asked("m1").is_none());
+        assert!(orders.is_empty() && orders.asked("uid-d/m1").is_none());
     }
 
     #[test]

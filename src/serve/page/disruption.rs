@@ -154,8 +154,6 @@ pub fn disruption(
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use std::time::Instant;
-
     use super::*;
     use crate::controller::consolidation::Blocked;
     use crate::testing::node;
@@ -200,22 +198,8 @@ mod tests {
             ],
             saved: 300,
         };
-        let order = Order {
-            uid: "u".into(),
-            waiter: "d/w".into(),
-            host: "a".into(),
-            moves: ["d/y", "d/x"]
-                .iter()
-                .map(|t| placement::Move {
-                    uid: format!("uid-{t}"),
-                    tenant: (*t).into(),
-                    resources: placement::Resources::new(1, 1, 1),
-                    from: "a".into(),
-                    to: "c".into(),
-                })
-                .collect(),
-            since: Instant::now(),
-        };
+        let order =
+            crate::controller::state::room::order("d/w", "a", &[("d/y", "c"), ("d/x", "c")]);
         let view = disruption(&nodes, &classes, Some(&snapshot), &[order]);
         let costs: Vec<(&str, Option<u64>, usize)> = view
             .consolidating
