@@ -125,10 +125,11 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
         if c.group == capi_sim::GROUP || c.resource == "noderequests" {
             let o = c.object;
             sink.lock().unwrap().push(format!(
-                "rv {} {:?} {} {} replicas {} phase {} annotations {} finalizers {} deleting {} status.machine {} status.phase {}",
+                "rv {} {:?} {} {} replicas {} phase {} annotations {} finalizers {} deleting {} status.machine {} status.phase {} message {}",
                 c.resource_version, c.event, c.resource, c.name, o["spec"]["replicas"],
                 o["status"]["phase"], o["metadata"]["annotations"], o["metadata"]["finalizers"],
-                !o["metadata"]["deletionTimestamp"].is_null(), o["status"]["machine"], o["status"]["phase"]
+                !o["metadata"]["deletionTimestamp"].is_null(), o["status"]["machine"], o["status"]["phase"],
+                o["status"]["message"]
             ));
         }
     });
