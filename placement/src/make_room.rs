@@ -498,6 +498,31 @@ mod tests {
                 want: None,
             },
             Case {
+                name: "among equal sets, the first by UID, whatever order the node lists them",
+                nodes: vec![
+                    node("a")
+                        .holding("t3", (2, 1, 1))
+                        .holding("t1", (2, 1, 1))
+                        .holding("t2", (2, 1, 1))
+                        .build(),
+                    node("b").allocated(5, 0, 0).build(),
+                ],
+                waiter: 4,
+                max: 4,
+                want: Some(("a", vec![("t1", "a", "b")])),
+            },
+            Case {
+                name: "a name given to two nodes leaves both out, as host and as target",
+                nodes: vec![
+                    node("a").holding("t1", (4, 1, 1)).build(),
+                    node("a").build(),
+                    node("b").allocated(4, 0, 0).build(),
+                ],
+                waiter: 6,
+                max: 4,
+                want: None,
+            },
+            Case {
                 name: "zero moves allowed: only a node with room",
                 nodes: vec![
                     node("a").holding("t1", (4, 1, 1)).build(),
@@ -539,6 +564,27 @@ mod tests {
             make_room(&nodes, &Resources::new(6, 1, 1), Some(&host), 4, any),
             None
         );
+    }
+
+    #[test]
+    fn the_search_for_an_assignment_takes_at_most_its_budget_of_steps() {
+        // One mover, targets 0.. of which only the last has room: found on the last step the
+        // budget allows, not one step later.
+        let one = [Resources::new(1, 1, 1)];
+        let last_fits = |count: usize| {
+            move |t: usize| {
+                if t + 1 == count {
+                    Resources::new(1, 1, 1)
+                } else {
+                    Resources::ZERO
+                }
+            }
+        };
+        let within: Vec<usize> = (0..ASSIGN_STEPS).collect();
+        let found = assign(&one, &[within], last_fits(ASSIGN_STEPS));
+        assert_eq!(found, Some(vec![ASSIGN_STEPS - 1]));
+        let past: Vec<usize> = (0..=ASSIGN_STEPS).collect();
+        assert_eq!(assign(&one, &[past], last_fits(ASSIGN_STEPS + 1)), None);
     }
 
     #[test]
