@@ -254,11 +254,12 @@ async fn look(
     // Room made by moving smaller tenants first: a waiter given it is not bought for.
     let make_room::Made {
         notes: made,
+        held,
         moving,
         fits,
     } = make_room(ctx, &waiters).await;
     waiters.retain(|w| {
-        w.wait == Wait::Move || !(moving || made.contains_key(&w.key) || fits.contains(&w.key))
+        w.wait == Wait::Move || !(moving || held.contains(&w.key) || fits.contains(&w.key))
     });
     // Without a NodeClass nothing can be bought: node requests are not in use, and a note on
     // every waiting tenant saying so would be a status write each for nothing. (No machine is

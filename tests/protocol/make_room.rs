@@ -225,3 +225,48 @@ async fn two_controllers_racing_to_make_room_move_each_tenant_once_and_buy_nothi
     room_made_on_a(&h, &created).await;
     other.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_every_window_no_tenant_moves_the_waiter_says_why_and_gets_a_machine() {
+    use tenant_placer::controller::disruption::Window;
+    // One minute a year, at New Year: closed now (unless run then).
+    let closed: Window = "0 0 1 1 * 1m".parse().unwrap();
+    let settings = Settings {
+        disruption_schedule: vec![closed],
+        ..buying(4)
+    };
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[
+            node("a").capacity(8, 256, 8000).manifest(),
+            node("b").capacity(8, 256, 8000).manifest(),
+            // Room for a's two tenants, not for w.
+            node("c").capacity(6, 256, 8000).manifest(),
+        ],
+        settings,
+    )
+    .await;
+    place(&h, &[("t1", 3), ("t2", 3), ("t3", 3), ("t4", 3)]).await;
+    buy_boxes(&h, 8).await;
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("w placed on a machine bought for it", || {
+        node_of(&h, "w").starts_with("box-")
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(h.handles.metrics.make_room_moves(), 0);
+    assert!(h.handles.metrics.disruptions_blocked("OutsideWindow") >= 1);
+    let blocked = events_with_reason(&h, "DisruptionBlocked");
+    assert!(
+        blocked.iter().any(|e| e["regarding"]["name"] == "w"
+            && e["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("outside every --disruption-schedule window"))),
+        "{blocked:?}"
+    );
+    assert_eq!(
+        ["t1", "t2", "t3", "t4"].map(|t| node_of(&h, t)),
+        ["a", "a", "b", "b"]
+    );
+    h.assert_invariants();
+}

@@ -17,7 +17,10 @@
 //!   lowering replicas by one, in the same look (so that a Machine someone else deletes after
 //!   the mark was already lowered for); a lowering already under way (replicas below the Machines there)
 //!   counts, since Cluster API deletes marked Machines first. Its placement Node goes first (its
-//!   finalizer drains it); the request's finalizer goes once its Machine is being deleted.
+//!   finalizer drains it); the request's finalizer goes once its Machine is being deleted. No
+//!   lowering eats into the Machines a request waits for (replicas above the Machines there,
+//!   marked ones counted): the marked one is lowered for once they are made, else Cluster API
+//!   would keep it as the replica and make nothing for the request.
 //! - **A Machine someone else deletes is replaced**, by its MachineSet (as a MachineHealthCheck
 //!   remediates): the request claims the replacement and keeps its Node; it fails only when
 //!   nothing replaces it (replicas lowered too).
@@ -149,6 +152,7 @@ pub fn plan(
     let live: Vec<&Machine<'_>> = machines.iter().filter(|m| !m.deleting).collect();
     let live_count = i32::try_from(live.len()).unwrap_or(i32::MAX);
     let mut coming = deployment.replicas.saturating_sub(live_count).max(0);
+    let coming_at_start = coming;
     let mut claimed: BTreeMap<&str, &Machine<'_>> = BTreeMap::new();
     let mut marked_ours = 0i32;
 
@@ -345,7 +349,17 @@ pub fn plan(
 
     let surplus = live_count.saturating_sub(deployment.replicas).max(0);
     let lower = marked_ours.saturating_sub(surplus).max(0);
-    let base = deployment.replicas.saturating_sub(lower);
+    // Machines a request waits for are made only while replicas exceed the Machines there,
+    // marked ones included: no lowering eats into them (a marked one goes once they are made).
+    let waited_for = coming_at_start.saturating_sub(coming);
+    let floor = if waited_for > 0 {
+        live_count
+            .saturating_add(waited_for)
+            .min(deployment.replicas)
+    } else {
+        0
+    };
+    let base = deployment.replicas.saturating_sub(lower).max(floor);
     let room = deployment
         .max_size
         .map_or(i32::MAX, |max| max.saturating_sub(base).max(0));
@@ -830,6 +844,46 @@ mod tests {
         assert_eq!(steps(&[lost], 0), vec![Step::Release { request: s("r1") }]);
         // (Marked, then deleted by someone else before our lowering was made, it looks the
         // same: its replacement is not given back. docs/node-requests.md says so.)
+    }
+
+    #[test]
+    fn a_marked_machine_is_lowered_for_only_once_the_replacement_a_request_waits_for_is_made() {
+        // r1's Machine m1 failed and r1 is being deleted: m1 is marked, to go back. r2's m2 was
+        // deleted by hand: its replacement is coming (replicas 2, one Machine). Lowering now
+        // would leave replicas at the one marked Machine: nothing made for r2, and a leak once
+        // r2 gives up. So: mark, no lowering; once the replacement m3 is made, r2 claims it and
+        // replicas go down for m1.
+        let mut failed = claimed(machine("m1"), "r1");
+        failed.failure = Some(s("boom"));
+        let going = Request {
+            phase: Failed,
+            deleting: true,
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let waiting = Request {
+            machine: "m2",
+            ..raised(request("r2"), 8)
+        };
+        let requests = [going, waiting];
+        assert_eq!(
+            run(md(2, 9), std::slice::from_ref(&failed), &requests, &[]),
+            vec![Step::Mark { machine: s("m1") }]
+        );
+        failed.marked = true;
+        let mut replacement = machine("m3");
+        replacement.created = at(300);
+        assert_eq!(
+            run(md(2, 9), &[failed, replacement], &requests, &[]),
+            vec![
+                Step::Claim {
+                    machine: s("m3"),
+                    request: s("r2"),
+                    give_back: false
+                },
+                Step::Scale { from: 2, to: 1 }
+            ]
+        );
     }
 
     #[test]

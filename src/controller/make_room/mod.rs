@@ -75,8 +75,12 @@ impl std::fmt::Debug for Look<'_> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Made {
     /// The note each waiter with an order (or kept from one) adds to its status, by
-    /// `namespace/name`: a waiter with an order is not bought for.
+    /// `namespace/name`.
     pub notes: HashMap<String, String>,
+    /// Waiters (`namespace/name`) nothing is bought for this look: room is being made for them,
+    /// or could be once moves under way finish (the budget). One held back by a closed window
+    /// is bought for: the window limits disruption, not purchases.
+    pub held: std::collections::HashSet<String>,
     /// A move to make room is in flight: nothing is bought for a first placement this look.
     pub moving: bool,
     /// Waiters that fit on a node as the fleet is (the queue places them): nothing is bought for
@@ -165,9 +169,38 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
     for (waiter, reason) in look.room.report(&blocked) {
         look.metrics.disruption_blocked(reason);
         tracing::info!(tenant = %waiter, reason, "make-room: room could be made by moves, not now");
+        let note = decision
+            .blocked
+            .iter()
+            .find(|(w, _)| *w == waiter)
+            .map(|(_, why)| held_back(*why, settings))
+            .unwrap_or_default();
+        let found = Tenant::reference(&waiter).and_then(|r| look.tenants.get(&r));
+        if let Some(tenant) = found {
+            let occurrence = Occurrence {
+                type_: EventType::Normal,
+                reason: "DisruptionBlocked",
+                action: "MakeRoom",
+                note,
+            };
+            EventPublisher::publish_or_log(look.events, occurrence, tenant.object_ref(&())).await;
+        }
     }
+    let held = decision
+        .orders
+        .iter()
+        .map(|o| o.waiter.clone())
+        .chain(
+            decision
+                .blocked
+                .iter()
+                .filter(|(_, why)| *why == RoomBlocked::Budget)
+                .map(|(waiter, _)| waiter.clone()),
+        )
+        .collect();
     Made {
         notes: notes(&decision, settings),
+        held,
         moving,
         fits: decision.fits.into_iter().collect(),
     }
@@ -198,19 +231,21 @@ fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
         })
         .collect();
     for (waiter, why) in &decision.blocked {
-        let why = match why {
-            RoomBlocked::Window => "outside every --disruption-schedule window".to_owned(),
-            RoomBlocked::Budget => format!(
-                "the disruption budget ({}) is in use",
-                settings.disruption_budget
-            ),
-        };
-        notes.insert(
-            waiter.clone(),
-            format!("room could be made for it by moving smaller tenants, but not now: {why}"),
-        );
+        notes.insert(waiter.clone(), held_back(*why, settings));
     }
     notes
+}
+
+/// What a waiter room is not made for now is told, in words.
+fn held_back(why: RoomBlocked, settings: &Settings) -> String {
+    let why = match why {
+        RoomBlocked::Window => "outside every --disruption-schedule window".to_owned(),
+        RoomBlocked::Budget => format!(
+            "the disruption budget ({}) is in use",
+            settings.disruption_budget
+        ),
+    };
+    format!("room could be made for it by moving smaller tenants, but not now: {why}")
 }
 
 /// `d/x moves to b, d/y moves to c`, by tenant name.
