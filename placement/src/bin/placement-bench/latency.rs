@@ -213,6 +213,23 @@ pub fn consolidation_rows(sizes: &[usize], budget: Duration) -> Vec<Consolidatio
         .collect()
 }
 
+/// One JSON object per consolidation row, a line each.
+pub fn consolidation_json(rows: &[ConsolidationRow]) -> String {
+    rows.iter()
+        .map(|row| {
+            format!(
+                "{{\"nodes\":{},\"tenants\":{},\"freed\":{},\"moves\":{},\"median_ms\":{:.4},\"p99_ms\":{:.4}}}\n",
+                row.nodes,
+                row.entries,
+                row.freed,
+                row.moves,
+                row.timing.median_ns / 1e6,
+                row.timing.p99_ns / 1e6
+            )
+        })
+        .collect()
+}
+
 /// The consolidation table, in Markdown.
 pub fn render_consolidation(rows: &[ConsolidationRow]) -> String {
     let mut out = String::from(

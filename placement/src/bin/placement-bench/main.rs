@@ -7,6 +7,7 @@
 //! cargo run --release -p placement --bin placement-bench -- fragmentation --svg frag.svg
 //! cargo run --release -p placement --bin placement-bench -- consolidation --sizes 100,1000
 //! cargo run --release -p placement --bin placement-bench -- purchase --runs 11
+//! cargo run --release -p placement --bin placement-bench -- make-room --sizes 1000,10000 --json
 //! ```
 //!
 //! Std only, like the library. Run it in `--release`: debug timings mean nothing.
@@ -14,6 +15,7 @@
 mod fleet;
 mod fragmentation;
 mod latency;
+mod make_room;
 mod purchase;
 mod svg;
 
@@ -25,8 +27,9 @@ use placement::Policy;
 const USAGE: &str = "\
 usage: placement-bench [latency] [--budget-ms MS] [--sizes N,N,...]
        placement-bench fragmentation [--svg PATH] [--seed N] [--arrivals N]
-       placement-bench consolidation [--budget-ms MS] [--sizes N,N,...]
+       placement-bench consolidation [--budget-ms MS] [--sizes N,N,...] [--json]
        placement-bench purchase [--runs N] [--sizes N,N,...]
+       placement-bench make-room [--budget-ms MS] [--sizes N,N,...] [--json]
 
 latency        median and p99 ns per decision for every policy at 100, 1k, 10k and 100k nodes,
                the first-fit index against the scan, and the target case (10,000 nodes, the
@@ -40,7 +43,11 @@ consolidation  the time to plan a consolidation (rebalance::consolidate) of a se
 purchase       the time to plan a purchase (purchase::purchase) for seeded waiting tenants of
                mixed sizes and five classes, under each policy, and its cost against a lower
                bound; --sizes are tenant counts (default 1000), --runs the plans timed per
-               policy (default 11).";
+               policy (default 11).
+make-room      the time to make room (make_room::make_room) for one waiting tenant on seeded
+               fleets of 10 tenants per node where 1 to 4 movers are needed, and one where 5
+               are (none found: 4 allowed); --sizes are node counts (default 1000,10000).
+--json         one JSON object per row, a line each, instead of the table.";
 
 struct Args {
     command: String,
@@ -51,6 +58,7 @@ struct Args {
     seed: u64,
     arrivals: usize,
     runs: usize,
+    json: bool,
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -62,12 +70,13 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         seed: 0x00C0_FFEE,
         arrivals: 3000,
         runs: 11,
+        json: false,
     };
     let mut first = true;
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
-            "latency" | "fragmentation" | "consolidation" | "purchase" if first => {
+            "latency" | "fragmentation" | "consolidation" | "purchase" | "make-room" if first => {
                 parsed.command = arg
             }
             "--budget-ms" => parsed.budget_ms = number(&value("--budget-ms")?)?,
@@ -83,6 +92,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--seed" => parsed.seed = number(&value("--seed")?)?,
             "--arrivals" => parsed.arrivals = number(&value("--arrivals")?)?,
             "--runs" => parsed.runs = number(&value("--runs")?)?,
+            "--json" => parsed.json = true,
             "-h" | "--help" => parsed.command = "help".to_owned(),
             other => return Err(format!("unexpected argument {other:?}")),
         }
@@ -118,6 +128,7 @@ fn main() -> ExitCode {
         "fragmentation" => fragmentation_study(&args),
         "consolidation" => consolidation_table(&args),
         "purchase" => purchase_table(&args),
+        "make-room" => make_room_table(&args),
         _ => latency_table(&args),
     }
 }
@@ -144,7 +155,26 @@ fn consolidation_table(args: &Args) -> ExitCode {
     let budget = Duration::from_millis(args.budget_ms);
     let sizes = args.sizes.clone().unwrap_or_else(|| vec![1_000]);
     let rows = latency::consolidation_rows(&sizes, budget);
-    print!("{}", latency::render_consolidation(&rows));
+    if args.json {
+        print!("{}", latency::consolidation_json(&rows));
+    } else {
+        print!("{}", latency::render_consolidation(&rows));
+    }
+    ExitCode::SUCCESS
+}
+
+fn make_room_table(args: &Args) -> ExitCode {
+    if cfg!(debug_assertions) {
+        eprintln!("placement-bench: a debug build; run with --release for meaningful figures");
+    }
+    let budget = Duration::from_millis(args.budget_ms);
+    let sizes = args.sizes.clone().unwrap_or_else(|| vec![1_000, 10_000]);
+    let rows = make_room::rows(&sizes, budget);
+    if args.json {
+        print!("{}", make_room::json(&rows));
+    } else {
+        print!("{}", make_room::render(&rows));
+    }
     ExitCode::SUCCESS
 }
 
@@ -226,6 +256,35 @@ mod tests {
             picture.matches("<text").count(),
             picture.matches("</text>").count()
         );
+    }
+
+    #[test]
+    fn the_make_room_cases_need_one_to_four_moves_and_then_find_none() {
+        let a = args("make-room --sizes 100 --json").unwrap();
+        assert_eq!(
+            (a.command.as_str(), a.sizes.clone(), a.json),
+            ("make-room", Some(vec![100]), true)
+        );
+        let rows = make_room::rows(&[100], Duration::from_millis(2));
+        let found: Vec<(usize, Option<usize>)> = rows.iter().map(|r| (r.needed, r.moves)).collect();
+        assert_eq!(
+            found,
+            [
+                (1, Some(1)),
+                (2, Some(2)),
+                (3, Some(3)),
+                (4, Some(4)),
+                (5, None)
+            ]
+        );
+        let json = make_room::json(&rows);
+        assert_eq!(json.lines().count(), 5);
+        assert!(
+            json.lines()
+                .all(|l| l.starts_with("{\"nodes\":100,\"tenants\":")
+                    && l.contains("\"median_ms\":"))
+        );
+        assert!(json.contains("\"needed\":5,\"moves\":null"));
     }
 
     #[test]
