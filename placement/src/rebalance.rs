@@ -265,7 +265,10 @@ fn target_for<'a>(
     let candidates = slots
         .iter()
         .enumerate()
-        .filter(|(i, slot)| *i != source && slot.target && slot.ledger.matches(selector))
+        // The labels are read only for a tenant with a selector: the scan stays on the views.
+        .filter(|(i, slot)| {
+            *i != source && slot.target && selector.is_none_or(|s| slot.ledger.matches(Some(s)))
+        })
         .map(|(_, slot)| (&slot.view, slot.ledger.overcommit()));
     best_fit_among(candidates, request)
 }
