@@ -271,7 +271,7 @@ async fn look(
     if no_classes && live.is_empty() {
         wake_changed(ctx, made);
         hand_back(ctx, &api, &live, &Demand::default()).await;
-        return consolidate(ctx, classes, || anyone_waits).await;
+        return consolidate(ctx, classes, anyone_waits).await;
     }
     let demand = Demand::of(
         &waiters,
@@ -332,7 +332,7 @@ async fn look(
     notes.extend(made);
     wake_changed(ctx, notes);
     hand_back(ctx, &api, &live, &demand).await;
-    consolidate(ctx, classes, || anyone_waits).await;
+    consolidate(ctx, classes, anyone_waits).await;
 }
 
 /// Make-room's look over the waiters for a first placement (`--make-room-moves`): the notes of
@@ -342,22 +342,20 @@ async fn make_room(ctx: &RequestLoop, waiters: &[Waiter]) -> make_room::Made {
     let Some(room) = &ctx.room else {
         return make_room::Made::default();
     };
-    let mut first: Vec<(&Waiter, make_room::Waiter)> = waiters
+    let mut first: Vec<&Waiter> = waiters
         .iter()
         .filter(|w| matches!(w.wait, Wait::First { .. }))
-        .filter_map(|w| {
-            let tenant = ctx.tenants.get(&Tenant::reference(&w.key)?)?;
-            let waiter = make_room::Waiter {
-                uid: tenant.metadata.uid.clone()?,
-                key: w.key.clone(),
-                footprint: w.footprint,
-                selector: w.selector.clone(),
-            };
-            Some((w, waiter))
+        .collect();
+    first.sort_by(|a, b| (a.created, &a.key).cmp(&(b.created, &b.key)));
+    let first: Vec<make_room::Waiter> = first
+        .into_iter()
+        .map(|w| make_room::Waiter {
+            uid: w.uid.clone(),
+            key: w.key.clone(),
+            footprint: w.footprint,
+            selector: w.selector.clone(),
         })
         .collect();
-    first.sort_by(|(a, _), (b, _)| (a.created, &a.key).cmp(&(b.created, &b.key)));
-    let first: Vec<make_room::Waiter> = first.into_iter().map(|(_, w)| w).collect();
     let emptying = ctx
         .engine
         .cache()
@@ -379,12 +377,8 @@ async fn make_room(ctx: &RequestLoop, waiters: &[Waiter]) -> make_room::Made {
 }
 
 /// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases';
-/// `waiting`: whether a tenant waits (the look's own list of waiters when it made one).
-async fn consolidate(
-    ctx: &RequestLoop,
-    classes: &Store<NodeClass>,
-    waiting: impl FnOnce() -> bool,
-) {
+/// `waiting`: whether a tenant waits.
+async fn consolidate(ctx: &RequestLoop, classes: &Store<NodeClass>, waiting: bool) {
     if ctx.settings.consolidation != consolidation::Consolidation::WhenUnderutilized {
         return;
     }
@@ -397,7 +391,7 @@ async fn consolidate(
         metrics: &ctx.metrics,
         settings: &ctx.settings,
         memory: &ctx.consolidation,
-        waiting: waiting(),
+        waiting,
     })
     .await;
 }
@@ -690,6 +684,7 @@ async fn report_failure(ctx: &RequestLoop, failed: &NodeRequest) {
 struct Waiter {
     /// `namespace/name`.
     key: String,
+    uid: String,
     created: Option<Timestamp>,
     footprint: Resources,
     selector: Option<Labels>,
@@ -707,7 +702,7 @@ enum Wait {
 /// The waiter a tenant is, as its status says, with its UID and the node it leaves (a move);
 /// `None` when a machine could not take it: deleted, suspended, placed, resizing in place, or
 /// with a spec that cannot be used. Pure.
-fn waiter_of(t: &Tenant) -> Option<(Waiter, String, Option<String>)> {
+fn waiter_of(t: &Tenant) -> Option<(Waiter, Option<String>)> {
     if t.metadata.deletion_timestamp.is_some() || t.spec.suspend {
         return None;
     }
@@ -730,12 +725,13 @@ fn waiter_of(t: &Tenant) -> Option<(Waiter, String, Option<String>)> {
     let wants = t.waiting_wants()?;
     let waiter = Waiter {
         key: wants.tenant.to_string(),
+        uid: wants.uid.clone(),
         created: wants.created,
         footprint: wants.footprint,
         selector: wants.node_selector.as_deref().cloned(),
         wait,
     };
-    Some((waiter, wants.uid, leaving))
+    Some((waiter, leaving))
 }
 
 /// The tenants waiting for room that a new machine could take, in no order: those waiting for
@@ -745,7 +741,7 @@ fn waiter_of(t: &Tenant) -> Option<(Waiter, String, Option<String>)> {
 /// the one it leaves for a move: the engine writes the Node before the tenant's status) does not
 /// wait: planning for it in that moment would buy its room twice.
 fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
-    let mut waiters: Vec<(Waiter, String, Option<String>)> = ctx
+    let mut waiters: Vec<(Waiter, Option<String>)> = ctx
         .tenants
         .state()
         .iter()
@@ -755,7 +751,7 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
         return Vec::new();
     }
     // Where the waiters' UIDs are written (only theirs are looked up, not every entry kept).
-    let uids: HashSet<&str> = waiters.iter().map(|(_, uid, _)| uid.as_str()).collect();
+    let uids: HashSet<&str> = waiters.iter().map(|(w, _)| w.uid.as_str()).collect();
     let mut held: HashMap<String, Vec<String>> = HashMap::new();
     for cached in ctx.engine.cache().state() {
         let name = cached.name_any();
@@ -769,11 +765,11 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
             }
         }
     }
-    waiters.retain(|(_, uid, leaving)| {
-        held.get(uid)
+    waiters.retain(|(w, leaving)| {
+        held.get(&w.uid)
             .is_none_or(|nodes| nodes.iter().all(|n| Some(n) == leaving.as_ref()))
     });
-    waiters.into_iter().map(|(waiter, _, _)| waiter).collect()
+    waiters.into_iter().map(|(waiter, _)| waiter).collect()
 }
 
 /// A request's room as the plan counts it, and the tenants it was bought for.
@@ -1875,7 +1871,7 @@ mod tests {
                 .placed(crate::api::PlacedReason::MigrationBlocked.as_str())
         };
         let wait =
-            |t: Tenant| waiter_of(&t).map(|(w, uid, leaving)| (w.wait, w.footprint, uid, leaving));
+            |t: Tenant| waiter_of(&t).map(|(w, leaving)| (w.wait, w.footprint, w.uid, leaving));
         let (first, uid) = (wait(pending().build()), "uid-t".to_owned());
         assert!(
             matches!(first, Some((Wait::First { .. }, f, ref u, None)) if f == Resources::new(4, 8, 10) && *u == uid),
@@ -1918,6 +1914,7 @@ mod tests {
     fn first(key: &str, created: i64, threads: u64, since: i64) -> Waiter {
         Waiter {
             key: key.into(),
+            uid: format!("uid-{key}"),
             created: Some(at(created)),
             footprint: Resources::new(threads, 1, 1),
             selector: None,
