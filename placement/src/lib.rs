@@ -15,6 +15,7 @@
 //!   index            FirstFitIndex: first fit in O(log n) per decision and per update
 //!   overcommit       Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
 //!   policy           Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Choice
+//!   best_fit         BestFitIndex: BestFit among changing nodes without a scan, per shape
 //!   ledger           NodeLedger ─apply(Edit)─▶ NodeLedger; TenantWants, Plan: a plan's words
 //!   fleet            Fleet: what planning reads (a slice scans, place_ledgers; IndexedFleet
 //!                    keeps first-fit indexes)
@@ -31,6 +32,7 @@
 //! Cargo keeps this crate pure: it depends on nothing but std. The controller turns API objects
 //! into these types, asks for a plan, and performs the one write a plan names.
 
+pub mod best_fit;
 pub mod fit;
 pub mod fleet;
 pub mod hash;
@@ -69,6 +71,8 @@ pub use purchase::{
 };
 pub use purchase_groups::{SelectiveTenant, purchase_by_labels};
 pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};
-pub use rebalance::{Consolidation, Move, consolidate, consolidate_for, consolidate_sources};
+pub use rebalance::{
+    Consolidation, Move, consolidate, consolidate_by_scan, consolidate_for, consolidate_sources,
+};
 pub use resources::{Dimension, Resources};
 pub use selector::{Labels, Pairs};

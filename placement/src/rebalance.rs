@@ -40,12 +40,16 @@
 //! Sources are never retried: room only shrinks as the plan goes (targets fill, freed nodes stop
 //! being targets), so a source that failed once would fail again.
 //!
-//! Cost: each entry of each tried source is matched against every node, O(entries × nodes):
-//! 1,000 nodes holding 10,000 entries take about 44 ms (`placement-bench consolidation`).
+//! Cost: each entry of each tried source asks a [`BestFitIndex`] (one tree per node shape) for
+//! its target, about O(log nodes); an entry whose tenant has a node selector is matched
+//! against every node. [`consolidate_by_scan`] matches every entry against every node, the
+//! rule as first written (O(entries × nodes)), and gives the same plan; see
+//! `placement-bench consolidation` for both timed.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use crate::best_fit::BestFitIndex;
 use crate::fit::{NodeState, NodeView};
 use crate::ledger::{Entry, NodeLedger};
 use crate::overcommit::Overcommit;
@@ -85,12 +89,11 @@ impl Consolidation {
     }
 }
 
-/// One node as the consolidation goes.
+/// One node as the consolidation goes (its view, with the moves planned so far counted, is in
+/// the [`BestFitIndex`], active while it may receive).
 #[derive(Debug)]
 struct Slot<'a> {
     ledger: &'a NodeLedger,
-    /// The node as placement sees it, with the moves planned so far counted in `allocated`.
-    view: NodeView<'a>,
     /// May be emptied (see the module rules).
     source: bool,
     /// May receive entries (see the module rules); false once it is chosen to be emptied.
@@ -106,7 +109,6 @@ impl<'a> Slot<'a> {
         let (entries, holds) = (!ledger.entries().is_empty(), !ledger.holds().is_empty());
         Slot {
             ledger,
-            view,
             source: unique_name && ledger.state() == NodeState::Online && entries && !holds,
             target: unique_name && (entries || holds || kept) && view.takes_new_tenants(),
             received: false,
@@ -114,9 +116,10 @@ impl<'a> Slot<'a> {
     }
 
     /// How much room the node has left, as LeastLoaded ranks it: `None` when it is over its
-    /// effective capacity (no room at all). Asked of sources only, which are Online.
+    /// effective capacity (no room at all). Asked of sources only, which are Online, before
+    /// any move is planned.
     fn room_score(&self) -> Option<Slack> {
-        weighted_slack(&self.view, &Resources::ZERO, &self.ledger.overcommit())
+        weighted_slack(&self.ledger.view(), &Resources::ZERO, &self.ledger.overcommit())
     }
 }
 
@@ -142,6 +145,31 @@ pub fn consolidate_for<'s>(
     source: impl Fn(&NodeLedger) -> Option<u64>,
     selector: impl Fn(&Entry) -> Option<&'s Labels>,
 ) -> Consolidation {
+    plan(nodes, source, selector, Search::Index)
+}
+
+/// [`consolidate`] with every entry matched against every node, as the plan was first written:
+/// the reference the index is held to (property tests, and `placement-bench consolidation`
+/// times both and prints what each frees).
+pub fn consolidate_by_scan(nodes: &[NodeLedger]) -> Consolidation {
+    plan(nodes, |_| Some(0), |_| None, Search::Scan)
+}
+
+/// How a target is found for an entry of a tenant without a node selector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Search {
+    /// [`BestFitIndex::best_fit`].
+    Index,
+    /// Every node tried ([`best_fit_among`]).
+    Scan,
+}
+
+fn plan<'s>(
+    nodes: &[NodeLedger],
+    source: impl Fn(&NodeLedger) -> Option<u64>,
+    selector: impl Fn(&Entry) -> Option<&'s Labels>,
+    search: Search,
+) -> Consolidation {
     let mut name_counts: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
     for node in nodes {
         let count = name_counts.entry(node.name()).or_insert(0);
@@ -158,6 +186,10 @@ pub fn consolidate_for<'s>(
         .filter(|(_, node)| unique(node))
         .map(|(i, node)| (node.name(), i))
         .collect();
+    let mut index = BestFitIndex::new(
+        nodes.iter().map(|n| (n.view(), n.overcommit())).collect(),
+        |i| slots.get(i).is_some_and(|slot| slot.target),
+    );
 
     let mut sources: Vec<(usize, &NodeLedger, Option<Slack>, u64)> = slots
         .iter()
@@ -181,7 +213,7 @@ pub fn consolidate_for<'s>(
         if slot.received {
             continue;
         }
-        if let Some(moves) = evacuate(&mut slots, source, &position, &selector) {
+        if let Some(moves) = evacuate(&slots, &mut index, source, &position, &selector, search) {
             if let Some(slot) = slots.get_mut(source) {
                 slot.target = false;
             }
@@ -216,26 +248,33 @@ fn most_room_first(a: &Option<Slack>, b: &Option<Slack>) -> Ordering {
 
 /// Every entry of `source` given a BestFit target, the targets' views counting them: the
 /// entries with the position of their target. `None`, with every view as it was, when one of
-/// them fits no target.
+/// them fits no target. The source receives none of its own entries (inactive meanwhile; left
+/// inactive when emptied).
 fn evacuate<'a, 's>(
-    slots: &mut [Slot<'a>],
+    slots: &[Slot<'a>],
+    index: &mut BestFitIndex<'a>,
     source: usize,
     position: &HashMap<&str, usize>,
     selector: &impl Fn(&Entry) -> Option<&'s Labels>,
+    search: Search,
 ) -> Option<Vec<(&'a Entry, usize)>> {
-    let source_ledger = slots.get(source)?.ledger;
-    let entries = largest_first(source_ledger);
+    let source_slot = slots.get(source)?;
+    let entries = largest_first(source_slot.ledger);
+    index.set_active(source, false);
     // The views as they were before this source, to put back if it cannot be emptied.
     let mut touched: Vec<(usize, Resources)> = Vec::new();
     let mut moves = Vec::with_capacity(entries.len());
     for entry in entries {
-        let target = target_for(slots, source, &entry.resources, selector(entry))
-            .and_then(|name| position.get(name).copied());
+        let target = match (selector(entry), search) {
+            (None, Search::Index) => index.best_fit(&entry.resources),
+            (labels, _) => scanned_target(slots, index, &entry.resources, labels)
+                .and_then(|name| position.get(name).copied()),
+        };
         let placed = target.and_then(|target| {
-            let slot = slots.get_mut(target)?;
-            let allocated = slot.view.allocated.checked_add(entry.resources)?;
-            touched.push((target, slot.view.allocated));
-            slot.view.allocated = allocated;
+            let before = index.view(target)?.allocated;
+            let allocated = before.checked_add(entry.resources)?;
+            touched.push((target, before));
+            index.set_allocated(target, allocated);
             Some(target)
         });
         match placed {
@@ -243,10 +282,9 @@ fn evacuate<'a, 's>(
             None => {
                 // Put back in reverse, so a node touched twice ends as it began.
                 for (target, allocated) in touched.into_iter().rev() {
-                    if let Some(slot) = slots.get_mut(target) {
-                        slot.view.allocated = allocated;
-                    }
+                    index.set_allocated(target, allocated);
                 }
+                index.set_active(source, source_slot.target);
                 return None;
             }
         }
@@ -254,11 +292,12 @@ fn evacuate<'a, 's>(
     Some(moves)
 }
 
-/// The BestFit target for `request` among the targets other than `source` carrying the labels of
-/// `selector`.
-fn target_for<'a>(
+/// The BestFit target for `request` among the active nodes carrying the labels of `selector`,
+/// by a scan: for the entries of tenants with a node selector (the index knows no labels), and
+/// for [`Search::Scan`].
+fn scanned_target<'a>(
     slots: &[Slot<'a>],
-    source: usize,
+    index: &BestFitIndex<'a>,
     request: &Resources,
     selector: Option<&Labels>,
 ) -> Option<&'a str> {
@@ -267,9 +306,9 @@ fn target_for<'a>(
         .enumerate()
         // The labels are read only for a tenant with a selector: the scan stays on the views.
         .filter(|(i, slot)| {
-            *i != source && slot.target && selector.is_none_or(|s| slot.ledger.matches(Some(s)))
+            index.is_active(*i) && selector.is_none_or(|s| slot.ledger.matches(Some(s)))
         })
-        .map(|(_, slot)| (&slot.view, slot.ledger.overcommit()));
+        .filter_map(|(i, slot)| Some((index.view(i)?, slot.ledger.overcommit())));
     best_fit_among(candidates, request)
 }
 

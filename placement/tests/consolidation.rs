@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use placement::{
     Choice, Consolidation, Entry, NodeLedger, NodeState, Overcommit, Policy, Resources,
-    consolidate, consolidate_sources, place_ledgers,
+    consolidate, consolidate_by_scan, consolidate_sources, place_ledgers,
 };
 use proptest::prelude::*;
 
@@ -51,6 +51,34 @@ fn fleet() -> impl Strategy<Value = Vec<NodeLedger>> {
         prop::option::weighted(0.1, resources(1, 4)),
     );
     prop::collection::vec(node, 0..=10).prop_map(|nodes| common::build_fleet(nodes, "waiter"))
+}
+
+/// Up to 24 nodes of three shapes (capacity and overcommit), so the index's trees hold many
+/// nodes each; otherwise as [`fleet`].
+fn shaped_fleet() -> impl Strategy<Value = Vec<NodeLedger>> {
+    let shapes = vec![
+        (Resources::new(8, 8, 8), Overcommit::NONE),
+        (Resources::new(16, 8, 12), Overcommit::NONE),
+        (
+            Resources::new(8, 8, 8),
+            Overcommit::from_per_mille(2000, 1000, 1500).unwrap(),
+        ),
+    ];
+    let node = (
+        state(),
+        prop::sample::select(shapes),
+        prop::collection::vec(resources(0, 4), 0..=4),
+        prop::option::weighted(0.1, resources(1, 4)),
+    );
+    prop::collection::vec(node, 0..=24).prop_map(|nodes| {
+        let parts = nodes
+            .into_iter()
+            .map(|(state, (capacity, overcommit), entries, hold)| {
+                (state, capacity, overcommit, entries, hold)
+            })
+            .collect();
+        common::build_fleet(parts, "waiter")
+    })
 }
 
 /// The ledgers after the first `count` moves, made by hand: each entry removed from `from` and
@@ -253,6 +281,22 @@ proptest! {
         prop_assert_eq!(total_written(&done), total_written(&nodes));
         // Every source with the same cost: as consolidate.
         prop_assert_eq!(consolidate_sources(&nodes, |_| Some(7)), consolidate(&nodes));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    /// The index finds the target every node's scan finds: the same plan, node for node, so it
+    /// frees exactly as many nodes as the rule as first written.
+    #[test]
+    fn the_plan_is_the_plan_of_the_scan_over_every_node(
+        shaped in shaped_fleet(),
+        any_shape in fleet(),
+    ) {
+        for nodes in [shaped, any_shape] {
+            prop_assert_eq!(consolidate(&nodes), consolidate_by_scan(&nodes));
+        }
     }
 }
 

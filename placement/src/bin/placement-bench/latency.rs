@@ -8,7 +8,9 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use placement::{FirstFitIndex, Policy, Resources, consolidate, first_fit, place};
+use placement::{
+    FirstFitIndex, Policy, Resources, consolidate, consolidate_by_scan, first_fit, place,
+};
 
 use crate::fleet::{Fleet, REQUEST, consolidation_ledgers};
 
@@ -182,7 +184,8 @@ fn ns(value: f64) -> String {
 /// Entries per node in the consolidation case: 1,000 nodes hold 10,000 tenants.
 pub const ENTRIES_PER_NODE: usize = 10;
 
-/// One consolidation measured: the fleet, what the plan frees, and the time per plan.
+/// One consolidation measured: the fleet, what the plan frees, and the time per plan; the same
+/// for the rule as first written (every entry matched against every node).
 #[derive(Clone, Debug)]
 pub struct ConsolidationRow {
     pub nodes: usize,
@@ -190,7 +193,14 @@ pub struct ConsolidationRow {
     pub freed: usize,
     pub moves: usize,
     pub timing: Row,
+    /// What [`consolidate_by_scan`] frees, and its median ms (of at least three runs).
+    pub scan_freed: usize,
+    pub scan_ms: f64,
 }
+
+/// Above this many nodes the scan is timed three times, not for the whole budget: it takes
+/// seconds there.
+const SCAN_MEASURED: usize = 2_000;
 
 /// `consolidate` over a seeded fleet of each size (see [`consolidation_ledgers`]).
 pub fn consolidation_rows(sizes: &[usize], budget: Duration) -> Vec<ConsolidationRow> {
@@ -202,12 +212,32 @@ pub fn consolidation_rows(sizes: &[usize], budget: Duration) -> Vec<Consolidatio
             let timing = row("consolidate", n, budget, || {
                 black_box(consolidate(black_box(&ledgers)));
             });
+            let scan_plan = consolidate_by_scan(&ledgers);
+            let scan_ms = if n <= SCAN_MEASURED {
+                row("scan", n, budget, || {
+                    black_box(consolidate_by_scan(black_box(&ledgers)));
+                })
+                .median_ns
+                    / 1e6
+            } else {
+                let mut runs: Vec<f64> = (0..3)
+                    .map(|_| {
+                        let start = Instant::now();
+                        black_box(consolidate_by_scan(black_box(&ledgers)));
+                        start.elapsed().as_secs_f64() * 1e3
+                    })
+                    .collect();
+                runs.sort_by(f64::total_cmp);
+                runs.get(1).copied().unwrap_or(0.0)
+            };
             ConsolidationRow {
                 nodes: n,
                 entries: ledgers.iter().map(|l| l.entries().len()).sum(),
                 freed: plan.freed.len(),
                 moves: plan.moves.len(),
                 timing,
+                scan_freed: scan_plan.freed.len(),
+                scan_ms,
             }
         })
         .collect()
@@ -218,13 +248,15 @@ pub fn consolidation_json(rows: &[ConsolidationRow]) -> String {
     rows.iter()
         .map(|row| {
             format!(
-                "{{\"nodes\":{},\"tenants\":{},\"freed\":{},\"moves\":{},\"median_ms\":{:.4},\"p99_ms\":{:.4}}}\n",
+                "{{\"nodes\":{},\"tenants\":{},\"freed\":{},\"moves\":{},\"median_ms\":{:.4},\"p99_ms\":{:.4},\"scan_freed\":{},\"scan_median_ms\":{:.2}}}\n",
                 row.nodes,
                 row.entries,
                 row.freed,
                 row.moves,
                 row.timing.median_ns / 1e6,
-                row.timing.p99_ns / 1e6
+                row.timing.p99_ns / 1e6,
+                row.scan_freed,
+                row.scan_ms
             )
         })
         .collect()
@@ -235,12 +267,13 @@ pub fn render_consolidation(rows: &[ConsolidationRow]) -> String {
     let mut out = String::from(
         "Consolidation (BestFit, whole nodes only), each node filled to a random 5-85% \
          in 10 entries\n\n\
-         | nodes | entries | nodes freed | moves | median ms | p99 ms | samples x batch |\n\
-         |---:|---:|---:|---:|---:|---:|---:|\n",
+         | nodes | entries | nodes freed | moves | median ms | p99 ms | samples x batch | \
+         scan: freed | scan: median ms |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for row in rows {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {:.2} | {:.2} | {} x {} |\n",
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {} x {} | {} | {:.1} |\n",
             row.nodes,
             row.entries,
             row.freed,
@@ -248,7 +281,9 @@ pub fn render_consolidation(rows: &[ConsolidationRow]) -> String {
             row.timing.median_ns / 1e6,
             row.timing.p99_ns / 1e6,
             row.timing.samples,
-            row.timing.batch
+            row.timing.batch,
+            row.scan_freed,
+            row.scan_ms
         ));
     }
     out

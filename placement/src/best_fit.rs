@@ -1,0 +1,425 @@
+//! BestFit over many nodes without scanning them: the node [`best_fit_among`] would choose,
+//! found per node shape as the first node that fits in that shape's order of room left.
+//!
+//! ```text
+//!   shape = (effective capacity, overcommit)     within a shape, the slack after placing r is
+//!   shape A: blocks of nodes, least room first    Σ (free_d − r_d)·w_d = room − Σ r_d·w_d,
+//!   [n7 n2 n9 … | most free]  [n4 … | most free]  w_d = 1 / (capacity_d · overcommit_d): one
+//!   a block whose most free per dimension does    order for every r. The first node in room
+//!   not hold r is skipped whole                   order that fits is the shape's best; the
+//!                                                 shapes' bests compete on slack after r.
+//! ```
+//!
+//! Rules enforced here:
+//! - **the same answer as [`best_fit_among`]** over the active nodes: the least weighted slack
+//!   after placing the request (exact, [`Slack`]'s order), ties by the smaller name; a node is
+//!   active when the caller says so and it takes new tenants;
+//! - each shape keeps its active nodes **in (room, name) order, exactly**, in blocks of at most
+//!   `2 ×` [`BLOCK`] nodes, each block knowing the most free per dimension among its nodes;
+//! - a change to a node (what it holds, whether it is active) takes it out and puts it back where
+//!   its new room belongs.
+//!
+//! Cost: a decision checks each block's most free (shape nodes / [`BLOCK`]) and scans the
+//! blocks that might hold a fit until one does; a change is two binary searches and one
+//! block's rewrite, O(log n + [`BLOCK`]). A fleet of many shapes pays per shape (one shape per
+//! node at worst: a scan).
+//!
+//! [`best_fit_among`]: crate::policy::best_fit_among
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use crate::fit::NodeView;
+use crate::overcommit::Overcommit;
+use crate::policy::{Slack, weighted_slack};
+use crate::resources::{Dimension, Resources};
+
+/// Nodes per block, half the most a block holds before it is split.
+pub const BLOCK: usize = 48;
+
+/// BestFit among nodes that change as a plan goes (see the module rules). Nodes are named by
+/// their position in the list the index was built from.
+#[derive(Debug)]
+pub struct BestFitIndex<'a> {
+    shapes: Vec<Shape<'a>>,
+    /// Each node's shape.
+    shape_of: Vec<usize>,
+    views: Vec<NodeView<'a>>,
+    overcommits: Vec<Overcommit>,
+    active: Vec<bool>,
+    /// Each node's key while it is in its shape's blocks.
+    keys: Vec<Option<Key<'a>>>,
+}
+
+/// A node's place in its shape's order: its room left (slack with nothing placed), then name,
+/// then position (so a name given twice still names one item).
+type Key<'a> = (Slack, &'a str, usize);
+
+/// One shape's active nodes, in order.
+#[derive(Debug, Default)]
+struct Shape<'a> {
+    blocks: Vec<Block<'a>>,
+}
+
+#[derive(Debug, Default)]
+struct Block<'a> {
+    /// In key order.
+    items: Vec<Item<'a>>,
+    /// The most free per dimension over `items` (each from any of them).
+    most_free: Resources,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Item<'a> {
+    key: Key<'a>,
+    free: Resources,
+    node: usize,
+}
+
+impl<'a> BestFitIndex<'a> {
+    /// An index over `nodes` (with each one's overcommit), `active` saying which may be chosen.
+    pub fn new(
+        nodes: Vec<(NodeView<'a>, Overcommit)>,
+        active: impl Fn(usize) -> bool,
+    ) -> BestFitIndex<'a> {
+        let (views, overcommits): (Vec<NodeView<'a>>, Vec<Overcommit>) = nodes.into_iter().unzip();
+        let mut by_shape: HashMap<(Resources, [u32; 3]), usize> = HashMap::new();
+        let shape_of: Vec<usize> = views
+            .iter()
+            .zip(&overcommits)
+            .map(|(view, overcommit)| {
+                let key = (view.capacity, Dimension::ALL.map(|d| overcommit.per_mille(d)));
+                let next = by_shape.len();
+                *by_shape.entry(key).or_insert(next)
+            })
+            .collect();
+        let count = views.len();
+        let mut index = BestFitIndex {
+            shapes: (0..by_shape.len()).map(|_| Shape::default()).collect(),
+            shape_of,
+            active: (0..count).map(active).collect(),
+            keys: vec![None; count],
+            views,
+            overcommits,
+        };
+        let mut members: Vec<Vec<Item<'a>>> = (0..index.shapes.len()).map(|_| Vec::new()).collect();
+        for node in 0..count {
+            let (Some(item), Some(&s)) = (index.item(node), index.shape_of.get(node)) else {
+                continue;
+            };
+            if let Some(list) = members.get_mut(s) {
+                list.push(item);
+            }
+            if let Some(key) = index.keys.get_mut(node) {
+                *key = Some(item.key);
+            }
+        }
+        for (shape, mut items) in index.shapes.iter_mut().zip(members) {
+            items.sort_by(|a, b| by_key(&a.key, &b.key));
+            shape.blocks = items
+                .chunks(BLOCK)
+                .map(|chunk| Block::of(chunk.to_vec()))
+                .collect();
+        }
+        index
+    }
+
+    /// The node at `position` as the index counts it.
+    pub fn view(&self, position: usize) -> Option<&NodeView<'a>> {
+        self.views.get(position)
+    }
+
+    /// Whether the node at `position` may be chosen (as the caller set it; it may still be full).
+    pub fn is_active(&self, position: usize) -> bool {
+        self.active.get(position) == Some(&true)
+    }
+
+    /// Changes what the node at `position` holds.
+    pub fn set_allocated(&mut self, position: usize, allocated: Resources) {
+        self.take_out(position);
+        if let Some(view) = self.views.get_mut(position) {
+            view.allocated = allocated;
+        }
+        self.put_in(position);
+    }
+
+    /// Lets the node at `position` be chosen, or not.
+    pub fn set_active(&mut self, position: usize, active: bool) {
+        self.take_out(position);
+        if let Some(slot) = self.active.get_mut(position) {
+            *slot = active;
+        }
+        self.put_in(position);
+    }
+
+    /// The position of the node [`best_fit_among`] would choose for `request` among the active
+    /// nodes; `None` when none fits.
+    ///
+    /// [`best_fit_among`]: crate::policy::best_fit_among
+    pub fn best_fit(&self, request: &Resources) -> Option<usize> {
+        let mut best: Option<(Slack, &str, usize)> = None;
+        for shape in &self.shapes {
+            let Some(item) = shape.first_fit(request) else {
+                continue;
+            };
+            let (Some(view), Some(overcommit)) = (
+                self.views.get(item.node),
+                self.overcommits.get(item.node),
+            ) else {
+                continue;
+            };
+            let Some(slack) = weighted_slack(view, request, overcommit) else {
+                continue;
+            };
+            let name = item.key.1;
+            let better = best.as_ref().is_none_or(|(b, b_name, _)| {
+                slack.cmp(b).then_with(|| name.cmp(b_name)) == Ordering::Less
+            });
+            if better {
+                best = Some((slack, name, item.node));
+            }
+        }
+        best.map(|(_, _, node)| node)
+    }
+
+    /// The node as its shape holds it; `None` when it may not be chosen.
+    fn item(&self, node: usize) -> Option<Item<'a>> {
+        if !self.is_active(node) {
+            return None;
+        }
+        let view = self.views.get(node)?;
+        let overcommit = self.overcommits.get(node)?;
+        let room = weighted_slack(view, &Resources::ZERO, overcommit)?;
+        Some(Item {
+            key: (room, view.name, node),
+            free: view.free(),
+            node,
+        })
+    }
+
+    fn take_out(&mut self, node: usize) {
+        let Some(key) = self.keys.get_mut(node).and_then(Option::take) else {
+            return;
+        };
+        if let Some(shape) = self.shape_of.get(node).and_then(|&s| self.shapes.get_mut(s)) {
+            shape.remove(&key);
+        }
+    }
+
+    fn put_in(&mut self, node: usize) {
+        let Some(item) = self.item(node) else {
+            return;
+        };
+        if let Some(shape) = self.shape_of.get(node).and_then(|&s| self.shapes.get_mut(s)) {
+            shape.insert(item);
+        }
+        if let Some(key) = self.keys.get_mut(node) {
+            *key = Some(item.key);
+        }
+    }
+}
+
+impl<'a> Shape<'a> {
+    /// The first node in key order that `request` fits.
+    fn first_fit(&self, request: &Resources) -> Option<&Item<'a>> {
+        self.blocks
+            .iter()
+            .filter(|block| request.fits_within(&block.most_free))
+            .find_map(|block| block.items.iter().find(|i| request.fits_within(&i.free)))
+    }
+
+    /// The block a key belongs in: the first whose last key is not below it (else the last).
+    fn block_for(&self, key: &Key<'_>) -> usize {
+        let after = self.blocks.partition_point(|block| {
+            block
+                .items
+                .last()
+                .is_some_and(|last| by_key(&last.key, key) == Ordering::Less)
+        });
+        after.min(self.blocks.len().saturating_sub(1))
+    }
+
+    fn insert(&mut self, item: Item<'a>) {
+        if self.blocks.is_empty() {
+            self.blocks.push(Block::default());
+        }
+        let at = self.block_for(&item.key);
+        let Some(block) = self.blocks.get_mut(at) else {
+            return;
+        };
+        let slot = block
+            .items
+            .partition_point(|i| by_key(&i.key, &item.key) == Ordering::Less);
+        block.items.insert(slot, item);
+        if block.items.len() > BLOCK.saturating_mul(2) {
+            let upper = block.items.split_off(BLOCK);
+            block.refresh();
+            self.blocks
+                .insert(at.saturating_add(1), Block::of(upper));
+        } else {
+            block.most_free = Resources::from_fn(|d| block.most_free.get(d).max(item.free.get(d)));
+        }
+    }
+
+    fn remove(&mut self, key: &Key<'_>) {
+        let at = self.block_for(key);
+        let Some(block) = self.blocks.get_mut(at) else {
+            return;
+        };
+        let slot = block
+            .items
+            .partition_point(|i| by_key(&i.key, key) == Ordering::Less);
+        if block
+            .items
+            .get(slot)
+            .is_some_and(|i| by_key(&i.key, key) == Ordering::Equal)
+        {
+            block.items.remove(slot);
+            if block.items.is_empty() {
+                self.blocks.remove(at);
+            } else {
+                block.refresh();
+            }
+        }
+    }
+}
+
+impl<'a> Block<'a> {
+    fn of(items: Vec<Item<'a>>) -> Block<'a> {
+        let mut block = Block {
+            items,
+            most_free: Resources::ZERO,
+        };
+        block.refresh();
+        block
+    }
+
+    fn refresh(&mut self) {
+        self.most_free = self.items.iter().fold(Resources::ZERO, |most, i| {
+            Resources::from_fn(|d| most.get(d).max(i.free.get(d)))
+        });
+    }
+}
+
+/// Room, then name, then position.
+fn by_key(a: &Key<'_>, b: &Key<'_>) -> Ordering {
+    a.0.cmp(&b.0)
+        .then_with(|| a.1.cmp(b.1))
+        .then_with(|| a.2.cmp(&b.2))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::policy::best_fit_among;
+    use crate::fit::NodeState;
+
+    /// [`best_fit_among`] over the same nodes, for the tests that hold the index to it.
+    fn scan<'a>(
+        nodes: &[(NodeView<'a>, Overcommit)],
+        active: impl Fn(usize) -> bool,
+        request: &Resources,
+    ) -> Option<&'a str> {
+        best_fit_among(
+            nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| active(*i))
+                .map(|(_, (view, overcommit))| (view, *overcommit)),
+            request,
+        )
+    }
+
+    /// A small random generator (xorshift), enough for shuffled cases.
+    struct Rng(u64);
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n.max(1)
+        }
+    }
+
+    #[test]
+    fn the_index_chooses_what_best_fit_among_chooses_as_nodes_fill_and_leave() {
+        // Up to 400 nodes of 4 shapes: blocks fill, split and empty.
+        let names: Vec<String> = (0..400).map(|i| format!("n{i:03}")).collect();
+        for seed in 1..=100u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let shapes = [
+                (Resources::new(8, 32, 100), Overcommit::NONE),
+                (Resources::new(16, 64, 100), Overcommit::NONE),
+                (
+                    Resources::new(8, 32, 100),
+                    Overcommit::from_per_mille(2000, 1000, 1000).unwrap(),
+                ),
+                (Resources::new(8, 0, 100), Overcommit::NONE),
+            ];
+            let count = usize::try_from(rng.below(400) + 1).unwrap();
+            let mut nodes: Vec<(NodeView<'_>, Overcommit)> = (0..count)
+                .map(|i| {
+                    let (capacity, overcommit) =
+                        shapes[usize::try_from(rng.below(4)).unwrap()];
+                    let state = if rng.below(10) == 0 {
+                        NodeState::Cordoned
+                    } else {
+                        NodeState::Online
+                    };
+                    let allocated = Resources::from_fn(|d| rng.below(capacity.get(d) + 2));
+                    let view = NodeView {
+                        name: &names[i],
+                        state,
+                        capacity,
+                        allocated,
+                    };
+                    (view, overcommit)
+                })
+                .collect();
+            let mut active: Vec<bool> = (0..count).map(|_| rng.below(5) != 0).collect();
+            let mut index = BestFitIndex::new(nodes.clone(), |i| active[i]);
+            for step in 0..300 {
+                let request = Resources::new(rng.below(9), rng.below(33), rng.below(60));
+                let want = scan(&nodes, |i| active[i], &request);
+                let got = index.best_fit(&request).map(|i| nodes[i].0.name);
+                assert_eq!(got, want, "seed {seed}, step {step}, {request:?}");
+                // Change one node: what it holds, or whether it may be chosen.
+                let i = usize::try_from(rng.below(u64::try_from(count).unwrap())).unwrap();
+                if rng.below(3) == 0 {
+                    active[i] = !active[i];
+                    index.set_active(i, active[i]);
+                } else {
+                    let capacity = nodes[i].0.capacity;
+                    let allocated = Resources::from_fn(|d| rng.below(capacity.get(d) + 2));
+                    nodes[i].0.allocated = allocated;
+                    index.set_allocated(i, allocated);
+                }
+                assert_eq!(index.view(i), Some(&nodes[i].0));
+            }
+            well_formed(&index);
+        }
+    }
+
+    /// Each shape's blocks: none empty, none over twice [`BLOCK`], keys in order across them,
+    /// each block's most free exact, every active node that takes tenants held once.
+    fn well_formed(index: &BestFitIndex<'_>) {
+        let mut held = 0;
+        for shape in &index.shapes {
+            let items: Vec<&Item<'_>> = shape.blocks.iter().flat_map(|b| &b.items).collect();
+            held += items.len();
+            assert!(items.windows(2).all(|w| by_key(&w[0].key, &w[1].key) == Ordering::Less));
+            for block in &shape.blocks {
+                assert!((1..=2 * BLOCK).contains(&block.items.len()));
+                let most = Resources::from_fn(|d| {
+                    block.items.iter().map(|i| i.free.get(d)).max().unwrap()
+                });
+                assert_eq!(block.most_free, most);
+            }
+        }
+        let active = (0..index.views.len())
+            .filter(|&i| index.item(i).is_some())
+            .count();
+        assert_eq!(held, active);
+    }
+}
