@@ -119,7 +119,11 @@ impl<'a> Slot<'a> {
     /// effective capacity (no room at all). Asked of sources only, which are Online, before
     /// any move is planned.
     fn room_score(&self) -> Option<Slack> {
-        weighted_slack(&self.ledger.view(), &Resources::ZERO, &self.ledger.overcommit())
+        weighted_slack(
+            &self.ledger.view(),
+            &Resources::ZERO,
+            &self.ledger.overcommit(),
+        )
     }
 }
 
