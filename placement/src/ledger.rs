@@ -65,6 +65,11 @@ pub struct NodeLedger {
     written: Resources,
     /// The sum of `entries` and `holds`.
     allocated: Resources,
+    /// The smallest and the largest entry per dimension (each from any entry; zero with none):
+    /// what one entry moved frees at least and at most, so make-room passes over a node
+    /// without reading its entries.
+    smallest: Resources,
+    largest: Resources,
 }
 
 /// Why a node's recorded reservations cannot be used.
@@ -106,6 +111,8 @@ impl NodeLedger {
             labels: Arc::default(),
             effective: capacity,
             uid_hashes: entries.iter().map(|e| uid_hash(&e.uid)).collect(),
+            smallest: least(&entries),
+            largest: most_of(&entries),
             entries,
             holds: Vec::new(),
             written: allocated,
@@ -180,6 +187,16 @@ impl NodeLedger {
     /// The sum of the entries alone: what the node's status says is reserved.
     pub fn written(&self) -> Resources {
         self.written
+    }
+
+    /// The smallest entry per dimension, each from any entry (zero with none).
+    pub fn smallest_entry(&self) -> Resources {
+        self.smallest
+    }
+
+    /// The largest entry per dimension, each from any entry (zero with none).
+    pub fn largest_entry(&self) -> Resources {
+        self.largest
     }
 
     /// The ledger with room held for a waiting tenant. Fails when the sum would overflow.
@@ -266,6 +283,9 @@ impl NodeLedger {
                 self.uid_hashes = self.entries.iter().map(|e| uid_hash(&e.uid)).collect();
             }
         }
+        // A node holds tens of entries: a pass is cheaper than keeping the order.
+        self.smallest = least(&self.entries);
+        self.largest = most_of(&self.entries);
         self.written = written;
         self.allocated = allocated;
         Ok(())
@@ -308,6 +328,28 @@ impl NodeLedger {
         edit_entries(&mut entries, edit);
         entries
     }
+}
+
+/// The smallest entry per dimension (zero with none).
+fn least(entries: &[Entry]) -> Resources {
+    Resources::from_fn(|d| {
+        entries
+            .iter()
+            .map(|e| e.resources.get(d))
+            .min()
+            .unwrap_or(0)
+    })
+}
+
+/// The largest entry per dimension (zero with none).
+fn most_of(entries: &[Entry]) -> Resources {
+    Resources::from_fn(|d| {
+        entries
+            .iter()
+            .map(|e| e.resources.get(d))
+            .max()
+            .unwrap_or(0)
+    })
 }
 
 /// Replaces, adds or removes the edited UID's entries in place, the others untouched.
@@ -427,6 +469,49 @@ pub enum MoveBlock {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn the_smallest_and_largest_entry_follow_every_edit() {
+        let mut node = crate::testing::ledger("n").capacity(99, 99, 99).build();
+        assert_eq!(
+            (node.smallest_entry(), node.largest_entry()),
+            (Resources::ZERO, Resources::ZERO)
+        );
+        // (uid, entry or release): adds, an in-place shrink of the largest, a growth, a
+        // release of the smallest, a UID listed twice.
+        let steps: [(&str, Option<(u64, u64, u64)>); 8] = [
+            ("a", Some((5, 1, 9))),
+            ("b", Some((2, 7, 3))),
+            ("c", Some((4, 4, 4))),
+            ("a", Some((1, 1, 1))),
+            ("b", Some((8, 8, 2))),
+            ("a", None),
+            ("c", Some((3, 9, 1))),
+            ("b", None),
+        ];
+        for (uid, entry) in steps {
+            let edit = Edit {
+                kind: EditKind::Reserve,
+                node: "n".to_owned(),
+                uid: uid.to_owned(),
+                entry: entry.map(|(t, m, s)| Entry {
+                    uid: uid.to_owned(),
+                    tenant: format!("default/{uid}"),
+                    resources: Resources::new(t, m, s),
+                }),
+            };
+            node.apply(&edit).unwrap();
+            let recomputed =
+                NodeLedger::new("n", node.state(), node.capacity(), node.entries().to_vec())
+                    .unwrap();
+            assert_eq!(
+                (node.smallest_entry(), node.largest_entry()),
+                (recomputed.smallest_entry(), recomputed.largest_entry()),
+                "after {uid}: {entry:?}"
+            );
+        }
+        assert_eq!(node.largest_entry(), Resources::new(3, 9, 1));
+    }
 
     #[test]
     fn written_is_the_entries_and_allocated_adds_the_holds_until_they_are_dropped() {

@@ -28,14 +28,16 @@
 //! - **bounded**: the search for an assignment of one set of movers gives up after
 //!   [`ASSIGN_STEPS`] steps (never reached on fleets where every mover has a few targets).
 //!
-//! Cost: for each size up to `max_moves`, every set of that many movers on every host whose
-//! movers could cover its shortfall; each set checked against its movers' targets, which are
-//! found once per mover (O(nodes)).
+//! Cost: for each size up to `max_moves`, the hosts in name order; a host is passed over
+//! without a look at its entries once its shortfall alone ranks no better than the best room
+//! found or `size` times its largest entry cannot cover it, and without a look at its sets when its `size` largest movers cannot cover the
+//! shortfall or its `size` smallest (or the shortfall) rank no better. A host left is tried set
+//! by set, each checked against its movers' targets, found once per mover among the nodes with
+//! room (found once, O(nodes)).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use crate::fit::NodeView;
 use crate::ledger::{Entry, NodeLedger};
 use crate::rebalance::Move;
 use crate::resources::{Dimension, Resources};
@@ -74,65 +76,106 @@ pub fn make_room<'s>(
     max_moves: usize,
     mover: impl Fn(&Entry) -> Mover<'s>,
 ) -> Option<Room> {
+    // Callers usually pass nodes in name order already: checking is cheaper than sorting, and
+    // names strictly in order are unique.
     let mut sorted: Vec<&NodeLedger> = nodes.iter().collect();
-    sorted.sort_by(|a, b| a.name().cmp(b.name()));
-    let unique: Vec<bool> = (0..sorted.len())
-        .map(|i| {
-            let name = sorted.get(i).map(|n| n.name());
-            let same = |j: Option<usize>| j.and_then(|j| sorted.get(j)).map(|n| n.name()) == name;
-            !same(i.checked_sub(1)) && !same(i.checked_add(1))
-        })
-        .collect();
-    let open = |i: usize| -> Option<NodeView<'_>> {
-        let node = sorted.get(i)?;
+    let strictly = sorted.is_sorted_by(|a, b| a.name() < b.name());
+    if !strictly {
+        sorted.sort_by(|a, b| a.name().cmp(b.name()));
+    }
+    // One pass over the nodes: each one's free room when it takes new tenants and bears a
+    // unique name (it may host, or receive a mover), and the hosts by the fewest moves that
+    // might make room there (a size tries those needing no more).
+    let mut open: Vec<Option<Resources>> = Vec::with_capacity(sorted.len());
+    let mut by_needs: Vec<Vec<Host<'_>>> = (0..=max_moves).map(|_| Vec::new()).collect();
+    for (i, &node) in sorted.iter().enumerate() {
+        let same = |j: Option<usize>| {
+            j.and_then(|j| sorted.get(j))
+                .is_some_and(|n| n.name() == node.name())
+        };
+        let unique = strictly || (!same(i.checked_sub(1)) && !same(i.checked_add(1)));
         let view = node.view();
-        (unique.get(i) == Some(&true) && view.takes_new_tenants()).then_some(view)
-    };
-    let hosts: Vec<Host<'_, 's>> = (0..sorted.len())
-        .filter_map(|i| {
-            let node = *sorted.get(i)?;
-            let view = open(i)?;
-            if !node.matches(selector) {
-                return None;
-            }
-            let movers = node
-                .entries()
-                .iter()
-                .filter(|e| smaller(&e.resources, footprint))
-                .filter_map(|e| Some((e, mover(e)?)))
-                .collect();
-            Some(Host {
-                position: i,
-                node,
-                short: footprint.saturating_sub(view.free()),
-                movers,
-            })
-        })
-        .collect();
-    if let Some(host) = hosts.iter().find(|h| h.short == Resources::ZERO) {
+        let room = (unique && view.takes_new_tenants()).then(|| view.free());
+        open.push(room);
+        let Some(room) = room.filter(|_| node.matches(selector)) else {
+            continue;
+        };
+        let short = footprint.saturating_sub(room);
+        // Past `max_moves` (or never): not even that many of its largest entries would cover
+        // what it lacks.
+        let Some(list) =
+            moves_needed(&short, &node.largest_entry()).and_then(|n| by_needs.get_mut(n))
+        else {
+            continue;
+        };
+        list.push(Host {
+            position: i,
+            node,
+            short,
+            smallest: node.smallest_entry(),
+        });
+    }
+    let free = |t: usize| open.get(t).copied().flatten();
+    if let Some(host) = by_needs.first().and_then(|fits| fits.first()) {
         return Some(Room {
             host: host.node.name().to_owned(),
             moves: Vec::new(),
         });
     }
+    // The nodes that could take a mover (one with room for the least of every host's smallest
+    // entries), with their free room: found once, when first needed.
+    let least_mover = by_needs
+        .iter()
+        .flatten()
+        .fold(times(Resources::new(1, 1, 1), usize::MAX), |m, h| {
+            Resources::from_fn(|d| m.get(d).min(h.smallest.get(d)))
+        });
+    let mut receivers: Option<Vec<(usize, Resources)>> = None;
+    // Each tried host's entries that may move, found once.
+    let mut movable: HashMap<usize, Vec<(&Entry, Option<&Labels>)>> = HashMap::new();
     // Each mover's possible targets on the fleet as it is, found once.
     let mut targets: HashMap<(usize, &str), Vec<usize>> = HashMap::new();
     for size in 1..=max_moves {
         let mut best: Option<(Key<'_>, Vec<(usize, usize)>)> = None;
-        for host in &hosts {
-            if host.movers.len() < size || !total_covers(&host.movers, &host.short) {
+        for host in by_needs.iter().take(size.saturating_add(1)).flatten() {
+            let (short, position) = (host.short, host.position);
+            // `size` entries move at least `size` times the smallest, and at least the
+            // shortfall: a host whose floor ranks no better than the best cannot win.
+            let floor = times(host.smallest, size);
+            let floor = Resources::from_fn(|d| floor.get(d).max(short.get(d)));
+            if beaten(&floor, position, best.as_ref().map(|(b, _)| b)) {
                 continue;
             }
-            for set in subsets(host.movers.len(), size) {
+            let movers: &[(&Entry, Option<&Labels>)] =
+                movable.entry(position).or_insert_with(|| {
+                    host.node
+                        .entries()
+                        .iter()
+                        .filter(|e| smaller(&e.resources, footprint))
+                        .filter_map(|e| Some((e, mover(e)?)))
+                        .collect()
+                });
+            if movers.len() < size {
+                continue;
+            }
+            let (least, most) = bounds(movers, size);
+            if !short.fits_within(&most) {
+                continue;
+            }
+            let floor = Resources::from_fn(|d| least.get(d).max(short.get(d)));
+            if beaten(&floor, position, best.as_ref().map(|(b, _)| b)) {
+                continue;
+            }
+            for set in subsets(movers.len(), size) {
                 let chosen: Vec<&(&Entry, Option<&Labels>)> =
-                    set.iter().filter_map(|&i| host.movers.get(i)).collect();
+                    set.iter().filter_map(|&i| movers.get(i)).collect();
                 let moved = total(chosen.iter().map(|(e, _)| &e.resources));
-                if !host.short.fits_within(&moved) {
+                if !short.fits_within(&moved) {
                     continue;
                 }
                 let key = Key {
                     moved,
-                    host: host.node.name(),
+                    host: position,
                     uids: sorted_uids(&chosen),
                 };
                 if best
@@ -141,27 +184,34 @@ pub fn make_room<'s>(
                 {
                     continue;
                 }
+                let receivers = receivers.get_or_insert_with(|| {
+                    (0..sorted.len())
+                        .filter_map(|t| Some((t, free(t)?)))
+                        .filter(|(_, free)| least_mover.fits_within(free))
+                        .collect()
+                });
                 let lists: Vec<Vec<usize>> = chosen
                     .iter()
                     .map(|(entry, labels)| {
                         targets
-                            .entry((host.position, entry.uid.as_str()))
+                            .entry((position, entry.uid.as_str()))
                             .or_insert_with(|| {
-                                (0..sorted.len())
-                                    .filter(|&t| t != host.position)
-                                    .filter(|&t| {
-                                        open(t)
-                                            .is_some_and(|v| entry.resources.fits_within(&v.free()))
+                                receivers
+                                    .iter()
+                                    .filter(|&&(t, free)| {
+                                        t != position
+                                            && entry.resources.fits_within(&free)
                                             && sorted.get(t).is_some_and(|n| n.matches(*labels))
                                     })
+                                    .map(|&(t, _)| t)
                                     .collect()
                             })
                             .clone()
                     })
                     .collect();
                 let wanted: Vec<Resources> = chosen.iter().map(|(e, _)| e.resources).collect();
-                let free = |t: usize| open(t).map(|v| v.free()).unwrap_or(Resources::ZERO);
-                if let Some(assignment) = assign(&wanted, &lists, free) {
+                let room = |t: usize| free(t).unwrap_or(Resources::ZERO);
+                if let Some(assignment) = assign(&wanted, &lists, room) {
                     let moves = set
                         .iter()
                         .copied()
@@ -173,11 +223,15 @@ pub fn make_room<'s>(
             // `best` is filled by some host: later hosts compete on the key alone.
         }
         if let Some((key, moves)) = best {
-            let host = hosts.iter().find(|h| h.node.name() == key.host)?;
+            let host = by_needs.iter().flatten().find(|h| h.position == key.host)?;
+            let movers = movable
+                .get(&host.position)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
             let mut made: Vec<Move> = moves
                 .into_iter()
                 .filter_map(|(mover, target)| {
-                    let (entry, _) = host.movers.get(mover)?;
+                    let (entry, _) = movers.get(mover)?;
                     Some(Move {
                         uid: entry.uid.clone(),
                         tenant: entry.tenant.clone(),
@@ -189,7 +243,7 @@ pub fn make_room<'s>(
                 .collect();
             made.sort_by(|a, b| a.uid.cmp(&b.uid));
             return Some(Room {
-                host: key.host.to_owned(),
+                host: host.node.name().to_owned(),
                 moves: made,
             });
         }
@@ -197,32 +251,93 @@ pub fn make_room<'s>(
     None
 }
 
-/// A node that may make room, and the entries on it that may move.
+/// A node that may make room.
 #[derive(Debug)]
-struct Host<'a, 's> {
+struct Host<'a> {
     /// Its position in name order.
     position: usize,
     node: &'a NodeLedger,
     /// What the waiter lacks there.
     short: Resources,
-    movers: Vec<(&'a Entry, Option<&'s Labels>)>,
+    /// The node's smallest entry per dimension (see [`NodeLedger::smallest_entry`]).
+    smallest: Resources,
+}
+
+/// Per dimension, the least and the most that `size` of `movers` can add up to.
+fn bounds(movers: &[(&Entry, Option<&Labels>)], size: usize) -> (Resources, Resources) {
+    let mut values: Vec<u64> = Vec::with_capacity(movers.len());
+    let mut least = Resources::ZERO;
+    let mut most = Resources::ZERO;
+    for d in Dimension::ALL {
+        values.clear();
+        values.extend(movers.iter().map(|(e, _)| e.resources.get(d)));
+        values.sort_unstable();
+        let sum = |amounts: &[u64]| {
+            amounts
+                .iter()
+                .fold(0u64, |sum, a| sum.saturating_add(*a).min(Resources::LIMIT))
+        };
+        let low = sum(values.get(..size).unwrap_or(&values));
+        let high = sum(values
+            .get(values.len().saturating_sub(size)..)
+            .unwrap_or(&values));
+        least = Resources::from_fn(|e| if e == d { low } else { least.get(e) });
+        most = Resources::from_fn(|e| if e == d { high } else { most.get(e) });
+    }
+    (least, most)
+}
+
+/// The fewest entries of at most `largest` each that cover `short`, per dimension at once; `None`
+/// when no number does (a dimension short where every entry holds none).
+fn moves_needed(short: &Resources, largest: &Resources) -> Option<usize> {
+    Dimension::ALL.iter().try_fold(0usize, |needs, &d| {
+        let (short, largest) = (short.get(d), largest.get(d));
+        if short == 0 {
+            return Some(needs);
+        }
+        let largest = std::num::NonZeroU64::new(largest)?;
+        let count = short.div_ceil(largest.get());
+        Some(needs.max(usize::try_from(count).unwrap_or(usize::MAX)))
+    })
+}
+
+/// Whether the host at `position` (in name order) whose moves rank at least `floor` loses to
+/// `best`: a floor above it, or equal to it with a later name.
+fn beaten(floor: &Resources, position: usize, best: Option<&Key<'_>>) -> bool {
+    best.is_some_and(|b| match by_amount(floor, &b.moved) {
+        Ordering::Less => false,
+        Ordering::Equal => position > b.host,
+        Ordering::Greater => true,
+    })
+}
+
+/// `amount × count` per dimension, saturating at [`Resources::LIMIT`].
+fn times(amount: Resources, count: usize) -> Resources {
+    let count = u64::try_from(count).unwrap_or(u64::MAX);
+    Resources::from_fn(|d| amount.get(d).saturating_mul(count).min(Resources::LIMIT))
+}
+
+/// Amounts in the order keys rank them: threads, then memory, then storage.
+fn by_amount(a: &Resources, b: &Resources) -> Ordering {
+    Dimension::ALL
+        .iter()
+        .map(|d| a.get(*d).cmp(&b.get(*d)))
+        .fold(Ordering::Equal, Ordering::then)
 }
 
 /// The order sets of one size are ranked by (see the module rules).
 #[derive(Debug, PartialEq, Eq)]
 struct Key<'a> {
     moved: Resources,
-    host: &'a str,
+    /// The host's position in name order.
+    host: usize,
     uids: Vec<&'a str>,
 }
 
 impl Ord for Key<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
-        Dimension::ALL
-            .iter()
-            .map(|d| self.moved.get(*d).cmp(&other.moved.get(*d)))
-            .fold(Ordering::Equal, Ordering::then)
-            .then_with(|| self.host.cmp(other.host))
+        by_amount(&self.moved, &other.moved)
+            .then_with(|| self.host.cmp(&other.host))
             .then_with(|| self.uids.cmp(&other.uids))
     }
 }
@@ -243,11 +358,6 @@ fn total<'r>(amounts: impl IntoIterator<Item = &'r Resources>) -> Resources {
     amounts.into_iter().fold(Resources::ZERO, |sum, r| {
         Resources::from_fn(|d| sum.get(d).saturating_add(r.get(d)).min(Resources::LIMIT))
     })
-}
-
-/// Whether every mover together covers the shortfall: no set of them can otherwise.
-fn total_covers(movers: &[(&Entry, Option<&Labels>)], short: &Resources) -> bool {
-    short.fits_within(&total(movers.iter().map(|(e, _)| &e.resources)))
 }
 
 fn sorted_uids<'a>(chosen: &[&(&'a Entry, Option<&Labels>)]) -> Vec<&'a str> {
