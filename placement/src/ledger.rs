@@ -479,7 +479,8 @@ mod tests {
         );
         // (uid, entry or release): adds, an in-place shrink of the largest, a growth, a
         // release of the smallest, a UID listed twice.
-        let steps: [(&str, Option<(u64, u64, u64)>); 8] = [
+        type Step = (&'static str, Option<(u64, u64, u64)>);
+        let steps: [Step; 8] = [
             ("a", Some((5, 1, 9))),
             ("b", Some((2, 7, 3))),
             ("c", Some((4, 4, 4))),
