@@ -14,11 +14,16 @@
 //! that have them, calling it once per group of tenants that may go on the same classes.
 //!
 //! Rules enforced here:
-//! - **the check**: a purchase is judged the way the controller places. Every request in flight
-//!   and every new node arrives as an empty Online node (its capacity as given, no overcommit),
-//!   and the planned tenants are placed one by one, in queue order, by the active policy
-//!   ([`crate::plan::plan_tenant_with`] would give the same answers). A purchase lists each tenant
-//!   where the check puts it; the check places every planned tenant;
+//! - **the check**: a purchase is judged by placing the planned tenants one by one, in queue
+//!   order, **first fit, whatever the active policy**: every request in flight and every new
+//!   node arrives as an empty Online node (its capacity as given, no overcommit). The planner
+//!   chooses the packing, since a delivered machine's room is held for the tenants it was
+//!   bought for (`FifoQueue::hold_bought`) and no policy of the moment spreads them: a
+//!   spreading policy checked as itself bought half again as much (1.6 and 1.53 times the
+//!   lower bound against FirstFit's 1.11) and took 100 times longer to plan. A purchase lists
+//!   each tenant where the check puts it; the check places every planned tenant. Its limit:
+//!   the packing never reorders around a request in flight (a tenant that takes a request's
+//!   room first may leave a later one that fits only there out);
 //! - **room first**: a new node is opened only for a tenant that fits, at its turn, in no request
 //!   in flight and no node already planned; otherwise it goes where the policy chooses among
 //!   them. New nodes carry placeholder names, `~new-000001` on in opening order, which sort after
@@ -74,13 +79,10 @@
 //! nodes of a 12-thread class; without the first, t0 takes the second and t1, planned there, is
 //! the one left out.
 //!
-//! Cost: one check is O(tenants × nodes) policy decisions. Opening or changing a node resumes
-//! the check at the first decision the node changes (found by asking the policy to choose
-//! between the node chosen then and the new one: each policy here ranks candidates by one
-//! order, and under FirstFit a node after every other by name changes nothing), dropping a node
-//! at its first tenant. `placement-bench purchase` (1,000 tenants, five classes): FirstFit and
-//! RoundRobin about 6.5 ms; BestFit and LeastLoaded, whose decisions score every node and whose
-//! smaller nodes change early decisions, about 0.9 and 1.0 s.
+//! Cost: one check is O(tenants × nodes) first-fit decisions. Opening or changing a node
+//! resumes the check at the first decision the node changes (under first fit a node after
+//! every other by name changes nothing), dropping a node at its first tenant.
+//! `placement-bench purchase` times it (docs/performance.md).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -451,10 +453,7 @@ impl<'a> Planner<'a> {
     /// it without collecting and selecting names on every decision. The property tests check the
     /// purchase with RoundRobin itself.
     fn checked_policy(&self) -> Policy {
-        match self.policy {
-            Policy::RoundRobin => Policy::FirstFit,
-            policy => policy,
-        }
+        Policy::FirstFit
     }
 
     /// Whether a plan preferring this class is worth making: it is priced, may add a node, and
@@ -1234,11 +1233,10 @@ mod tests {
                 cost: cents(250),
             },
             Case {
-                // LeastLoaded keeps the most room: s leaves small (4−2)/4 + 1 + 1 = 2.5 and big
-                // (8−2)/8 + 1 + 1 = 2.75, so it goes to big and b (8) finds 6 threads there.
-                // A second big is opened for b and the small node, now empty, dropped; small
-                // cannot take s either (s would go to the big one again): 2 × 1.50 = 3.00.
-                name: "under LeastLoaded the check spreads, so more is bought",
+                // LeastLoaded would put s on big (more room left there) and open a second big
+                // for b (3.00); but a delivered machine's room is held for the tenants it was
+                // bought for, so the planner packs as under FirstFit: 2.50.
+                name: "under LeastLoaded the planner packs, as under every policy",
                 policy: Policy::LeastLoaded,
                 classes: vec![
                     class("small", r(4, 8, 8), Some(100)),
@@ -1246,15 +1244,14 @@ mod tests {
                 ],
                 in_flight: vec![],
                 waiting: vec![tenant("s", r(2, 0, 0)), tenant("b", r(8, 0, 0))],
-                bought: vec![("big", vec!["s"]), ("big", vec!["b"])],
-                cost: cents(300),
+                bought: vec![("small", vec!["s"]), ("big", vec!["b"])],
+                cost: cents(250),
             },
             Case {
-                // BestFit: t0 (4 threads) leaves c1 (6·4·6) 2/6 + 1 + 1 = 2.33 and c0 (5·6·7)
-                // 1/5 + 1 + 1 = 2.2, so it takes a c0 node even though c1 was opened for it,
-                // and t1 (2·0·7, only c0 holds 7 GB storage) needs a c0 of its own: two
-                // unpriced nodes, where one per tenant (c1 + c0) would leave t1 out.
-                name: "under BestFit one cheapest node per tenant may not be enough",
+                // BestFit would move t0 onto a c0 node (less slack there) and leave t1 needing
+                // a c0 of its own; the planner packs instead: c1 (priced) for t0, c0 (the only
+                // class holding 7 GB storage) for t1.
+                name: "under BestFit the planner packs too: one node per tenant is enough",
                 policy: Policy::BestFit,
                 classes: vec![
                     class("c0", r(5, 6, 7), None),
@@ -1262,9 +1259,9 @@ mod tests {
                 ],
                 in_flight: vec![],
                 waiting: vec![tenant("t0", r(4, 0, 0)), tenant("t1", r(2, 0, 7))],
-                bought: vec![("c0", vec!["t0"]), ("c0", vec!["t1"])],
+                bought: vec![("c1", vec!["t0"]), ("c0", vec!["t1"])],
                 cost: Cost {
-                    unpriced_nodes: 2,
+                    unpriced_nodes: 1,
                     monthly: 0,
                 },
             },
@@ -1302,17 +1299,6 @@ mod tests {
                 ],
                 bought: vec![("c0", vec!["t0", "t1"]), ("c1", vec!["t2"])],
                 cost: cents(116),
-            },
-            Case {
-                // t1 (6 threads) fits only r0 (6·16·6), where LeastLoaded put t0 (5 GB storage)
-                // first, and c0 (4 threads) cannot hold it. A c0 node for t0 leaves it r0.
-                name: "a node of a class that cannot hold a tenant left out makes room for it",
-                policy: Policy::LeastLoaded,
-                classes: vec![class("c0", r(4, 11, 14), Some(95))],
-                in_flight: vec![request("r0", r(6, 16, 6))],
-                waiting: vec![tenant("t0", r(0, 1, 5)), tenant("t1", r(6, 1, 5))],
-                bought: vec![("c0", vec!["t0"])],
-                cost: cents(95),
             },
             Case {
                 // c0 has room for one more node. t0 opens it; t1 (7 threads) then finds no room
