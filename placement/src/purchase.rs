@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!   waiting tenants (queue order) ──────────────┐
-//!   NodeClassOffers (capacity, price, limit) ───┼─ purchase(policy) ─▶ Purchase
+//!   NodeClassOffers (capacity, price, limit) ───┼─ purchase ─▶ Purchase (first fit)
 //!   InFlightRequests (requested, not delivered) ┘     ├─ requests: NewNode {class, tenants}
 //!                                                     ├─ in_flight_assignments {request, tenants}
 //!                                                     └─ unplaceable: NoClass (TooLarge | AtLimit)
@@ -25,7 +25,7 @@
 //!   the packing never reorders around a request in flight (a tenant that takes a request's
 //!   room first may leave a later one that fits only there out);
 //! - **room first**: a new node is opened only for a tenant that fits, at its turn, in no request
-//!   in flight and no node already planned; otherwise it goes where the policy chooses among
+//!   in flight and no node already planned; otherwise it goes where first fit chooses among
 //!   them. New nodes carry placeholder names, `~new-000001` on in opening order, which sort after
 //!   every Kubernetes name: under FirstFit the requests in flight fill first, then the new nodes
 //!   in opening order. Only the check uses them; a NodeRequest gets its own name;
@@ -46,7 +46,7 @@
 //!   cheapest class that holds the tenants planned on it and is under its limit, when the check
 //!   still places every planned tenant; (2) each new node, the most expensive first (the latest
 //!   opened first among equals), is dropped when its tenants, in queue order, all find room by
-//!   the policy on the other nodes as planned, and the check without it still places every
+//!   first fit on the other nodes as planned, and the check without it still places every
 //!   planned tenant. So without any new node, one of its tenants finds no room beside what the
 //!   others hold, or the check leaves someone unplaced;
 //! - **preferred classes**: opening the cheapest class for each tenant buys many small nodes when
@@ -64,8 +64,7 @@
 //!   already planned or in flight: the new node takes others and leaves it room); the first that
 //!   lets the check place everyone is kept, and improving starts over. What is still left out gets a [`NoClass`]: too large for every
 //!   class (the shortfall against the largest capacity per dimension), or every class that holds
-//!   it is at its limit, or, under a policy that re-places the others (BestFit, LeastLoaded),
-//!   would leave another tenant unplaced with one more node;
+//!   it is at its limit, or would leave another tenant unplaced with one more node;
 //! - **deterministic**: the same input gives the same purchase; classes and requests in flight
 //!   may come in any order. Names are unique, as Kubernetes keeps them: classes or requests that
 //!   share a name are left out (whose limit, whose room?).
@@ -180,8 +179,8 @@ pub enum NoClass {
     },
     /// Some classes hold it, and none can take it: those in `at_limit` are at their limit (in
     /// use plus requested now reaches it); for those in `crowded`, still under their limit, one
-    /// more node would leave a planned tenant (or this one) unplaced, as the policy would fill it
-    /// with others. `crowded` is empty unless the policy re-places tenants onto a new node.
+    /// more node would leave a planned tenant (or this one) unplaced, as the check would fill it
+    /// with others.
     AtLimit {
         at_limit: Vec<String>,
         crowded: Vec<String>,
@@ -264,16 +263,17 @@ impl fmt::Display for Cost {
     }
 }
 
-/// The new nodes to request for `waiting` (in queue order) under `policy`, the room of the
-/// requests `in_flight` counted first, the classes `classes` offered. See the module doc for the
-/// rules. Pure: the same input gives the same purchase.
+/// The new nodes to request for `waiting` (in queue order), the room of the requests
+/// `in_flight` counted first, the classes `classes` offered. See the module doc for the rules.
+/// Pure: the same input gives the same purchase. The active placement policy does not change
+/// the packing (the module's "the check"); callers still name it.
 pub fn purchase(
-    policy: Policy,
+    _policy: Policy,
     classes: &[NodeClassOffer],
     in_flight: &[InFlightRequest],
     waiting: &[WaitingTenant],
 ) -> Purchase {
-    let planner = Planner::new(policy, classes, in_flight, waiting);
+    let planner = Planner::new(classes, in_flight, waiting);
     // The plain rule first, then each priced class worth preferring (the cheapest class needs
     // no variant: preferring it is the plain rule).
     let variants = std::iter::once(None).chain(
@@ -363,7 +363,6 @@ impl Draft {
 /// The input, checked and ranked, and the steps of the plan.
 #[derive(Debug)]
 struct Planner<'a> {
-    policy: Policy,
     /// Unique names only, cheapest first (see the module doc).
     classes: Vec<Class<'a>>,
     /// Unique names only, by name.
@@ -425,7 +424,6 @@ fn empty_view(slot: &Slot) -> NodeView<'_> {
 
 impl<'a> Planner<'a> {
     fn new(
-        policy: Policy,
         classes: &'a [NodeClassOffer],
         in_flight: &'a [InFlightRequest],
         waiting: &'a [WaitingTenant],
@@ -435,7 +433,6 @@ impl<'a> Planner<'a> {
         let mut in_flight = unique_names(in_flight, |r| &r.name);
         in_flight.sort_by(|a, b| a.name.cmp(&b.name));
         Planner {
-            policy,
             classes: ranked
                 .into_iter()
                 .map(|offer| Class {
@@ -446,14 +443,6 @@ impl<'a> Planner<'a> {
             in_flight,
             waiting,
         }
-    }
-
-    /// The policy the check asks. NB: RoundRobin from turn 0 starts at the first eligible node by
-    /// name and takes the first that fits from there, which is FirstFit's answer; FirstFit gives
-    /// it without collecting and selecting names on every decision. The property tests check the
-    /// purchase with RoundRobin itself.
-    fn checked_policy(&self) -> Policy {
-        Policy::FirstFit
     }
 
     /// Whether a plan preferring this class is worth making: it is priced, may add a node, and
@@ -680,15 +669,12 @@ impl<'a> Planner<'a> {
 
     /// The first waiting position before `upto` whose decision changes when the empty node
     /// `slot` joins (or replaces a node the check has not used by then): `upto` when none.
-    /// FirstFit, BestFit and LeastLoaded choose the best candidate by one order, so a decision
-    /// changes exactly when the policy prefers `slot` to the node it chose (RoundRobin from turn
-    /// 0 is FirstFit's order).
+    /// First fit chooses by one order, so a decision changes exactly when it prefers `slot` to
+    /// the node it chose.
     fn earliest_change(&self, draft: &Draft, slot: &Slot, upto: usize) -> usize {
-        // FirstFit prefers a node only to one after it by name: a node after every other changes
-        // nothing (the usual case: a placeholder just opened).
-        if self.checked_policy() == Policy::FirstFit
-            && draft.slots.iter().all(|other| other.name < slot.name)
-        {
+        // First fit prefers a node only to one after it by name: a node after every other
+        // changes nothing (the usual case: a placeholder just opened).
+        if draft.slots.iter().all(|other| other.name < slot.name) {
             return upto;
         }
         let mut allocated = vec![Resources::ZERO; draft.slots.len()];
@@ -707,13 +693,7 @@ impl<'a> Planner<'a> {
                 ..empty_view(node)
             };
             let pair = [then, candidate];
-            let choice = place_with(
-                self.checked_policy(),
-                &pair,
-                &footprint,
-                TURN,
-                &Overcommit::NONE,
-            );
+            let choice = place_with(Policy::FirstFit, &pair, &footprint, TURN, &Overcommit::NONE);
             if choice == Choice::Place(slot.name.as_str()) {
                 return position;
             }
@@ -723,7 +703,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The check from waiting position `from`: the decisions before it are replayed from
-    /// `placed`, the rest are made by the policy. Stops at the first planned tenant that fits
+    /// `placed`, the rest are made by first fit. Stops at the first planned tenant that fits
     /// nowhere and returns its position (its decision and those after it are cleared).
     fn check_from(&self, draft: &mut Draft, from: usize) -> Option<usize> {
         let Draft {
@@ -751,7 +731,7 @@ impl<'a> Planner<'a> {
             }
             let footprint = self.footprint(position);
             let chosen = match place_with(
-                self.checked_policy(),
+                Policy::FirstFit,
                 &views,
                 &footprint,
                 TURN,
@@ -826,14 +806,14 @@ impl<'a> Planner<'a> {
                 if let Some(n) = trial.opened.get_mut(rank) {
                     *n = n.saturating_add(1);
                 }
-                // NB: under FirstFit (and RoundRobin, checked as FirstFit) a node no larger in any
-                // dimension that still holds its tenants changes no decision: each of them still
-                // fits where it was first by name, and the node fits no one it did not fit
-                // before. Any other change is checked.
+                // NB: under first fit a node no larger in any dimension that still holds its
+                // tenants changes no decision: each of them still fits where it was first by
+                // name, and the node fits no one it did not fit before. Any other change is
+                // checked.
                 let smaller = slot
                     .capacity
                     .fits_within(&draft.slots.get(k).map_or(Resources::ZERO, |s| s.capacity));
-                if smaller && self.checked_policy() == Policy::FirstFit {
+                if smaller {
                     *draft = trial;
                     draft.version = draft.version.wrapping_add(1);
                     changed = true;
@@ -908,7 +888,7 @@ impl<'a> Planner<'a> {
         changed
     }
 
-    /// Whether the tenants planned on `k`, in queue order, all find room by the policy on the
+    /// Whether the tenants planned on `k`, in queue order, all find room first fit on the
     /// other nodes, each holding what is planned on it (`held`, per slot).
     fn fits_in_room_left(&self, draft: &Draft, held: &[Resources], k: usize) -> bool {
         let mut others: Vec<NodeView<'_>> = draft
@@ -928,7 +908,7 @@ impl<'a> Planner<'a> {
             }
             let footprint = self.footprint(position);
             let Choice::Place(name) = place_with(
-                self.checked_policy(),
+                Policy::FirstFit,
                 &others,
                 &footprint,
                 TURN,
@@ -1540,7 +1520,7 @@ mod tests {
         // (10 − 3 = 7 ≥ 3), and the check without the second node puts both on the first.
         let classes = [class("c", r(10, 10, 10), Some(100))];
         let waiting = [tenant("t0", r(3, 1, 1)), tenant("t1", r(3, 1, 1))];
-        let planner = Planner::new(Policy::FirstFit, &classes, &[], &waiting);
+        let planner = Planner::new(&classes, &[], &waiting);
         let node = |name: &str| Slot {
             name: name.into(),
             capacity: r(10, 10, 10),
@@ -1564,7 +1544,7 @@ mod tests {
         );
         // 8 threads each: 3 + 8 > 10 on either node, so both stay.
         let waiting = [tenant("t0", r(8, 1, 1)), tenant("t1", r(8, 1, 1))];
-        let planner = Planner::new(Policy::FirstFit, &classes, &[], &waiting);
+        let planner = Planner::new(&classes, &[], &waiting);
         let mut draft = Draft {
             slots: vec![node("~new-000001"), node("~new-000002")],
             placed: vec![Some(0), Some(1)],
@@ -1596,7 +1576,7 @@ mod tests {
             class("spare", r(8, 8, 8), None),
             limited(class("full", r(192, 768, 16_000), Some(20_900)), 1, 1),
         ];
-        let planner = Planner::new(Policy::FirstFit, &classes, &[], &[]);
+        let planner = Planner::new(&classes, &[], &[]);
         let worth: Vec<&str> = (0..planner.classes.len())
             .filter(|&rank| planner.worth_preferring(rank))
             .filter_map(|rank| planner.class(rank).map(|c| c.offer.name.as_str()))
