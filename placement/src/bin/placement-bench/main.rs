@@ -28,7 +28,7 @@ const USAGE: &str = "\
 usage: placement-bench [latency] [--budget-ms MS] [--sizes N,N,...]
        placement-bench fragmentation [--svg PATH] [--seed N] [--arrivals N]
        placement-bench consolidation [--budget-ms MS] [--sizes N,N,...] [--json]
-       placement-bench purchase [--runs N] [--sizes N,N,...]
+       placement-bench purchase [--runs N] [--sizes N,N,...] [--json]
        placement-bench make-room [--budget-ms MS] [--sizes N,N,...] [--json]
 
 latency        median and p99 ns per decision for every policy at 100, 1k, 10k and 100k nodes,
@@ -184,13 +184,15 @@ fn purchase_table(args: &Args) -> ExitCode {
     }
     let sizes = args.sizes.clone().unwrap_or_else(|| vec![1_000]);
     for (i, &tenants) in sizes.iter().enumerate() {
+        let rows = purchase::purchase_rows(tenants, args.runs);
+        if args.json {
+            print!("{}", purchase::json(&rows));
+            continue;
+        }
         if i > 0 {
             println!();
         }
-        print!(
-            "{}",
-            purchase::render_purchase(&purchase::purchase_rows(tenants, args.runs))
-        );
+        print!("{}", purchase::render_purchase(&rows));
     }
     ExitCode::SUCCESS
 }
@@ -315,6 +317,11 @@ mod tests {
             assert!(row.cost.monthly as f64 >= row.lower_bound, "{row:?}");
         }
         assert!(purchase::render_purchase(&rows).contains("| FirstFit |"));
+        let json = purchase::json(&rows);
+        assert_eq!(json.lines().count(), 4);
+        assert!(json.lines().all(|l| l.starts_with("{\"tenants\":60,")
+            && l.contains("\"p99_ms\":")
+            && l.contains("\"cost_over_bound\":")));
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct PurchaseRow {
     /// The dimension that sets the bound.
     pub bound_by: Dimension,
     pub median_ms: f64,
+    /// The 99th percentile of the runs (the slowest below 100 runs).
+    pub p99_ms: f64,
     pub min_ms: f64,
     pub max_ms: f64,
     pub runs: usize,
@@ -97,6 +99,10 @@ pub fn purchase_rows(tenants: usize, runs: usize) -> Vec<PurchaseRow> {
                 lower_bound,
                 bound_by,
                 median_ms: times.get(times.len() / 2).copied().unwrap_or(f64::NAN),
+                p99_ms: times
+                    .get(times.len().saturating_mul(99).div_ceil(100).saturating_sub(1))
+                    .copied()
+                    .unwrap_or(f64::NAN),
                 min_ms: times.first().copied().unwrap_or(f64::NAN),
                 max_ms: times.last().copied().unwrap_or(f64::NAN),
                 runs: times.len(),
@@ -150,4 +156,25 @@ pub fn render_purchase(rows: &[PurchaseRow]) -> String {
         ));
     }
     out
+}
+
+/// One JSON object per row (policy), a line each.
+pub fn json(rows: &[PurchaseRow]) -> String {
+    rows.iter()
+        .map(|row| {
+            format!(
+                "{{\"tenants\":{},\"policy\":\"{}\",\"nodes\":{},\"left_out\":{},\"median_ms\":{:.4},\"p99_ms\":{:.4},\"runs\":{},\"cost_cents\":{},\"lower_bound_cents\":{:.2},\"cost_over_bound\":{:.4}}}\n",
+                row.tenants,
+                row.policy,
+                row.nodes,
+                row.unplaceable,
+                row.median_ms,
+                row.p99_ms,
+                row.runs,
+                row.cost.monthly,
+                row.lower_bound,
+                row.cost.monthly as f64 / row.lower_bound
+            )
+        })
+        .collect()
 }
