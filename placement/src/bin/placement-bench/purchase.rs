@@ -100,7 +100,13 @@ pub fn purchase_rows(tenants: usize, runs: usize) -> Vec<PurchaseRow> {
                 bound_by,
                 median_ms: times.get(times.len() / 2).copied().unwrap_or(f64::NAN),
                 p99_ms: times
-                    .get(times.len().saturating_mul(99).div_ceil(100).saturating_sub(1))
+                    .get(
+                        times
+                            .len()
+                            .saturating_mul(99)
+                            .div_ceil(100)
+                            .saturating_sub(1),
+                    )
                     .copied()
                     .unwrap_or(f64::NAN),
                 min_ms: times.first().copied().unwrap_or(f64::NAN),
