@@ -332,22 +332,21 @@ impl NodeLedger {
 
 /// The smallest entry per dimension (zero with none).
 fn least(entries: &[Entry]) -> Resources {
-    Resources::from_fn(|d| {
-        entries
-            .iter()
-            .map(|e| e.resources.get(d))
-            .min()
-            .unwrap_or(0)
-    })
+    per_dimension(entries, u64::min)
 }
 
 /// The largest entry per dimension (zero with none).
 fn most_of(entries: &[Entry]) -> Resources {
+    per_dimension(entries, u64::max)
+}
+
+/// The entries' amounts of each dimension folded by `pick` (zero with none).
+fn per_dimension(entries: &[Entry], pick: fn(u64, u64) -> u64) -> Resources {
     Resources::from_fn(|d| {
         entries
             .iter()
             .map(|e| e.resources.get(d))
-            .max()
+            .reduce(pick)
             .unwrap_or(0)
     })
 }
