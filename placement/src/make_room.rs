@@ -28,12 +28,14 @@
 //! - **bounded**: the search for an assignment of one set of movers gives up after
 //!   [`ASSIGN_STEPS`] steps (never reached on fleets where every mover has a few targets).
 //!
-//! Cost: for each size up to `max_moves`, the hosts in name order; a host is passed over
-//! without a look at its entries once its shortfall alone ranks no better than the best room
-//! found or `size` times its largest entry cannot cover it, and without a look at its sets when its `size` largest movers cannot cover the
-//! shortfall or its `size` smallest (or the shortfall) rank no better. A host left is tried set
-//! by set, each checked against its movers' targets, found once per mover among the nodes with
-//! room (found once, O(nodes)).
+//! Cost: one pass over the nodes groups the hosts by the fewest moves that might cover what the
+//! waiter lacks (`size` times a node's largest entry; each ledger keeps its smallest and largest
+//! entry), so each size tries only the hosts that might do, without reading their entries. A
+//! host is passed over, entries unread, when its floor (the shortfall, and `size` times its
+//! smallest entry) ranks no better than the best room found; then without a look at its sets
+//! when its `size` largest movers cannot cover the shortfall or its `size` smallest rank no
+//! better. A host left is tried set by set, each checked against its movers' targets, found
+//! once per mover among the nodes with room for the least mover (found once, O(nodes)).
 
 use std::cmp::Ordering;
 use std::collections::HashMap;

@@ -62,9 +62,10 @@
 //!   tried again, in queue order: in the room as it is, then with one more node of each class
 //!   under its limit that holds it (or of any class under its limit, when the tenant fits a node
 //!   already planned or in flight: the new node takes others and leaves it room); the first that
-//!   lets the check place everyone is kept, and improving starts over. What is still left out gets a [`NoClass`]: too large for every
-//!   class (the shortfall against the largest capacity per dimension), or every class that holds
-//!   it is at its limit, or would leave another tenant unplaced with one more node;
+//!   lets the check place everyone is kept, and improving starts over. What is still left out
+//!   gets a [`NoClass`]: too large for every class (the shortfall against the largest capacity
+//!   per dimension), or every class that holds it is at its limit, or would leave another
+//!   tenant unplaced with one more node;
 //! - **deterministic**: the same input gives the same purchase; classes and requests in flight
 //!   may come in any order. Names are unique, as Kubernetes keeps them: classes or requests that
 //!   share a name are left out (whose limit, whose room?).
