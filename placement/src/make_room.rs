@@ -659,6 +659,34 @@ mod tests {
     }
 
     #[test]
+    fn a_host_tried_later_but_first_by_name_wins_a_tie() {
+        // Waiter 5 threads; a and b each lack 4 and make it with two 2-thread movers (4·2·2
+        // moved either way). b's largest entry (4 threads, 2 GB: larger than the waiter, so it
+        // never moves) puts b among the hosts that one move might do, so b is tried first at
+        // two moves; a, first by name, must still be tried and win.
+        let nodes = [
+            ledger("a")
+                .capacity(10, 32, 100)
+                .holding("x1", (2, 1, 1))
+                .holding("x2", (2, 1, 1))
+                .holding("x3", (2, 1, 1))
+                .holding("x4", (3, 1, 1))
+                .build(),
+            ledger("b")
+                .capacity(10, 32, 100)
+                .holding("y1", (2, 1, 1))
+                .holding("y2", (2, 1, 1))
+                .holding("z", (5, 2, 1))
+                .build(),
+            // Room for the movers, not for the waiter.
+            ledger("c").capacity(10, 32, 100).allocated(6, 0, 0).build(),
+        ];
+        let room = make_room(&nodes, &Resources::new(5, 1, 1), None, 4, any).unwrap();
+        assert_eq!(room.host, "a");
+        assert_eq!(moves(&room), [("x1", "a", "c"), ("x2", "a", "c")]);
+    }
+
+    #[test]
     fn the_caller_decides_who_may_move_and_where_a_mover_may_go() {
         let nodes = [
             node("a").holding("pinned", (4, 1, 1)).build(),
