@@ -34,6 +34,12 @@ fn drain_seed_fleet(h: &Harness) -> Pin<Box<dyn Future<Output = ()> + Send + '_>
         h.settle().await;
         assert_eq!(h.allocated_threads("node-eu-1"), 6);
         h.apply(&[node_spec("node-eu-1", json!({"state": "Draining"}))]);
+        // A positive sign first: a controller restarted by the crash may still be starting
+        // (caches syncing, no write yet) when a quiet spell alone would count as settled.
+        h.until("node-eu-1 drained", || {
+            h.allocated_threads("node-eu-1") == 0
+        })
+        .await;
         h.settle().await;
         assert_eq!(h.allocated_threads("node-eu-1"), 0, "drained");
         assert_eq!(h.allocated_threads("node-eu-2"), 6, "both moved");

@@ -81,6 +81,12 @@ pub async fn seed_scenario(h: &Harness) {
 
     // A node big fits on arrives; nobody touches big.
     h.apply(&[node("node-xl").capacity(256, 1024, 100_000).manifest()]);
+    // A positive sign first: a controller restarted by a crash test may place big only after
+    // a quiet spell that alone would count as settled.
+    h.until("big placed on node-xl", || {
+        phase_and_node(h, "big").1 == "node-xl"
+    })
+    .await;
     h.settle().await;
     assert_eq!(
         phase_and_node(h, "big"),
