@@ -66,6 +66,11 @@
 //!   gets a [`NoClass`]: too large for every class (the shortfall against the largest capacity
 //!   per dimension), or every class that holds it is at its limit, or would leave another
 //!   tenant unplaced with one more node;
+//! - **bounded**: improving stops once a plan's checks have done `IMPROVING_WORK` (decisions
+//!   times the nodes they chose among): never below a few thousand waiting tenants; past it the
+//!   purchase is still checked (every planned tenant placed), only less improved. Without it a
+//!   backlog of 10,000 waiting tenants took more than 10 minutes to plan, each improving step
+//!   re-running the check from the node's first tenant;
 //! - **deterministic**: the same input gives the same purchase; classes and requests in flight
 //!   may come in any order. Names are unique, as Kubernetes keeps them: classes or requests that
 //!   share a name are left out (whose limit, whose room?).
@@ -84,6 +89,7 @@
 //! every other by name changes nothing), dropping a node at its first tenant.
 //! `placement-bench purchase` times it (docs/performance.md).
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
@@ -369,7 +375,16 @@ struct Planner<'a> {
     /// Unique names only, by name.
     in_flight: Vec<&'a InFlightRequest>,
     waiting: &'a [WaitingTenant],
+    /// The work of the current plan's checks so far: decisions × nodes they chose among.
+    work: Cell<u64>,
+    /// The work after which improving stops ([`IMPROVING_WORK`]; tests set less).
+    budget: u64,
 }
+
+/// The work (decisions × nodes chosen among) a plan's checks may do before improving stops:
+/// never reached below a few thousand waiting tenants (`placement-bench purchase`: 1,000 take
+/// about 6 million per plan); past it, the plan stays checked, only less improved.
+const IMPROVING_WORK: u64 = 40_000_000;
 
 /// Names given once only, so that a name stands for one thing.
 fn unique_names<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
@@ -443,7 +458,14 @@ impl<'a> Planner<'a> {
                 .collect(),
             in_flight,
             waiting,
+            work: Cell::new(0),
+            budget: IMPROVING_WORK,
         }
+    }
+
+    /// Whether the current plan's checks have done their budget of work.
+    fn spent(&self) -> bool {
+        self.work.get() >= self.budget
     }
 
     /// Whether a plan preferring this class is worth making: it is priced, may add a node, and
@@ -545,6 +567,7 @@ impl<'a> Planner<'a> {
     /// The whole plan with one opening rule: build, then improve and take back tenants left out
     /// until neither changes anything.
     fn plan(&self, prefer: Option<usize>) -> Draft {
+        self.work.set(0);
         let mut draft = Draft {
             slots: self
                 .in_flight
@@ -707,6 +730,13 @@ impl<'a> Planner<'a> {
     /// `placed`, the rest are made by first fit. Stops at the first planned tenant that fits
     /// nowhere and returns its position (its decision and those after it are cleared).
     fn check_from(&self, draft: &mut Draft, from: usize) -> Option<usize> {
+        let decisions = u64::try_from(draft.placed.len().saturating_sub(from)).unwrap_or(u64::MAX);
+        let nodes = u64::try_from(draft.slots.len()).unwrap_or(u64::MAX);
+        self.work.set(
+            self.work
+                .get()
+                .saturating_add(decisions.saturating_mul(nodes)),
+        );
         let Draft {
             slots,
             placed,
@@ -764,7 +794,7 @@ impl<'a> Planner<'a> {
         // The version of the draft each node last failed to be dropped, or moved to a class, on.
         let mut kept: HashMap<String, u64> = HashMap::new();
         let mut refused: HashMap<(String, usize), u64> = HashMap::new();
-        loop {
+        while !self.spent() {
             let downgraded = self.downgrade(draft, &mut refused);
             let dropped = self.drop_unneeded(draft, &mut kept);
             if !downgraded && !dropped {
@@ -780,6 +810,9 @@ impl<'a> Planner<'a> {
         let mut held = draft.held(|p| self.footprint(p));
         let mut recount = false;
         for k in self.in_flight.len()..draft.slots.len() {
+            if self.spent() {
+                break;
+            }
             let Some(current) = draft.slots.get(k).and_then(|s| s.class) else {
                 continue;
             };
@@ -853,6 +886,9 @@ impl<'a> Planner<'a> {
         let mut changed = false;
         let mut held = draft.held(|p| self.footprint(p));
         for (_, _, name) in order {
+            if self.spent() {
+                break;
+            }
             let Some(k) = draft.slots.iter().position(|s| s.name == name) else {
                 continue;
             };
@@ -1584,6 +1620,45 @@ mod tests {
             .collect();
         // Ranked: small, storage, large, twin, xlarge (by price, then capacity, then name), ...
         assert_eq!(worth, ["storage", "twin", "xlarge"]);
+    }
+
+    #[test]
+    fn improving_stops_at_its_budget() {
+        // The draft of the test above: a second node whose tenant fits beside the first's.
+        // Improving drops it; with its work spent, improving leaves the draft as it is.
+        let classes = [class("c", r(10, 10, 10), Some(100))];
+        let waiting = [tenant("t0", r(3, 1, 1)), tenant("t1", r(3, 1, 1))];
+        let node = |name: &str| Slot {
+            name: name.into(),
+            capacity: r(10, 10, 10),
+            class: Some(0),
+        };
+        let two = Draft {
+            slots: vec![node("~new-000001"), node("~new-000002")],
+            placed: vec![Some(0), Some(1)],
+            excluded: vec![false, false],
+            opened: vec![2],
+            named: 2,
+            version: 0,
+        };
+        let mut planner = Planner::new(&classes, &[], &waiting);
+        let mut draft = two.clone();
+        planner.improve(&mut draft);
+        assert_eq!(draft.slots.len(), 1);
+        assert!(planner.work.get() > 0, "the check it ran is counted");
+        planner.budget = planner.work.get();
+        let mut draft = two.clone();
+        planner.improve(&mut draft);
+        assert_eq!(
+            draft.slots.len(),
+            2,
+            "nothing more once the budget is spent"
+        );
+        assert_eq!(
+            planner.check_from(&mut draft, 0),
+            None,
+            "everyone still placed"
+        );
     }
 
     #[test]
