@@ -1551,6 +1551,24 @@ mod tests {
         );
     }
 
+    /// Two new 10-thread nodes of class 0, the first waiting tenant on the first, the second
+    /// on the second.
+    fn two_new_nodes() -> Draft {
+        let node = |name: &str| Slot {
+            name: name.into(),
+            capacity: r(10, 10, 10),
+            class: Some(0),
+        };
+        Draft {
+            slots: vec![node("~new-000001"), node("~new-000002")],
+            placed: vec![Some(0), Some(1)],
+            excluded: vec![false, false],
+            opened: vec![2],
+            named: 2,
+            version: 0,
+        }
+    }
+
     #[test]
     fn a_node_whose_tenants_fit_beside_the_others_is_dropped() {
         // A draft with two 10-thread nodes holding t0 (3) and t1 (3): t1 fits beside t0
@@ -1558,19 +1576,7 @@ mod tests {
         let classes = [class("c", r(10, 10, 10), Some(100))];
         let waiting = [tenant("t0", r(3, 1, 1)), tenant("t1", r(3, 1, 1))];
         let planner = Planner::new(&classes, &[], &waiting);
-        let node = |name: &str| Slot {
-            name: name.into(),
-            capacity: r(10, 10, 10),
-            class: Some(0),
-        };
-        let mut draft = Draft {
-            slots: vec![node("~new-000001"), node("~new-000002")],
-            placed: vec![Some(0), Some(1)],
-            excluded: vec![false, false],
-            opened: vec![2],
-            named: 2,
-            version: 0,
-        };
+        let mut draft = two_new_nodes();
         planner.improve(&mut draft);
         let names: Vec<&str> = draft.slots.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["~new-000001"]);
@@ -1582,14 +1588,7 @@ mod tests {
         // 8 threads each: 3 + 8 > 10 on either node, so both stay.
         let waiting = [tenant("t0", r(8, 1, 1)), tenant("t1", r(8, 1, 1))];
         let planner = Planner::new(&classes, &[], &waiting);
-        let mut draft = Draft {
-            slots: vec![node("~new-000001"), node("~new-000002")],
-            placed: vec![Some(0), Some(1)],
-            excluded: vec![false, false],
-            opened: vec![2],
-            named: 2,
-            version: 0,
-        };
+        let mut draft = two_new_nodes();
         planner.improve(&mut draft);
         assert_eq!(draft.slots.len(), 2);
     }
@@ -1628,19 +1627,7 @@ mod tests {
         // Improving drops it; with its work spent, improving leaves the draft as it is.
         let classes = [class("c", r(10, 10, 10), Some(100))];
         let waiting = [tenant("t0", r(3, 1, 1)), tenant("t1", r(3, 1, 1))];
-        let node = |name: &str| Slot {
-            name: name.into(),
-            capacity: r(10, 10, 10),
-            class: Some(0),
-        };
-        let two = Draft {
-            slots: vec![node("~new-000001"), node("~new-000002")],
-            placed: vec![Some(0), Some(1)],
-            excluded: vec![false, false],
-            opened: vec![2],
-            named: 2,
-            version: 0,
-        };
+        let two = two_new_nodes();
         let mut planner = Planner::new(&classes, &[], &waiting);
         let mut draft = two.clone();
         planner.improve(&mut draft);
