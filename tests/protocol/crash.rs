@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use inmem_apiserver::{EventType, Fault, Stall};
+use inmem_apiserver::{EventType, Fault};
 use serde_json::{Value, json};
 use tenant_placer::api::{GROUP, TenantPhase};
 
@@ -159,18 +159,7 @@ async fn run_with(scenario: Scenario, crash: Crash, at_write: u64) -> Option<Pla
                 .inject(Fault::writes().after(after).commit_then_fail());
             None
         }
-        Crash::ControllerDies => {
-            let stall = Stall::default();
-            h.fleet
-                .api
-                .inject(Fault::writes().after(after).commit_then_stall(&stall));
-            let (fleet, settings) = (h.fleet.clone(), h.settings.clone());
-            Some(tokio::spawn(async move {
-                stall.0.notified().await;
-                // Abort the controller with the write committed and unanswered, start a new one.
-                fleet.start(settings);
-            }))
-        }
+        Crash::ControllerDies => Some(h.restart_after_write(after)),
     };
     scenario(&h).await;
     let broken = broken.lock().unwrap().clone();

@@ -160,6 +160,23 @@ impl Harness {
             .unwrap();
     }
 
+    /// Kills the controller right after write `after` (counted from the last stats reset;
+    /// committed, its response never sent) and starts a new one with the same settings. The
+    /// handle finishes once the new one is started.
+    pub fn restart_after_write(&self, after: u32) -> tokio::task::JoinHandle<()> {
+        let stall = inmem_apiserver::Stall::default();
+        self.fleet.api.inject(
+            inmem_apiserver::Fault::writes()
+                .after(after)
+                .commit_then_stall(&stall),
+        );
+        let (fleet, settings) = (self.fleet.clone(), self.settings.clone());
+        tokio::spawn(async move {
+            stall.0.notified().await;
+            fleet.start(settings);
+        })
+    }
+
     /// Waits (up to 60 s) until `done` holds: a positive sign that something ran, before a test
     /// asserts that nothing else happened.
     pub async fn until(&self, what: &str, done: impl Fn() -> bool) {

@@ -305,19 +305,7 @@ async fn room_made_killed_at(at: Option<u64>) -> u64 {
     buy_boxes(&h, 8).await;
     let created = count_requests(&h);
     h.fleet.api.reset_stats();
-    let restarter = at.map(|at| {
-        let stall = inmem_apiserver::Stall::default();
-        h.fleet.api.inject(
-            inmem_apiserver::Fault::writes()
-                .after(u32::try_from(at).unwrap())
-                .commit_then_stall(&stall),
-        );
-        let (fleet, settings) = (h.fleet.clone(), h.settings.clone());
-        tokio::spawn(async move {
-            stall.0.notified().await;
-            fleet.start(settings);
-        })
-    });
+    let restarter = at.map(|at| h.restart_after_write(u32::try_from(at).unwrap()));
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
     room_made_after_a_restart(&h, &created, &format!("killed at {at:?}")).await;
     let writes = h.fleet.api.stats().write_requests();
