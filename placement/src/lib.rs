@@ -67,7 +67,7 @@ pub use plan::{
 pub use policy::{Policy, Slack, UnknownPolicy, best_fit_among, place, place_with, weighted_slack};
 pub use purchase::{
     Cost, InFlightAssignment, InFlightRequest, NewNode, NoClass, NodeClassOffer, Purchase,
-    Unplaceable, WaitingTenant, purchase,
+    Unplaceable, WaitingTenant, packing_order, purchase,
 };
 pub use purchase_groups::{SelectiveTenant, purchase_by_labels};
 pub use queue::{FifoQueue, QueueMode, UnknownQueueMode};

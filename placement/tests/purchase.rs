@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use placement::{
     Cost, EditKind, InFlightRequest, NoClass, NodeClassOffer, NodeLedger, NodeState, Plan, Policy,
-    Purchase, Resources, TenantWants, WaitingTenant, plan_tenant_with, purchase,
+    Purchase, Resources, TenantWants, WaitingTenant, packing_order, plan_tenant_with, purchase,
 };
 use proptest::prelude::*;
 
@@ -143,8 +143,8 @@ fn planned(bought: &Purchase) -> BTreeMap<&str, &str> {
 }
 
 /// The check, with the crate's own placement: `nodes` arrive as empty Online ledgers and the
-/// planned tenants are placed one by one in queue order by `plan_tenant_with` (RoundRobin from
-/// turn 0, as the planner checks it), each reservation written before the next. Where each one
+/// planned tenants are placed one by one in packing order (`packing_order`, largest first) by
+/// first fit (`plan_tenant_with`), each reservation written before the next. Where each one
 /// lands.
 fn place_all(
     input: &Input,
@@ -158,7 +158,7 @@ fn place_all(
         })
         .collect();
     let mut landed = BTreeMap::new();
-    for w in &input.waiting {
+    for w in packed(input) {
         if !planned.contains_key(w.tenant.as_str()) {
             continue;
         }
@@ -187,7 +187,7 @@ fn place_all(
     landed
 }
 
-/// Whether the tenants planned on `dropped`, in queue order, all find room first fit on the
+/// Whether the tenants planned on `dropped`, in packing order, all find room first fit on the
 /// other nodes, each holding the tenants the purchase plans on it (`plan_tenant_with` again).
 fn fits_in_room_left(input: &Input, bought: &Purchase, dropped: &str) -> bool {
     let footprint = |t: &str| {
@@ -230,7 +230,7 @@ fn fits_in_room_left(input: &Input, bought: &Purchase, dropped: &str) -> bool {
         .find(|n| n.name == dropped)
         .unwrap()
         .tenants;
-    for w in input.waiting.iter().filter(|w| own.contains(&w.tenant)) {
+    for w in packed(input).filter(|w| own.contains(&w.tenant)) {
         let wants = TenantWants {
             uid: &w.tenant,
             tenant: &w.tenant,
@@ -250,6 +250,13 @@ fn fits_in_room_left(input: &Input, bought: &Purchase, dropped: &str) -> bool {
         }
     }
     true
+}
+
+/// The waiting tenants in packing order.
+fn packed(input: &Input) -> impl Iterator<Item = &WaitingTenant> {
+    packing_order(&input.waiting)
+        .into_iter()
+        .map(|position| &input.waiting[position])
 }
 
 /// The documented order of classes: priced first, then price, then capacity (threads, memory,
@@ -313,8 +320,8 @@ proptest! {
         prop_assert_eq!(requests, names);
     }
 
-    /// Once every node arrives empty, placing the planned tenants in queue order first fit
-    /// puts each one where the purchase says.
+    /// Once every node arrives empty, placing the planned tenants in packing order first fit
+    /// puts each one where the purchase says (so each node's planned tenants fit it together).
     #[test]
     fn once_the_nodes_arrive_every_planned_tenant_lands_where_planned(input in input()) {
         let bought = input.purchase();
@@ -328,7 +335,7 @@ proptest! {
     }
 
     /// No new node is bought that its tenants can do without: with the other nodes holding what
-    /// is planned on them, its tenants (in queue order, first fit) do not all find room; or,
+    /// is planned on them, its tenants (in packing order, first fit) do not all find room; or,
     /// if they do, the placement of everyone without it leaves someone unplaced (first fit would
     /// re-place the others differently).
     #[test]
