@@ -342,3 +342,49 @@ fn pending_since(tenant: &Tenant) -> Option<Timestamp> {
 fn age(now: Timestamp, since: Timestamp) -> u64 {
     u64::try_from(now.as_second().saturating_sub(since.as_second())).unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A PendingCapacity tenant created at `created`, with a Placed condition `placed` since
+    /// `since` when given.
+    fn waiting(created: &str, placed: Option<(&str, &str)>) -> Tenant {
+        let conditions: Vec<serde_json::Value> = placed
+            .into_iter()
+            .map(|(status, since)| {
+                serde_json::json!({"type": "Placed", "status": status, "reason": "NoCapacity",
+                                   "message": "", "lastTransitionTime": since})
+            })
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "Tenant",
+            "metadata": {"name": "t", "namespace": "default", "creationTimestamp": created},
+            "spec": {"resources": {"threads": 1, "memoryGb": 1, "storageGb": 1}},
+            "status": {"phase": "PendingCapacity", "conditions": conditions}}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_waiting_tenant_has_waited_since_its_placed_condition_turned_false_else_since_created() {
+        let now: Timestamp = "2026-12-03T12:00:00Z".parse().unwrap();
+        let created = "2026-12-03T11:00:00Z";
+        let cases = [
+            // Placed False since 11:58: 120 s.
+            (Some(("False", "2026-12-03T11:58:00Z")), 120),
+            // No condition: since creation, 11:00 -> 3,600 s.
+            (None, 3600),
+            // An unreadable transition time reads as the epoch: creation instead.
+            (Some(("False", "not a time")), 3600),
+            // A condition still True (not rewritten yet): creation.
+            (Some(("True", "2026-12-03T11:59:00Z")), 3600),
+            // A clock ahead of ours: 0, not a negative age.
+            (Some(("False", "2026-12-03T12:00:05Z")), 0),
+        ];
+        for (placed, want) in cases {
+            let tenant = waiting(created, placed);
+            let since = pending_since(&tenant).unwrap();
+            assert_eq!(age(now, since), want, "{placed:?}");
+        }
+    }
+}
