@@ -919,7 +919,8 @@ where
         "reconcile",
         kind,
         namespace = %namespace,
-        name = %name,
+        // NB: not `name`: the JSON log format writes the span's own name under that key.
+        object = %name,
         tenant = tracing::field::Empty,
         node = tracing::field::Empty,
         outcome = tracing::field::Empty,
