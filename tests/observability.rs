@@ -2,6 +2,11 @@
 //! templates/prometheusrule.yaml) and Grafana dashboard (monitoring/dashboard.json) name only
 //! metrics the controller exports, and every expression is PromQL: each is parsed with
 //! promql-parser, and each metric it names is looked for in `/metrics` of a running sandbox.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::arithmetic_side_effects
+)]
 
 mod common;
 

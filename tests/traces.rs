@@ -2,6 +2,7 @@
 //! decodes each export, and the test checks that reconciles, engine batches and purchase looks
 //! arrive as spans with their names and attributes after the real controller placed a tenant
 //! against the in-memory API (docs/operating.md, "Traces").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -344,6 +344,7 @@ fn age(now: Timestamp, since: Timestamp) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
