@@ -347,6 +347,15 @@ impl Metrics {
             .inc();
     }
 
+    /// How many tenants were placed, and reservations `event` ("lost", "restored"): tests.
+    pub fn placements_and_reservation_events(&self, event: &'static str) -> (u64, u64) {
+        let events = self
+            .reservation_events
+            .get_or_create(&EventLabel { event })
+            .get();
+        (self.placements.get(), events)
+    }
+
     /// A Node status write answered 409 Conflict (it is retried from fresh data).
     pub fn conflict(&self) {
         self.conflicts.inc();
