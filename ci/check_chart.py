@@ -404,6 +404,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                 "pendingMinutes"),
         BadCase("tracing.otlpEndpoint without a scheme",
                 {"tracing": {"otlpEndpoint": "otel-collector:4318"}}, "otlpEndpoint"),
+        BadCase("tracing.otlpEndpoint over https (no TLS is linked)",
+                {"tracing": {"otlpEndpoint": "https://otel-collector:4318"}}, "otlpEndpoint"),
         BadCase("serviceMonitor without the metrics Service",
                 {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
                 r"metrics[./]service[./]enabled"),

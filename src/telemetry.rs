@@ -35,6 +35,20 @@ pub const SERVICE_NAME_VAR: &str = "OTEL_SERVICE_NAME";
 /// purchase look (`waiting`, `requested`, `outcome`).
 pub const SPANS: [&str; 3] = ["reconcile", "engine_batch", "purchase_look"];
 
+/// Why no pipeline could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TracesError {
+    /// An `https://` endpoint: no TLS stack is linked, so every export would fail.
+    #[error(
+        "{ENDPOINT_VAR}={0}: traces are sent over plain HTTP only (no TLS is linked); name an \
+         http:// collector, e.g. one in the cluster"
+    )]
+    Tls(String),
+    /// The exporter refused its configuration (e.g. an endpoint that is not a URL).
+    #[error("{ENDPOINT_VAR}: {0}")]
+    Build(#[from] ExporterBuildError),
+}
+
 /// The exporting pipeline; dropping it flushes what is queued and stops it.
 #[derive(Debug)]
 pub struct Traces {
@@ -50,7 +64,10 @@ impl Traces {
     }
 
     /// A pipeline exporting to `endpoint` (e.g. `http://otel-collector:4318`) over OTLP/HTTP.
-    pub fn to(endpoint: &str) -> Result<Traces, ExporterBuildError> {
+    pub fn to(endpoint: &str) -> Result<Traces, TracesError> {
+        if endpoint.trim_start().starts_with("https://") {
+            return Err(TracesError::Tls(endpoint.to_owned()));
+        }
         let exporter = SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)

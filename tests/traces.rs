@@ -194,3 +194,9 @@ async fn reconciles_engine_batches_and_purchase_looks_reach_a_loopback_otlp_rece
         "{spans:#?}"
     );
 }
+
+#[test]
+fn an_https_endpoint_is_refused_at_start_as_no_tls_is_linked() {
+    let error = Traces::to("https://collector:4318").unwrap_err();
+    assert!(error.to_string().contains("plain HTTP only"), "{error}");
+}
