@@ -16,8 +16,11 @@ What it checks:
      promises: least-privilege RBAC (exactly the expected rules, no wildcard, no secrets), the
      controller's arguments (--leader-election exactly when it is on: forced, or automatic when
      replicaCount > 1; --no-page exactly when page.enabled is false), downward-API env, probes,
-     security contexts, the optional parts (Service, ServiceMonitor, Role for the Lease) exactly
-     when switched on, and nothing that exposes the page or metrics outside the cluster (no
+     security contexts, the optional parts (Service, ServiceMonitor, PrometheusRule, the Grafana
+     dashboard ConfigMap, the OTLP endpoint, Role for the Lease) exactly when switched on, the
+     ServiceMonitor and PrometheusRule against the fields of prometheus-operator's
+     monitoring.coreos.com/v1 CRDs (MONITORING_SCHEMAS: closed, so an unknown field fails), every
+     alert with a summary and a description, its thresholds from the values, and nothing that exposes the page or metrics outside the cluster (no
      Ingress, ClusterIP Services only);
   4b. the admission guards exactly when switched on (the ValidatingAdmissionPolicy on
      nodes/status, tenants/status and noderequests/status, the MutatingAdmissionPolicies adding the Tenant finalizer,
@@ -30,7 +33,8 @@ What it checks:
      else; the message names the ServiceAccount or the provisioners; the match condition and the
      JSON Patch add each finalizer once, keeping the others);
   5. kubernetes-validate --strict accepts every rendered built-in object and the CRDs, for
-     Kubernetes 1.32 and the newest version it knows (ServiceMonitor is not built in: skipped);
+     Kubernetes 1.32 and the newest version it knows (ServiceMonitor and PrometheusRule are
+     not built in: checked in 4 instead);
      the admission policies for each of 1.32, 1.36 and the newest from the version their kind
      and apiVersion exist in (MutatingAdmissionPolicy v1 from 1.36);
   6. NOTES.txt tells how to apply the examples, watch tenants, reach the metrics and open the
@@ -55,6 +59,7 @@ from typing import Any
 import celpy
 import celpy.celtypes
 import helm_python as helm
+import jsonschema
 import kubernetes_validate
 import kubernetes_validate.utils as kv_utils
 import yaml
@@ -97,7 +102,74 @@ REGENERATE = ("regenerate both with: cargo run -- crd --out-dir crds && "
               "cargo run -- crd --out-dir charts/tenant-placer/crds")
 
 # Kinds that kubernetes-validate cannot know; anything else without a schema is a failure.
-NOT_BUILT_IN = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+NOT_BUILT_IN = {("monitoring.coreos.com/v1", "ServiceMonitor"),
+                ("monitoring.coreos.com/v1", "PrometheusRule")}
+
+# The ServiceMonitor and PrometheusRule fields the chart can set, as JSON Schema, written by hand
+# from prometheus-operator's CRDs (monitoring.coreos.com/v1, example/prometheus-operator-crd/ in
+# its repository, v0.82): no package registry reachable from CI ships those CRDs, so the schema
+# cannot be fetched at check time. Every object is closed (additionalProperties false), so a field
+# the chart sets and the CRD does not know, or a value of the wrong type or pattern, fails here
+# as a real API server with those CRDs would refuse or prune it.
+PROM_DURATION = r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
+STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+OBJECT_META = {"type": "object", "required": ["name", "namespace"], "properties": {
+    "name": {"type": "string"}, "namespace": {"type": "string"}, "labels": STRING_MAP,
+    "annotations": STRING_MAP}, "additionalProperties": False}
+RELABEL_CONFIGS = {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                              "properties": {
+    "sourceLabels": {"type": "array",
+                     "items": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"}},
+    "separator": {"type": "string"}, "targetLabel": {"type": "string"},
+    "regex": {"type": "string"}, "modulus": {"type": "integer", "minimum": 0},
+    "replacement": {"type": "string"},
+    "action": {"enum": [a for name in ("Replace", "Keep", "Drop", "HashMod", "LabelMap",
+                                       "LabelDrop", "LabelKeep", "Lowercase", "Uppercase",
+                                       "KeepEqual", "DropEqual") for a in (name, name.lower())]},
+}}}
+MONITORING_SCHEMAS = {
+    "ServiceMonitor": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+                       "additionalProperties": False, "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "ServiceMonitor"},
+        "metadata": OBJECT_META,
+        "spec": {"type": "object", "required": ["selector"], "additionalProperties": False,
+                 "properties": {
+            "namespaceSelector": {"type": "object", "additionalProperties": False, "properties": {
+                "any": {"type": "boolean"},
+                "matchNames": {"type": "array", "items": {"type": "string"}}}},
+            "selector": {"type": "object", "additionalProperties": False,
+                         "properties": {"matchLabels": STRING_MAP}},
+            "endpoints": {"type": "array", "items": {"type": "object",
+                                                     "additionalProperties": False, "properties": {
+                "port": {"type": "string"}, "path": {"type": "string"},
+                "interval": {"type": "string", "pattern": PROM_DURATION},
+                "scrapeTimeout": {"type": "string", "pattern": PROM_DURATION},
+                "relabelings": RELABEL_CONFIGS, "metricRelabelings": RELABEL_CONFIGS}}},
+        }}}},
+    "PrometheusRule": {"type": "object", "required": ["apiVersion", "kind", "metadata", "spec"],
+                       "additionalProperties": False, "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PrometheusRule"},
+        "metadata": OBJECT_META,
+        "spec": {"type": "object", "additionalProperties": False, "properties": {
+            "groups": {"type": "array", "items": {"type": "object", "required": ["name"],
+                                                  "additionalProperties": False, "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "interval": {"type": "string", "pattern": PROM_DURATION},
+                "rules": {"type": "array", "items": {"type": "object", "required": ["expr"],
+                                                     "additionalProperties": False,
+                                                     "properties": {
+                    "alert": {"type": "string"}, "record": {"type": "string"},
+                    "expr": {"type": ["string", "integer"]},
+                    "for": {"type": "string", "pattern": PROM_DURATION},
+                    "keep_firing_for": {"type": "string", "minLength": 1,
+                                        "pattern": PROM_DURATION},
+                    "labels": STRING_MAP, "annotations": STRING_MAP}}}}}}}}}},
+}
+# The alerts monitoring/alerts.yaml defines, each with a summary and a description.
+ALERTS = {"TenantPlacerTenantsPendingTooLong", "TenantPlacerNodeRequestsFailing",
+          "TenantPlacerNodeRequestsInFlightTooLong", "TenantPlacerReservationLostOrRestored",
+          "TenantPlacerUndecodableObjects", "TenantPlacerNodeStatusConflictsPersist",
+          "TenantPlacerNoLeader", "TenantPlacerConsolidationBlockedByBudget"}
 
 # The admission guards (admissionregistration.k8s.io/v1), cluster-scoped, and the first Kubernetes
 # version with each kind at v1: ValidatingAdmissionPolicy went GA in 1.30, MutatingAdmissionPolicy
@@ -128,6 +200,8 @@ class Case:
     service_account_created: bool = True
     service: bool = True
     service_monitor: bool = False
+    prometheus_rule: bool = False
+    dashboard: bool = False
     page: bool = True
     # Admission guards: the ValidatingAdmissionPolicy, the MutatingAdmissionPolicies, the Tenant
     # one among them (only while controller.finalizer is on), admissionGuards.statusWriters and
@@ -159,6 +233,7 @@ class Report:
     validated: int = 0
     cel_parsed: int = 0
     cel_evaluated: int = 0
+    monitoring_validated: int = 0
 
     def check(self, ok: bool, message: str) -> bool:
         if not ok:
@@ -210,6 +285,8 @@ def cases() -> tuple[list[Case], list[BadCase]]:
             leader_election=True,
             replicas=2,
             service_monitor=True,
+            prometheus_rule=True,
+            dashboard=True,
             status_writers=all_on["admissionGuards"]["statusWriters"],
             provisioners=all_on["admissionGuards"]["provisioners"],
             cluster_api=True,
@@ -260,6 +337,10 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                              "consolidateRegistered": True, "disruptionBudget": "2",
                              "disruptionSchedule": ["0 22 * * mon-fri 8h", "@daily 1h"]}}),
         Case("make-room off (controller.makeRoomMoves=0)", {"controller": {"makeRoomMoves": 0}}),
+        Case("alerts and dashboard without a ServiceMonitor, dashboard in Grafana's namespace",
+             {"metrics": {"prometheusRule": {"enabled": True}},
+              "grafana": {"dashboard": {"enabled": True, "namespace": "monitoring"}}},
+             prometheus_rule=True, dashboard=True),
         *POOL_CASES,
     ]
     bad = [
@@ -315,6 +396,16 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                 {"controller": {"tenantSelector": ["pool=eu"]}}, "tenantSelector"),
         BadCase("controller.registerNodes not a string",
                 {"controller": {"registerNodes": True}}, "registerNodes"),
+        BadCase("a relabeling with an unknown action",
+                {"metrics": {"serviceMonitor": {"enabled": True, "relabelings": [
+                    {"sourceLabels": ["__name__"], "action": "rename"}]}}}, "action"),
+        BadCase("prometheusRule.alerts.pendingMinutes=0",
+                {"metrics": {"prometheusRule": {"alerts": {"pendingMinutes": 0}}}},
+                "pendingMinutes"),
+        BadCase("tracing.otlpEndpoint without a scheme",
+                {"tracing": {"otlpEndpoint": "otel-collector:4318"}}, "otlpEndpoint"),
+        BadCase("tracing.otlpEndpoint over https (no TLS is linked)",
+                {"tracing": {"otlpEndpoint": "https://otel-collector:4318"}}, "otlpEndpoint"),
         BadCase("serviceMonitor without the metrics Service",
                 {"metrics": {"service": {"enabled": False}, "serviceMonitor": {"enabled": True}}},
                 r"metrics[./]service[./]enabled"),
@@ -507,8 +598,12 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
             report.check(labels.get(key) == want,
                          f"{label}: {where(obj)}: label {key}={labels.get(key)!r}, want {want!r}")
         cluster_scoped = obj.get("kind") in CLUSTER_SCOPED
+        want_namespace = None if cluster_scoped else NAMESPACE
+        if obj.get("kind") == "ConfigMap":
+            want_namespace = (values.get("grafana", {}).get("dashboard", {}).get("namespace")
+                              or NAMESPACE)
         report.check(
-            meta.get("namespace") == (None if cluster_scoped else NAMESPACE),
+            meta.get("namespace") == want_namespace,
             f"{label}: {where(obj)}: namespace {meta.get('namespace')!r}",
         )
 
@@ -694,6 +789,84 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
         extra = values.get("metrics", {}).get("serviceMonitor", {}).get("labels", {})
         report.check(extra.items() <= monitor["metadata"]["labels"].items(),
                      f"{label}: ServiceMonitor lacks the labels {extra}")
+        for key in ("relabelings", "metricRelabelings"):
+            want = values.get("metrics", {}).get("serviceMonitor", {}).get(key)
+            report.check(endpoints[:1] == [] or endpoints[0].get(key) == want,
+                         f"{label}: ServiceMonitor {key} {endpoints[0].get(key)}, want {want}")
+    check_monitoring(report, case, expect_count, fullname)
+
+
+def check_monitoring(report: Report, case: Case, expect_count: Any, fullname: str) -> None:
+    """The PrometheusRule, the dashboard ConfigMap and the OTLP endpoint, exactly when switched
+    on, with what their values say; ServiceMonitor and PrometheusRule against MONITORING_SCHEMAS."""
+    label, values = case.name, case.values
+    for kind in MONITORING_SCHEMAS:
+        for obj in expect_count(kind, {"ServiceMonitor": case.service_monitor,
+                                       "PrometheusRule": case.prometheus_rule}[kind]):
+            validator = jsonschema.Draft202012Validator(MONITORING_SCHEMAS[kind])
+            for error in validator.iter_errors(
+                    {k: v for k, v in obj.items() if k != "__source__"}):
+                path = ".".join(str(p) for p in error.absolute_path)
+                report.failures.append(f"{label}: {where(obj)}: monitoring.coreos.com/v1 "
+                                       f"{kind} schema: {path}: {error.message}")
+            report.monitoring_validated += 1
+            # The schema bites: a field the CRD does not define, deep inside, is refused.
+            bad = copy.deepcopy({k: v for k, v in obj.items() if k != "__source__"})
+            inner = (bad["spec"]["endpoints"][0] if kind == "ServiceMonitor"
+                     else bad["spec"]["groups"][0]["rules"][0])
+            inner["severity"] = "warning"
+            report.check(any(True for _ in validator.iter_errors(bad)),
+                         f"{label}: the {kind} schema accepts an unknown field")
+    rule_values = values.get("metrics", {}).get("prometheusRule", {})
+    for rule in by_kind_of(expect_count, "PrometheusRule", case.prometheus_rule):
+        extra = rule_values.get("labels", {})
+        report.check(extra.items() <= rule["metadata"]["labels"].items(),
+                     f"{label}: PrometheusRule lacks the labels {extra}")
+        rules = [r for g in rule["spec"]["groups"] for r in g.get("rules", [])]
+        names = {r.get("alert") for r in rules}
+        report.check(names == ALERTS, f"{label}: alerts {sorted(map(str, names))}, "
+                                      f"want {sorted(ALERTS)}")
+        selector = f'job="{fullname}-metrics",namespace="{NAMESPACE}"'
+        for r in rules:
+            notes = r.get("annotations", {})
+            report.check(bool(notes.get("summary")) and len(notes.get("description", "")) > 80,
+                         f"{label}: alert {r.get('alert')} lacks a summary or a description "
+                         "that says what to look at")
+            report.check(selector in r["expr"],
+                         f"{label}: alert {r.get('alert')} does not select {selector}: {r['expr']}")
+        pending = rule_values.get("alerts", {}).get("pendingMinutes", 30)
+        pending_rule = next((r for r in rules
+                             if r.get("alert") == "TenantPlacerTenantsPendingTooLong"), {})
+        report.check(pending_rule.get("expr", "").endswith(f"> {pending} * 60"),
+                     f"{label}: the pending alert does not use pendingMinutes={pending}: "
+                     f"{pending_rule.get('expr')}")
+    dashboard_values = values.get("grafana", {}).get("dashboard", {})
+    for config_map in by_kind_of(expect_count, "ConfigMap", case.dashboard):
+        report.check(config_map["metadata"]["labels"].get("grafana_dashboard") == "1",
+                     f"{label}: {where(config_map)} is not labelled grafana_dashboard: \"1\"")
+        extra = dashboard_values.get("labels", {})
+        report.check(extra.items() <= config_map["metadata"]["labels"].items(),
+                     f"{label}: {where(config_map)} lacks the labels {extra}")
+        try:
+            dashboard = json.loads(config_map.get("data", {}).get("tenant-placer.json", ""))
+            report.check(len(dashboard.get("panels", [])) >= 10
+                         and all(t.get("expr") for p in dashboard["panels"]
+                                 for t in p.get("targets", [])),
+                         f"{label}: the dashboard has too few panels or a target without expr")
+        except json.JSONDecodeError as error:
+            report.failures.append(f"{label}: the dashboard is not JSON: {error}")
+    endpoint = values.get("tracing", {}).get("otlpEndpoint", "")
+    for deployment in by_kind_of(expect_count, "Deployment", True):
+        env = {e["name"]: e.get("value") for e in
+               deployment["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+        report.check(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") == (endpoint or None),
+                     f"{label}: OTEL_EXPORTER_OTLP_ENDPOINT is "
+                     f"{env.get('OTEL_EXPORTER_OTLP_ENDPOINT')!r}, want {endpoint or None!r}")
+
+
+def by_kind_of(expect_count: Any, kind: str, on: bool) -> list[dict[str, Any]]:
+    """The objects of a kind, checked to be there exactly when `on` (at most one)."""
+    return expect_count(kind, 1 if on else 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1181,8 +1354,10 @@ def main() -> int:
     for line in summary:
         print(f"  {line}")
     print(f"  kubernetes-validate --strict: {report.validated} object validations passed "
-          "(ServiceMonitor skipped: not a built-in kind; the admission policies for "
+          "(ServiceMonitor and PrometheusRule skipped: not built-in kinds; the admission policies for "
           f"{', '.join(ADMISSION_KUBE_VERSIONS)} from the version their kind came in)")
+    print(f"  monitoring.coreos.com/v1: {report.monitoring_validated} ServiceMonitor and "
+          "PrometheusRule validations against the fields prometheus-operator's CRDs define")
     print(f"  admission guards: required fields and allowed values checked; CEL (cel-python "
           f"{importlib.metadata.version('cel-python')}): {report.cel_parsed} distinct "
           f"expressions parsed, {report.cel_evaluated} evaluations on sample requests as expected")

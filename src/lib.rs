@@ -13,6 +13,7 @@
 //!   provisioner a simulated provisioner: NodeRequests become Nodes (simulate, sandbox)
 //!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
 //!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
+//!   telemetry   traces over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set
 //!   testing     test fixtures: one builder for Nodes and Tenants (tests only, feature `testing`)
 //! ```
 pub mod api;
@@ -29,6 +30,7 @@ pub mod report;
 pub mod sandbox;
 pub mod serve;
 pub mod sim;
+pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

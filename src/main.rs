@@ -15,7 +15,10 @@ use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
 use tenant_placer::report::{ConsolidationReport, FleetReport};
 use tenant_placer::sim::{Fleet, Simulated};
+use tenant_placer::telemetry::Traces;
 use tenant_placer::{manifests, serve};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -441,13 +444,22 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
     }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,kube=warn".into());
+    // Traces only when a collector is named: unset, no layer and no cost.
+    let traces = Traces::endpoint_from_env()
+        .map(|endpoint| Traces::to(&endpoint))
+        .transpose()?;
     // Logs go to stderr: stdout is `simulate`'s and `crd`'s output (JSON or YAML in scripts).
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let subscriber = tracing_subscriber::registry().with(filter);
     match cli.log_format {
-        LogFormat::Text => logs.init(),
-        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => subscriber
+            .with(logs)
+            .with(traces.as_ref().map(Traces::layer))
+            .init(),
+        LogFormat::Json => subscriber
+            .with(logs.json())
+            .with(traces.as_ref().map(Traces::layer))
+            .init(),
     }
     match cli.command {
         Command::Run(args) => run(args).await?,

@@ -59,12 +59,28 @@ const REGISTER_PROBLEMS: [&str; 2] = ["clash", "unreadable_allocatable"];
 const CONSOLIDATION_ACTIONS: [&str; 3] = ["drain", "cancel", "hand_back"];
 
 /// Why a node consolidation could free is not drained (a young one is not counted).
-const DISRUPTION_BLOCKED: [&str; 4] = [
+pub const DISRUPTION_BLOCKED: [&str; 4] = [
     "DoNotDisrupt",
     "TenantsWaiting",
     "OutsideWindow",
     "BudgetExhausted",
 ];
+
+/// How a Node status write ended.
+const WRITE_RESULTS: [&str; 3] = ["ok", "conflict", "error"];
+
+/// What became of a reservation a Node's status no longer held.
+const RESERVATION_EVENTS: [&str; 2] = ["lost", "restored"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabel {
+    event: &'static str,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
@@ -128,43 +144,43 @@ pub struct Metrics {
     disruption_blocked: Family<ReasonLabel, Counter>,
     /// Moves asked of smaller tenants to make room for waiting ones.
     make_room_moves: Counter,
+    /// Tenants placed (a Reserve edit committed; not moves).
+    placements: Counter,
+    /// Node status writes, by result (ok, conflict, error).
+    node_status_writes: Family<ResultLabel, Counter>,
+    /// Reservations a Node's status no longer held: lost (the tenant left Active) or restored.
+    reservation_events: Family<EventLabel, Counter>,
+}
+
+/// A family with each of `labels` created at 0, so that every series shows before it counts.
+fn zeroed<L>(labels: impl IntoIterator<Item = L>) -> Family<L, Counter>
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    let family = Family::<L, Counter>::default();
+    for label in labels {
+        drop(family.get_or_create(&label));
+    }
+    family
 }
 
 impl Default for Metrics {
     fn default() -> Self {
-        let undecodable = Family::<KindLabel, Counter>::default();
-        for kind in KINDS {
-            // Created at 0, so that every kind shows before anything is skipped.
-            drop(undecodable.get_or_create(&KindLabel { kind }));
-        }
-        let migrations = Family::<MoveLabel, Counter>::default();
-        for result in MOVE_RESULTS {
-            drop(migrations.get_or_create(&MoveLabel { result }));
-        }
-        let request_errors = Family::<ActionLabel, Counter>::default();
-        for action in REQUEST_ACTIONS {
-            drop(request_errors.get_or_create(&ActionLabel { action }));
-        }
-        let register_errors = Family::<ActionLabel, Counter>::default();
-        for action in REGISTER_ACTIONS {
-            drop(register_errors.get_or_create(&ActionLabel { action }));
-        }
-        let register_problems = Family::<ProblemLabel, Counter>::default();
-        for problem in REGISTER_PROBLEMS {
-            drop(register_problems.get_or_create(&ProblemLabel { problem }));
-        }
-        let consolidation_actions = Family::<ActionLabel, Counter>::default();
-        for action in CONSOLIDATION_ACTIONS {
-            drop(consolidation_actions.get_or_create(&ActionLabel { action }));
-        }
-        let disruption_blocked = Family::<ReasonLabel, Counter>::default();
-        for reason in DISRUPTION_BLOCKED {
-            drop(disruption_blocked.get_or_create(&ReasonLabel { reason }));
-        }
+        let undecodable = zeroed(KINDS.map(|kind| KindLabel { kind }));
+        let migrations = zeroed(MOVE_RESULTS.map(|result| MoveLabel { result }));
+        let request_errors = zeroed(REQUEST_ACTIONS.map(|action| ActionLabel { action }));
+        let register_errors = zeroed(REGISTER_ACTIONS.map(|action| ActionLabel { action }));
+        let register_problems = zeroed(REGISTER_PROBLEMS.map(|problem| ProblemLabel { problem }));
+        let consolidation_actions =
+            zeroed(CONSOLIDATION_ACTIONS.map(|action| ActionLabel { action }));
+        let disruption_blocked = zeroed(DISRUPTION_BLOCKED.map(|reason| ReasonLabel { reason }));
         Metrics {
             consolidation_actions,
             disruption_blocked,
             make_room_moves: Counter::default(),
+            placements: Counter::default(),
+            node_status_writes: zeroed(WRITE_RESULTS.map(|result| ResultLabel { result })),
+            reservation_events: zeroed(RESERVATION_EVENTS.map(|event| EventLabel { event })),
             register_errors,
             register_problems,
             register_rounds: Counter::default(),
@@ -263,6 +279,21 @@ impl Metrics {
             self.register_problems.clone(),
         );
         registry.register(
+            "tenant_placer_placements",
+            "Tenants placed: given a reservation on a node while they held none (moves are counted in tenant_placer_migrations_total)",
+            self.placements.clone(),
+        );
+        registry.register(
+            "tenant_placer_node_status_writes",
+            "Node status writes by result (ok, conflict: 409 and decided again, error)",
+            self.node_status_writes.clone(),
+        );
+        registry.register(
+            "tenant_placer_reservation_events",
+            "Reservations a Node's status no longer held, by event: lost (the tenant left Active) or restored (written back)",
+            self.reservation_events.clone(),
+        );
+        registry.register(
             "tenant_placer_undecodable_objects",
             "Object versions the controller could not decode and skipped (see the error log)",
             self.undecodable.clone(),
@@ -295,6 +326,34 @@ impl Metrics {
         self.reconciles
             .get_or_create(&ReconcileLabels { kind, result })
             .get()
+    }
+
+    /// A tenant was given a reservation.
+    pub fn placed(&self) {
+        self.placements.inc();
+    }
+
+    /// A Node status write ended: "ok", "conflict" or "error".
+    pub fn node_status_written(&self, result: &'static str) {
+        self.node_status_writes
+            .get_or_create(&ResultLabel { result })
+            .inc();
+    }
+
+    /// A reservation a Node's status no longer held was "lost" or "restored".
+    pub fn reservation_event(&self, event: &'static str) {
+        self.reservation_events
+            .get_or_create(&EventLabel { event })
+            .inc();
+    }
+
+    /// How many tenants were placed, and reservations `event` ("lost", "restored"): tests.
+    pub fn placements_and_reservation_events(&self, event: &'static str) -> (u64, u64) {
+        let events = self
+            .reservation_events
+            .get_or_create(&EventLabel { event })
+            .get();
+        (self.placements.get(), events)
     }
 
     /// A Node status write answered 409 Conflict (it is retried from fresh data).

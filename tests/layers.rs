@@ -23,7 +23,8 @@ const LAYERS: &[&[&str]] = &[
     &["error", "api"],
     // Each stands alone over the types: leader election, the metrics the controller counts into,
     // the invariants, the fleet report, manifest reading, the simulated provisioner (another
-    // actor, which knows nothing of the controller).
+    // actor, which knows nothing of the controller), the trace export (which names no span's
+    // maker).
     // Test fixtures (compiled for tests only) are built from the types too; so is the simulated
     // Cluster API's schema (capi_sim: its CRDs, naming nothing).
     &[
@@ -34,6 +35,7 @@ const LAYERS: &[&[&str]] = &[
         "report",
         "manifests",
         "provisioner",
+        "telemetry",
         "testing",
     ],
     // The run loop: knows nothing of HTTP, the page or metrics formatting.

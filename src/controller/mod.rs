@@ -911,15 +911,33 @@ async fn observed<K, Next>(
 where
     K: Resource,
 {
+    let namespace = object.namespace().unwrap_or_default();
+    let name = object.name_any();
+    // `tenant` and `node` are fields of every log line inside (and attributes of the exported
+    // span): a tenant reconcile records the node it is placed on, a node reconcile is its node.
     let span = tracing::info_span!(
         "reconcile",
         kind,
-        namespace = object.namespace().unwrap_or_default(),
-        name = %object.name_any()
+        namespace = %namespace,
+        // NB: not `name`: the JSON log format writes the span's own name under that key.
+        object = %name,
+        tenant = tracing::field::Empty,
+        node = tracing::field::Empty,
+        outcome = tracing::field::Empty,
     );
+    match kind {
+        "tenant" => {
+            span.record("tenant", format!("{namespace}/{name}"));
+        }
+        "node" => {
+            span.record("node", name.as_str());
+        }
+        _ => {}
+    }
     let started = Instant::now();
-    let result = reconcile.instrument(span).await;
+    let result = reconcile.instrument(span.clone()).await;
     let label = result.as_ref().map_or_else(Error::label, |_| "ok");
+    span.record("outcome", label);
     metrics.reconciled(kind, label, started.elapsed());
     if matches!(result, Err(Error::ConflictRetriesExhausted { .. })) {
         metrics.retries_exhausted();

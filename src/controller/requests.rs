@@ -64,6 +64,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
@@ -224,7 +225,16 @@ pub async fn run(
                 return;
             }
         }
-        look(&ctx, &classes, &requests, request_after).await;
+        // A span per look (docs/operating.md, "Traces"): what it saw and what it did.
+        let span = tracing::info_span!(
+            "purchase_look",
+            waiting = tracing::field::Empty,
+            requested = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        look(&ctx, &classes, &requests, request_after)
+            .instrument(span)
+            .await;
         ctx.metrics.request_look_done();
     }
 }
@@ -249,6 +259,8 @@ async fn look(
         .filter(|r| r.phase() != NodeRequestPhase::Failed)
         .collect();
     let mut waiters = waiters(ctx);
+    let span = tracing::Span::current();
+    span.record("waiting", waiters.len());
     // Consolidation holds back while anyone waits, room being made for them or not.
     let anyone_waits = !waiters.is_empty();
     // Room made by moving smaller tenants first: a waiter given it is not bought for.
@@ -269,6 +281,7 @@ async fn look(
         .iter()
         .any(|class| pool.has_class(&class.name_any()));
     if no_classes && live.is_empty() {
+        span.record("outcome", "no_classes");
         wake_changed(ctx, made);
         hand_back(ctx, &api, &live, &Demand::default()).await;
         return consolidate(ctx, classes, anyone_waits).await;
@@ -306,9 +319,12 @@ async fn look(
     let input = fingerprint(&demand.planned, &offers, &in_flight);
     let unchanged = ctx.purchases.lock().planned == Some(input);
     let unplaceable = if unchanged {
+        span.record("outcome", "unchanged");
         ctx.purchases.lock().unplaceable.clone()
     } else {
         let (purchase, unplaceable) = demand.plan(ctx.settings.policy, &offers, &in_flight);
+        span.record("outcome", "planned");
+        span.record("requested", purchase.requests.len());
         let again = ctx.purchases.lock().handed_back_for == Some(demand.fingerprint());
         if again && !purchase.requests.is_empty() {
             tracing::info!(

@@ -433,6 +433,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
     let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
     if let Some(lost) = lost_on(tenant.status.as_ref(), &wanted) {
         tracing::warn!(tenant = %key, node = lost, "reservation lost: the node no longer held it");
+        ctx.metrics.reservation_event("lost");
         let note = format!(
             "its reservation on {lost} was lost (the node no longer held it) and {lost} cannot \
              take it back now"
@@ -453,11 +454,16 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         wanted.message = format!("{}; {note}", wanted.message);
     }
     write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+    if let Some(node) = &wanted.node {
+        tracing::Span::current().record("node", node.as_str());
+    }
     announce(&ctx, &tenant, &committed.writes, &wanted).await;
     for edit in &committed.writes {
         match edit.kind {
             EditKind::FinishMigration => ctx.metrics.migration_ended(true),
             EditKind::AbortMigration => ctx.metrics.migration_ended(false),
+            EditKind::Reserve => ctx.metrics.placed(),
+            EditKind::Restore => ctx.metrics.reservation_event("restored"),
             _ => {}
         }
     }

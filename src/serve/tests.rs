@@ -210,7 +210,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// docs use.
-const FAMILIES: [(&str, &str, &str); 27] = [
+const FAMILIES: [(&str, &str, &str); 32] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -287,9 +287,34 @@ const FAMILIES: [(&str, &str, &str); 27] = [
         "Core Nodes the registration reported and left alone, by problem (clash: a placement Node of that name it did not register; unreadable_allocatable), once per change.",
     ),
     (
+        "tenant_placer_placements_total",
+        "counter",
+        "Tenants placed: given a reservation on a node while they held none (moves are counted in tenant_placer_migrations_total).",
+    ),
+    (
+        "tenant_placer_node_status_writes_total",
+        "counter",
+        "Node status writes by result (ok, conflict: 409 and decided again, error).",
+    ),
+    (
+        "tenant_placer_reservation_events_total",
+        "counter",
+        "Reservations a Node's status no longer held, by event: lost (the tenant left Active) or restored (written back).",
+    ),
+    (
         "tenant_placer_undecodable_objects_total",
         "counter",
         "Object versions the controller could not decode and skipped (see the error log).",
+    ),
+    (
+        "tenant_placer_pending_oldest_seconds",
+        "gauge",
+        "How long the tenant longest in PendingCapacity has waited (since its Placed condition turned False, else since it was created), 0 when none waits.",
+    ),
+    (
+        "tenant_placer_node_request_oldest_in_flight_seconds",
+        "gauge",
+        "How long the oldest NodeRequest still Pending or Provisioning has been asked for, 0 when none is.",
     ),
     (
         "tenant_placer_registered_nodes",
@@ -373,6 +398,11 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.make_room_moved(2);
     metrics.register_error("update");
     metrics.register_problem("clash");
+    metrics.placed();
+    metrics.node_status_written("ok");
+    metrics.node_status_written("ok");
+    metrics.node_status_written("conflict");
+    metrics.reservation_event("lost");
     let (nodes, mut node_feed) = reflector::store::<Node>();
     let tenants = crate::controller::TenantCache::default();
     node_feed.apply_watcher_event(&Event::Apply(node("n1", [64, 256, 8000], &[[2, 4, 20]])));
@@ -642,6 +672,9 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_make_room_moves_total",
             "tenant_placer_registration_errors_total",
             "tenant_placer_registration_problems_total",
+            "tenant_placer_placements_total",
+            "tenant_placer_node_status_writes_total",
+            "tenant_placer_reservation_events_total",
             "tenant_placer_undecodable_objects_total",
             "tenant_placer_leader",
         ]

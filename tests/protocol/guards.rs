@@ -97,6 +97,13 @@ async fn wiped_allocations_are_written_back_where_they_still_fit() {
     assert_eq!(h.allocated_threads("node-eu-1"), 2, "acme's entry is back");
     assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
     assert_eq!(events_with_reason(&h, "ReservationRestored").len(), 1);
+    // Placed once, restored once: a restore is not a placement.
+    let metrics = &h.handles.metrics;
+    assert_eq!(
+        metrics.placements_and_reservation_events("restored"),
+        (1, 1)
+    );
+    assert_eq!(metrics.placements_and_reservation_events("lost"), (1, 0));
     // The trap the wipe set: a 64-thread tenant finds 62 threads free there, not 64.
     h.apply(&[tenant("wide").resources(64, 4, 4).manifest()]);
     h.settle().await;

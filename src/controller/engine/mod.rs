@@ -39,6 +39,7 @@ mod view;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use tracing::Instrument;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -378,7 +379,15 @@ impl EngineTask {
                 return;
             }
             let batch = std::mem::take(&mut carried);
-            carried = self.run_batch(batch).await;
+            // A span per batch (docs/operating.md, "Traces"); run_batch records the rest.
+            let span = tracing::info_span!(
+                "engine_batch",
+                batch_size = batch.len(),
+                nodes_written = tracing::field::Empty,
+                retried = tracing::field::Empty,
+                outcome = tracing::field::Empty,
+            );
+            carried = self.run_batch(batch).instrument(span).await;
             if let Some(most) = carried.iter().map(|q| q.conflicts).max() {
                 tokio::time::sleep(self.jitter(most)).await;
             }
@@ -440,6 +449,20 @@ impl EngineTask {
             .collect();
         self.view.end_batch();
         let (failures, written) = self.write(requests).await;
+        let span = tracing::Span::current();
+        span.record("nodes_written", written.len());
+        let outcome = match failures.values().next() {
+            None => "ok",
+            Some(_)
+                if failures
+                    .values()
+                    .all(|f| matches!(f, NodeFailure::Conflict)) =>
+            {
+                "conflict"
+            }
+            Some(_) => "error",
+        };
+        span.record("outcome", outcome);
         for node in written {
             self.view.confirm(node);
         }
@@ -469,6 +492,7 @@ impl EngineTask {
                 tracing::warn!(%error, node, "re-reading a node after a conflict failed");
             }
         }
+        span.record("retried", retry.len());
         retry
     }
 
@@ -599,15 +623,18 @@ impl EngineTask {
         for (node, result) in results {
             match result {
                 Ok(written) => {
+                    self.config.metrics.node_status_written("ok");
                     tracing::debug!(node = %node, "node status written");
                     written_nodes.push(self.nodes.recent.remember(written));
                 }
                 Err(error) if is_conflict(&error) => {
                     self.config.metrics.conflict();
+                    self.config.metrics.node_status_written("conflict");
                     tracing::debug!(node = %node, "conflict writing node status");
                     failures.insert(node, NodeFailure::Conflict);
                 }
                 Err(source) => {
+                    self.config.metrics.node_status_written("error");
                     failures.insert(node, NodeFailure::Error(Arc::new(source)));
                 }
             }
