@@ -4,12 +4,15 @@
 //! and writes while pending tenants idle.
 //!
 //! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]
-//! [--concurrency N] [--backlog] [--cost-ms MS --writes-per-second N] [--controller-args "ARGS"]
+//! [--concurrency N] [--backlog] [--server-side-apply] [--cost-ms MS --writes-per-second N] [--controller-args "ARGS"]
 //! [--controller-bin PATH] [--label TEXT]`
 //! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s, concurrency 96 as the controller).
 //!
 //! - `--backlog`: the tenants are created while no controller runs (after a first run has
 //!   written every node's status), then the controller starts; rates count from its start.
+//! - `--server-side-apply`: Nodes and Tenants are created as `kubectl apply --server-side`
+//!   creates them, and every write records its managedFields (kubectl's `Apply` entry, the
+//!   controller's status `Update` entries), as a real API server serves them in lists and watches.
 //! - `--cost-ms` / `--writes-per-second`: the in-memory API's cost model (a real 2-core control
 //!   plane: about 3 ms per write, 550 writes per second).
 //! - `--controller-args`: more `tenant-placer run` arguments, e.g. `"--no-finalizer --events problems"`.
@@ -152,6 +155,16 @@ async fn bench() {
         fleet.admit_finalizers(!extra.contains("--no-finalizer"));
     }
     let api = fleet.api.clone();
+    // Objects as a real server serves them after `kubectl apply --server-side`.
+    let server_side_apply = flag("--server-side-apply");
+    api.set_managed_fields(server_side_apply);
+    let put = |object: serde_json::Value| {
+        if server_side_apply {
+            api.apply_by("kubectl", object)
+        } else {
+            api.create(object)
+        }
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(inmem_apiserver::server::serve(api.clone(), listener));
@@ -194,7 +207,7 @@ async fn bench() {
     let mut rng = fastrand::Rng::with_seed(42);
     for i in 0..nodes {
         let node = testing::node(&format!("node-{i:05}")).capacity(64, 256, 8000);
-        api.create(node.manifest()).unwrap();
+        put(node.manifest()).unwrap();
     }
     api.set_cost_model(cost);
     let mut child = spawn_controller(&kubeconfig, concurrency);
@@ -220,7 +233,7 @@ async fn bench() {
         };
         let tenant = testing::tenant(&name).resources(threads, memory, storage);
         clock.lock().unwrap().applied.insert(name, Instant::now());
-        api.create(tenant.manifest()).unwrap();
+        put(tenant.manifest()).unwrap();
     }
     let applied_in = begin.elapsed();
     if backlog {
@@ -302,7 +315,7 @@ async fn bench() {
         None => "no cost model".to_owned(),
     };
     println!(
-        "end to end{}: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, {}, controller in its own process (--concurrency {concurrency} {controller_args}), {cost_text}, {}",
+        "end to end{}: {nodes} nodes, {tenants} fitting tenants + {pending} that fit nowhere, {}{}, controller in its own process (--concurrency {concurrency} {controller_args}), {cost_text}, {}",
         if label.is_empty() {
             String::new()
         } else {
@@ -312,6 +325,11 @@ async fn bench() {
             "created before the controller starts (backlog)"
         } else {
             "created while it runs"
+        },
+        if server_side_apply {
+            ", server-side applied (managedFields)"
+        } else {
+            ""
         },
         if admission {
             "finalizers added by admission"

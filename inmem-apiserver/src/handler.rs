@@ -317,6 +317,10 @@ impl ApiServer {
             &Options {
                 content_type,
                 render: &render,
+                user_agent: parts
+                    .headers
+                    .get(http::header::USER_AGENT)
+                    .and_then(|v| v.to_str().ok()),
             },
             &query,
             &body,
@@ -347,6 +351,7 @@ impl ApiServer {
         let Options {
             content_type,
             render,
+            user_agent,
         } = *options;
         let validation = match FieldValidation::from_query(q.get("fieldValidation")) {
             Ok(v) => v,
@@ -391,6 +396,9 @@ impl ApiServer {
         }
         let dry_run = q.dry_run();
         state.warnings.clear();
+        let writer =
+            |apply| crate::managed::Writer::of_request(q.get("fieldManager"), user_agent, apply);
+        state.writer = Some(writer(false));
         let created_or_ok = |(obj, created): (Arc<Value>, bool)| {
             (
                 if created {
@@ -477,6 +485,7 @@ impl ApiServer {
             }),
             Verb::Patch => patch_type(t, content_type, q).and_then(|kind| {
                 let apply = kind == PatchType::Apply;
+                state.writer = Some(writer(apply));
                 let mode = UpdateMode {
                     put: false,
                     create_if_missing: apply && t.subresource.is_none(),
@@ -518,6 +527,8 @@ struct Options<'a> {
     content_type: &'a str,
     /// How reads render objects.
     render: &'a Render,
+    /// The User-Agent, the default field manager of a write.
+    user_agent: Option<&'a str>,
 }
 
 /// `fieldValidation`: what to do about fields the schema does not know.

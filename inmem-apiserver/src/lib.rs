@@ -116,14 +116,18 @@
 //!   change is ratcheted (a failing rule becomes a `Warning` header). A CRD
 //!   whose rules do not parse, or whose `fieldPath` names no field, is
 //!   refused as the apiserver refuses it.
+//! - **managedFields**, when [`Config::managed_fields`] is on (off by default): an entry per
+//!   manager (`fieldManager`, else the User-Agent), operation (`Apply`, `Update`) and
+//!   subresource, listing the fields it set (see the `managed` module), as a client of a real
+//!   server receives them in every answer, list and watch event.
 //!
 //! # Not implemented, deliberately
 //!
 //! CEL type checking and cost limits, the Kubernetes CEL libraries
 //! (`quantity`, `url`, `ip`, `cidr`, `sets`, `isSorted`, ...: a rule calling
 //! one fails), `pattern` and string formats other than `date-time`,
-//! conversion webhooks (versions differ only in `apiVersion`), managedFields
-//! and field ownership (apply is a merge), YAML and protobuf bodies, OpenAPI
+//! conversion webhooks (versions differ only in `apiVersion`), field
+//! ownership (apply is a merge; managedFields are only recorded), YAML and protobuf bodies, OpenAPI
 //! v2, garbage collection (`ownerReferences`, `propagationPolicy` are stored but not acted
 //! on), the namespace lifecycle (deleting a namespace removes only it),
 //! consistent snapshots for paginated or `Exact` lists (later pages show the
@@ -149,6 +153,7 @@ mod faults;
 mod handler;
 mod host;
 mod kinds;
+mod managed;
 mod meta;
 mod node;
 mod openapi;
@@ -377,6 +382,7 @@ impl ApiServer {
     /// No request is counted and no fault applies.
     pub fn create(&self, obj: Value) -> Result<Value, Status> {
         let mut state = self.shared.lock();
+        state.writer = None;
         let t = Self::target_for(&state, &obj)?;
         let created = state.create(&t, obj.clone(), None, false)?;
         Self::write_status(&mut state, &t, &created, &obj)
@@ -386,7 +392,27 @@ impl ApiServer {
     /// server-side apply without field ownership), then writes its `status`
     /// too when the kind has a status subresource.
     pub fn apply(&self, obj: Value) -> Result<Value, Status> {
+        self.apply_as(obj, None)
+    }
+
+    /// [`ApiServer::apply`] as a server-side apply by `manager` (`kubectl apply --server-side`
+    /// is `kubectl`): with [`Config::managed_fields`] on, the object records its entry.
+    pub fn apply_by(&self, manager: &str, obj: Value) -> Result<Value, Status> {
+        let writer = store::Writer {
+            manager: manager.to_owned(),
+            apply: true,
+        };
+        self.apply_as(obj, Some(writer))
+    }
+
+    /// Whether writes record `metadata.managedFields` ([`Config::managed_fields`]).
+    pub fn set_managed_fields(&self, on: bool) {
+        self.shared.lock().config.managed_fields = on;
+    }
+
+    fn apply_as(&self, obj: Value, writer: Option<store::Writer>) -> Result<Value, Status> {
         let mut state = self.shared.lock();
+        state.writer = writer;
         let t = Self::target_for(&state, &obj)?;
         let name = meta::name(&obj).to_owned();
         let mode = UpdateMode {

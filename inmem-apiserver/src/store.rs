@@ -27,6 +27,8 @@ use crate::table::Render;
 /// (group, resource): one kind's objects, history and watches.
 pub(crate) type ResKey = (String, String);
 /// (namespace, name), namespace empty for cluster-scoped kinds.
+pub(crate) use crate::managed::Writer;
+
 pub(crate) type ObjKey = (String, String);
 /// All objects, as stored (at their kind's storage version), in key order.
 /// `events.k8s.io` `events` are stored with the core ones (see [`events`]).
@@ -46,6 +48,8 @@ pub struct Config {
     /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK
     /// (the apiserver's cacher sends one about every minute).
     pub bookmark_interval: Duration,
+    /// Whether writes record `metadata.managedFields` (see [`crate::managed`]); off by default.
+    pub managed_fields: bool,
 }
 
 impl Default for Config {
@@ -53,6 +57,7 @@ impl Default for Config {
         Self {
             history_size: 10_000,
             bookmark_interval: Duration::from_secs(60),
+            managed_fields: false,
         }
     }
 }
@@ -475,6 +480,8 @@ pub(crate) struct State {
     pub warnings: Vec<String>,
     /// Mutating admission on create: (group, plural, finalizer) added when missing.
     pub finalizers_on_create: Vec<(String, String, String)>,
+    /// The manager of the write being served, for its managedFields entry.
+    pub writer: Option<Writer>,
 }
 
 /// The state behind a lock shared by the server handles and open watches.
@@ -506,6 +513,7 @@ impl Shared {
                 config,
                 warnings: Vec::new(),
                 finalizers_on_create: Vec::new(),
+                writer: None,
             }),
             schedule: crate::cost::WriteSchedule::default(),
         }
@@ -981,6 +989,7 @@ impl State {
             obj["status"] = json!({"phase": "Active"});
         }
         let mut warnings = node::is_node(&t.kind).then(|| node::warnings(&obj));
+        self.record_manager(t, &mut obj, None);
         // A generated name that is taken is retried with a new one.
         for _ in 0..8 {
             if generate {
@@ -1003,6 +1012,14 @@ impl State {
             return Ok(t.served_shared(&stored));
         }
         Err(Status::already_exists(t.kind.gr(), meta::name(&obj)))
+    }
+
+    /// The writer's managedFields entry on `obj`, when the server records them.
+    fn record_manager(&self, t: &Target, obj: &mut Value, old: Option<&Value>) {
+        if let Some(writer) = self.writer.as_ref().filter(|_| self.config.managed_fields) {
+            let api_version = t.kind.api_version(&t.version);
+            crate::managed::record(obj, old, writer, t.on_status(), &api_version, &meta::now());
+        }
     }
 
     /// Mutating admission, as a MutatingAdmissionPolicy adding a finalizer on CREATE does: after
@@ -1079,7 +1096,10 @@ impl State {
                 ),
             ));
         }
-        let new_obj = prepare_update(t, &current, new);
+        let mut new_obj = prepare_update(t, &current, new);
+        if self.config.managed_fields {
+            meta::copy(&current, &mut new_obj, "managedFields");
+        }
         self.validate(t, &new_obj, Some(&current))?;
         if node::is_node(&t.kind) && !t.on_status() {
             self.warnings.extend(node::warnings(&new_obj));
@@ -1100,6 +1120,7 @@ impl State {
             // A no-op update is not written: no new resourceVersion, no event.
             return Ok((t.served_shared(&current), false));
         }
+        self.record_manager(t, &mut new_obj, Some(&current));
         if mode.dry_run {
             return Ok((Arc::new(t.served(&new_obj)), false));
         }

@@ -757,12 +757,10 @@ fn waiter_of(t: &Tenant) -> Option<(Waiter, Option<String>)> {
 /// the one it leaves for a move: the engine writes the Node before the tenant's status) does not
 /// wait: planning for it in that moment would buy its room twice.
 fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
-    let mut waiters: Vec<(Waiter, Option<String>)> = ctx
-        .tenants
-        .state()
-        .iter()
-        .filter_map(|t| waiter_of(t))
-        .collect();
+    // One tenant at a time: a copy of the whole cache would be the controller's largest
+    // allocation, at every look.
+    let mut waiters: Vec<(Waiter, Option<String>)> = Vec::new();
+    ctx.tenants.each(|t| waiters.extend(waiter_of(t)));
     if waiters.is_empty() {
         return Vec::new();
     }

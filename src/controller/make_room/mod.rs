@@ -32,7 +32,6 @@
 pub mod decide;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
@@ -96,19 +95,29 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         return Made::default();
     }
     let ledgers = look.engine.ledgers(None);
-    let tenants: Vec<Arc<Tenant>> = look.tenants.state();
     let draining: std::collections::HashSet<&str> = ledgers
         .iter()
         .filter(|l| l.state() == placement::NodeState::Draining)
         .map(|l| l.name())
         .collect();
+    let waiting: std::collections::HashSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
+    // One pass over the cache, keeping of each tenant only what the decision reads.
     // A move to make room in flight: its status records it, or (the Node written first, its
     // status not yet) its tenant is held on two nodes.
-    let recorded = tenants.iter().any(|t| {
-        t.status
+    let mut recorded = false;
+    let mut movers: HashMap<String, Option<Labels>> = HashMap::new();
+    look.tenants.each(|t| {
+        recorded |= t
+            .status
             .as_ref()
             .and_then(|s| s.migration.as_ref())
-            .is_some_and(|m| !draining.contains(m.from.as_str()))
+            .is_some_and(|m| !draining.contains(m.from.as_str()));
+        if let Some(uid) = t.metadata.uid.as_deref()
+            && !waiting.contains(uid)
+            && may_move(t)
+        {
+            movers.insert(uid.to_owned(), t.spec.selector().cloned());
+        }
     });
     let mut held = std::collections::HashSet::new();
     let twice = ledgers
@@ -116,14 +125,7 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         .flat_map(|l| l.entries())
         .any(|e| !held.insert(e.uid.as_str()));
     let moving = look.room.holds_purchases(recorded || twice, Instant::now());
-    let waiting: std::collections::HashSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
-    let movers: HashMap<&str, Option<&Labels>> = tenants
-        .iter()
-        .filter_map(|t| Some((t.metadata.uid.as_deref()?, t)))
-        .filter(|(uid, t)| !waiting.contains(uid) && may_move(t))
-        .map(|(uid, t)| (uid, t.spec.selector()))
-        .collect();
-    let mover = |entry: &Entry| -> Mover<'_> { movers.get(entry.uid.as_str()).copied() };
+    let mover = |entry: &Entry| -> Mover<'_> { movers.get(entry.uid.as_str()).map(Option::as_ref) };
     let settings = look.settings;
     let controls = Controls {
         max_moves,

@@ -155,26 +155,110 @@ impl<'de, K: DeserializeOwned + Lenient> Deserialize<'de> for Decoded<K> {
         // their `object`, as the API server writes them (Go's `WatchEvent` declares `Type`
         // first); an `object` before its `type` would be buffered by serde and refused here.
         let raw = Box::<RawValue>::deserialize(deserializer)?;
+        let trimmed = without_managed_fields(raw.get());
+        let json = trimmed.as_deref().unwrap_or(raw.get());
         // The usual case is read without tracking the path (a String per field); only a
         // failure is read again to name the failing field.
-        if let Ok(object) = serde_json::from_str::<K>(raw.get()) {
+        if let Ok(object) = serde_json::from_str::<K>(json) {
             return Ok(Decoded::Readable(object));
         }
-        let mut reader = serde_json::Deserializer::from_str(raw.get());
+        let mut reader = serde_json::Deserializer::from_str(json);
         match serde_path_to_error::deserialize::<_, K>(&mut reader) {
             Ok(object) => Ok(Decoded::Readable(object)),
             Err(failure) => {
                 let bad = Box::new(Undecodable {
-                    metadata: metadata_of(raw.get()),
+                    metadata: metadata_of(json),
                     error: format!("{}: {}", failure.path(), failure.inner()),
                 });
-                Ok(match K::salvage(raw.get(), &bad) {
+                Ok(match K::salvage(json, &bad) {
                     Some(kept) => Decoded::Salvaged(kept, bad),
                     None => Decoded::Undecodable(bad),
                 })
             }
         }
     }
+}
+
+/// The members of a JSON object, each value as its text, borrowed from the object's text.
+struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Members<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+/// `members` written back as a JSON object, but for `skip`; `value_of` may replace a value.
+fn write_members<'a>(
+    out: &mut String,
+    members: &[(&'a str, &'a RawValue)],
+    skip: &str,
+    mut value_of: impl FnMut(&str, &'a RawValue) -> Option<String>,
+) -> Option<()> {
+    out.push('{');
+    let mut first = true;
+    for (key, value) in members.iter().filter(|(key, _)| *key != skip) {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        // A borrowed key had no escapes in the text: it is written back as it was.
+        out.push('"');
+        out.push_str(key);
+        out.push_str("\":");
+        match value_of(key, value) {
+            Some(replaced) => out.push_str(&replaced),
+            None => out.push_str(value.get()),
+        }
+    }
+    out.push('}');
+    Some(())
+}
+
+/// The object's text without `metadata.managedFields`, which the controller never reads (`None`
+/// when it has none, or the text is not as expected: then it is decoded as it is).
+///
+/// A server-side applied object's managedFields name every field it has, each a map of maps:
+/// decoded, they were most of the allocations of a list page or a watch event, all freed again
+/// by `strip`. Cutting them out of the text is two scans and a copy, without them.
+pub(crate) fn without_managed_fields(json: &str) -> Option<String> {
+    const MANAGED: &str = "managedFields";
+    if !json.contains(MANAGED) {
+        return None;
+    }
+    let top: Members<'_> = serde_json::from_str(json).ok()?;
+    let mut out = String::with_capacity(json.len());
+    let mut cut = false;
+    write_members(&mut out, &top.0, "", |key, value| {
+        if key != "metadata" {
+            return None;
+        }
+        let meta: Members<'_> = serde_json::from_str(value.get()).ok()?;
+        let mut trimmed = String::with_capacity(value.get().len());
+        write_members(&mut trimmed, &meta.0, MANAGED, |_, _| None)?;
+        cut = meta.0.iter().any(|(k, _)| *k == MANAGED);
+        Some(trimmed)
+    })?;
+    cut.then_some(out)
 }
 
 /// The metadata of an object the types cannot hold, as far as it can be read (to name it).
@@ -503,5 +587,37 @@ mod tests {
             ("box-1".into(), Some("r-1".into()))
         );
         assert!(readable(watcher::Event::Apply(request), &mut |_| {}).is_none());
+    }
+
+    #[test]
+    fn managed_fields_are_cut_from_the_text_and_everything_else_decodes_as_before() {
+        let plain = tenant("acme", json!(1));
+        let mut applied = plain.clone();
+        applied["metadata"]["managedFields"] = json!([{
+            "apiVersion": "placement.tenant-placer.dev/v1alpha1", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:spec": {".": {}, "f:resources": {".": {}, "f:threads": {}}}},
+            "manager": "kubectl", "operation": "Apply", "time": "2026-12-03T10:00:00Z",
+        }]);
+        let text = serde_json::to_string(&applied).unwrap();
+        let cut = without_managed_fields(&text).expect("cut");
+        assert!(!cut.contains("managedFields"), "{cut}");
+        let as_cut: serde_json::Value = serde_json::from_str(&cut).unwrap();
+        assert_eq!(as_cut, plain);
+        let decoded: Decoded<Tenant> = serde_json::from_str(&text).unwrap();
+        let Decoded::Readable(decoded) = decoded else {
+            panic!("readable")
+        };
+        assert_eq!(decoded.metadata.managed_fields, None);
+        // Told back as JSON, the object decoded as it would have been without them.
+        let plain_tenant: Tenant = serde_json::from_value(plain.clone()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&decoded).unwrap(),
+            serde_json::to_value(&plain_tenant).unwrap()
+        );
+        // Nothing to cut: decoded from the text as it is.
+        assert_eq!(without_managed_fields(&plain.to_string()), None);
+        let mut named = plain;
+        named["metadata"]["labels"] = json!({"managedFields": "a label, not metadata's"});
+        assert_eq!(without_managed_fields(&named.to_string()), None);
     }
 }

@@ -216,6 +216,14 @@ impl TenantCache {
             .collect()
     }
 
+    /// Shows every cached tenant to `visit`, in no order, one at a time: a look over the fleet
+    /// that keeps a little of each holds one whole tenant at a time, not a copy of the cache.
+    pub fn each(&self, mut visit: impl FnMut(&Tenant)) {
+        for (key, cached) in &self.read().tenants {
+            visit(&cached.tenant(key.name(), Some(key.namespace())));
+        }
+    }
+
     /// The keys of the cached tenants whose UID `pick` takes.
     pub fn keys_by_uid(&self, mut pick: impl FnMut(&str) -> bool) -> Vec<TenantKey> {
         self.read()
