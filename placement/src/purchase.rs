@@ -1650,6 +1650,88 @@ mod tests {
                     monthly: 0,
                 },
             },
+            // The next three were found by a random search of small inputs, instrumented to the
+            // path each one takes (queue-order cases for these paths no longer take them).
+            Case {
+                // t3 (8 GB storage) fits only a c3 (c0 is at its limit; one c3 is left). In the
+                // winning plan t3 is left out at first and taken back after improving: it ends
+                // on the one c3, t1 (packed first, and itself cheapest on a c3) on a c1.
+                name: "packed largest first, a tenant left out is taken back",
+                policy: Policy::FirstFit,
+                classes: vec![
+                    limited(class("c0", r(10, 10, 12), Some(14)), 2, 2),
+                    class("c1", r(15, 11, 7), Some(70)),
+                    class("c2", r(11, 6, 6), Some(77)),
+                    limited(class("c3", r(8, 8, 8), Some(24)), 2, 1),
+                ],
+                in_flight: vec![request("r0", r(12, 2, 1))],
+                waiting: vec![
+                    tenant("t0", r(6, 3, 1)),
+                    tenant("t1", r(6, 8, 7)),
+                    tenant("t2", r(5, 3, 0)),
+                    tenant("t3", r(2, 7, 8)),
+                    tenant("t4", r(8, 5, 2)),
+                ],
+                bought: vec![
+                    ("c1", vec!["t1", "t2"]),
+                    ("c1", vec!["t0", "t4"]),
+                    ("c3", vec!["t3"]),
+                ],
+                cost: cents(164),
+            },
+            Case {
+                // A preferred class's plan leaves no one out where the plain rule's leaves one
+                // out for less: the plan that leaves the fewest out wins.
+                name: "packed largest first, the plan that leaves the fewest out wins",
+                policy: Policy::FirstFit,
+                classes: vec![
+                    limited(class("c0", r(2, 7, 7), Some(60)), 3, 2),
+                    class("c1", r(15, 5, 11), Some(78)),
+                    class("c2", r(10, 4, 7), None),
+                ],
+                in_flight: vec![],
+                waiting: vec![
+                    tenant("t0", r(8, 2, 0)),
+                    tenant("t1", r(2, 0, 0)),
+                    tenant("t2", r(0, 4, 6)),
+                    tenant("t3", r(2, 6, 1)),
+                ],
+                bought: vec![
+                    ("c1", vec!["t1", "t2"]),
+                    ("c1", vec!["t0"]),
+                    ("c0", vec!["t3"]),
+                ],
+                cost: cents(216),
+            },
+            Case {
+                // Improving runs a third round: a round's downgrade or drop makes room for the
+                // next round's.
+                name: "packed largest first, improving repeats until nothing changes",
+                policy: Policy::FirstFit,
+                classes: vec![
+                    class("c0", r(3, 16, 15), Some(60)),
+                    limited(class("c1", r(8, 4, 11), None), 3, 2),
+                    class("c2", r(16, 15, 6), None),
+                    limited(class("c3", r(3, 4, 14), Some(23)), 3, 1),
+                ],
+                in_flight: vec![request("r0", r(9, 5, 1))],
+                waiting: vec![
+                    tenant("t0", r(6, 2, 2)),
+                    tenant("t1", r(7, 0, 5)),
+                    tenant("t2", r(6, 4, 3)),
+                    tenant("t3", r(3, 7, 3)),
+                    tenant("t4", r(4, 8, 1)),
+                ],
+                bought: vec![
+                    ("c0", vec!["t3"]),
+                    ("c2", vec!["t0", "t2", "t4"]),
+                    ("c1", vec!["t1"]),
+                ],
+                cost: Cost {
+                    unpriced_nodes: 2,
+                    monthly: 60,
+                },
+            },
         ];
         for case in cases {
             let p = purchase(case.policy, &case.classes, &case.in_flight, &case.waiting);
