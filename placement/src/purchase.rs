@@ -1937,6 +1937,101 @@ mod tests {
     }
 
     #[test]
+    fn at_equal_cost_and_as_many_left_out_the_earlier_plan_stands() {
+        // The plain rule gives t0 and t1 an a each (a half of b costs as much as all of an a,
+        // and a is cheaper); preferring b puts both on one b, which no cheaper class holds.
+        // Both cost 2.00 and leave no one out: the plan made first stands.
+        let classes = [
+            class("a", r(4, 4, 4), Some(100)),
+            class("b", r(8, 8, 8), Some(200)),
+        ];
+        let waiting = [tenant("t0", r(4, 4, 4)), tenant("t1", r(4, 4, 4))];
+        let planner = Planner::new(&classes, &[], &waiting);
+        let mut best = None;
+        planner.keep_better(&mut best, Opening::Share);
+        planner.keep_better(&mut best, Opening::Prefer(1));
+        let (left_out, cost, draft) = best.unwrap();
+        assert_eq!((left_out, cost), (0, cents(200)));
+        let classes: Vec<&str> = draft
+            .slots
+            .iter()
+            .filter_map(|s| s.class.and_then(|rank| planner.class(rank)))
+            .map(|c| c.offer.name.as_str())
+            .collect();
+        assert_eq!(classes, ["a", "a"]);
+    }
+
+    #[test]
+    fn a_check_resumes_at_the_first_decision_that_would_prefer_the_changed_node() {
+        // Three 10-thread nodes; packed t0 (5), t1 (4), t2 (3), on nodes 1, 2 and 0.
+        let classes = [class("c", r(10, 10, 10), Some(100))];
+        let waiting = [
+            tenant("t0", r(5, 5, 5)),
+            tenant("t1", r(4, 4, 4)),
+            tenant("t2", r(3, 3, 3)),
+        ];
+        let planner = Planner::new(&classes, &[], &waiting);
+        let node = |name: &str| Slot {
+            name: name.into(),
+            capacity: r(10, 10, 10),
+            class: Some(0),
+        };
+        let mut draft = Draft {
+            slots: vec![
+                node("~new-000001"),
+                node("~new-000002"),
+                node("~new-000003"),
+            ],
+            placed: vec![Some(1), Some(2), Some(0)],
+            excluded: vec![false; 3],
+            opened: vec![3],
+            named: 3,
+            version: 0,
+        };
+        let cases = [
+            // (node changed, its capacity now, the position the check resumes at)
+            (0, r(10, 10, 10), 0, "t0 chose a node after it and fits it"),
+            (
+                0,
+                r(4, 4, 4),
+                1,
+                "t0 does not fit it; t1 does and chose a node after it",
+            ),
+            (
+                1,
+                r(10, 10, 10),
+                1,
+                "t0 chose the node itself: no change; t1 chose one after",
+            ),
+            (2, r(10, 10, 10), 3, "no one chose a node after the last"),
+            (
+                3,
+                r(10, 10, 10),
+                3,
+                "a node joining after every other changes nothing",
+            ),
+        ];
+        for (k, capacity, from, why) in cases {
+            assert_eq!(
+                planner.earliest_change(&draft, k, &capacity, 3),
+                from,
+                "{why}"
+            );
+        }
+        assert_eq!(
+            planner.earliest_change(&draft, 0, &r(10, 10, 10), 0),
+            0,
+            "only before upto"
+        );
+        draft.excluded[0] = true;
+        assert_eq!(
+            planner.earliest_change(&draft, 0, &r(10, 10, 10), 3),
+            1,
+            "a tenant left out decides nothing"
+        );
+    }
+
+    #[test]
     fn a_node_whose_tenants_fit_beside_the_others_is_dropped() {
         // A draft with two 10-thread nodes holding t0 (3) and t1 (3): t1 fits beside t0
         // (10 − 3 = 7 ≥ 3), and the check without the second node puts both on the first.
