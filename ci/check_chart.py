@@ -77,7 +77,7 @@ CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "tenants"): ["get", "list", "watch", "patch"],
     ("placement.tenant-placer.dev", "tenants/status"): ["patch"],
     ("placement.tenant-placer.dev", "nodes"): ["get", "list", "watch", "patch"],
-    ("placement.tenant-placer.dev", "nodes/status"): ["update"],
+    ("placement.tenant-placer.dev", "nodes/status"): ["patch"],
     ("placement.tenant-placer.dev", "nodeclasses"): ["list", "watch"],
     ("placement.tenant-placer.dev", "noderequests"): ["list", "watch", "create", "delete"],
     ("events.k8s.io", "events"): ["create"],

@@ -20,3 +20,244 @@ pub fn add_finalizer_ops(current: Option<&Vec<String>>, finalizer: &str) -> serd
 pub fn json_patch(ops: serde_json::Value) -> json_patch::Patch {
     serde_json::from_value(ops).unwrap_or_default()
 }
+
+/// The JSON patch that turns a status read at `resource_version` (`from`; `None` when the object
+/// has none) into `to`, sending only what changed. Its first operation sets
+/// `metadata.resourceVersion` to the version read: the API server then answers 409 Conflict when
+/// the object changed since, exactly as a PUT carrying that version does, and every index the
+/// patch names is an index of the status it was computed from.
+///
+/// Top-level status fields that changed are set whole (`add`, which replaces a member that
+/// exists); a list of entries keyed by `uid` (`keyed`: Node allocations) is edited in place when
+/// the entries kept stay in order: the ones gone removed, the ones changed or new written at
+/// their index; otherwise it is set whole.
+pub fn status_ops(
+    resource_version: &str,
+    from: Option<&serde_json::Value>,
+    to: &serde_json::Value,
+    keyed: &str,
+) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let mut ops = vec![
+        json!({"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version}),
+    ];
+    let (Some(from), Some(fields)) = (from.and_then(|f| f.as_object()), to.as_object()) else {
+        ops.push(json!({"op": "add", "path": "/status", "value": to}));
+        return ops;
+    };
+    for (field, wanted) in fields {
+        let had = from.get(field);
+        if had == Some(wanted) {
+            continue;
+        }
+        let path = format!("/status/{}", pointer_token(field));
+        match (had.and_then(|h| h.as_array()), wanted.as_array()) {
+            (Some(had), Some(wanted)) if field == keyed => {
+                match keyed_list_ops(&path, had, wanted) {
+                    Some(edits) => ops.extend(edits),
+                    None => ops.push(json!({"op": "add", "path": path, "value": wanted})),
+                }
+            }
+            _ => ops.push(json!({"op": "add", "path": path, "value": wanted})),
+        }
+    }
+    for field in from.keys().filter(|f| !fields.contains_key(*f)) {
+        ops.push(json!({"op": "remove", "path": format!("/status/{}", pointer_token(field))}));
+    }
+    ops
+}
+
+/// The operations turning list `from` into `to`, entries keyed by their `uid`; `None` when the
+/// entries both hold are not in the same order (or a key repeats), or when setting the list
+/// whole is no longer than editing it.
+fn keyed_list_ops(
+    path: &str,
+    from: &[serde_json::Value],
+    to: &[serde_json::Value],
+) -> Option<Vec<serde_json::Value>> {
+    use serde_json::json;
+    use std::collections::HashSet;
+    let uid =
+        |entry: &serde_json::Value| entry.get("uid").and_then(|u| u.as_str()).map(str::to_owned);
+    let from_uids: Vec<String> = from.iter().map(uid).collect::<Option<_>>()?;
+    let to_uids: Vec<String> = to.iter().map(uid).collect::<Option<_>>()?;
+    let wanted: HashSet<&str> = to_uids.iter().map(String::as_str).collect();
+    let had: HashSet<&str> = from_uids.iter().map(String::as_str).collect();
+    if wanted.len() != to_uids.len() || had.len() != from_uids.len() {
+        return None;
+    }
+    let mut ops = Vec::new();
+    // Removals last index first, so that each index still names the entry it read.
+    let mut kept: Vec<&serde_json::Value> = Vec::with_capacity(from.len());
+    let mut kept_uids: Vec<&str> = Vec::with_capacity(from.len());
+    for (i, (entry, key)) in from.iter().zip(&from_uids).enumerate().rev() {
+        if wanted.contains(key.as_str()) {
+            kept.push(entry);
+            kept_uids.push(key);
+        } else {
+            ops.push(json!({"op": "remove", "path": format!("{path}/{i}")}));
+        }
+    }
+    kept.reverse();
+    kept_uids.reverse();
+    // Then walk `to`: a kept entry must come next in order; a new one is inserted where it goes.
+    let mut next = 0usize;
+    for (i, (entry, key)) in to.iter().zip(&to_uids).enumerate() {
+        if had.contains(key.as_str()) {
+            if kept_uids.get(next) != Some(&key.as_str()) {
+                return None;
+            }
+            if kept.get(next) != Some(&entry) {
+                ops.push(json!({"op": "replace", "path": format!("{path}/{i}"), "value": entry}));
+            }
+            next = next.checked_add(1)?;
+        } else {
+            // Past every kept entry it goes at the end.
+            let at = if next == kept.len() {
+                "-".to_owned()
+            } else {
+                i.to_string()
+            };
+            ops.push(json!({"op": "add", "path": format!("{path}/{at}"), "value": entry}));
+        }
+    }
+    let edits: usize = ops.iter().map(|op| op.to_string().len()).sum();
+    let whole = serde_json::Value::from(to.to_vec()).to_string().len();
+    (edits < whole).then_some(ops)
+}
+
+/// A field name as one token of a JSON pointer (RFC 6901).
+fn pointer_token(field: &str) -> String {
+    field.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    fn entry(uid: &str, threads: u64) -> Value {
+        json!({"tenant": format!("ns/{uid}"), "uid": uid, "resources": {"threads": threads, "memoryGb": 1, "storageGb": 0}})
+    }
+
+    fn status(entries: &[(&str, u64)]) -> Value {
+        let allocations: Vec<Value> = entries.iter().map(|(u, t)| entry(u, *t)).collect();
+        json!({"allocations": allocations, "tenants": entries.len(), "free": {"threads": 64}})
+    }
+
+    /// The object the server holds, with `status`, patched by `ops` as the server would.
+    fn patched(status: Option<&Value>, ops: &[Value]) -> Result<Value, json_patch::PatchError> {
+        let mut object = json!({"metadata": {"name": "n", "resourceVersion": "7"}});
+        if let Some(status) = status {
+            object["status"] = status.clone();
+        }
+        let patch: json_patch::Patch = serde_json::from_value(Value::from(ops.to_vec())).unwrap();
+        json_patch::patch(&mut object, &patch)?;
+        Ok(object)
+    }
+
+    #[test]
+    fn a_new_entry_is_appended_and_only_the_totals_that_changed_are_sent() {
+        let from = status(&[("a", 2), ("b", 3)]);
+        let mut to = status(&[("a", 2), ("b", 3), ("c", 1)]);
+        to["free"] = from["free"].clone();
+        let ops = status_ops("7", Some(&from), &to, "allocations");
+        assert_eq!(
+            ops,
+            [
+                json!({"op": "replace", "path": "/metadata/resourceVersion", "value": "7"}),
+                json!({"op": "add", "path": "/status/allocations/-", "value": entry("c", 1)}),
+                json!({"op": "add", "path": "/status/tenants", "value": 3}),
+            ]
+        );
+    }
+
+    #[test]
+    fn released_entries_are_removed_last_index_first_and_a_resize_replaced_in_place() {
+        let from = status(&[("a", 2), ("b", 3), ("c", 1), ("d", 1), ("e", 1), ("f", 1)]);
+        let to = status(&[("b", 5), ("d", 1), ("e", 1), ("f", 1)]);
+        let ops = status_ops("7", Some(&from), &to, "allocations");
+        assert_eq!(
+            ops[1..4],
+            [
+                json!({"op": "remove", "path": "/status/allocations/2"}),
+                json!({"op": "remove", "path": "/status/allocations/0"}),
+                json!({"op": "replace", "path": "/status/allocations/0", "value": entry("b", 5)}),
+            ]
+        );
+        assert_eq!(patched(Some(&from), &ops).unwrap()["status"], to);
+    }
+
+    #[test]
+    fn a_list_whose_edits_would_be_longer_is_written_whole() {
+        let from = status(&[("a", 2), ("b", 3)]);
+        let to = status(&[("c", 1)]);
+        let ops = status_ops("7", Some(&from), &to, "allocations");
+        assert_eq!(
+            ops[1],
+            json!({"op": "add", "path": "/status/allocations", "value": to["allocations"]})
+        );
+    }
+
+    #[test]
+    fn entries_kept_in_another_order_or_a_status_missing_are_written_whole() {
+        let from = status(&[("a", 2), ("b", 3)]);
+        let to = status(&[("b", 3), ("a", 2)]);
+        let ops = status_ops("7", Some(&from), &to, "allocations");
+        assert_eq!(
+            ops[1],
+            json!({"op": "add", "path": "/status/allocations", "value": to["allocations"]})
+        );
+        let ops = status_ops("7", None, &to, "allocations");
+        assert_eq!(
+            ops[1..],
+            [json!({"op": "add", "path": "/status", "value": to})]
+        );
+        assert_eq!(patched(None, &ops).unwrap()["status"], to);
+    }
+
+    #[test]
+    fn the_patch_carries_the_version_read_so_a_changed_object_is_a_conflict_not_a_merge() {
+        let from = status(&[("a", 2)]);
+        let to = status(&[("a", 2), ("b", 1)]);
+        let ops = status_ops("6", Some(&from), &to, "allocations");
+        // The server answers 409 when the version a patch sets differs from the stored one.
+        let object = patched(Some(&from), &ops).unwrap();
+        assert_eq!(object["metadata"]["resourceVersion"], "6");
+    }
+
+    #[test]
+    fn a_field_no_longer_written_is_removed() {
+        let mut from = status(&[("a", 2)]);
+        from["allocated"] = json!({"threads": 2});
+        let to = status(&[("a", 2)]);
+        let ops = status_ops("7", Some(&from), &to, "allocations");
+        assert_eq!(
+            ops[1..],
+            [json!({"op": "remove", "path": "/status/allocated"})]
+        );
+    }
+
+    proptest! {
+        /// Whatever the two lists, the patch applied to the status read gives the status wanted.
+        #[test]
+        fn the_patch_turns_the_status_read_into_the_status_wanted(
+            from in proptest::collection::vec((0u8..12, 1u64..4), 0..10),
+            to in proptest::collection::vec((0u8..12, 1u64..4), 0..10),
+        ) {
+            let unique = |list: Vec<(u8, u64)>| {
+                let mut seen = std::collections::HashSet::new();
+                list.into_iter().filter(|(u, _)| seen.insert(*u)).map(|(u, t)| (format!("u{u}"), t)).collect::<Vec<_>>()
+            };
+            let (from, to) = (unique(from), unique(to));
+            fn borrow(l: &[(String, u64)]) -> Vec<(&str, u64)> {
+                l.iter().map(|(u, t)| (u.as_str(), *t)).collect()
+            }
+            let (from, to) = (status(&borrow(&from)), status(&borrow(&to)));
+            let ops = status_ops("7", Some(&from), &to, "allocations");
+            prop_assert_eq!(&patched(Some(&from), &ops).unwrap()["status"], &to);
+        }
+    }
+}

@@ -345,13 +345,16 @@ pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantS
         message: wanted.message.clone(),
         observed_generation: generation,
         migration: wanted.migration.clone(),
+        // The sentence is `message`'s, and the generation `observedGeneration`'s: the condition
+        // says each once, not twice (every byte of a status is decoded, stored and sent to
+        // every watcher at each write).
         conditions: vec![Condition::keeping_time(
             previous,
             PLACED_CONDITION,
             if wanted.placed { "True" } else { "False" },
             wanted.reason.as_str(),
-            wanted.message.clone(),
-            generation,
+            String::new(),
+            None,
             now,
         )],
     }

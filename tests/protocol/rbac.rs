@@ -149,7 +149,7 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
     // repeated event (patched as a series), and an orphan (a direct read of its tenant).
     h.fleet
         .api
-        .inject(Fault::on(Verb::Update).resource("nodes").conflict());
+        .inject(Fault::on(Verb::Patch).resource("nodes").conflict());
     crate::seed::seed_scenario(&h).await;
     for suspend in [true, false, true, false] {
         h.apply(&[tenant("waits").resources(1000, 1, 1).manifest()]);

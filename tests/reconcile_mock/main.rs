@@ -1,7 +1,9 @@
 //! Scenario tests of the tenant and node reconciles against a scripted mock API (tower-test), the
 //! kube-rs way: each test states the exact requests the controller must send (method, path,
 //! resourceVersion in the body) and answers them as the apiserver would. A missing or extra
-//! request fails the test.
+//! request fails the test. Node status writes are JSON patches: the harness applies each to the
+//! node as the mock last served it (seeded, read, or written), so a test reads the object the
+//! patch gives.
 //!
 //! ```text
 //!   main.rs    the harness: context over the mock, expect / answer helpers, the seed's fixtures
@@ -17,6 +19,8 @@
 mod node;
 mod tenant;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -85,13 +89,29 @@ struct Parts {
     settings: Settings,
 }
 
+thread_local! {
+    /// Each node as the mock last served it, by name: what a node status patch applies to. The
+    /// tests run on one thread each (current-thread runtimes).
+    static SERVED: RefCell<HashMap<String, Value>> = RefCell::new(HashMap::new());
+}
+
+/// Remembers a node object the mock served (seeded, read or written).
+fn served(node: &Value) {
+    if let Some(name) = node["metadata"]["name"].as_str() {
+        SERVED.with(|s| s.borrow_mut().insert(name.to_owned(), node.clone()));
+    }
+}
+
 fn parts(nodes: impl IntoIterator<Item = impl Into<Node>>) -> (Parts, Handle, Writer<Node>) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = Client::new(service, "default");
     let (cache, mut writer) = reflector::store::<Node>();
     writer.apply_watcher_event(&watcher::Event::Init);
+    SERVED.with(|s| s.borrow_mut().clear());
     for node in nodes {
-        writer.apply_watcher_event(&watcher::Event::InitApply(node.into()));
+        let node: Node = node.into();
+        served(&serde_json::to_value(&node).unwrap());
+        writer.apply_watcher_event(&watcher::Event::InitApply(node));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
     let retry = RetryPolicy {
@@ -157,13 +177,34 @@ pub async fn expect(
         request.uri()
     );
     assert_eq!(request.uri().path(), path, "path of the {method} request");
+    let node_status_patch =
+        method == Method::PATCH && path.starts_with(NODES) && path.ends_with("/status");
+    if node_status_patch {
+        assert_eq!(
+            request.headers()[http::header::CONTENT_TYPE],
+            "application/json-patch+json",
+            "a node status write is a JSON patch"
+        );
+    }
     let body = request.into_body().collect_bytes().await.unwrap();
-    let body: Value = if body.is_empty() {
+    let mut body: Value = if body.is_empty() {
         Value::Null
     } else {
         serde_json::from_slice(&body).unwrap()
     };
+    if node_status_patch {
+        // What the patch gives, applied to the node as served: a patch computed from any other
+        // copy fails here.
+        let name = path.trim_end_matches("/status").rsplit('/').next().unwrap();
+        let mut node = SERVED.with(|s| s.borrow().get(name).cloned()).unwrap();
+        let patch: json_patch::Patch = serde_json::from_value(body).unwrap();
+        json_patch::patch(&mut node, &patch).unwrap();
+        body = node;
+    }
     let (status, answer) = respond(&body);
+    if status == StatusCode::OK && path.starts_with(NODES) {
+        served(&answer);
+    }
     send.send_response(
         Response::builder()
             .status(status)
@@ -173,8 +214,9 @@ pub async fn expect(
     body
 }
 
-/// Answers a status PUT as the apiserver does when the resourceVersion matches: rv + 1.
-pub fn accept_put(body: &Value) -> (StatusCode, Value) {
+/// Answers a node status write as the apiserver does when the resourceVersion matches: the
+/// object written, at rv + 1.
+pub fn accept_write(body: &Value) -> (StatusCode, Value) {
     let mut written = body.clone();
     let rv: u64 = body["metadata"]["resourceVersion"]
         .as_str()
@@ -243,8 +285,8 @@ pub fn status_of(patch: &Value) -> TenantStatus {
     serde_json::from_value(patch["status"].clone()).unwrap()
 }
 
-pub fn allocations(put: &Value) -> Vec<AllocationEntry> {
-    serde_json::from_value(put["status"]["allocations"].clone()).unwrap()
+pub fn allocations(written: &Value) -> Vec<AllocationEntry> {
+    serde_json::from_value(written["status"]["allocations"].clone()).unwrap()
 }
 
 /// Applies a tenant status patch to the tenant, as the next reconcile would see it.

@@ -22,14 +22,14 @@ async fn an_entry_whose_tenant_is_confirmed_gone_by_a_direct_read_is_released() 
             (StatusCode::NOT_FOUND, not_found)
     })
     .await;
-    let put = expect(
+    let written = expect(
         &mut api,
-        Method::PUT,
+        Method::PATCH,
         &format!("{NODES}/node-eu-1/status"),
-        accept_put,
+        accept_write,
     )
     .await;
-    assert_eq!(allocations(&put), vec![]);
+    assert_eq!(allocations(&written), vec![]);
     run.await.unwrap().unwrap();
     expect_no_more_requests(api, ()).await;
     })
@@ -84,14 +84,14 @@ async fn an_entry_of_a_tenant_re_created_under_the_same_name_is_released() {
             (StatusCode::OK, serde_json::to_value(&reborn).unwrap())
         })
         .await;
-        let put = expect(
+        let written = expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-1/status"),
-            accept_put,
+            accept_write,
         )
         .await;
-        assert_eq!(allocations(&put), vec![]);
+        assert_eq!(allocations(&written), vec![]);
         run.await.unwrap().unwrap();
         expect_no_more_requests(api, ()).await;
     })

@@ -1,4 +1,4 @@
-//! Tenant scenarios: placing under a guarded PUT, conflicts, waiting for capacity, resizing,
+//! Tenant scenarios: placing under a guarded node status patch, conflicts, waiting for capacity, resizing,
 //! suspending, deleting, and input that cannot be used.
 
 use std::sync::Arc;
@@ -15,35 +15,35 @@ use tenant_placer::testing::entry;
 use crate::*;
 
 #[tokio::test]
-async fn placing_acme_puts_node_eu_1_status_with_the_read_resource_version_then_writes_the_tenant_status()
+async fn placing_acme_patches_node_eu_1_status_with_the_read_resource_version_then_writes_the_tenant_status()
  {
     within(async move {
         let (ctx, mut api, _cache) = context([eu1(10), eu2(11)]);
         let acme = acme().build();
         let run = tokio::spawn(reconcile(Arc::new(acme.clone()), ctx));
 
-        let put = expect(
+        let written = expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-1/status"),
-            accept_put,
+            accept_write,
         )
         .await;
         assert_eq!(
-            put["metadata"]["resourceVersion"], "10",
-            "the PUT carries the version that was read"
+            written["metadata"]["resourceVersion"], "10",
+            "the patch carries the version that was read"
         );
-        assert_eq!(allocations(&put), vec![entry("acme", (2, 4, 20))]);
+        assert_eq!(allocations(&written), vec![entry("acme", (2, 4, 20))]);
         assert_eq!(
-            put["status"]["allocated"],
+            written["status"]["allocated"],
             json!({"threads": 2, "memoryGb": 4, "storageGb": 20})
         );
         // free = 64-2, 256-4, 8000-20
         assert_eq!(
-            put["status"]["free"],
+            written["status"]["free"],
             json!({"threads": 62, "memoryGb": 252, "storageGb": 7980})
         );
-        assert_eq!(put["status"]["tenants"], 1);
+        assert_eq!(written["status"]["tenants"], 1);
 
         let status = expect_status(&mut api, "acme", &acme).await;
         assert_eq!(
@@ -70,7 +70,7 @@ async fn a_conflict_leads_to_a_fresh_get_and_when_node_eu_1_is_now_full_acme_goe
 
         let first = expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-1/status"),
             |_| conflict("node-eu-1"),
         )
@@ -82,15 +82,15 @@ async fn a_conflict_leads_to_a_fresh_get_and_when_node_eu_1_is_now_full_acme_goe
             (StatusCode::OK, serde_json::to_value(&full).unwrap())
         })
         .await;
-        let put = expect(
+        let written = expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-2/status"),
-            accept_put,
+            accept_write,
         )
         .await;
-        assert_eq!(put["metadata"]["resourceVersion"], "11");
-        assert_eq!(allocations(&put), vec![entry("acme", (2, 4, 20))]);
+        assert_eq!(written["metadata"]["resourceVersion"], "11");
+        assert_eq!(allocations(&written), vec![entry("acme", (2, 4, 20))]);
         let patch = expect(
             &mut api,
             Method::PATCH,
@@ -115,7 +115,7 @@ async fn conflicts_past_the_retry_budget_fail_the_reconcile_so_it_is_requeued_wi
         for attempt in 0..=max {
             expect(
                 &mut api,
-                Method::PUT,
+                Method::PATCH,
                 &format!("{NODES}/node-eu-1/status"),
                 |_| conflict("node-eu-1"),
             )
@@ -208,19 +208,19 @@ async fn re_evaluating_a_pending_tenant_with_nothing_changed_sends_no_request() 
 async fn the_seed_trace_allocates_2_then_4_after_switching_to_cluster_then_0_after_delete() {
     within(async move {
         let (ctx, mut api, _cache) = context([eu1(10), eu2(11)]);
-        let threads = |put: &Value| put["status"]["allocated"]["threads"].as_i64().unwrap();
+        let threads = |written: &Value| written["status"]["allocated"]["threads"].as_i64().unwrap();
 
         // provision
         let acme = acme().build();
         let run = tokio::spawn(reconcile(Arc::new(acme.clone()), ctx.clone()));
-        let put = expect(
+        let written = expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-1/status"),
-            accept_put,
+            accept_write,
         )
         .await;
-        assert_eq!(threads(&put), 2); // 2 threads x 1 replica
+        assert_eq!(threads(&written), 2); // 2 threads x 1 replica
         let patch = expect(
             &mut api,
             Method::PATCH,
@@ -235,19 +235,19 @@ async fn the_seed_trace_allocates_2_then_4_after_switching_to_cluster_then_0_aft
         cluster.spec.mode = TenantMode::Cluster;
         cluster.metadata.generation = Some(2);
         let run = tokio::spawn(reconcile(Arc::new(cluster.clone()), ctx.clone()));
-        let put = expect(
+        let written = expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-1/status"),
-            accept_put,
+            accept_write,
         )
         .await;
         assert_eq!(
-            put["metadata"]["resourceVersion"], "11",
+            written["metadata"]["resourceVersion"], "11",
             "the version our own write returned"
         );
-        assert_eq!(threads(&put), 4); // 2 threads x 2 replicas
-        assert_eq!(allocations(&put), vec![entry("acme", (4, 8, 40))]);
+        assert_eq!(threads(&written), 4); // 2 threads x 2 replicas
+        assert_eq!(allocations(&written), vec![entry("acme", (4, 8, 40))]);
         let patch = expect(
             &mut api,
             Method::PATCH,
@@ -266,16 +266,16 @@ async fn the_seed_trace_allocates_2_then_4_after_switching_to_cluster_then_0_aft
                 k8s_openapi::jiff::Timestamp::now(),
             ));
         let run = tokio::spawn(reconcile(Arc::new(deleting.clone()), ctx.clone()));
-        let put = expect(
+        let written = expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-1/status"),
-            accept_put,
+            accept_write,
         )
         .await;
-        assert_eq!(threads(&put), 0);
-        assert_eq!(allocations(&put), vec![]);
-        assert_eq!(put["status"]["free"]["threads"], 64);
+        assert_eq!(threads(&written), 0);
+        assert_eq!(allocations(&written), vec![]);
+        assert_eq!(written["status"]["free"]["threads"], 64);
         let ops = expect(&mut api, Method::PATCH, &format!("{TENANTS}/acme"), |_| {
             (StatusCode::OK, serde_json::to_value(&deleting).unwrap())
         })
@@ -348,7 +348,7 @@ async fn a_rerun_after_a_crash_between_the_node_write_and_the_tenant_write_adopt
         let (ctx, mut api, _cache) = context([eu1(11).holding("acme", (2, 4, 20)), eu2(12)]);
         let acme = acme().build();
         let run = tokio::spawn(reconcile(Arc::new(acme.clone()), ctx));
-        // No PUT: straight to the tenant status.
+        // No node write: straight to the tenant status.
         let status = expect_status(&mut api, "acme", &acme).await;
         assert_eq!(
             (status.phase, status.node_name.as_str()),
@@ -411,9 +411,9 @@ async fn a_tenant_without_the_finalizer_gets_it_by_a_guarded_json_patch_before_a
         );
         expect(
             &mut api,
-            Method::PUT,
+            Method::PATCH,
             &format!("{NODES}/node-eu-1/status"),
-            accept_put,
+            accept_write,
         )
         .await;
         expect(

@@ -7,16 +7,17 @@
 //!        │                                                 ▼
 //!        │                        batch::decide_batch (pure): one View, one Draft per job
 //!        │                                                 │
-//!        │             per touched node, concurrently: PUT /status with the resourceVersion read
+//!        │    per touched node, concurrently: PATCH /status (what changed), guarded by the resourceVersion read
 //!        │                                                 │
 //!        └── answer ◀── conflicts::resolve (pure): answer, fail, or retry (GET the 409'd nodes)
 //!   view = watch cache, overlaid with what we wrote or re-read (never ahead of the server)
 //! ```
 //!
 //! Rules enforced here (docs/design.md, rules 1, 2, 3 and 9, and "The placement engine"):
-//! - every write is a PUT of the status subresource carrying the resourceVersion of the object
-//!   the batch was decided from; there is no write without that precondition. A node's new
-//!   entries from the whole batch go in ONE write;
+//! - every write is a JSON patch of the status subresource that sets the resourceVersion of the
+//!   object the batch was decided from (409 when it changed since, as a PUT with it), then only
+//!   what changed (`patch::status_ops`); there is no write without that precondition. A node's
+//!   new entries from the whole batch go in ONE write;
 //! - totals (`allocated`, `free`, `tenants`) and the OverCapacity condition are recomputed from
 //!   the ledger's entries on every write; room held for waiting tenants lives in the ledger's
 //!   holds, which are not entries, so it is never written;
@@ -45,7 +46,7 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use placement::{Fleet, NodeLedger, TenantWants};
 use tokio::sync::{mpsc, oneshot};
@@ -443,9 +444,9 @@ impl EngineTask {
         let mut touched: Vec<&String> = drafts.iter().flat_map(|d| d.nodes.iter()).collect();
         touched.sort_unstable();
         touched.dedup();
-        let requests: Vec<Node> = touched
+        let requests: Vec<(String, Result<json_patch::Patch, String>)> = touched
             .into_iter()
-            .filter_map(|name| self.view.to_write(name, &now))
+            .filter_map(|name| Some((name.clone(), self.view.to_patch(name, &now)?)))
             .collect();
         self.view.end_batch();
         let (failures, written) = self.write(requests).await;
@@ -600,18 +601,29 @@ impl EngineTask {
         waiters
     }
 
-    /// Writes each node, concurrently, each guarded by the resourceVersion it was read at.
-    /// Returns the nodes that failed, and the objects the others are now.
-    async fn write(&self, requests: Vec<Node>) -> (HashMap<String, NodeFailure>, Vec<Arc<Node>>) {
+    /// Writes each node's status, concurrently, each a JSON patch guarded by the resourceVersion
+    /// it was read at. Returns the nodes that failed, and the objects the others are now.
+    async fn write(
+        &self,
+        requests: Vec<(String, Result<json_patch::Patch, String>)>,
+    ) -> (HashMap<String, NodeFailure>, Vec<Arc<Node>>) {
         let api = self.nodes.api.clone();
         let results: Vec<(String, Result<Node, kube::Error>)> = futures::stream::iter(requests)
-            .map(|updated| {
+            .map(|(name, patch)| {
                 let api = api.clone();
                 async move {
-                    let name = updated.name_any();
-                    let result = api
-                        .replace_status(&name, &PostParams::default(), &updated)
-                        .await;
+                    let result = match patch {
+                        Ok(patch) => {
+                            api.patch_status(
+                                &name,
+                                &PatchParams::default(),
+                                &Patch::Json::<()>(patch),
+                            )
+                            .await
+                        }
+                        // Never sent: the job fails rather than being answered unwritten.
+                        Err(why) => Err(kube::Error::Service(why.into())),
+                    };
                     (name, result)
                 }
             })

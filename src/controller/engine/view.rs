@@ -27,7 +27,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use placement::{Edit, Fleet, IndexedFleet, NodeLedger};
 
-use crate::api::Node;
+use crate::api::{Node, NodeStatus};
+use crate::controller::patch;
 use crate::error::Error;
 
 /// A node whose recorded allocations cannot be used: never written, and the tenants it names are
@@ -346,6 +347,32 @@ impl View {
         };
         updated.metadata.managed_fields = None;
         Some(updated)
+    }
+
+    /// The node's status write: a JSON patch against the copy the batch was decided from, only
+    /// what changed, guarded by that copy's resourceVersion ([`patch::status_ops`]). `None` for
+    /// a node without a readable ledger; an error for a copy without a resourceVersion (never
+    /// one the API served), which is never written unguarded.
+    pub(super) fn to_patch(
+        &self,
+        name: &str,
+        now: &Time,
+    ) -> Option<Result<json_patch::Patch, String>> {
+        let updated = self.to_write(name, now)?;
+        let object = self.node(name)?;
+        let Some(version) = object.metadata.resource_version.as_deref() else {
+            return Some(Err(format!(
+                "node {name} has no resourceVersion to guard its write"
+            )));
+        };
+        let encode = |status: &NodeStatus| serde_json::to_value(status).map_err(|e| e.to_string());
+        let ops = (|| {
+            let from = object.status.as_ref().map(encode).transpose()?;
+            let to = encode(updated.status.as_ref().unwrap_or(&NodeStatus::default()))?;
+            let ops = patch::status_ops(version, from.as_ref(), &to, "allocations");
+            serde_json::from_value(ops.into()).map_err(|e| e.to_string())
+        })();
+        Some(ops)
     }
 
     /// Whether this node's written status differs from what its entries say.

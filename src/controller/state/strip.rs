@@ -23,9 +23,9 @@
 //!   (`spec.unschedulable`, `status.allocatable` and the Ready condition); its image list,
 //!   addresses and the rest, often tens of KB, are dropped ([`Cached::strip_body`]).
 //!
-//! NB: a cached object is never written back whole: Node status is written with a PUT on the
-//! status subresource, which takes only `status` (the server keeps the stored metadata), and
-//! Tenants are patched. Were a write to send a cached object's metadata, the dropped fields would
+//! NB: a cached object is never written back whole: Node status is written with a JSON patch of
+//! the status subresource (the resourceVersion and what changed in `status`), and Tenants are
+//! patched. Were a write to send a cached object's metadata, the dropped fields would
 //! be erased on the server.
 
 use kube::Resource;
