@@ -167,6 +167,38 @@ async fn a_patch_carrying_a_stale_resource_version_is_a_conflict() {
     assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
 }
 
+/// How tenant-placer writes Node status: a JSON patch of the status subresource whose first
+/// operation sets the resourceVersion read, as controller-runtime's optimistic lock does.
+#[tokio::test]
+async fn a_json_patch_of_status_setting_a_stale_resource_version_is_a_conflict() {
+    let (_api, client) = setup();
+    let created = create(&client, "acme", 1).await;
+    let read = created.resource_version().unwrap();
+    let guarded = |rv: &str, phase: &str| {
+        ops(json!([
+            {"op": "replace", "path": "/metadata/resourceVersion", "value": rv},
+            {"op": "add", "path": "/status", "value": {"phase": phase}},
+        ]))
+    };
+    let written = tenants(&client)
+        .patch_status("acme", &PatchParams::default(), &guarded(&read, "Ready"))
+        .await
+        .unwrap();
+    assert_eq!(written.status.unwrap().phase.as_deref(), Some("Ready"));
+    assert_ne!(
+        written.metadata.resource_version.as_deref(),
+        Some(read.as_str())
+    );
+    let status = status_of(
+        tenants(&client)
+            .patch_status("acme", &PatchParams::default(), &guarded(&read, "Lost"))
+            .await,
+    );
+    assert_eq!((status.code, status.reason.as_str()), (409, "Conflict"));
+    let now = tenants(&client).get("acme").await.unwrap();
+    assert_eq!(now.status.unwrap().phase.as_deref(), Some("Ready"));
+}
+
 #[tokio::test]
 async fn server_side_apply_creates_then_merges_and_needs_a_field_manager() {
     let (_api, client) = setup();
