@@ -19,7 +19,8 @@
 //!   KiB the write handles, the cores serving writes; any of them turns it on). `--real-cost`:
 //!   `CostModel::REAL_1_36_TWO_CORE`, calibrated on this bench's backlog of 5,000 tenants on
 //!   500 nodes to reproduce a real kube-apiserver 1.36 on 2 cores. Bytes per placement are
-//!   printed in any case (request bodies, stored objects before and after, watch lines sent).
+//!   printed in any case (`Stats::bytes`: request bodies, stored objects before and after, watch
+//!   lines sent, of the write requests; the bench's own direct creates count none).
 //! - `--controller-args`: more `tenant-placer run` arguments, e.g. `"--no-finalizer --events problems"`.
 //! - `--no-admission`: no MutatingAdmissionPolicy emulation (a cluster before 1.36): the
 //!   controller adds the Tenant and Node finalizers with its own writes.
@@ -430,7 +431,7 @@ async fn bench() {
         };
         let n = stats.requests.get(key).copied().unwrap_or(0).max(1) as f64;
         println!(
-            "| of which {:?} {path}: per placement, request + stored + watch (per request) | {:.0} = {:.0} + {:.0} + {:.0} ({:.0} = {:.0} + {:.0} + {:.0}) |",
+            "| of which {:?} {path}: per placement, request + stored + watch (per request: request + before + after + watch) | {:.0} = {:.0} + {:.0} + {:.0} ({:.0} = {:.0} + {:.0} + {:.0} + {:.0}) |",
             key.verb,
             per_placement(counts.total()),
             per_placement(counts.request),
@@ -438,7 +439,8 @@ async fn bench() {
             per_placement(counts.watch),
             counts.total() as f64 / n,
             counts.request as f64 / n,
-            counts.stored() as f64 / n,
+            counts.stored_before as f64 / n,
+            counts.stored_after as f64 / n,
             counts.watch as f64 / n,
         );
     }
