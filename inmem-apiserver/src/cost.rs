@@ -35,15 +35,19 @@
 //!
 //! The same backlog in the in-memory API (`cargo bench --bench end_to_end -- --nodes 500
 //! --tenants 5000 --pending 0 --quiet-seconds 0 --backlog --server-side-apply`, the controller
-//! of commit 508177e) takes 1.07 writes and about 5,200 bytes per placement (4,850 per write:
-//! 660 of request bodies, 2,700 of stored objects before and after, 1,830 of watch lines). The
+//! of commit 508177e) takes 1.07 writes and about 5,200 bytes per placement (660 of request
+//! bodies, 2,700 of stored objects before and after, 1,830 of watch lines; 4,850 per write). The
 //! model keeps `cores` at the 1.58 busy and splits the CPU per placement 30 / 70: `per_write` is
 //! 30 % of it over 1.07 writes, `per_kib` 70 % of it over 5.08 KiB. The CPU per placement is
 //! 4.75 ms rather than 4.85: the bench keeps the model's cores busy about 98 % of the time (a
 //! first run at 4.68 ms placed 330 and 331 per second, where 1.58 cores allow 338), so 4.75 ms
-//! places 326 per second. Hence 1.33 ms per write and 654 µs per KiB (0.64 µs per byte): 4.43 ms
-//! for the bench's average write, against the real server's 4.18 ms at 1.16 writes per
-//! placement (the real server's bytes per write are not known: the bench's bytes stand for them).
+//! should place 326 per second. Hence 1.33 ms per write and 654 µs per KiB (0.64 µs per byte):
+//! 4.43 ms for the bench's average write, against the real server's 4.18 ms at 1.16 writes per
+//! placement (the real server's bytes per write are not known: the bench's bytes stand for
+//! them). With it, three runs placed 321, 323 and 323 per second (330 to 334 from the first
+//! placement to the last), three more beside another bench on the second core 315, 321 and 320
+//! (329 to 331), at 1.07 writes and 5,174 to 5,220 bytes per placement (docs/performance.md,
+//! "Bytes per placement").
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
