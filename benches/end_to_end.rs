@@ -4,7 +4,8 @@
 //! and writes while pending tenants idle.
 //!
 //! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]
-//! [--concurrency N] [--backlog] [--server-side-apply] [--cost-ms MS --writes-per-second N] [--controller-args "ARGS"]
+//! [--concurrency N] [--backlog] [--server-side-apply] [--cost-ms MS --writes-per-second N
+//! --cost-per-kib-us US --cores N | --real-cost] [--controller-args "ARGS"]
 //! [--controller-bin PATH] [--label TEXT]`
 //! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s, concurrency 96 as the controller).
 //!
@@ -13,8 +14,13 @@
 //! - `--server-side-apply`: Nodes and Tenants are created as `kubectl apply --server-side`
 //!   creates them, and every write records its managedFields (kubectl's `Apply` entry, the
 //!   controller's status `Update` entries), as a real API server serves them in lists and watches.
-//! - `--cost-ms` / `--writes-per-second`: the in-memory API's cost model (a real 2-core control
-//!   plane: about 3 ms per write, 550 writes per second).
+//! - `--cost-ms` / `--writes-per-second` / `--cost-per-kib-us` / `--cores`: the in-memory API's
+//!   cost model (`CostModel`: a fixed time per write, at most so many writes a second, a time per
+//!   KiB the write handles, the cores serving writes; any of them turns it on). `--real-cost`:
+//!   `CostModel::REAL_1_36_TWO_CORE`, calibrated on this bench's backlog of 5,000 tenants on
+//!   500 nodes to reproduce a real kube-apiserver 1.36 on 2 cores. Bytes per placement are
+//!   printed in any case (`Stats::bytes`: request bodies, stored objects before and after, watch
+//!   lines sent, of the write requests; the bench's own direct creates count none).
 //! - `--controller-args`: more `tenant-placer run` arguments, e.g. `"--no-finalizer --events problems"`.
 //! - `--no-admission`: no MutatingAdmissionPolicy emulation (a cluster before 1.36): the
 //!   controller adds the Tenant and Node finalizers with its own writes.
@@ -142,10 +148,24 @@ async fn bench() {
     );
     let concurrency = arg("--concurrency", 96);
     let backlog = flag("--backlog");
-    let cost = arg_str("--cost-ms").map(|ms| inmem_apiserver::CostModel {
-        per_write: Duration::from_secs_f64(ms.parse::<f64>().unwrap() / 1e3),
-        writes_per_second: arg("--writes-per-second", 0),
-    });
+    let cost_flags = [
+        "--cost-ms",
+        "--writes-per-second",
+        "--cost-per-kib-us",
+        "--cores",
+    ];
+    let cost = if flag("--real-cost") {
+        Some(inmem_apiserver::CostModel::REAL_1_36_TWO_CORE)
+    } else if cost_flags.iter().any(|f| arg_str(f).is_some()) {
+        Some(inmem_apiserver::CostModel {
+            per_write: Duration::from_secs_f64(arg("--cost-ms", 0.0) / 1e3),
+            writes_per_second: arg("--writes-per-second", 0),
+            per_kib: Duration::from_secs_f64(arg("--cost-per-kib-us", 0.0) / 1e6),
+            cores: arg("--cores", 0.0),
+        })
+    } else {
+        None
+    };
     let fleet = Fleet::new().unwrap();
     // The chart's MutatingAdmissionPolicies (Kubernetes 1.36+) put the finalizers on at create;
     // `--no-admission` measures a cluster without them, where the controller adds them itself.
@@ -308,9 +328,11 @@ async fn bench() {
     let controller_args = arg_str("--controller-args").unwrap_or_default();
     let cost_text = match cost {
         Some(c) => format!(
-            "cost model {:.1} ms per write, at most {} writes/s",
+            "cost model {:.3} ms per write + {:.1} µs per KiB, at most {} writes/s, {} cores",
             c.per_write.as_secs_f64() * 1e3,
-            c.writes_per_second
+            c.per_kib.as_secs_f64() * 1e6,
+            c.writes_per_second,
+            c.cores,
         ),
         None => "no cost model".to_owned(),
     };
@@ -386,6 +408,46 @@ async fn bench() {
             key.verb, stats.requests[key]
         );
     }
+    // Bytes the API handled for the writes, per placement: what a real server's CPU goes into.
+    let per_placement = |bytes: u64| bytes as f64 / placed.max(1) as f64;
+    let b = stats.bytes;
+    println!(
+        "| API bytes per placement: request + stored (before + after) + watch | {:.0} = {:.0} + {:.0} ({:.0} + {:.0}) + {:.0} |",
+        per_placement(b.total()),
+        per_placement(b.request),
+        per_placement(b.stored()),
+        per_placement(b.stored_before),
+        per_placement(b.stored_after),
+        per_placement(b.watch),
+    );
+    for (key, counts) in stats
+        .bytes_by_request
+        .iter()
+        .filter(|(k, _)| k.verb.is_write())
+    {
+        let path = match &key.subresource {
+            Some(sub) => format!("{}/{sub}", key.resource),
+            None => key.resource.clone(),
+        };
+        let n = stats.requests.get(key).copied().unwrap_or(0).max(1) as f64;
+        println!(
+            "| of which {:?} {path}: per placement, request + stored + watch (per request: request + before + after + watch) | {:.0} = {:.0} + {:.0} + {:.0} ({:.0} = {:.0} + {:.0} + {:.0} + {:.0}) |",
+            key.verb,
+            per_placement(counts.total()),
+            per_placement(counts.request),
+            per_placement(counts.stored()),
+            per_placement(counts.watch),
+            counts.total() as f64 / n,
+            counts.request as f64 / n,
+            counts.stored_before as f64 / n,
+            counts.stored_after as f64 / n,
+            counts.watch as f64 / n,
+        );
+    }
+    println!(
+        "| API bytes per write request | {:.0} |",
+        b.total() as f64 / writes.max(1) as f64
+    );
     println!(
         "| node status conflicts (409) per placement | {:.3} |",
         (node_puts - node_commits.min(node_puts)) as f64 / placed.max(1) as f64
@@ -419,9 +481,13 @@ async fn bench() {
     };
     println!("| invariants at the end | {invariants} |");
     println!(
-        "summary | {label} | {:.0} placed/s ({placing_rate:.0}/s first to last) | {:.2} writes/placement | {:.3} conflicts/placement | {:.1} MB | CPU per placement: controller {controller_cpu:.0} µs, API {api_cpu:.0} µs | {invariants}",
+        "summary | {label} | {:.0} placed/s ({placing_rate:.0}/s first to last) | {:.2} writes/placement | {:.0} bytes/placement ({:.0} request, {:.0} stored, {:.0} watch) | {:.3} conflicts/placement | {:.1} MB | CPU per placement: controller {controller_cpu:.0} µs, API {api_cpu:.0} µs | {invariants}",
         placed as f64 / elapsed.as_secs_f64(),
         writes as f64 / placed.max(1) as f64,
+        per_placement(b.total()),
+        per_placement(b.request),
+        per_placement(b.stored()),
+        per_placement(b.watch),
         (node_puts - node_commits.min(node_puts)) as f64 / placed.max(1) as f64,
         rss as f64 / 1024.0,
     );

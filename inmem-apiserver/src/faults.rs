@@ -83,6 +83,58 @@ pub struct Stats {
     /// Requests a fault rule acted on (not those it let through first): a test that injects
     /// a fault checks here that it fired.
     pub faults_fired: u64,
+    /// Bytes handled by write requests (served by [`crate::ApiServer::handle`]; the direct
+    /// methods such as [`crate::ApiServer::create`] count none): see [`ByteCounts`].
+    pub bytes: ByteCounts,
+    /// [`Stats::bytes`] by verb, resource and subresource.
+    pub bytes_by_request: BTreeMap<RequestKey, ByteCounts>,
+}
+
+/// What write requests handled, in bytes: what a real API server's CPU goes into is decoding,
+/// encoding and collecting these (see [`crate::CostModel`]).
+///
+/// - `request`: the request bodies, as received (every write request, failed ones too);
+/// - `stored_before`, `stored_after`: the object each commit replaced and the one it stored,
+///   as compact JSON of the stored value (storage version, `managedFields` when recorded), 0
+///   for none (before a create, after a delete); a request that commits nothing (409, 422, no-op,
+///   dry run) counts neither;
+/// - `watch`: the watch lines the commits queued for open watches, each line's length once per
+///   watch it went to (what the server writes on the wire: lines queued together are sent in one
+///   chunk, with the same bytes). A watch's initial events and bookmarks are not counted: they
+///   are reads, served from the watch cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ByteCounts {
+    /// Request bodies.
+    pub request: u64,
+    /// Stored objects replaced (or deleted) by the commits.
+    pub stored_before: u64,
+    /// Stored objects written by the commits.
+    pub stored_after: u64,
+    /// Watch lines sent for the commits, once per watch.
+    pub watch: u64,
+}
+
+impl ByteCounts {
+    /// All of them: request + stored before + stored after + watch.
+    pub fn total(&self) -> u64 {
+        self.request
+            .saturating_add(self.stored_before)
+            .saturating_add(self.stored_after)
+            .saturating_add(self.watch)
+    }
+
+    /// Stored before and after.
+    pub fn stored(&self) -> u64 {
+        self.stored_before.saturating_add(self.stored_after)
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &ByteCounts) {
+        self.request = self.request.saturating_add(other.request);
+        self.stored_before = self.stored_before.saturating_add(other.stored_before);
+        self.stored_after = self.stored_after.saturating_add(other.stored_after);
+        self.watch = self.watch.saturating_add(other.watch);
+    }
 }
 
 impl Stats {
@@ -100,6 +152,29 @@ impl Stats {
             .iter()
             .filter(|(k, _)| k.verb.is_write())
             .fold(0, |sum, (_, n)| sum.saturating_add(*n))
+    }
+
+    /// The bytes of write requests on this resource, any verb, group and subresource.
+    pub fn bytes_of(&self, resource: &str) -> ByteCounts {
+        let mut sum = ByteCounts::default();
+        for (_, counts) in self
+            .bytes_by_request
+            .iter()
+            .filter(|(k, _)| k.resource == resource)
+        {
+            sum.add(counts);
+        }
+        sum
+    }
+
+    /// Adds a write request's bytes to the totals and to its key's.
+    pub(crate) fn record_bytes(&mut self, key: &RequestKey, counts: &ByteCounts) {
+        self.bytes.add(counts);
+        if let Some(by_key) = self.bytes_by_request.get_mut(key) {
+            by_key.add(counts);
+        } else {
+            self.bytes_by_request.insert(key.clone(), *counts);
+        }
     }
 
     pub(crate) fn record(&mut self, key: RequestKey) {

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::body::{ResponseBody, WatchStream};
 use crate::discovery;
-use crate::faults::{self, FaultAction, RequestKey, Verb};
+use crate::faults::{self, ByteCounts, FaultAction, RequestKey, Verb};
 use crate::openapi;
 use crate::patch::{self, PatchType};
 use crate::scale;
@@ -264,22 +264,54 @@ impl ApiServer {
             resource: target.kind.plural.clone(),
             subresource: target.subresource.clone(),
         };
-        let (fault, rv) = {
+        let request_bytes = u64::try_from(body.len()).unwrap_or(u64::MAX);
+        let (fault, rv, expected_bytes) = {
             let mut state = self.shared.lock();
             state.stats.record(key.clone());
+            if verb.is_write() {
+                let request = ByteCounts {
+                    request: request_bytes,
+                    ..ByteCounts::default()
+                };
+                state.stats.record_bytes(&key, &request);
+            }
             let fault = faults::take(&mut state.faults, &key, name.as_deref());
             if fault.is_some() {
                 state.stats.faults_fired = state.stats.faults_fired.saturating_add(1);
             }
-            (fault, state.rv)
+            let charges_bytes = verb.is_write()
+                && self
+                    .shared
+                    .schedule
+                    .model()
+                    .is_some_and(|m| m.charges_bytes());
+            let expected = if charges_bytes {
+                expected_bytes(&state, &target, verb, name.as_deref(), request_bytes)
+            } else {
+                request_bytes
+            };
+            (fault, state.rv, expected)
         };
         // The cost model: a write waits for its slot and its service time (a 409 costs too).
-        if verb.is_write()
+        let costed = verb.is_write()
             && tokio::runtime::Handle::try_current().is_ok()
-            && let Some(served) = self.shared.schedule.admit(std::time::Instant::now())
-        {
-            tokio::time::sleep_until(served.into()).await;
-        }
+            && match self
+                .shared
+                .schedule
+                .admit(std::time::Instant::now(), expected_bytes)
+            {
+                Some(served) => {
+                    tokio::time::sleep_until(served.into()).await;
+                    true
+                }
+                None => false,
+            };
+        // Once a costed write has run: its slot moves by what it handled beyond the estimate.
+        let settle = |actual: u64| {
+            if costed {
+                self.shared.schedule.settle(expected_bytes, actual);
+            }
+        };
         match fault {
             // Timers need a Tokio runtime; without one the delay is skipped.
             Some(FaultAction::Delay(by)) if tokio::runtime::Handle::try_current().is_ok() => {
@@ -289,6 +321,7 @@ impl ApiServer {
                 code,
                 retry_after_seconds,
             }) => {
+                settle(request_bytes);
                 return status_response(&injected(
                     code,
                     retry_after_seconds,
@@ -296,7 +329,10 @@ impl ApiServer {
                     name.as_deref(),
                 ));
             }
-            Some(FaultAction::Disconnect) => return dropped(),
+            Some(FaultAction::Disconnect) => {
+                settle(request_bytes);
+                return dropped();
+            }
             Some(FaultAction::WatchGone) if verb == Verb::Watch => {
                 let from = query.get("resourceVersion").unwrap_or("0");
                 return watch_error(&Status::expired(format!(
@@ -310,7 +346,7 @@ impl ApiServer {
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        let response = self.execute(
+        let (response, served) = self.execute(
             &target,
             verb,
             name.as_deref().unwrap_or_default(),
@@ -325,6 +361,10 @@ impl ApiServer {
             &query,
             &body,
         );
+        if verb.is_write() {
+            self.shared.lock().stats.record_bytes(&key, &served);
+            settle(request_bytes.saturating_add(served.total()));
+        }
         match fault {
             Some(FaultAction::CommitThenStall(stall)) => {
                 stall.0.notify_one();
@@ -339,6 +379,8 @@ impl ApiServer {
         }
     }
 
+    /// Serves a routed request; answers the response and, for a write, the bytes its commits
+    /// handled (stored objects and watch lines; the request body is counted before).
     fn execute(
         &self,
         t: &Target,
@@ -347,7 +389,7 @@ impl ApiServer {
         options: &Options<'_>,
         q: &Query,
         body: &Bytes,
-    ) -> Response<ResponseBody> {
+    ) -> (Response<ResponseBody>, ByteCounts) {
         let Options {
             content_type,
             render,
@@ -355,7 +397,7 @@ impl ApiServer {
         } = *options;
         let validation = match FieldValidation::from_query(q.get("fieldValidation")) {
             Ok(v) => v,
-            Err(status) => return status_response(&status),
+            Err(status) => return (status_response(&status), ByteCounts::default()),
         };
         let mut warnings: Vec<String> = Vec::new();
         // Unknown fields of a written object: refused (Strict), or a warning.
@@ -392,10 +434,12 @@ impl ApiServer {
             .kinds
             .contains_key(&(t.kind.group.clone(), t.kind.plural.clone()))
         {
-            return status_response(&not_found());
+            return (status_response(&not_found()), ByteCounts::default());
         }
         let dry_run = q.dry_run();
         state.warnings.clear();
+        // Reads return before the match ends; every write reaches its end, which takes this.
+        state.served_bytes = verb.is_write().then(ByteCounts::default);
         let writer =
             |apply| crate::managed::Writer::of_request(q.get("fieldManager"), user_agent, apply);
         state.writer = Some(writer(false));
@@ -411,23 +455,25 @@ impl ApiServer {
         };
         let result = match verb {
             Verb::Get => {
-                return match state.get(t, name) {
+                let response = match state.get(t, name) {
                     Ok(obj) => {
                         json_response_as(StatusCode::OK, &render.one(obj), render.content_type())
                     }
                     Err(status) => status_response(&status),
                 };
+                return (response, ByteCounts::default());
             }
             Verb::List => {
-                return match state.list(t, q) {
+                let response = match state.list(t, q) {
                     Ok(list) => {
                         json_response_as(StatusCode::OK, &render.list(list), render.content_type())
                     }
                     Err(status) => status_response(&status),
                 };
+                return (response, ByteCounts::default());
             }
             Verb::Watch => {
-                return match state.watch(t, q, render.clone()) {
+                let response = match state.watch(t, q, render.clone()) {
                     Ok(WatchStart::Gone(status)) => watch_error(&status),
                     Ok(WatchStart::Stream {
                         id,
@@ -445,6 +491,7 @@ impl ApiServer {
                     }
                     Err(status) => status_response(&status),
                 };
+                return (response, ByteCounts::default());
             }
             Verb::Create | Verb::Update if !is_json(content_type) => Err(unsupported_body()),
             Verb::Update if t.on_scale() => parse_json(body).and_then(|v| {
@@ -507,6 +554,7 @@ impl ApiServer {
                 .map(|o| (StatusCode::OK, Arc::new(o))),
         };
         warnings.append(&mut state.warnings);
+        let served = state.served_bytes.take().unwrap_or_default();
         let mut response = match result {
             Ok((code, obj)) => json_response(code, &obj),
             Err(status) => status_response(&status),
@@ -517,8 +565,27 @@ impl ApiServer {
                 response.headers_mut().append(WARNING, value);
             }
         }
-        response
+        (response, served)
     }
+}
+
+/// The bytes a write is expected to handle, for its slot of the cost model (settled once it has
+/// run): the request body; the stored object before; after it, as large as the body for a create
+/// or update, as before for a patch or delete (a patch of a missing object, as the body); and the
+/// larger of the two once per open watch of the resource.
+fn expected_bytes(state: &State, t: &Target, verb: Verb, name: Option<&str>, request: u64) -> u64 {
+    let before = name.map_or(0, |name| state.stored_len(t, name));
+    let after = match verb {
+        Verb::Create | Verb::Update => request,
+        Verb::Patch if before == 0 => request,
+        Verb::Patch => before,
+        _ => 0,
+    };
+    let watch = before.max(after).saturating_mul(state.watches_of(t));
+    request
+        .saturating_add(before)
+        .saturating_add(after)
+        .saturating_add(watch)
 }
 
 /// How a request wants to be answered.

@@ -138,12 +138,12 @@
 //!
 //! Direct access without HTTP ([`ApiServer::get`], [`ApiServer::list`],
 //! [`ApiServer::create`], [`ApiServer::apply`], [`ApiServer::delete`]), a hook
-//! on every committed write ([`ApiServer::on_commit`]), request and write
-//! counters ([`ApiServer::stats`]), fault injection ([`ApiServer::inject`],
-//! [`ApiServer::break_watches`], [`ApiServer::compact_history`]), and a cost
-//! model that makes every write cost server time under a cap on writes per
-//! second, as a real control plane's CPU does ([`ApiServer::set_cost_model`],
-//! [`CostModel`]).
+//! on every committed write ([`ApiServer::on_commit`]), request, write and byte
+//! counters ([`ApiServer::stats`], [`ByteCounts`]: the bytes writes handle), fault injection
+//! ([`ApiServer::inject`], [`ApiServer::break_watches`], [`ApiServer::compact_history`]), and a
+//! cost model that makes every write cost server time, by the write and by its bytes, under a
+//! cap on writes per second or on CPU cores, as a real control plane's CPU does
+//! ([`ApiServer::set_cost_model`], [`CostModel`]).
 
 mod body;
 mod cost;
@@ -180,7 +180,7 @@ use serde_json::Value;
 
 pub use body::ResponseBody;
 pub use cost::CostModel;
-pub use faults::{Fault, FaultAction, RequestKey, Stall, Stats, Verb};
+pub use faults::{ByteCounts, Fault, FaultAction, RequestKey, Stall, Stats, Verb};
 pub use host::{ForeignHost, check_host};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};
@@ -501,12 +501,13 @@ impl ApiServer {
         self.shared.lock().hook_failures.clone()
     }
 
-    /// The request and write counters.
+    /// The request, write and byte counters.
     pub fn stats(&self) -> Stats {
         self.shared.lock().stats.clone()
     }
 
-    /// Makes every write cost the server time, capped at a rate (see [`CostModel`]); `None`
+    /// Makes every write cost the server time, by the write and by its bytes, capped at a rate
+    /// or on cores (see [`CostModel`]); `None`
     /// makes writes free again. Applies to requests served by [`ApiServer::handle`] (HTTP and
     /// the `Service`), not to the direct methods such as [`ApiServer::create`].
     pub fn set_cost_model(&self, model: Option<CostModel>) {
@@ -518,7 +519,7 @@ impl ApiServer {
         self.shared.schedule.model()
     }
 
-    /// Zeroes the request and write counters.
+    /// Zeroes the request, write and byte counters.
     pub fn reset_stats(&self) {
         self.shared.lock().stats = Stats::default();
     }

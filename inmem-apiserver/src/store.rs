@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::events;
-use crate::faults::{Fault, Stats};
+use crate::faults::{ByteCounts, Fault, Stats};
 use crate::kinds::{CRD_GROUP, CRD_PLURAL, Kind, StatusWrite, established_crd_status};
 use crate::meta;
 use crate::node;
@@ -209,6 +209,27 @@ impl Watcher {
             &json!({"kind": self.kind, "apiVersion": self.api_version, "metadata": metadata}),
         )
     }
+}
+
+/// The length of `value` as compact JSON, without writing it anywhere.
+pub(crate) fn json_len(value: &Value) -> u64 {
+    /// Counts what is written to it.
+    struct Count(u64);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self
+                .0
+                .saturating_add(u64::try_from(buf.len()).unwrap_or(u64::MAX));
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a Value to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 pub(crate) fn event_line(ty: &str, object: &Value) -> Bytes {
@@ -482,6 +503,9 @@ pub(crate) struct State {
     pub finalizers_on_create: Vec<(String, String, String)>,
     /// The manager of the write being served, for its managedFields entry.
     pub writer: Option<Writer>,
+    /// The bytes the commits of the write request being served handled (stored objects,
+    /// watch lines); `None` outside a write request, so direct writes count none.
+    pub served_bytes: Option<ByteCounts>,
 }
 
 /// The state behind a lock shared by the server handles and open watches.
@@ -514,6 +538,7 @@ impl Shared {
                 warnings: Vec::new(),
                 finalizers_on_create: Vec::new(),
                 writer: None,
+                served_bytes: None,
             }),
             schedule: crate::cost::WriteSchedule::default(),
         }
@@ -528,6 +553,18 @@ impl Shared {
 impl State {
     fn object(&self, t: &Target, name: &str) -> Option<&Arc<Value>> {
         self.objects.get(&t.res())?.get(&t.key(name))
+    }
+
+    /// The stored size of an object (0 when missing), as [`ByteCounts`] counts it.
+    pub fn stored_len(&self, t: &Target, name: &str) -> u64 {
+        self.object(t, name).map_or(0, |o| json_len(o))
+    }
+
+    /// How many open watches watch `t`'s resource (any namespace or selector).
+    pub fn watches_of(&self, t: &Target) -> u64 {
+        let res = t.res();
+        let n = self.watchers.iter().filter(|w| w.res == res).count();
+        u64::try_from(n).unwrap_or(u64::MAX)
     }
 
     pub fn get(&self, t: &Target, name: &str) -> Result<Value, Status> {
@@ -1288,13 +1325,31 @@ impl State {
                 .front()
                 .map_or(rv, |e| e.rv.saturating_sub(1));
         }
+        let mut watch_bytes: u64 = 0;
         self.watchers.retain(|w| {
             if w.res != res {
                 return !w.tx.is_closed();
             }
-            w.line(&ev).is_none_or(|line| w.tx.send(line).is_ok())
+            w.line(&ev).is_none_or(|line| {
+                let len = u64::try_from(line.len()).unwrap_or(u64::MAX);
+                let sent = w.tx.send(line).is_ok();
+                if sent {
+                    watch_bytes = watch_bytes.saturating_add(len);
+                }
+                sent
+            })
         });
         self.stats.writes = self.stats.writes.saturating_add(1);
+        if let Some(served) = self.served_bytes.as_mut() {
+            // Sized only within a write request: direct writes count no bytes.
+            served.stored_before = served
+                .stored_before
+                .saturating_add(ev.old.as_deref().map_or(0, json_len));
+            if event != EventType::Deleted {
+                served.stored_after = served.stored_after.saturating_add(json_len(&ev.object));
+            }
+            served.watch = served.watch.saturating_add(watch_bytes);
+        }
         let commit = CommitEvent {
             event,
             group: &res.0,

@@ -215,10 +215,12 @@ async fn same_name_create_delete_churn_without_the_finalizer_never_places_a_rele
     h.fleet.start_with(h.settings.clone(), handles.clone());
     // Slow writes: the engine is busy while a create and its delete queue up behind it, so the
     // settle and the release of one UID meet in one batch.
-    h.fleet.api.set_cost_model(Some(inmem_apiserver::CostModel {
-        per_write: Duration::from_millis(5),
-        writes_per_second: 0,
-    }));
+    h.fleet
+        .api
+        .set_cost_model(Some(inmem_apiserver::CostModel::per_write(
+            Duration::from_millis(5),
+            0,
+        )));
     // Per UID, the node commits that added and removed its entry, in order.
     let history: Arc<Mutex<HashMap<String, Vec<&'static str>>>> = Arc::default();
     let seen = history.clone();

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod builtins;
+mod byte_counts;
 mod cost;
 mod crud;
 mod deletes;
