@@ -40,9 +40,12 @@
 //! Sources are never retried: room only shrinks as the plan goes (targets fill, freed nodes stop
 //! being targets), so a source that failed once would fail again.
 //!
-//! Cost: each entry of each tried source asks a [`BestFitIndex`] (one tree per node shape) for
-//! its target, about O(log nodes); an entry whose tenant has a node selector is matched
-//! against every node. [`consolidate_by_scan`] matches every entry against every node, the
+//! Cost: each entry of each tried source asks a [`BestFitIndex`] (per node shape, the nodes in
+//! order of room left) for its target; an entry whose tenant has a node selector is matched
+//! against every node. The index is told, as sources go, the smallest entry per dimension of
+//! the sources yet to be tried (its floor, raised at most [`FLOOR_RAISES`] times): a target
+//! with less free than that in a dimension can take none of them and is no longer tested. Most
+//! targets end so, filled until one dimension is nearly full. [`consolidate_by_scan`] matches every entry against every node, the
 //! rule as first written (O(entries × nodes)), and gives the same plan; see
 //! `placement-bench consolidation` for both timed.
 
@@ -209,8 +212,20 @@ fn plan<'s>(
             .then(a.name().cmp(b.name()))
     });
 
+    let floors = floors(&sources);
+    // A floor is raised at most this many times over the plan: each raise sweeps the index.
+    let spacing = sources.len() / FLOOR_RAISES;
+    let (mut floor, mut next_raise) = (Resources::ZERO, 0);
     let mut consolidation = Consolidation::default();
-    for (source, ledger, _, _) in sources {
+    for (k, (source, ledger, _, _)) in sources.into_iter().enumerate() {
+        if let Some(&next) = floors
+            .get(k)
+            .filter(|next| **next != floor && k >= next_raise)
+        {
+            index.raise_floor(next);
+            floor = next;
+            next_raise = k.saturating_add(spacing);
+        }
         let Some(slot) = slots.get(source) else {
             continue;
         };
@@ -238,6 +253,24 @@ fn plan<'s>(
         }
     }
     consolidation
+}
+
+/// How many times, at most, [`plan`] raises the index's floor (each raise reads every node).
+const FLOOR_RAISES: usize = 128;
+
+/// For each source (in the order tried), the smallest entry per dimension of it and every
+/// source after it: no entry asked of the index from there on is smaller in any dimension.
+fn floors(sources: &[(usize, &NodeLedger, Option<Slack>, u64)]) -> Vec<Resources> {
+    let mut floors = vec![Resources::ZERO; sources.len()];
+    let mut smallest: Option<Resources> = None;
+    for ((_, ledger, _, _), floor) in sources.iter().zip(floors.iter_mut()).rev() {
+        for entry in ledger.entries() {
+            let r = entry.resources;
+            smallest = Some(smallest.map_or(r, |s| Resources::from_fn(|d| s.get(d).min(r.get(d)))));
+        }
+        *floor = smallest.unwrap_or(Resources::ZERO);
+    }
+    floors
 }
 
 /// Room scores, the most room first; a node over its capacity (`None`) last.
