@@ -15,7 +15,9 @@
 //!   after placing the request (exact, [`Slack`]'s order), ties by the smaller name; a node is
 //!   active when the caller says so and it takes new tenants;
 //! - each shape keeps its active nodes **in (room, name) order, exactly**, in blocks of at most
-//!   `2 ×` [`BLOCK`] nodes, each block knowing the most free per dimension among its nodes;
+//!   `2 ×` [`BLOCK`] nodes, each block knowing the most free per dimension among its nodes. A
+//!   block holds each node's room as a float, its position and its free room; two rooms closer
+//!   than float error are compared exactly from the nodes' views, as [`Slack`] compares;
 //! - a node with less room than the request takes up (`Σ r_d·w_d`) cannot fit it: the search
 //!   starts past those (a binary search; compared with a margin far above float error);
 //! - a change to a node (what it holds, whether it is active) takes it out and puts it back
@@ -52,47 +54,88 @@ pub const BLOCK: usize = 32;
 /// their position in the list the index was built from.
 #[derive(Debug)]
 pub struct BestFitIndex<'a> {
-    shapes: Vec<Shape<'a>>,
+    shapes: Vec<Shape>,
     /// Each node's shape.
     shape_of: Vec<usize>,
     views: Vec<NodeView<'a>>,
     overcommits: Vec<Overcommit>,
     active: Vec<bool>,
-    /// Each node's key while it is in its shape's blocks.
-    keys: Vec<Option<Key<'a>>>,
+    /// Each node's room as its shape's blocks hold it, while they do.
+    held: Vec<Option<f64>>,
     /// No request asked of the index is smaller in any dimension (the caller's promise): a
     /// node with less free than this in a dimension can fit none, and is left out.
     floor: Resources,
 }
 
-/// A node's place in its shape's order: its room left (slack with nothing placed), then name,
-/// then position (so a name given twice still names one item).
-type Key<'a> = (Slack, &'a str, usize);
-
-/// One shape's active nodes, in order.
+/// One shape's active nodes, in order: room left (slack with nothing placed, exact), then name,
+/// then position (so a name given twice still names one node).
 #[derive(Debug, Default)]
-struct Shape<'a> {
-    blocks: Vec<Block<'a>>,
+struct Shape {
+    blocks: Vec<Block>,
     /// Room per unit free, per dimension: `1000 / (capacity × overcommit)`, 0 for a dimension
     /// with no capacity (as [`weighted_slack`] counts it).
     weights: [f64; 3],
 }
 
-/// Keys and free room side by side: a decision reads only `frees` until one fits.
+/// Columns, in the shape's order. Small on purpose: a change shifts a block's tail, and a
+/// decision reads `rooms` and `frees` only.
 #[derive(Debug, Default)]
-struct Block<'a> {
-    /// In key order.
-    items: Vec<Item<'a>>,
-    /// `items`' free room, in the same order.
+struct Block {
+    /// Each node's room as a float ([`Slack::as_f64`]); the exact room is asked of its view
+    /// on a near tie.
+    rooms: Vec<f64>,
+    /// Each node's position.
+    nodes: Vec<usize>,
+    /// Each node's free room.
     frees: Vec<Resources>,
-    /// The most free per dimension over `items` (each from any of them).
+    /// The most free per dimension over the block (each from any of its nodes).
     most_free: Resources,
 }
 
+/// A node as a block holds it.
 #[derive(Clone, Copy, Debug)]
-struct Item<'a> {
-    key: Key<'a>,
+struct Item {
+    room: f64,
+    node: usize,
     free: Resources,
+}
+
+/// The shape order, exact: what a float room cannot settle is asked of the nodes' views.
+struct Order<'x, 'a> {
+    views: &'x [NodeView<'a>],
+    overcommits: &'x [Overcommit],
+}
+
+impl Order<'_, '_> {
+    /// `(room, position)` against another, in the shape order.
+    fn cmp(&self, a: (f64, usize), b: (f64, usize)) -> Ordering {
+        if a.1 == b.1 {
+            return Ordering::Equal;
+        }
+        // The test Slack's own order makes first (a float gap far above rounding), inlined:
+        // most comparisons end here.
+        let margin = (a.0 + b.0) * 1e-12;
+        if a.0 - b.0 > margin {
+            return Ordering::Greater;
+        }
+        if b.0 - a.0 > margin {
+            return Ordering::Less;
+        }
+        let exact = |node: usize| {
+            weighted_slack(
+                self.views.get(node)?,
+                &Resources::ZERO,
+                self.overcommits.get(node)?,
+            )
+        };
+        let name = |node: usize| self.views.get(node).map(|view| view.name);
+        let room = match (exact(a.1), exact(b.1)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => Ordering::Equal,
+        };
+        room.then_with(|| name(a.1).cmp(&name(b.1)))
+            .then(a.1.cmp(&b.1))
+    }
 }
 
 impl<'a> BestFitIndex<'a> {
@@ -120,12 +163,12 @@ impl<'a> BestFitIndex<'a> {
             shapes: (0..by_shape.len()).map(|_| Shape::default()).collect(),
             shape_of,
             active: (0..count).map(active).collect(),
-            keys: vec![None; count],
+            held: vec![None; count],
             views,
             overcommits,
             floor: Resources::ZERO,
         };
-        let mut members: Vec<Vec<Item<'a>>> = (0..index.shapes.len()).map(|_| Vec::new()).collect();
+        let mut members: Vec<Vec<Item>> = (0..index.shapes.len()).map(|_| Vec::new()).collect();
         for node in 0..count {
             let (Some(item), Some(&s)) = (index.item(node), index.shape_of.get(node)) else {
                 continue;
@@ -133,8 +176,8 @@ impl<'a> BestFitIndex<'a> {
             if let Some(list) = members.get_mut(s) {
                 list.push(item);
             }
-            if let Some(key) = index.keys.get_mut(node) {
-                *key = Some(item.key);
+            if let Some(held) = index.held.get_mut(node) {
+                *held = Some(item.room);
             }
         }
         let mut weights = vec![[0.0; 3]; index.shapes.len()];
@@ -155,13 +198,14 @@ impl<'a> BestFitIndex<'a> {
                 });
             }
         }
+        let order = Order {
+            views: &index.views,
+            overcommits: &index.overcommits,
+        };
         for ((shape, mut items), weights) in index.shapes.iter_mut().zip(members).zip(weights) {
             shape.weights = weights;
-            items.sort_by(|a, b| by_key(&a.key, &b.key));
-            shape.blocks = items
-                .chunks(BLOCK)
-                .map(|chunk| Block::of(chunk.to_vec()))
-                .collect();
+            items.sort_by(|a, b| order.cmp((a.room, a.node), (b.room, b.node)));
+            shape.blocks = items.chunks(BLOCK).map(Block::of).collect();
         }
         index
     }
@@ -201,7 +245,7 @@ impl<'a> BestFitIndex<'a> {
     pub fn best_fit(&self, request: &Resources) -> Option<usize> {
         let mut best: Option<(Slack, &str, usize)> = None;
         for shape in &self.shapes {
-            let Some((_, name, node)) = shape.first_fit(request) else {
+            let Some(node) = shape.first_fit(request) else {
                 continue;
             };
             let (Some(view), Some(overcommit)) = (self.views.get(node), self.overcommits.get(node))
@@ -212,10 +256,10 @@ impl<'a> BestFitIndex<'a> {
                 continue;
             };
             let better = best.as_ref().is_none_or(|(b, b_name, _)| {
-                slack.cmp(b).then_with(|| name.cmp(b_name)) == Ordering::Less
+                slack.cmp(b).then_with(|| view.name.cmp(b_name)) == Ordering::Less
             });
             if better {
-                best = Some((slack, name, node));
+                best = Some((slack, view.name, node));
             }
         }
         best.map(|(_, _, node)| node)
@@ -230,53 +274,55 @@ impl<'a> BestFitIndex<'a> {
         }
         self.floor = floor;
         for shape in &mut self.shapes {
-            let items: Vec<Item<'a>> = shape
-                .blocks
-                .iter()
-                .flat_map(|block| &block.items)
-                .filter(|item| {
-                    let keep = floor.fits_within(&item.free);
-                    if !keep && let Some(key) = self.keys.get_mut(item.key.2) {
-                        *key = None;
+            let mut kept: Vec<Item> = Vec::new();
+            for block in &shape.blocks {
+                for ((&room, &node), &free) in
+                    block.rooms.iter().zip(&block.nodes).zip(&block.frees)
+                {
+                    if floor.fits_within(&free) {
+                        kept.push(Item { room, node, free });
+                    } else if let Some(held) = self.held.get_mut(node) {
+                        *held = None;
                     }
-                    keep
-                })
-                .copied()
-                .collect();
-            shape.blocks = items
-                .chunks(BLOCK)
-                .map(|chunk| Block::of(chunk.to_vec()))
-                .collect();
+                }
+            }
+            shape.blocks = kept.chunks(BLOCK).map(Block::of).collect();
         }
     }
 
     /// The node as its shape holds it; `None` when it may not be chosen.
-    fn item(&self, node: usize) -> Option<Item<'a>> {
+    fn item(&self, node: usize) -> Option<Item> {
         if !self.is_active(node) {
             return None;
         }
         let view = self.views.get(node)?;
-        if !self.floor.fits_within(&view.free()) {
+        let free = view.free();
+        if !self.floor.fits_within(&free) {
             return None;
         }
         let overcommit = self.overcommits.get(node)?;
         let room = weighted_slack(view, &Resources::ZERO, overcommit)?;
         Some(Item {
-            key: (room, view.name, node),
-            free: view.free(),
+            room: room.as_f64(),
+            node,
+            free,
         })
     }
 
     fn take_out(&mut self, node: usize) {
-        let Some(key) = self.keys.get_mut(node).and_then(Option::take) else {
+        let Some(room) = self.held.get_mut(node).and_then(Option::take) else {
             return;
+        };
+        let order = Order {
+            views: &self.views,
+            overcommits: &self.overcommits,
         };
         if let Some(shape) = self
             .shape_of
             .get(node)
             .and_then(|&s| self.shapes.get_mut(s))
         {
-            shape.remove(&key);
+            shape.remove((room, node), &order);
         }
     }
 
@@ -284,33 +330,37 @@ impl<'a> BestFitIndex<'a> {
         let Some(item) = self.item(node) else {
             return;
         };
+        let order = Order {
+            views: &self.views,
+            overcommits: &self.overcommits,
+        };
         if let Some(shape) = self
             .shape_of
             .get(node)
             .and_then(|&s| self.shapes.get_mut(s))
         {
-            shape.insert(item);
+            shape.insert(item, &order);
         }
-        if let Some(key) = self.keys.get_mut(node) {
-            *key = Some(item.key);
+        if let Some(held) = self.held.get_mut(node) {
+            *held = Some(item.room);
         }
     }
 }
 
-impl<'a> Shape<'a> {
-    /// The key of the first node in key order that `request` fits. A node with less room than
-    /// the request would take up cannot fit it: the scan starts past them (by a margin far
-    /// above float error, so none that could fit is passed).
-    fn first_fit(&self, request: &Resources) -> Option<Key<'a>> {
+impl Shape {
+    /// The position of the first node in the shape's order that `request` fits. A node with
+    /// less room than the request would take up cannot fit it: the scan starts past them (by a
+    /// margin far above float error, so none that could fit is passed).
+    fn first_fit(&self, request: &Resources) -> Option<usize> {
         let needed: f64 = Dimension::ALL
             .iter()
             .zip(self.weights)
             .map(|(&d, w)| w * request.get(d) as f64)
             .sum();
-        let below = |item: &Item<'_>| item.key.0.as_f64() < needed * (1.0 - 1e-9) - 1e-9;
+        let below = |room: &f64| *room < needed * (1.0 - 1e-9) - 1e-9;
         let start = self
             .blocks
-            .partition_point(|block| block.items.last().is_some_and(below));
+            .partition_point(|block| block.rooms.last().is_some_and(below));
         self.blocks
             .iter()
             .enumerate()
@@ -318,65 +368,63 @@ impl<'a> Shape<'a> {
             .filter(|(_, block)| request.fits_within(&block.most_free))
             .find_map(|(b, block)| {
                 let from = if b == start {
-                    block.items.partition_point(below)
+                    block.rooms.partition_point(below)
                 } else {
                     0
                 };
                 let at = first_fitting(block.frees.get(from..)?, request)?;
-                block.items.get(from.saturating_add(at)).map(|i| i.key)
+                block.nodes.get(from.saturating_add(at)).copied()
             })
     }
 
-    /// The block a key belongs in: the first whose last key is not below it (else the last).
-    fn block_for(&self, key: &Key<'_>) -> usize {
+    /// The block a node belongs in: the first whose last node is not before it (else the last).
+    fn block_for(&self, key: (f64, usize), order: &Order<'_, '_>) -> usize {
         let after = self.blocks.partition_point(|block| {
             block
-                .items
                 .last()
-                .is_some_and(|last| by_key(&last.key, key) == Ordering::Less)
+                .is_some_and(|last| order.cmp(last, key) == Ordering::Less)
         });
         after.min(self.blocks.len().saturating_sub(1))
     }
 
-    fn insert(&mut self, item: Item<'a>) {
+    fn insert(&mut self, item: Item, order: &Order<'_, '_>) {
         if self.blocks.is_empty() {
             self.blocks.push(Block::default());
         }
-        let at = self.block_for(&item.key);
+        let key = (item.room, item.node);
+        let at = self.block_for(key, order);
         let Some(block) = self.blocks.get_mut(at) else {
             return;
         };
-        let slot = block
-            .items
-            .partition_point(|i| by_key(&i.key, &item.key) == Ordering::Less);
-        block.items.insert(slot, item);
+        let slot = block.slot(key, order);
+        block.rooms.insert(slot, item.room);
+        block.nodes.insert(slot, item.node);
         block.frees.insert(slot, item.free);
-        if block.items.len() > BLOCK.saturating_mul(2) {
-            let upper = block.items.split_off(BLOCK);
-            block.frees.truncate(BLOCK);
+        if block.rooms.len() > BLOCK.saturating_mul(2) {
+            let upper = Block {
+                rooms: block.rooms.split_off(BLOCK),
+                nodes: block.nodes.split_off(BLOCK),
+                frees: block.frees.split_off(BLOCK),
+                most_free: Resources::ZERO,
+            };
             block.refresh();
-            self.blocks.insert(at.saturating_add(1), Block::of(upper));
+            self.blocks.insert(at.saturating_add(1), upper.refreshed());
         } else {
             block.most_free = Resources::from_fn(|d| block.most_free.get(d).max(item.free.get(d)));
         }
     }
 
-    fn remove(&mut self, key: &Key<'_>) {
-        let at = self.block_for(key);
+    fn remove(&mut self, key: (f64, usize), order: &Order<'_, '_>) {
+        let at = self.block_for(key, order);
         let Some(block) = self.blocks.get_mut(at) else {
             return;
         };
-        let slot = block
-            .items
-            .partition_point(|i| by_key(&i.key, key) == Ordering::Less);
-        if block
-            .items
-            .get(slot)
-            .is_some_and(|i| by_key(&i.key, key) == Ordering::Equal)
-        {
-            block.items.remove(slot);
+        let slot = block.slot(key, order);
+        if block.nodes.get(slot) == Some(&key.1) {
+            block.rooms.remove(slot);
+            block.nodes.remove(slot);
             block.frees.remove(slot);
-            if block.items.is_empty() {
+            if block.rooms.is_empty() {
                 self.blocks.remove(at);
             } else {
                 block.refresh();
@@ -385,15 +433,43 @@ impl<'a> Shape<'a> {
     }
 }
 
-impl<'a> Block<'a> {
-    fn of(items: Vec<Item<'a>>) -> Block<'a> {
-        let mut block = Block {
+impl Block {
+    fn of(items: &[Item]) -> Block {
+        Block {
+            rooms: items.iter().map(|i| i.room).collect(),
+            nodes: items.iter().map(|i| i.node).collect(),
             frees: items.iter().map(|i| i.free).collect(),
-            items,
             most_free: Resources::ZERO,
-        };
-        block.refresh();
-        block
+        }
+        .refreshed()
+    }
+
+    /// The last node's `(room, position)`.
+    fn last(&self) -> Option<(f64, usize)> {
+        Some((*self.rooms.last()?, *self.nodes.last()?))
+    }
+
+    /// Where `key` is or belongs: the number of nodes before it.
+    fn slot(&self, key: (f64, usize), order: &Order<'_, '_>) -> usize {
+        // A partition point over two columns.
+        let (mut low, mut high) = (0usize, self.rooms.len());
+        while low < high {
+            let mid = low.saturating_add(high.saturating_sub(low) / 2);
+            let (Some(&room), Some(&node)) = (self.rooms.get(mid), self.nodes.get(mid)) else {
+                break;
+            };
+            if order.cmp((room, node), key) == Ordering::Less {
+                low = mid.saturating_add(1);
+            } else {
+                high = mid;
+            }
+        }
+        low
+    }
+
+    fn refreshed(mut self) -> Block {
+        self.refresh();
+        self
     }
 
     fn refresh(&mut self) {
@@ -419,13 +495,6 @@ fn first_fitting(frees: &[Resources], request: &Resources) -> Option<usize> {
         }
     }
     None
-}
-
-/// Room, then name, then position.
-fn by_key(a: &Key<'_>, b: &Key<'_>) -> Ordering {
-    a.0.cmp(&b.0)
-        .then_with(|| a.1.cmp(b.1))
-        .then_with(|| a.2.cmp(&b.2))
 }
 
 #[cfg(test)]
@@ -576,31 +645,41 @@ mod tests {
     /// each block's most free exact, every active node that takes tenants and is not below the
     /// floor held once, with its key.
     fn well_formed(index: &BestFitIndex<'_>) {
+        // The order the blocks keep, from the views alone: exact room, name, position.
+        let key = |node: usize| {
+            let view = &index.views[node];
+            let room = weighted_slack(view, &Resources::ZERO, &index.overcommits[node]).unwrap();
+            (room, view.name, node)
+        };
         let mut held = 0;
         for shape in &index.shapes {
-            let items: Vec<&Item<'_>> = shape.blocks.iter().flat_map(|b| &b.items).collect();
-            held += items.len();
-            assert!(
-                items
-                    .windows(2)
-                    .all(|w| by_key(&w[0].key, &w[1].key) == Ordering::Less)
-            );
+            let mut nodes: Vec<usize> = Vec::new();
             for block in &shape.blocks {
-                assert!((1..=2 * BLOCK).contains(&block.items.len()));
-                let most = Resources::from_fn(|d| {
-                    block.items.iter().map(|i| i.free.get(d)).max().unwrap()
-                });
+                assert!((1..=2 * BLOCK).contains(&block.rooms.len()));
+                assert_eq!(block.nodes.len(), block.rooms.len());
+                assert_eq!(block.frees.len(), block.rooms.len());
+                for ((&room, &node), &free) in
+                    block.rooms.iter().zip(&block.nodes).zip(&block.frees)
+                {
+                    let item = index.item(node).unwrap();
+                    assert_eq!((room, free), (item.room, item.free));
+                    assert_eq!(index.held[node], Some(room));
+                    nodes.push(node);
+                }
+                let most =
+                    Resources::from_fn(|d| block.frees.iter().map(|f| f.get(d)).max().unwrap());
                 assert_eq!(block.most_free, most);
             }
-        }
-        for block in index.shapes.iter().flat_map(|s| &s.blocks) {
-            let frees: Vec<Resources> = block.items.iter().map(|i| i.free).collect();
-            assert_eq!(block.frees, frees);
+            held += nodes.len();
+            assert!(nodes.windows(2).all(|w| {
+                let (a, b) = (key(w[0]), key(w[1]));
+                a.0.cmp(&b.0).then(a.1.cmp(b.1)).then(a.2.cmp(&b.2)) == Ordering::Less
+            }));
         }
         let active = (0..index.views.len())
             .filter(|&i| index.item(i).is_some())
             .count();
         assert_eq!(held, active);
-        assert_eq!(index.keys.iter().flatten().count(), held);
+        assert_eq!(index.held.iter().flatten().count(), held);
     }
 }
