@@ -43,11 +43,11 @@
 //! Cost: each entry of each tried source asks a [`BestFitIndex`] (per node shape, the nodes in
 //! order of room left) for its target; an entry whose tenant has a node selector is matched
 //! against every node. The index is told, as sources go, the smallest entry per dimension of
-//! the sources yet to be tried (its floor, raised at most [`FLOOR_RAISES`] times): a target
+//! the sources yet to be tried (its floor, raised at most `FLOOR_RAISES` = 128 times): a target
 //! with less free than that in a dimension can take none of them and is no longer tested. Most
-//! targets end so, filled until one dimension is nearly full. [`consolidate_by_scan`] matches every entry against every node, the
-//! rule as first written (O(entries × nodes)), and gives the same plan; see
-//! `placement-bench consolidation` for both timed.
+//! targets end so, filled until one dimension is nearly full. [`consolidate_by_scan`] matches
+//! every entry against every node, the rule as first written (O(entries × nodes)), and gives
+//! the same plan; see `placement-bench consolidation` for both timed.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
