@@ -38,13 +38,14 @@
 //! Raising a floor reads every node: O(n).
 //!
 //! [`best_fit_among`]: crate::policy::best_fit_among
+//! [`Slack`]: crate::policy::Slack
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use crate::fit::NodeView;
 use crate::overcommit::Overcommit;
-use crate::policy::{Slack, weighted_slack};
+use crate::policy::weighted_slack;
 use crate::resources::{Dimension, Resources};
 
 /// Nodes per block, half the most a block holds before it is split.
@@ -81,7 +82,7 @@ struct Shape {
 /// decision reads `rooms` and `frees` only.
 #[derive(Debug, Default)]
 struct Block {
-    /// Each node's room as a float ([`Slack::as_f64`]); the exact room is asked of its view
+    /// Each node's room as a float ([`Slack::as_f64`](crate::policy::Slack::as_f64)); the exact room is asked of its view
     /// on a near tie.
     rooms: Vec<f64>,
     /// Each node's position.
@@ -168,18 +169,6 @@ impl<'a> BestFitIndex<'a> {
             overcommits,
             floor: Resources::ZERO,
         };
-        let mut members: Vec<Vec<Item>> = (0..index.shapes.len()).map(|_| Vec::new()).collect();
-        for node in 0..count {
-            let (Some(item), Some(&s)) = (index.item(node), index.shape_of.get(node)) else {
-                continue;
-            };
-            if let Some(list) = members.get_mut(s) {
-                list.push(item);
-            }
-            if let Some(held) = index.held.get_mut(node) {
-                *held = Some(item.room);
-            }
-        }
         let mut weights = vec![[0.0; 3]; index.shapes.len()];
         for (node, &s) in index.shape_of.iter().enumerate() {
             let (Some(view), Some(overcommit)) =
@@ -198,12 +187,27 @@ impl<'a> BestFitIndex<'a> {
                 });
             }
         }
+        for (shape, weights) in index.shapes.iter_mut().zip(weights) {
+            shape.weights = weights;
+        }
+        // Rooms are read with the shapes' weights: after them.
+        let mut members: Vec<Vec<Item>> = (0..index.shapes.len()).map(|_| Vec::new()).collect();
+        for node in 0..count {
+            let (Some(item), Some(&s)) = (index.item(node), index.shape_of.get(node)) else {
+                continue;
+            };
+            if let Some(list) = members.get_mut(s) {
+                list.push(item);
+            }
+            if let Some(held) = index.held.get_mut(node) {
+                *held = Some(item.room);
+            }
+        }
         let order = Order {
             views: &index.views,
             overcommits: &index.overcommits,
         };
-        for ((shape, mut items), weights) in index.shapes.iter_mut().zip(members).zip(weights) {
-            shape.weights = weights;
+        for (shape, mut items) in index.shapes.iter_mut().zip(members) {
             items.sort_by(|a, b| order.cmp((a.room, a.node), (b.room, b.node)));
             shape.blocks = items.chunks(BLOCK).map(Block::of).collect();
         }
@@ -243,26 +247,41 @@ impl<'a> BestFitIndex<'a> {
     ///
     /// [`best_fit_among`]: crate::policy::best_fit_among
     pub fn best_fit(&self, request: &Resources) -> Option<usize> {
-        let mut best: Option<(Slack, &str, usize)> = None;
+        // Each shape's first fit, with its slack after placing as a float: `(slack, position)`.
+        let mut best: Option<(f64, usize)> = None;
         for shape in &self.shapes {
-            let Some(node) = shape.first_fit(request) else {
+            let Some((node, free)) = shape.first_fit(request) else {
                 continue;
             };
-            let (Some(view), Some(overcommit)) = (self.views.get(node), self.overcommits.get(node))
-            else {
-                continue;
-            };
-            let Some(slack) = weighted_slack(view, request, overcommit) else {
-                continue;
-            };
-            let better = best.as_ref().is_none_or(|(b, b_name, _)| {
-                slack.cmp(b).then_with(|| view.name.cmp(b_name)) == Ordering::Less
-            });
+            let candidate = (shape.room(&free.saturating_sub(*request)), node);
+            let better = best
+                .is_none_or(|best| self.after_placing(candidate, best, request) == Ordering::Less);
             if better {
-                best = Some((slack, view.name, node));
+                best = Some(candidate);
             }
         }
-        best.map(|(_, _, node)| node)
+        best.map(|(_, node)| node)
+    }
+
+    /// Two nodes by their slack after placing `request` (as [`Slack`](crate::policy::Slack) orders it: exactly, from
+    /// the views on a near tie), then by name.
+    fn after_placing(&self, a: (f64, usize), b: (f64, usize), request: &Resources) -> Ordering {
+        let name = |node: usize| self.views.get(node).map(|view| view.name);
+        let margin = (a.0 + b.0) * 1e-12;
+        let slack = if a.0 - b.0 > margin {
+            Ordering::Greater
+        } else if b.0 - a.0 > margin {
+            Ordering::Less
+        } else {
+            let exact = |node: usize| {
+                weighted_slack(self.views.get(node)?, request, self.overcommits.get(node)?)
+            };
+            match (exact(a.1), exact(b.1)) {
+                (Some(x), Some(y)) => x.cmp(&y),
+                _ => Ordering::Equal,
+            }
+        };
+        slack.then_with(|| name(a.1).cmp(&name(b.1)))
     }
 
     /// Promises that no request asked from now on is smaller than `floor` in any dimension
@@ -297,13 +316,12 @@ impl<'a> BestFitIndex<'a> {
         }
         let view = self.views.get(node)?;
         let free = view.free();
-        if !self.floor.fits_within(&free) {
+        if !view.takes_new_tenants() || !self.floor.fits_within(&free) {
             return None;
         }
-        let overcommit = self.overcommits.get(node)?;
-        let room = weighted_slack(view, &Resources::ZERO, overcommit)?;
+        let shape = self.shapes.get(*self.shape_of.get(node)?)?;
         Some(Item {
-            room: room.as_f64(),
+            room: shape.room(&free),
             node,
             free,
         })
@@ -348,15 +366,22 @@ impl<'a> BestFitIndex<'a> {
 }
 
 impl Shape {
-    /// The position of the first node in the shape's order that `request` fits. A node with
-    /// less room than the request would take up cannot fit it: the scan starts past them (by a
-    /// margin far above float error, so none that could fit is passed).
-    fn first_fit(&self, request: &Resources) -> Option<usize> {
-        let needed: f64 = Dimension::ALL
+    /// The room `free` leaves, as a float: within a relative 1e-15 of [`weighted_slack`]'s
+    /// exact value, as [`Slack::as_f64`](crate::policy::Slack::as_f64) is.
+    fn room(&self, free: &Resources) -> f64 {
+        Dimension::ALL
             .iter()
             .zip(self.weights)
-            .map(|(&d, w)| w * request.get(d) as f64)
-            .sum();
+            .map(|(&d, w)| free.get(d) as f64 * w)
+            .sum()
+    }
+
+    /// The position (and free room) of the first node in the shape's order that `request`
+    /// fits. A node with
+    /// less room than the request would take up cannot fit it: the scan starts past them (by a
+    /// margin far above float error, so none that could fit is passed).
+    fn first_fit(&self, request: &Resources) -> Option<(usize, Resources)> {
+        let needed = self.room(request);
         let below = |room: &f64| *room < needed * (1.0 - 1e-9) - 1e-9;
         let start = self
             .blocks
@@ -372,8 +397,8 @@ impl Shape {
                 } else {
                     0
                 };
-                let at = first_fitting(block.frees.get(from..)?, request)?;
-                block.nodes.get(from.saturating_add(at)).copied()
+                let at = from.saturating_add(first_fitting(block.frees.get(from..)?, request)?);
+                Some((*block.nodes.get(at)?, *block.frees.get(at)?))
             })
     }
 
@@ -423,10 +448,14 @@ impl Shape {
         if block.nodes.get(slot) == Some(&key.1) {
             block.rooms.remove(slot);
             block.nodes.remove(slot);
-            block.frees.remove(slot);
+            let free = block.frees.remove(slot);
             if block.rooms.is_empty() {
                 self.blocks.remove(at);
-            } else {
+            } else if Dimension::ALL
+                .iter()
+                .any(|&d| free.get(d) >= block.most_free.get(d))
+            {
+                // Only a node holding a most free can lower it.
                 block.refresh();
             }
         }
