@@ -43,7 +43,7 @@
 //! Cost: each entry of each tried source asks a [`BestFitIndex`] (per node shape, the nodes in
 //! order of room left) for its target; an entry whose tenant has a node selector is matched
 //! against every node. The index is told, as sources go, the smallest entry per dimension of
-//! the sources yet to be tried (its floor, raised at most `FLOOR_RAISES` = 128 times): a target
+//! the sources yet to be tried (its floor, raised at most `FLOOR_RAISES` = 32 times): a target
 //! with less free than that in a dimension can take none of them and is no longer tested. Most
 //! targets end so, filled until one dimension is nearly full. [`consolidate_by_scan`] matches
 //! every entry against every node, the rule as first written (O(entries × nodes)), and gives
@@ -261,7 +261,7 @@ fn plan<'s>(
 }
 
 /// How many times, at most, [`plan`] raises the index's floor (each raise reads every node).
-const FLOOR_RAISES: usize = 128;
+const FLOOR_RAISES: usize = 32;
 
 /// For each source (in the order tried), the smallest entry per dimension of it and every
 /// source after it: no entry asked of the index from there on is smaller in any dimension.
