@@ -73,6 +73,10 @@ pub struct BestFitIndex<'a> {
 #[derive(Debug, Default)]
 struct Shape {
     blocks: Vec<Block>,
+    /// Each block's last node `(room, position)` and its most free, beside `blocks`: finding a
+    /// block reads these short columns, not the blocks themselves.
+    lasts: Vec<(f64, usize)>,
+    mosts: Vec<Resources>,
     /// Room per unit free, per dimension: `1000 / (capacity × overcommit)`, 0 for a dimension
     /// with no capacity (as [`weighted_slack`] counts it).
     weights: [f64; 3],
@@ -109,6 +113,7 @@ struct Order<'x, 'a> {
 
 impl Order<'_, '_> {
     /// `(room, position)` against another, in the shape order.
+    #[inline]
     fn cmp(&self, a: (f64, usize), b: (f64, usize)) -> Ordering {
         if a.1 == b.1 {
             return Ordering::Equal;
@@ -122,6 +127,12 @@ impl Order<'_, '_> {
         if b.0 - a.0 > margin {
             return Ordering::Less;
         }
+        self.near_tie(a, b)
+    }
+
+    /// [`Order::cmp`] for rooms closer than float error: exactly, from the views.
+    #[cold]
+    fn near_tie(&self, a: (f64, usize), b: (f64, usize)) -> Ordering {
         let exact = |node: usize| {
             weighted_slack(
                 self.views.get(node)?,
@@ -209,7 +220,7 @@ impl<'a> BestFitIndex<'a> {
         };
         for (shape, mut items) in index.shapes.iter_mut().zip(members) {
             items.sort_by(|a, b| order.cmp((a.room, a.node), (b.room, b.node)));
-            shape.blocks = items.chunks(BLOCK).map(Block::of).collect();
+            shape.rebuild(&items);
         }
         index
     }
@@ -305,7 +316,7 @@ impl<'a> BestFitIndex<'a> {
                     }
                 }
             }
-            shape.blocks = kept.chunks(BLOCK).map(Block::of).collect();
+            shape.rebuild(&kept);
         }
     }
 
@@ -377,22 +388,22 @@ impl Shape {
     }
 
     /// The position (and free room) of the first node in the shape's order that `request`
-    /// fits. A node with
-    /// less room than the request would take up cannot fit it: the scan starts past them (by a
-    /// margin far above float error, so none that could fit is passed).
+    /// fits. A node with less room than the request would take up cannot fit it: the scan
+    /// starts past them (by a margin far above float error, so none that could fit is passed).
     fn first_fit(&self, request: &Resources) -> Option<(usize, Resources)> {
         let needed = self.room(request);
         let below = |room: &f64| *room < needed * (1.0 - 1e-9) - 1e-9;
-        let start = self
-            .blocks
-            .partition_point(|block| block.rooms.last().is_some_and(below));
-        self.blocks
+        let start = self.lasts.partition_point(|(room, _)| below(room));
+        let candidates = self
+            .mosts
+            .get(start..)?
             .iter()
+            .zip(self.blocks.get(start..)?);
+        candidates
             .enumerate()
-            .skip(start)
-            .filter(|(_, block)| request.fits_within(&block.most_free))
-            .find_map(|(b, block)| {
-                let from = if b == start {
+            .filter(|(_, (most, _))| request.fits_within(most))
+            .find_map(|(b, (_, block))| {
+                let from = if b == 0 {
                     block.rooms.partition_point(below)
                 } else {
                     0
@@ -402,21 +413,41 @@ impl Shape {
             })
     }
 
+    /// The blocks cut from `items` (in order), and their summaries.
+    fn rebuild(&mut self, items: &[Item]) {
+        self.blocks = items.chunks(BLOCK).map(Block::of).collect();
+        self.lasts = self.blocks.iter().filter_map(Block::last).collect();
+        self.mosts = self.blocks.iter().map(|block| block.most_free).collect();
+    }
+
+    /// Block `at`'s summary, after a change to it.
+    fn summarize(&mut self, at: usize) {
+        let Some(block) = self.blocks.get(at) else {
+            return;
+        };
+        if let (Some(last), Some(summary)) = (block.last(), self.lasts.get_mut(at)) {
+            *summary = last;
+        }
+        if let Some(most) = self.mosts.get_mut(at) {
+            *most = block.most_free;
+        }
+    }
+
     /// The block a node belongs in: the first whose last node is not before it (else the last).
     fn block_for(&self, key: (f64, usize), order: &Order<'_, '_>) -> usize {
-        let after = self.blocks.partition_point(|block| {
-            block
-                .last()
-                .is_some_and(|last| order.cmp(last, key) == Ordering::Less)
-        });
+        let after = self
+            .lasts
+            .partition_point(|&last| order.cmp(last, key) == Ordering::Less);
         after.min(self.blocks.len().saturating_sub(1))
     }
 
     fn insert(&mut self, item: Item, order: &Order<'_, '_>) {
-        if self.blocks.is_empty() {
-            self.blocks.push(Block::default());
-        }
         let key = (item.room, item.node);
+        if self.blocks.is_empty() {
+            self.blocks.push(Block::with_room());
+            self.lasts.push(key);
+            self.mosts.push(Resources::ZERO);
+        }
         let at = self.block_for(key, order);
         let Some(block) = self.blocks.get_mut(at) else {
             return;
@@ -426,17 +457,20 @@ impl Shape {
         block.nodes.insert(slot, item.node);
         block.frees.insert(slot, item.free);
         if block.rooms.len() > BLOCK.saturating_mul(2) {
-            let upper = Block {
-                rooms: block.rooms.split_off(BLOCK),
-                nodes: block.nodes.split_off(BLOCK),
-                frees: block.frees.split_off(BLOCK),
-                most_free: Resources::ZERO,
-            };
+            let mut upper = Block::with_room();
+            upper.rooms.extend(block.rooms.drain(BLOCK..));
+            upper.nodes.extend(block.nodes.drain(BLOCK..));
+            upper.frees.extend(block.frees.drain(BLOCK..));
             block.refresh();
-            self.blocks.insert(at.saturating_add(1), upper.refreshed());
+            let next = at.saturating_add(1);
+            self.blocks.insert(next, upper.refreshed());
+            self.lasts.insert(next, key);
+            self.mosts.insert(next, Resources::ZERO);
+            self.summarize(next);
         } else {
             block.most_free = Resources::from_fn(|d| block.most_free.get(d).max(item.free.get(d)));
         }
+        self.summarize(at);
     }
 
     fn remove(&mut self, key: (f64, usize), order: &Order<'_, '_>) {
@@ -445,32 +479,50 @@ impl Shape {
             return;
         };
         let slot = block.slot(key, order);
-        if block.nodes.get(slot) == Some(&key.1) {
-            block.rooms.remove(slot);
-            block.nodes.remove(slot);
-            let free = block.frees.remove(slot);
-            if block.rooms.is_empty() {
-                self.blocks.remove(at);
-            } else if Dimension::ALL
-                .iter()
-                .any(|&d| free.get(d) >= block.most_free.get(d))
-            {
-                // Only a node holding a most free can lower it.
-                block.refresh();
-            }
+        if block.nodes.get(slot) != Some(&key.1) {
+            return;
         }
+        block.rooms.remove(slot);
+        block.nodes.remove(slot);
+        let free = block.frees.remove(slot);
+        if block.rooms.is_empty() {
+            self.blocks.remove(at);
+            self.lasts.remove(at);
+            self.mosts.remove(at);
+            return;
+        }
+        if Dimension::ALL
+            .iter()
+            .any(|&d| free.get(d) >= block.most_free.get(d))
+        {
+            // Only a node holding a most free can lower it.
+            block.refresh();
+        }
+        self.summarize(at);
     }
 }
 
 impl Block {
     fn of(items: &[Item]) -> Block {
+        let mut block = Block::with_room();
+        for item in items {
+            block.rooms.push(item.room);
+            block.nodes.push(item.node);
+            block.frees.push(item.free);
+        }
+        block.refreshed()
+    }
+
+    /// An empty block with room for as many nodes as it holds before it splits: its columns
+    /// never grow.
+    fn with_room() -> Block {
+        let most = BLOCK.saturating_mul(2).saturating_add(1);
         Block {
-            rooms: items.iter().map(|i| i.room).collect(),
-            nodes: items.iter().map(|i| i.node).collect(),
-            frees: items.iter().map(|i| i.free).collect(),
+            rooms: Vec::with_capacity(most),
+            nodes: Vec::with_capacity(most),
+            frees: Vec::with_capacity(most),
             most_free: Resources::ZERO,
         }
-        .refreshed()
     }
 
     /// The last node's `(room, position)`.
@@ -671,7 +723,7 @@ mod tests {
     }
 
     /// Each shape's blocks: none empty, none over twice [`BLOCK`], keys in order across them,
-    /// each block's most free exact, every active node that takes tenants and is not below the
+    /// each block's most free exact, the summaries beside them current, every active node that takes tenants and is not below the
     /// floor held once, with its key.
     fn well_formed(index: &BestFitIndex<'_>) {
         // The order the blocks keep, from the views alone: exact room, name, position.
@@ -682,6 +734,9 @@ mod tests {
         };
         let mut held = 0;
         for shape in &index.shapes {
+            let lasts: Vec<(f64, usize)> = shape.blocks.iter().map(|b| b.last().unwrap()).collect();
+            let mosts: Vec<Resources> = shape.blocks.iter().map(|b| b.most_free).collect();
+            assert_eq!((&shape.lasts, &shape.mosts), (&lasts, &mosts));
             let mut nodes: Vec<usize> = Vec::new();
             for block in &shape.blocks {
                 assert!((1..=2 * BLOCK).contains(&block.rooms.len()));

@@ -366,7 +366,7 @@ fn evacuate<'a, 's>(
     let entries = largest_first(source_slot.ledger);
     index.set_active(source, false);
     // The views as they were before this source, to put back if it cannot be emptied.
-    let mut touched: Vec<(usize, Resources)> = Vec::new();
+    let mut touched: Vec<(usize, Resources)> = Vec::with_capacity(entries.len());
     let mut moves = Vec::with_capacity(entries.len());
     for entry in entries {
         let target = match (selector(entry), search) {
