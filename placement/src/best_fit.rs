@@ -304,6 +304,15 @@ impl<'a> BestFitIndex<'a> {
         }
         self.floor = floor;
         for shape in &mut self.shapes {
+            if shape.mosts.iter().all(|most| floor.fits_within(most))
+                && shape
+                    .blocks
+                    .iter()
+                    .all(|block| block.frees.iter().all(|free| floor.fits_within(free)))
+            {
+                // Nothing leaves this shape: its blocks stay as they are.
+                continue;
+            }
             let mut kept: Vec<Item> = Vec::new();
             for block in &shape.blocks {
                 for ((&room, &node), &free) in

@@ -269,10 +269,9 @@ fn floors(sources: &[(usize, &NodeLedger)]) -> Vec<Resources> {
     let mut floors = vec![Resources::ZERO; sources.len()];
     let mut smallest: Option<Resources> = None;
     for ((_, ledger), floor) in sources.iter().zip(floors.iter_mut()).rev() {
-        for entry in ledger.entries() {
-            let r = entry.resources;
-            smallest = Some(smallest.map_or(r, |s| Resources::from_fn(|d| s.get(d).min(r.get(d)))));
-        }
+        // Each ledger keeps its smallest entry per dimension (a source holds at least one).
+        let r = ledger.smallest_entry();
+        smallest = Some(smallest.map_or(r, |s| Resources::from_fn(|d| s.get(d).min(r.get(d)))));
         *floor = smallest.unwrap_or(Resources::ZERO);
     }
     floors
@@ -283,6 +282,8 @@ struct Names<'a> {
     nodes: &'a [NodeLedger],
     /// The positions of the nodes whose name is unique, in name order.
     by_name: Vec<usize>,
+    /// Whether each node's name is unique, by position.
+    unique: Vec<bool>,
 }
 
 impl<'a> Names<'a> {
@@ -290,14 +291,24 @@ impl<'a> Names<'a> {
         let name = |i: usize| nodes.get(i).map(NodeLedger::name);
         let mut sorted: Vec<usize> = (0..nodes.len()).collect();
         sorted.sort_unstable_by(|&a, &b| name(a).cmp(&name(b)));
-        let by_name = sorted
+        let by_name: Vec<usize> = sorted
             .chunk_by(|&a, &b| name(a) == name(b))
             .filter_map(|same| match same {
                 [only] => Some(*only),
                 _ => None,
             })
             .collect();
-        Names { nodes, by_name }
+        let mut unique = vec![false; nodes.len()];
+        for &i in &by_name {
+            if let Some(flag) = unique.get_mut(i) {
+                *flag = true;
+            }
+        }
+        Names {
+            nodes,
+            by_name,
+            unique,
+        }
     }
 
     fn position(&self, name: &str) -> Option<usize> {
@@ -309,10 +320,7 @@ impl<'a> Names<'a> {
     }
 
     fn unique(&self, position: usize) -> bool {
-        self.nodes
-            .get(position)
-            .and_then(|node| self.position(node.name()))
-            == Some(position)
+        self.unique.get(position) == Some(&true)
     }
 }
 
