@@ -40,14 +40,16 @@
 //! Sources are never retried: room only shrinks as the plan goes (targets fill, freed nodes stop
 //! being targets), so a source that failed once would fail again.
 //!
-//! Cost: each entry of each tried source asks a [`BestFitIndex`] (one tree per node shape) for
-//! its target, about O(log nodes); an entry whose tenant has a node selector is matched
-//! against every node. [`consolidate_by_scan`] matches every entry against every node, the
-//! rule as first written (O(entries × nodes)), and gives the same plan; see
-//! `placement-bench consolidation` for both timed.
+//! Cost: each entry of each tried source asks a [`BestFitIndex`] (per node shape, the nodes in
+//! order of room left) for its target; an entry whose tenant has a node selector is matched
+//! against every node. The index is told, as sources go, the smallest entry per dimension of
+//! the sources yet to be tried (its floor, raised at most `FLOOR_RAISES` = 32 times): a target
+//! with less free than that in a dimension can take none of them and is no longer tested. Most
+//! targets end so, filled until one dimension is nearly full. [`consolidate_by_scan`] matches
+//! every entry against every node, the rule as first written (O(entries × nodes)), and gives
+//! the same plan; see `placement-bench consolidation` for both timed.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use crate::best_fit::BestFitIndex;
 use crate::fit::{NodeState, NodeView};
@@ -174,50 +176,68 @@ fn plan<'s>(
     selector: impl Fn(&Entry) -> Option<&'s Labels>,
     search: Search,
 ) -> Consolidation {
-    let mut name_counts: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
-    for node in nodes {
-        let count = name_counts.entry(node.name()).or_insert(0);
-        *count = count.saturating_add(1);
-    }
-    let unique = |node: &NodeLedger| name_counts.get(node.name()) == Some(&1);
+    let names = Names::of(nodes);
     let mut slots: Vec<Slot<'_>> = nodes
         .iter()
-        .map(|node| Slot::new(node, unique(node), source(node).is_none()))
-        .collect();
-    let position: HashMap<&str, usize> = nodes
-        .iter()
         .enumerate()
-        .filter(|(_, node)| unique(node))
-        .map(|(i, node)| (node.name(), i))
+        .map(|(i, node)| Slot::new(node, names.unique(i), source(node).is_none()))
         .collect();
     let mut index = BestFitIndex::new(
         nodes.iter().map(|n| (n.view(), n.overcommit())).collect(),
         |i| slots.get(i).is_some_and(|slot| slot.target),
     );
 
-    let mut sources: Vec<(usize, &NodeLedger, Option<Slack>, u64)> = slots
+    // `(position, room as a float, cost)`: sorted on these, the exact room read only on a near
+    // tie (every key differs: source names are unique).
+    let mut order: Vec<(usize, Option<f64>, u64)> = slots
         .iter()
         .enumerate()
         .filter(|(_, slot)| slot.source)
-        .filter_map(|(i, slot)| Some((i, slot.ledger, slot.room_score(), source(slot.ledger)?)))
+        .filter_map(|(i, slot)| {
+            let room = slot.room_score().map(|room| room.as_f64());
+            Some((i, room, source(slot.ledger)?))
+        })
         .collect();
-    sources.sort_by(|(_, a, a_room, a_cost), (_, b, b_room, b_cost)| {
+    let ledger = |i: usize| slots.get(i).map(|slot| slot.ledger);
+    order.sort_unstable_by(|&(a, a_room, a_cost), &(b, b_room, b_cost)| {
+        let exact = || {
+            let room = |i: usize| slots.get(i).and_then(Slot::room_score);
+            most_room_first(&room(a), &room(b))
+        };
+        let entries = |i: usize| ledger(i).map(|l| l.entries().len());
+        let name = |i: usize| ledger(i).map(NodeLedger::name);
         b_cost
-            .cmp(a_cost)
-            .then_with(|| most_room_first(a_room, b_room))
-            .then(a.entries().len().cmp(&b.entries().len()))
-            .then(a.name().cmp(b.name()))
+            .cmp(&a_cost)
+            .then_with(|| most_room_first_approx(a_room, b_room, exact))
+            .then_with(|| entries(a).cmp(&entries(b)))
+            .then_with(|| name(a).cmp(&name(b)))
     });
+    let sources: Vec<(usize, &NodeLedger)> = order
+        .iter()
+        .filter_map(|&(i, _, _)| Some((i, ledger(i)?)))
+        .collect();
 
+    let floors = floors(&sources);
+    // A floor is raised at most this many times over the plan: each raise sweeps the index.
+    let spacing = sources.len() / FLOOR_RAISES;
+    let (mut floor, mut next_raise) = (Resources::ZERO, 0);
     let mut consolidation = Consolidation::default();
-    for (source, ledger, _, _) in sources {
+    for (k, (source, ledger)) in sources.into_iter().enumerate() {
+        if let Some(&next) = floors
+            .get(k)
+            .filter(|next| **next != floor && k >= next_raise)
+        {
+            index.raise_floor(next);
+            floor = next;
+            next_raise = k.saturating_add(spacing);
+        }
         let Some(slot) = slots.get(source) else {
             continue;
         };
         if slot.received {
             continue;
         }
-        if let Some(moves) = evacuate(&slots, &mut index, source, &position, &selector, search) {
+        if let Some(moves) = evacuate(&slots, &mut index, source, &names, &selector, search) {
             if let Some(slot) = slots.get_mut(source) {
                 slot.target = false;
             }
@@ -240,6 +260,94 @@ fn plan<'s>(
     consolidation
 }
 
+/// How many times, at most, [`plan`] raises the index's floor (each raise reads every node).
+const FLOOR_RAISES: usize = 32;
+
+/// For each source (in the order tried), the smallest entry per dimension of it and every
+/// source after it: no entry asked of the index from there on is smaller in any dimension.
+fn floors(sources: &[(usize, &NodeLedger)]) -> Vec<Resources> {
+    let mut floors = vec![Resources::ZERO; sources.len()];
+    let mut smallest: Option<Resources> = None;
+    for ((_, ledger), floor) in sources.iter().zip(floors.iter_mut()).rev() {
+        // Each ledger keeps its smallest entry per dimension (a source holds at least one).
+        let r = ledger.smallest_entry();
+        smallest = Some(smallest.map_or(r, |s| Resources::from_fn(|d| s.get(d).min(r.get(d)))));
+        *floor = smallest.unwrap_or(Resources::ZERO);
+    }
+    floors
+}
+
+/// The nodes' names: which are given to one node only, and where those are.
+struct Names<'a> {
+    nodes: &'a [NodeLedger],
+    /// The positions of the nodes whose name is unique, in name order.
+    by_name: Vec<usize>,
+    /// Whether each node's name is unique, by position.
+    unique: Vec<bool>,
+}
+
+impl<'a> Names<'a> {
+    fn of(nodes: &'a [NodeLedger]) -> Names<'a> {
+        let name = |i: usize| nodes.get(i).map(NodeLedger::name);
+        let mut sorted: Vec<usize> = (0..nodes.len()).collect();
+        sorted.sort_unstable_by(|&a, &b| name(a).cmp(&name(b)));
+        let by_name: Vec<usize> = sorted
+            .chunk_by(|&a, &b| name(a) == name(b))
+            .filter_map(|same| match same {
+                [only] => Some(*only),
+                _ => None,
+            })
+            .collect();
+        let mut unique = vec![false; nodes.len()];
+        for &i in &by_name {
+            if let Some(flag) = unique.get_mut(i) {
+                *flag = true;
+            }
+        }
+        Names {
+            nodes,
+            by_name,
+            unique,
+        }
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        let at = self
+            .by_name
+            .binary_search_by(|&i| self.nodes.get(i).map(NodeLedger::name).cmp(&Some(name)))
+            .ok()?;
+        self.by_name.get(at).copied()
+    }
+
+    fn unique(&self, position: usize) -> bool {
+        self.unique.get(position) == Some(&true)
+    }
+}
+
+/// [`most_room_first`] on the scores as floats ([`Slack::as_f64`]), `exact` asked only when
+/// they are closer than float error (as [`Slack`]'s own order does).
+fn most_room_first_approx(
+    a: Option<f64>,
+    b: Option<f64>,
+    exact: impl FnOnce() -> Ordering,
+) -> Ordering {
+    match (a, b) {
+        (Some(x), Some(y)) => {
+            let margin = (x + y) * 1e-12;
+            if x - y > margin {
+                Ordering::Less
+            } else if y - x > margin {
+                Ordering::Greater
+            } else {
+                exact()
+            }
+        }
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => Ordering::Equal,
+    }
+}
+
 /// Room scores, the most room first; a node over its capacity (`None`) last.
 fn most_room_first(a: &Option<Slack>, b: &Option<Slack>) -> Ordering {
     match (a, b) {
@@ -258,7 +366,7 @@ fn evacuate<'a, 's>(
     slots: &[Slot<'a>],
     index: &mut BestFitIndex<'a>,
     source: usize,
-    position: &HashMap<&str, usize>,
+    names: &Names<'_>,
     selector: &impl Fn(&Entry) -> Option<&'s Labels>,
     search: Search,
 ) -> Option<Vec<(&'a Entry, usize)>> {
@@ -266,13 +374,13 @@ fn evacuate<'a, 's>(
     let entries = largest_first(source_slot.ledger);
     index.set_active(source, false);
     // The views as they were before this source, to put back if it cannot be emptied.
-    let mut touched: Vec<(usize, Resources)> = Vec::new();
+    let mut touched: Vec<(usize, Resources)> = Vec::with_capacity(entries.len());
     let mut moves = Vec::with_capacity(entries.len());
     for entry in entries {
         let target = match (selector(entry), search) {
             (None, Search::Index) => index.best_fit(&entry.resources),
             (labels, _) => scanned_target(slots, index, &entry.resources, labels)
-                .and_then(|name| position.get(name).copied()),
+                .and_then(|name| names.position(name)),
         };
         let placed = target.and_then(|target| {
             let before = index.view(target)?.allocated;
@@ -325,14 +433,17 @@ fn largest_first(node: &NodeLedger) -> Vec<&Entry> {
         allocated: Resources::ZERO,
     };
     let overcommit: Overcommit = node.overcommit();
-    let mut sized: Vec<(&Entry, Option<Slack>)> = node
-        .entries()
+    let entries = node.entries();
+    let left = |entry: &Entry| weighted_slack(&empty, &entry.resources, &overcommit);
+    // Each entry's room left, as a float: the exact one is read only on a near tie.
+    let mut sized: Vec<(&Entry, Option<f64>)> = entries
         .iter()
-        .map(|entry| (entry, weighted_slack(&empty, &entry.resources, &overcommit)))
+        .map(|entry| (entry, left(entry).map(|slack| slack.as_f64())))
         .collect();
     // The least room left is the largest entry; one that does not fit at all (None) is larger.
-    sized.sort_by(|(a, a_left), (b, b_left)| {
-        most_room_first(a_left, b_left)
+    sized.sort_by(|&(a, a_left), &(b, b_left)| {
+        let exact = || most_room_first(&left(a), &left(b));
+        most_room_first_approx(a_left, b_left, exact)
             .reverse()
             .then_with(|| a.uid.cmp(&b.uid))
     });
