@@ -185,8 +185,11 @@ enum Keep {
 /// Bytes still allocated, and allocations, since `region` began.
 fn held(region: &Region<'_, System>) -> (isize, isize) {
     let c = region.change();
+    // NB: stats_alloc counts a reallocation's growth in `bytes_allocated` (and its shrinking in
+    // `bytes_deallocated`) as well as in `bytes_reallocated`: adding that too counted the
+    // decoded page's vector growth as held.
     (
-        c.bytes_allocated as isize - c.bytes_deallocated as isize + c.bytes_reallocated,
+        c.bytes_allocated as isize - c.bytes_deallocated as isize,
         c.allocations as isize - c.deallocations as isize,
     )
 }

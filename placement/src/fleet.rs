@@ -276,6 +276,13 @@ impl IndexedFleet {
         }
     }
 
+    /// Gives back the spare room of the ledger at `position` (see [`NodeLedger::shrink_to_fit`]).
+    pub fn shrink_to_fit(&mut self, position: usize) {
+        if let Some(ledger) = self.ledgers.get_mut(position) {
+            ledger.shrink_to_fit();
+        }
+    }
+
     /// The positions changed since the last call, each once, in order.
     pub fn take_changed(&mut self) -> Vec<usize> {
         let mut changed = std::mem::take(&mut self.changed);

@@ -179,6 +179,8 @@ impl View {
         }
         self.fleet.take_changed();
         for position in std::mem::take(&mut self.edited) {
+            // The batch's additions grew its vectors by doubling; the ledger may be kept.
+            self.fleet.shrink_to_fit(position);
             if let Some(name) = self.name_at(position) {
                 self.dirty.insert(name.to_owned());
             }

@@ -3,15 +3,22 @@
 //!
 //! Rules enforced here:
 //! - lossless: [`Compact::tenant`] gives back exactly the stripped Tenant [`Compact::of`] was
-//!   made from (a property test checks it);
-//! - names shared by many tenants (node names, a condition's type, status and reason) are
-//!   interned: one allocation each for the whole cache;
-//! - a condition's message that repeats the status message is kept once; the reservation
-//!   finalizer, which nearly every tenant carries alone, is a flag.
+//!   made from (a property test checks it), whatever its fields hold; what the controller writes
+//!   is only held in fewer bytes;
+//! - names shared by many tenants (node names, namespaces) are interned, and so is a condition's
+//!   type, status and reason as one triple: one allocation each for the whole cache;
+//! - what the controller writes is kept as a mark, not text: a status message that is the one
+//!   an Active tenant gets (`holds .. on <node>`), a condition whose message is empty and which
+//!   has no observedGeneration (as the controller writes `Placed`), a condition message that
+//!   repeats the status message, the reservation finalizer alone, a resourceVersion that is a
+//!   decimal number (as the API server gives it);
+//! - a tenant's one condition is held inline (no allocation of its own).
 //!
 //! [`strip`]: crate::controller::state::strip::strip
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -22,39 +29,121 @@ use crate::api::{
 };
 use crate::api::{DO_NOT_DISRUPT_ANNOTATION, TENANT_FINALIZER};
 
-/// One allocation per distinct name, shared by every tenant that uses it.
+/// A condition's type, status and reason.
+#[derive(Debug)]
+struct Words {
+    type_: Box<str>,
+    status: Box<str>,
+    reason: Box<str>,
+}
+
+/// The three words of a condition, as the interner's set looks them up (borrowed or held).
+trait Triple {
+    fn words(&self) -> (&str, &str, &str);
+}
+
+impl Triple for Words {
+    fn words(&self) -> (&str, &str, &str) {
+        (&self.type_, &self.status, &self.reason)
+    }
+}
+
+impl Triple for (&str, &str, &str) {
+    fn words(&self) -> (&str, &str, &str) {
+        *self
+    }
+}
+
+impl Hash for dyn Triple + '_ {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.words().hash(state);
+    }
+}
+
+impl PartialEq for dyn Triple + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.words() == other.words()
+    }
+}
+
+impl Eq for dyn Triple + '_ {}
+
+/// The set's entries hash and compare as their words (so a lookup by borrowed words finds them).
+#[derive(Debug)]
+struct Held(Arc<Words>);
+
+impl Hash for Held {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (&*self.0 as &dyn Triple).hash(state);
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.words() == other.0.words()
+    }
+}
+
+impl Eq for Held {}
+
+impl<'a> Borrow<dyn Triple + 'a> for Held {
+    fn borrow(&self) -> &(dyn Triple + 'a) {
+        &*self.0
+    }
+}
+
+/// One allocation per distinct name (and per distinct condition triple), shared by every
+/// tenant that uses it.
 #[derive(Debug, Default)]
-pub struct Interner(HashSet<Arc<str>>);
+pub struct Interner {
+    names: HashSet<Arc<str>>,
+    words: HashSet<Held>,
+}
 
 impl Interner {
     pub fn intern(&mut self, name: &str) -> Arc<str> {
-        if let Some(known) = self.0.get(name) {
+        if let Some(known) = self.names.get(name) {
             return known.clone();
         }
         let name: Arc<str> = Arc::from(name);
-        self.0.insert(name.clone());
+        self.names.insert(name.clone());
         name
+    }
+
+    fn words(&mut self, type_: &str, status: &str, reason: &str) -> Arc<Words> {
+        let key: &dyn Triple = &(type_, status, reason);
+        if let Some(known) = self.words.get(key) {
+            return known.0.clone();
+        }
+        let words = Arc::new(Words {
+            type_: Box::from(type_),
+            status: Box::from(status),
+            reason: Box::from(reason),
+        });
+        self.words.insert(Held(words.clone()));
+        words
     }
 
     /// Forgets the names no tenant uses any more.
     pub fn prune(&mut self) {
-        self.0.retain(|name| Arc::strong_count(name) > 1);
+        self.names.retain(|name| Arc::strong_count(name) > 1);
+        self.words.retain(|held| Arc::strong_count(&held.0) > 1);
     }
 }
 
 /// A UID: in the canonical form the API server gives (lowercase 8-4-4-4-12 hex), its 128 bits
-/// (no allocation); otherwise its text.
+/// (held inline, as bytes, so the tenant needs no 16-byte alignment); otherwise its text (held
+/// in [`Rare`]).
 #[derive(Clone, Debug, PartialEq)]
-enum Uid {
-    Uuid(u128),
-    Text(Box<str>),
+enum Uid<'a> {
+    Uuid([u8; 16]),
+    Text(&'a str),
 }
 
-impl Uid {
-    fn of(text: &str) -> Uid {
-        Self::canonical(text).map_or_else(|| Uid::Text(Box::from(text)), Uid::Uuid)
+impl<'a> Uid<'a> {
+    fn of(text: &'a str) -> Uid<'a> {
+        Self::canonical(text).map_or(Uid::Text(text), |bits| Uid::Uuid(bits.to_be_bytes()))
     }
-
     /// The bits of a canonical UUID; `None` for any other text (which is kept as text, so
     /// telling it back is exact either way).
     fn canonical(text: &str) -> Option<u128> {
@@ -81,43 +170,136 @@ impl Uid {
     /// Whether this is the UID `text` (no allocation: a canonical text is compared as bits).
     fn is(&self, text: &str) -> bool {
         match self {
-            Uid::Uuid(bits) => Self::canonical(text) == Some(*bits),
+            Uid::Uuid(bytes) => Self::canonical(text) == Some(u128::from_be_bytes(*bytes)),
             Uid::Text(own) => **own == *text,
         }
     }
 
-    fn text(&self) -> std::borrow::Cow<'_, str> {
-        match self {
+    fn text(&self) -> std::borrow::Cow<'a, str> {
+        match *self {
             Uid::Text(text) => std::borrow::Cow::Borrowed(text),
-            Uid::Uuid(bits) => std::borrow::Cow::Owned(format!(
-                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-                bits >> 96,
-                (bits >> 80) & 0xffff,
-                (bits >> 64) & 0xffff,
-                (bits >> 48) & 0xffff,
-                bits & 0xffff_ffff_ffff
-            )),
+            Uid::Uuid(bytes) => {
+                let bits = u128::from_be_bytes(bytes);
+                std::borrow::Cow::Owned(format!(
+                    "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                    bits >> 96,
+                    (bits >> 80) & 0xffff,
+                    (bits >> 64) & 0xffff,
+                    (bits >> 48) & 0xffff,
+                    bits & 0xffff_ffff_ffff
+                ))
+            }
         }
     }
 }
 
+/// A resourceVersion: the API server's are decimal numbers, held inline as one; any other text
+/// (a number with a leading zero or a sign included) is held in [`Rare`], as it came.
 #[derive(Clone, Debug, PartialEq)]
+enum Version<'a> {
+    Number(u64),
+    Text(&'a str),
+}
+
+impl<'a> Version<'a> {
+    fn of(text: &'a str) -> Version<'a> {
+        Self::number(text).map_or(Version::Text(text), Version::Number)
+    }
+
+    /// The number a text is the canonical decimal form of (so telling it back is exact).
+    fn number(text: &str) -> Option<u64> {
+        let canonical = !text.is_empty()
+            && text.bytes().all(|b| b.is_ascii_digit())
+            && (text == "0" || !text.starts_with('0'));
+        canonical.then(|| text.parse().ok()).flatten()
+    }
+
+    fn is(&self, text: &str) -> bool {
+        match *self {
+            Version::Number(n) => Self::number(text) == Some(n),
+            Version::Text(own) => own == text,
+        }
+    }
+
+    fn text(&self) -> String {
+        match *self {
+            Version::Number(n) => n.to_string(),
+            Version::Text(text) => text.to_owned(),
+        }
+    }
+}
+
+/// A tenant's finalizers: one byte; any list but none or the reservation finalizer alone is
+/// held in [`Rare`].
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Finalizers {
     None,
     /// Exactly `[TENANT_FINALIZER]`.
     Reservation,
-    Other(Box<[Box<str>]>),
+    Other,
+}
+
+/// A status message.
+#[derive(Clone, Debug, PartialEq)]
+enum Message {
+    /// The one an Active tenant's status carries: [`holds`] of its reserved amounts and node.
+    Holds,
+    Text(Box<str>),
+}
+
+/// The status message of a tenant holding `reserved` on `node`, as the controller writes it
+/// (`controller::tenant::wanted_status`); `None` for amounts no reservation can hold. Should
+/// that sentence change, messages are held as text again: nothing is lost.
+fn holds(reserved: &ResourceAmounts, node: &str) -> Option<String> {
+    let reserved = reserved.to_resources().ok()?;
+    Some(format!("holds {reserved} on {node}"))
 }
 
 #[derive(Clone, Debug, PartialEq)]
 struct CompactCondition {
-    type_: Arc<str>,
-    status: Arc<str>,
-    reason: Arc<str>,
+    words: Arc<Words>,
+    last_transition_time: Time,
+    more: More,
+}
+
+/// A condition's message and observedGeneration.
+#[derive(Clone, Debug, PartialEq)]
+enum More {
+    /// No message and no observedGeneration (as the controller writes `Placed`).
+    None,
+    /// The status message, no observedGeneration (as the controller wrote `Placed` before).
+    StatusMessage,
+    Other(Box<ConditionMore>),
+}
+
+impl PartialEq for Words {
+    fn eq(&self, other: &Self) -> bool {
+        self.words() == other.words()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct ConditionMore {
     /// `None`: the status message.
     message: Option<Box<str>>,
-    last_transition_time: Time,
     observed_generation: Option<i64>,
+}
+
+/// A status's conditions: one (nearly every tenant: `Placed`) inline.
+#[derive(Clone, Debug, PartialEq)]
+enum Conditions {
+    One(CompactCondition),
+    /// None, or more than one.
+    Many(Box<[CompactCondition]>),
+}
+
+impl Conditions {
+    fn all(&self) -> &[CompactCondition] {
+        match self {
+            Conditions::One(one) => std::slice::from_ref(one),
+            Conditions::Many(all) => all,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -125,21 +307,24 @@ struct CompactStatus {
     phase: TenantPhase,
     node_name: Option<Arc<str>>,
     reserved: ResourceAmounts,
-    message: Box<str>,
+    message: Message,
     observed_generation: Option<i64>,
-    conditions: Box<[CompactCondition]>,
+    conditions: Conditions,
     migration: Option<Box<MigrationStatus>>,
 }
 
 /// A cached Tenant, less its name and namespace (the cache's key holds them).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compact {
-    uid: Option<Uid>,
-    resource_version: Option<Box<str>>,
+    /// A canonical UID's bits (`None`: no UID, or one held in [`Rare`] as text).
+    uid: Option<[u8; 16]>,
+    /// A canonical resourceVersion (`None`: none, or one held in [`Rare`] as text).
+    resource_version: Option<u64>,
     generation: Option<i64>,
     creation_timestamp: Option<Time>,
-    /// `deletionTimestamp`, `deletionGracePeriodSeconds` and the `do-not-disrupt` annotation
-    /// (the one annotation kept: `strip`), rare (boxed: a pointer otherwise).
+    /// `deletionTimestamp`, `deletionGracePeriodSeconds`, the `do-not-disrupt` annotation (the
+    /// one annotation kept: `strip`) and texts other than the API server's and the controller's
+    /// forms, rare (boxed: a pointer otherwise).
     rare: Option<Box<Rare>>,
     finalizers: Finalizers,
     spec: TenantSpec,
@@ -152,44 +337,84 @@ struct Rare {
     deletion_timestamp: Option<Time>,
     deletion_grace_period_seconds: Option<i64>,
     do_not_disrupt: Option<Box<str>>,
+    /// A UID not in the canonical form.
+    uid: Option<Box<str>>,
+    /// A resourceVersion that is not a canonical decimal number.
+    resource_version: Option<Box<str>>,
+    /// Finalizers other than none or the reservation finalizer alone.
+    finalizers: Option<Box<[Box<str>]>>,
 }
 
-fn boxed(text: &Option<String>) -> Option<Box<str>> {
-    text.as_deref().map(Box::from)
+fn compact_condition(
+    c: &Condition,
+    status_message: &str,
+    names: &mut Interner,
+) -> CompactCondition {
+    let more = match (c.message.as_str(), c.observed_generation) {
+        ("", None) => More::None,
+        (message, None) if message == status_message => More::StatusMessage,
+        (message, observed_generation) => More::Other(Box::new(ConditionMore {
+            message: (message != status_message).then(|| Box::from(message)),
+            observed_generation,
+        })),
+    };
+    CompactCondition {
+        words: names.words(&c.type_, &c.status, &c.reason),
+        last_transition_time: c.last_transition_time.clone(),
+        more,
+    }
 }
 
 impl Compact {
     /// The compact form of a stripped tenant.
     pub fn of(tenant: &Tenant, names: &mut Interner) -> Compact {
         let meta = &tenant.metadata;
-        let finalizers = match meta.finalizers.as_deref() {
-            None => Finalizers::None,
-            Some([only]) if only == TENANT_FINALIZER => Finalizers::Reservation,
-            Some(all) => Finalizers::Other(all.iter().map(|f| Box::from(f.as_str())).collect()),
+        let (finalizers, other_finalizers) = match meta.finalizers.as_deref() {
+            None => (Finalizers::None, None),
+            Some([only]) if only == TENANT_FINALIZER => (Finalizers::Reservation, None),
+            Some(all) => (
+                Finalizers::Other,
+                Some(all.iter().map(|f| Box::from(f.as_str())).collect()),
+            ),
         };
-        let status = tenant.status.as_ref().map(|status| CompactStatus {
-            phase: status.phase,
-            node_name: (!status.node_name.is_empty()).then(|| names.intern(&status.node_name)),
-            reserved: status.reserved,
-            message: Box::from(status.message.as_str()),
-            observed_generation: status.observed_generation,
-            conditions: status
-                .conditions
-                .iter()
-                .map(|c| CompactCondition {
-                    type_: names.intern(&c.type_),
-                    status: names.intern(&c.status),
-                    reason: names.intern(&c.reason),
-                    message: (c.message != status.message).then(|| Box::from(c.message.as_str())),
-                    last_transition_time: c.last_transition_time.clone(),
-                    observed_generation: c.observed_generation,
-                })
-                .collect(),
-            migration: status.migration.clone().map(Box::new),
+        let uid = meta.uid.as_deref().map(Uid::of);
+        let version = meta.resource_version.as_deref().map(Version::of);
+        let status = tenant.status.as_ref().map(|status| {
+            let node = status.node_name.as_str();
+            let message = if !node.is_empty()
+                && holds(&status.reserved, node).is_some_and(|holds| holds == status.message)
+            {
+                Message::Holds
+            } else {
+                Message::Text(Box::from(status.message.as_str()))
+            };
+            let conditions = match status.conditions.as_slice() {
+                [one] => Conditions::One(compact_condition(one, &status.message, names)),
+                all => Conditions::Many(
+                    all.iter()
+                        .map(|c| compact_condition(c, &status.message, names))
+                        .collect(),
+                ),
+            };
+            CompactStatus {
+                phase: status.phase,
+                node_name: (!node.is_empty()).then(|| names.intern(node)),
+                reserved: status.reserved,
+                message,
+                observed_generation: status.observed_generation,
+                conditions,
+                migration: status.migration.clone().map(Box::new),
+            }
         });
         Compact {
-            uid: meta.uid.as_deref().map(Uid::of),
-            resource_version: boxed(&meta.resource_version),
+            uid: match uid {
+                Some(Uid::Uuid(bytes)) => Some(bytes),
+                _ => None,
+            },
+            resource_version: match version {
+                Some(Version::Number(n)) => Some(n),
+                _ => None,
+            },
             generation: meta.generation,
             creation_timestamp: meta.creation_timestamp.clone(),
             rare: {
@@ -201,6 +426,15 @@ impl Compact {
                         .as_ref()
                         .and_then(|a| a.get(DO_NOT_DISRUPT_ANNOTATION))
                         .map(|v| Box::from(v.as_str())),
+                    uid: match uid {
+                        Some(Uid::Text(text)) => Some(Box::from(text)),
+                        _ => None,
+                    },
+                    resource_version: match version {
+                        Some(Version::Text(text)) => Some(Box::from(text)),
+                        _ => None,
+                    },
+                    finalizers: other_finalizers,
                 };
                 (rare != Rare::default()).then(|| Box::new(rare))
             },
@@ -210,8 +444,27 @@ impl Compact {
         }
     }
 
+    fn uid_held(&self) -> Option<Uid<'_>> {
+        match self.uid {
+            Some(bytes) => Some(Uid::Uuid(bytes)),
+            None => self.rare.as_ref()?.uid.as_deref().map(Uid::Text),
+        }
+    }
+
+    fn version_held(&self) -> Option<Version<'_>> {
+        match self.resource_version {
+            Some(n) => Some(Version::Number(n)),
+            None => self
+                .rare
+                .as_ref()?
+                .resource_version
+                .as_deref()
+                .map(Version::Text),
+        }
+    }
+
     pub fn uid(&self) -> Option<std::borrow::Cow<'_, str>> {
-        self.uid.as_ref().map(Uid::text)
+        self.uid_held().map(|uid| uid.text())
     }
 
     pub fn generation(&self) -> Option<i64> {
@@ -234,13 +487,15 @@ impl Compact {
     /// The node its status names, if it has this UID: `Some(None)` when the status names none.
     /// Allocates nothing (node repair asks it for every entry of every changed node).
     pub fn node_named_if_uid(&self, uid: &str) -> Option<Option<Arc<str>>> {
-        self.uid.as_ref().filter(|own| own.is(uid))?;
+        self.uid_held().filter(|own| own.is(uid))?;
         Some(self.status.as_ref().and_then(|s| s.node_name.clone()))
     }
 
     /// Whether this is the version of this resourceVersion.
     pub fn is_version(&self, resource_version: Option<&str>) -> bool {
-        resource_version.is_some() && self.resource_version.as_deref() == resource_version
+        resource_version
+            .zip(self.version_held())
+            .is_some_and(|(text, own)| own.is(text))
     }
 
     pub fn is_deleting(&self) -> bool {
@@ -251,37 +506,67 @@ impl Compact {
 
     /// The whole tenant again, named `name` in `namespace`.
     pub fn tenant(&self, name: &str, namespace: Option<&str>) -> Tenant {
-        let finalizers = match &self.finalizers {
+        let finalizers = match self.finalizers {
             Finalizers::None => None,
             Finalizers::Reservation => Some(vec![TENANT_FINALIZER.to_owned()]),
-            Finalizers::Other(all) => Some(all.iter().map(|f| f.to_string()).collect()),
+            Finalizers::Other => self
+                .rare
+                .as_ref()
+                .and_then(|r| r.finalizers.as_ref())
+                .map(|all| all.iter().map(|f| f.to_string()).collect()),
         };
-        let status = self.status.as_ref().map(|status| TenantStatus {
-            phase: status.phase,
-            node_name: status.node_name.as_deref().unwrap_or_default().to_owned(),
-            reserved: status.reserved,
-            message: status.message.to_string(),
-            observed_generation: status.observed_generation,
-            conditions: status
+        let status = self.status.as_ref().map(|status| {
+            let node = status.node_name.as_deref().unwrap_or_default();
+            let message = match &status.message {
+                // Made only where `holds` gave the message.
+                Message::Holds => holds(&status.reserved, node).unwrap_or_default(),
+                Message::Text(text) => text.to_string(),
+            };
+            let conditions = status
                 .conditions
+                .all()
                 .iter()
-                .map(|c| Condition {
-                    type_: c.type_.to_string(),
-                    status: c.status.to_string(),
-                    reason: c.reason.to_string(),
-                    message: c.message.as_deref().unwrap_or(&status.message).to_owned(),
-                    last_transition_time: c.last_transition_time.clone(),
-                    observed_generation: c.observed_generation,
+                .map(|c| {
+                    let more = match &c.more {
+                        More::Other(more) => Some(&**more),
+                        More::None | More::StatusMessage => None,
+                    };
+                    Condition {
+                        type_: c.words.type_.to_string(),
+                        status: c.words.status.to_string(),
+                        reason: c.words.reason.to_string(),
+                        message: match (&c.more, more) {
+                            (More::StatusMessage, _)
+                            | (_, Some(ConditionMore { message: None, .. })) => message.clone(),
+                            (
+                                _,
+                                Some(ConditionMore {
+                                    message: Some(own), ..
+                                }),
+                            ) => own.to_string(),
+                            (_, None) => String::new(),
+                        },
+                        last_transition_time: c.last_transition_time.clone(),
+                        observed_generation: more.and_then(|m| m.observed_generation),
+                    }
                 })
-                .collect(),
-            migration: status.migration.as_deref().cloned(),
+                .collect();
+            TenantStatus {
+                phase: status.phase,
+                node_name: node.to_owned(),
+                reserved: status.reserved,
+                message,
+                observed_generation: status.observed_generation,
+                conditions,
+                migration: status.migration.as_deref().cloned(),
+            }
         });
         Tenant {
             metadata: ObjectMeta {
                 name: Some(name.to_owned()),
                 namespace: namespace.map(str::to_owned),
                 uid: self.uid().map(std::borrow::Cow::into_owned),
-                resource_version: self.resource_version.as_deref().map(str::to_owned),
+                resource_version: self.version_held().map(|v| v.text()),
                 generation: self.generation,
                 creation_timestamp: self.creation_timestamp.clone(),
                 deletion_timestamp: self
@@ -365,18 +650,32 @@ mod tests {
             text(),
             proptest::option::of(0i64..100),
             proptest::option::of(("node-[a-c]", "node-[a-c]")),
+            any::<bool>(),
         )
             .prop_flat_map(
-                |(phase, node_name, (t, m, s), message, observed_generation, migration)| {
+                |(
+                    phase,
+                    node_name,
+                    (t, m, s),
+                    message,
+                    observed_generation,
+                    migration,
+                    holding,
+                )| {
+                    // Often the sentence the controller writes for a tenant that holds room.
+                    let reserved = ResourceAmounts {
+                        threads: t,
+                        memory_gb: m,
+                        storage_gb: s,
+                    };
+                    let message = holds(&reserved, &node_name)
+                        .filter(|_| holding)
+                        .unwrap_or(message);
                     proptest::collection::vec(condition(message.clone()), 0..3).prop_map(
                         move |conditions| TenantStatus {
                             phase,
                             node_name: node_name.clone(),
-                            reserved: ResourceAmounts {
-                                threads: t,
-                                memory_gb: m,
-                                storage_gb: s,
-                            },
+                            reserved,
                             message: message.clone(),
                             observed_generation,
                             conditions,
@@ -548,11 +847,57 @@ mod tests {
             b.node_name.as_ref().unwrap()
         ));
         assert!(Arc::ptr_eq(
-            &a.conditions[0].reason,
-            &b.conditions[0].reason
+            &a.conditions.all()[0].words,
+            &b.conditions.all()[0].words
         ));
         drop((first, second));
         names.prune();
-        assert!(names.0.is_empty());
+        assert!(names.names.is_empty() && names.words.is_empty());
+    }
+
+    #[test]
+    fn what_the_controller_writes_is_held_as_marks_and_told_back_exactly() {
+        let mut names = Interner::default();
+        let reserved = ResourceAmounts {
+            threads: 2,
+            memory_gb: 8,
+            storage_gb: 120,
+        };
+        let mut tenant = crate::testing::tenant("a")
+            .uid("0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d")
+            .resource_version(1_000_123)
+            .on("node-eu-1")
+            .reserved(2, 8, 120)
+            .message(&holds(&reserved, "node-eu-1").unwrap())
+            .placed("Reserved")
+            .build();
+        if let Some(status) = tenant.status.as_mut() {
+            // As the controller writes `Placed` now: no sentence, no generation.
+            status.conditions[0].message = String::new();
+        }
+        let compact = Compact::of(&tenant, &mut names);
+        let status = compact.status.as_ref().unwrap();
+        assert_eq!(status.message, Message::Holds);
+        assert!(matches!(&status.conditions, Conditions::One(c) if c.more == More::None));
+        assert_eq!(compact.resource_version, Some(1_000_123));
+        assert!(compact.uid.is_some() && compact.rare.is_none());
+        let back = compact.tenant("a", Some("default"));
+        assert_eq!(back.metadata, tenant.metadata);
+        assert_eq!(back.status, tenant.status);
+        // Versions that are not a canonical number are kept as text.
+        for text in ["007", "+1", "", "18446744073709551616", "abc"] {
+            assert!(matches!(Version::of(text), Version::Text(_)), "{text}");
+            assert_eq!(Version::of(text).text(), text);
+        }
+        assert!(Version::of("0").is("0") && !Version::of("10").is("010"));
+        // The same sentence on another node, or other amounts, is text.
+        let other = holds(&reserved, "node-eu-2").unwrap();
+        tenant.status.as_mut().unwrap().message = other;
+        let compact = Compact::of(&tenant, &mut names);
+        assert!(matches!(
+            compact.status.as_ref().unwrap().message,
+            Message::Text(_)
+        ));
+        assert_eq!(compact.tenant("a", Some("default")).status, tenant.status);
     }
 }
