@@ -621,21 +621,26 @@ mod tests {
         }
     }
 
+    /// The node shapes the index tests draw from (one overcommitted, one without memory).
+    fn shapes() -> [(Resources, Overcommit); 4] {
+        [
+            (Resources::new(8, 32, 100), Overcommit::NONE),
+            (Resources::new(16, 64, 100), Overcommit::NONE),
+            (
+                Resources::new(8, 32, 100),
+                Overcommit::from_per_mille(2000, 1000, 1000).unwrap(),
+            ),
+            (Resources::new(8, 0, 100), Overcommit::NONE),
+        ]
+    }
+
     #[test]
     fn the_index_chooses_what_best_fit_among_chooses_as_nodes_fill_and_leave() {
         // Up to 400 nodes of 4 shapes: blocks fill, split and empty.
         let names: Vec<String> = (0..400).map(|i| format!("n{i:03}")).collect();
         for seed in 1..=100u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let shapes = [
-                (Resources::new(8, 32, 100), Overcommit::NONE),
-                (Resources::new(16, 64, 100), Overcommit::NONE),
-                (
-                    Resources::new(8, 32, 100),
-                    Overcommit::from_per_mille(2000, 1000, 1000).unwrap(),
-                ),
-                (Resources::new(8, 0, 100), Overcommit::NONE),
-            ];
+            let shapes = shapes();
             let count = usize::try_from(rng.below(400) + 1).unwrap();
             let mut nodes: Vec<(NodeView<'_>, Overcommit)> = (0..count)
                 .map(|i| {
@@ -686,14 +691,8 @@ mod tests {
         let names: Vec<String> = (0..300).map(|i| format!("n{i:03}")).collect();
         for seed in 1..=100u64 {
             let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let shapes = [
-                (Resources::new(8, 32, 100), Overcommit::NONE),
-                (Resources::new(16, 64, 100), Overcommit::NONE),
-                (
-                    Resources::new(8, 32, 100),
-                    Overcommit::from_per_mille(2000, 1000, 1000).unwrap(),
-                ),
-            ];
+            // The first three: no shape without memory.
+            let shapes = &shapes()[..3];
             let count = usize::try_from(rng.below(300) + 1).unwrap();
             let mut nodes: Vec<(NodeView<'_>, Overcommit)> = (0..count)
                 .map(|i| {
