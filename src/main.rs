@@ -503,7 +503,15 @@ async fn main_result() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
-    let client = kube::Client::try_default().await?;
+    let mut config = kube::Config::infer().await?;
+    // A write without `fieldManager` is recorded in managedFields under the User-Agent's product
+    // (the API server's `managerOrUserAgent`), and kube sends no User-Agent: without this the
+    // controller's entries would name no manager at all.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static(concat!("tenant-placer/", env!("CARGO_PKG_VERSION"))),
+    ));
+    let client = kube::Client::try_from(config)?;
     let identity = args
         .identity
         .unwrap_or_else(|| format!("tenant-placer-{:08x}", fastrand::u32(..)));

@@ -1,4 +1,5 @@
-//! The command line refuses settings that mean nothing, before anything starts.
+//! The command line refuses settings that mean nothing, before anything starts; `run` speaks
+//! to an API server over HTTP as itself.
 #![allow(clippy::expect_used)]
 
 use std::process::Command;
@@ -133,4 +134,70 @@ fn run_refuses_the_simulated_provisioner_which_only_plays_in_sandbox_and_simulat
             assert!(stderr.contains(said), "{args:?}: {said:?} not in {stderr}");
         }
     }
+}
+
+/// `run` against an API server over HTTP, as the image runs it: a real API server records a
+/// write without `fieldManager` under its User-Agent's product, so the controller's status
+/// writes must say who they are (kube sends no User-Agent of its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_names_itself_as_the_manager_of_the_status_it_writes() {
+    use tenant_placer::{api::GROUP, testing};
+    let fleet = tenant_placer::sim::Fleet::new().expect("the CRDs install");
+    let api = fleet.api.clone();
+    api.set_managed_fields(true);
+    let node = testing::node("node-a").capacity(8, 32, 100);
+    api.apply_by("kubectl", node.manifest())
+        .expect("the node is created");
+    let tenant = testing::tenant("acme").resources(1, 1, 1);
+    api.apply_by("kubectl", tenant.manifest())
+        .expect("the tenant is created");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let addr = listener.local_addr().expect("an address");
+    tokio::spawn(inmem_apiserver::server::serve(api.clone(), listener));
+    let dir = tempfile::tempdir().expect("a directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let yaml = tenant_placer::sandbox::kubeconfig_yaml(&format!("http://{addr}"));
+    std::fs::write(&kubeconfig, yaml).expect("the kubeconfig is written");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
+        .args(["run", "--metrics-addr", "127.0.0.1:0"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "error")
+        .spawn()
+        .expect("the binary runs");
+    let placed = |name: &str| {
+        let tenant = api.get(GROUP, "tenants", Some("default"), name)?;
+        (tenant["status"]["phase"] == "Active").then_some(tenant)
+    };
+    let mut waited = std::time::Duration::ZERO;
+    let tenant = loop {
+        if let Some(tenant) = placed("acme") {
+            break tenant;
+        }
+        assert!(waited.as_secs() < 60, "acme was not placed in 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += std::time::Duration::from_millis(50);
+    };
+    child.kill().ok();
+    child.wait().ok();
+    let managers: Vec<(&str, &str)> = tenant["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|entry| {
+            let manager = entry["manager"].as_str().unwrap_or("?");
+            (manager, entry["subresource"].as_str().unwrap_or(""))
+        })
+        .collect();
+    // Its finalizer (no admission policy here) and its status.
+    assert_eq!(
+        managers,
+        [
+            ("kubectl", ""),
+            ("tenant-placer", ""),
+            ("tenant-placer", "status")
+        ],
+        "{tenant}"
+    );
 }

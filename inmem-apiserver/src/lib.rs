@@ -246,6 +246,7 @@ impl ApiServer {
     /// POST or PUT would; its kind is served at once. Answers the stored CRD.
     pub fn install_crd(&self, crd: Value) -> Result<Value, Status> {
         let mut state = self.shared.lock();
+        state.writer = None;
         let t = Self::target_of(&state, CRD_GROUP, CRD_PLURAL, None)?;
         let name = meta::name(&crd).to_owned();
         let mode = UpdateMode {
@@ -464,6 +465,7 @@ impl ApiServer {
         name: &str,
     ) -> Result<Value, Status> {
         let mut state = self.shared.lock();
+        state.writer = None;
         let t = Self::target_of(&state, group, resource, namespace)?;
         state.delete(&t, name, &Value::Null, false)
     }

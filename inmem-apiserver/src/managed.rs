@@ -18,26 +18,41 @@ use serde_json::{Map, Value, json};
 /// Who is writing, as the request names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Writer {
-    /// `fieldManager`, else the User-Agent's product, else `unknown`.
+    /// `fieldManager`, else the User-Agent's product, else empty (as the API server records a
+    /// request with neither).
     pub manager: String,
     /// A server-side apply (`Apply`), or any other write (`Update`).
     pub apply: bool,
 }
 
 impl Writer {
-    /// The writer of a request: its `fieldManager`, else its User-Agent up to the first `/`
-    /// (as the apiserver defaults it).
+    /// The writer of a request: its `fieldManager`, else its User-Agent up to the first `/`,
+    /// printable characters only (a space but no other), at most 128 bytes (the apiserver's `managerOrUserAgent`); a
+    /// request with neither writes under the empty name.
     pub fn of_request(field_manager: Option<&str>, user_agent: Option<&str>, apply: bool) -> Self {
-        let manager = field_manager
-            .filter(|m| !m.is_empty())
-            .or_else(|| user_agent.and_then(|ua| ua.split('/').next()))
-            .filter(|m| !m.is_empty())
-            .unwrap_or("unknown");
-        Writer {
-            manager: manager.to_owned(),
-            apply,
-        }
+        let manager = match field_manager.filter(|m| !m.is_empty()) {
+            Some(manager) => manager.to_owned(),
+            None => product_of(user_agent.unwrap_or("")),
+        };
+        Writer { manager, apply }
     }
+}
+
+/// The longest field manager name the apiserver accepts (`FieldManagerMaxLength`).
+const MANAGER_MAX_BYTES: usize = 128;
+
+fn product_of(user_agent: &str) -> String {
+    let mut product = String::new();
+    let first = user_agent.split('/').next().unwrap_or("");
+    // Go's `unicode.IsPrint` as far as std can tell: no controls, no spaces but ' '.
+    let printable = |c: &char| *c == ' ' || !(c.is_control() || c.is_whitespace());
+    for c in first.chars().filter(printable) {
+        if product.len().saturating_add(c.len_utf8()) > MANAGER_MAX_BYTES {
+            break;
+        }
+        product.push(c);
+    }
+    product
 }
 
 /// What a write to the main resource sets: everything but the status and the system metadata.
@@ -233,6 +248,23 @@ mod tests {
             entries[1]["fieldsV1"],
             json!({"f:status": {".": {}, "f:phase": {}, "f:nodeName": {}, "f:since": {}}})
         );
+    }
+
+    #[test]
+    fn a_writer_without_field_manager_is_named_by_its_user_agent_product() {
+        fn named(manager: Option<&str>, agent: Option<&str>) -> String {
+            Writer::of_request(manager, agent, false).manager
+        }
+        assert_eq!(named(Some("m"), Some("kubectl/v1.36")), "m");
+        assert_eq!(named(Some(""), Some("kubectl/v1.36 (linux)")), "kubectl");
+        assert_eq!(named(None, Some("tenant-placer/0.1.0")), "tenant-placer");
+        assert_eq!(named(None, Some("a\tb\u{a0}c d/1")), "abc d");
+        assert_eq!(named(None, Some(&"x".repeat(200))), "x".repeat(128));
+        assert_eq!(
+            named(None, Some(&format!("{}é", "x".repeat(127)))),
+            "x".repeat(127)
+        );
+        assert_eq!(named(None, None), "");
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod events;
 mod faults;
 mod field_validation;
 mod formats;
+mod managed_fields;
 mod nodes;
 mod observation;
 mod openapi;
