@@ -17,5 +17,5 @@ pub mod waiting;
 pub use notes::PurchaseNotes;
 pub use room::RoomOrders;
 pub use synced::Synced;
-pub use tenant_cache::{TenantCache, TenantKey};
+pub use tenant_cache::{Glance, TenantCache, TenantKey};
 pub use waiting::WaitingRoom;

@@ -27,7 +27,7 @@ use crate::api::Claim;
 use crate::api::{
     Condition, MigrationStatus, ResourceAmounts, Tenant, TenantPhase, TenantSpec, TenantStatus,
 };
-use crate::api::{DO_NOT_DISRUPT_ANNOTATION, TENANT_FINALIZER};
+use crate::api::{DO_NOT_DISRUPT_ANNOTATION, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER};
 
 /// A condition's type, status and reason.
 #[derive(Debug)]
@@ -313,6 +313,24 @@ struct CompactStatus {
     migration: Option<Box<MigrationStatus>>,
 }
 
+/// What a look over the whole cache reads of each tenant before it needs one whole: its phase
+/// (`None` without a status) and the reason of its `Placed` condition, as
+/// [`Tenant::placed_reason`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Glance {
+    pub phase: Option<TenantPhase>,
+    pub placed: Option<PlacedReason>,
+}
+
+impl Glance {
+    pub fn of(tenant: &Tenant) -> Glance {
+        Glance {
+            phase: tenant.status.as_ref().map(|s| s.phase),
+            placed: tenant.placed_reason(),
+        }
+    }
+}
+
 /// A cached Tenant, less its name and namespace (the cache's key holds them).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Compact {
@@ -498,6 +516,23 @@ impl Compact {
             .is_some_and(|(text, own)| own.is(text))
     }
 
+    /// Its [`Glance`], read without telling it back.
+    pub fn glance(&self) -> Glance {
+        let status = self.status.as_ref();
+        let placed = status
+            .and_then(|s| {
+                s.conditions
+                    .all()
+                    .iter()
+                    .find(|c| *c.words.type_ == *PLACED_CONDITION)
+            })
+            .and_then(|c| PlacedReason::parse(&c.words.reason));
+        Glance {
+            phase: status.map(|s| s.phase),
+            placed,
+        }
+    }
+
     pub fn is_deleting(&self) -> bool {
         self.rare
             .as_ref()
@@ -621,7 +656,11 @@ mod tests {
         (
             prop_oneof![Just("Placed".to_owned()), "[A-Z][a-z]{0,8}"],
             prop_oneof![Just("True".to_owned()), Just("False".to_owned())],
-            "[A-Z][a-zA-Z]{0,12}",
+            prop_oneof![
+                Just("Reserved".to_owned()),
+                Just("MigrationBlocked".to_owned()),
+                "[A-Z][a-zA-Z]{0,12}"
+            ],
             prop_oneof![Just(status_message), text()],
             0i64..2_000_000_000,
             proptest::option::of(0i64..100),
@@ -794,6 +833,7 @@ mod tests {
             );
             // Tenant has no PartialEq (kube's derive): compare what the API would see.
             prop_assert_eq!(compact.claim(), Claim::of(&tenant));
+            prop_assert_eq!(compact.glance(), Glance::of(&tenant));
             prop_assert_eq!(back.metadata, tenant.metadata);
             prop_assert_eq!(back.spec, tenant.spec);
             prop_assert_eq!(back.status, tenant.status);
