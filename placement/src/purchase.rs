@@ -36,7 +36,7 @@
 //!   bounded search into as few of its nodes as it finds. The rule stays first fit in one
 //!   order computed from the input: the order changed, not the check. On `placement-bench
 //!   purchase`: queue order bought 1.106 times the bound, largest first 1.061 (1,000 waiting)
-//!   and 1.068 (10,000), the fill 1.048 and 1.053 (docs/performance.md);
+//!   and 1.068 (10,000), the fill 1.045 and 1.052 (docs/performance.md);
 //! - **room first**: a new node is opened only for a tenant that fits, at its turn, in no request
 //!   in flight and no node already planned; otherwise it goes where first fit chooses among
 //!   them. New nodes carry placeholder names, `~new-000001` on in opening order, which sort after

@@ -325,7 +325,7 @@ mod tests {
     }
 
     /// Issue #31's goal on the benchmark's mix of 1,000 (1.061 packed largest first; the fill
-    /// buys 73 xlarge, 8 storage and 1 small node, 1.048).
+    /// buys 73 xlarge and 8 storage nodes, 1.045).
     #[test]
     fn the_purchase_of_1000_costs_at_most_1_05_times_the_bound() {
         for row in purchase::purchase_rows(1000, 1) {
