@@ -143,7 +143,7 @@ fn planned(bought: &Purchase) -> BTreeMap<&str, &str> {
 }
 
 /// The check, with the crate's own placement: `nodes` arrive as empty Online ledgers and the
-/// planned tenants are placed one by one in packing order (`packing_order`: the fill's) by
+/// planned tenants are placed one by one in packing order (`packing_order`) by
 /// first fit (`plan_tenant_with`), each reservation written before the next. Where each one
 /// lands.
 fn place_all(
