@@ -44,6 +44,7 @@ pub mod overcommit;
 pub mod plan;
 pub mod policy;
 pub mod purchase;
+mod purchase_fill;
 pub mod purchase_groups;
 pub mod queue;
 pub mod rebalance;

@@ -143,7 +143,7 @@ fn planned(bought: &Purchase) -> BTreeMap<&str, &str> {
 }
 
 /// The check, with the crate's own placement: `nodes` arrive as empty Online ledgers and the
-/// planned tenants are placed one by one in packing order (`packing_order`, largest first) by
+/// planned tenants are placed one by one in packing order (`packing_order`) by
 /// first fit (`plan_tenant_with`), each reservation written before the next. Where each one
 /// lands.
 fn place_all(
@@ -254,7 +254,7 @@ fn fits_in_room_left(input: &Input, bought: &Purchase, dropped: &str) -> bool {
 
 /// The waiting tenants in packing order.
 fn packed(input: &Input) -> impl Iterator<Item = &WaitingTenant> {
-    packing_order(&input.waiting)
+    packing_order(&input.classes, &input.in_flight, &input.waiting)
         .into_iter()
         .map(|position| &input.waiting[position])
 }
