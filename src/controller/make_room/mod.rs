@@ -45,7 +45,7 @@ use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
 use super::state::room::Order;
-use super::state::{RoomOrders, TenantCache, WaitingRoom};
+use super::state::{Glance, RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{DoNotDisrupt, Tenant, TenantPhase};
 use crate::metrics::Metrics;
 
@@ -106,7 +106,9 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
     // status not yet) its tenant is held on two nodes.
     let mut recorded = false;
     let mut movers: HashMap<String, Option<Labels>> = HashMap::new();
-    look.tenants.each(|t| {
+    // Only a tenant that records a move or is Active (`may_move`) is told back.
+    let told = |g: Glance| g.migrating || g.phase == Some(TenantPhase::Active);
+    look.tenants.each_where(told, |t| {
         recorded |= t
             .status
             .as_ref()

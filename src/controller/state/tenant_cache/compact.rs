@@ -314,19 +314,22 @@ struct CompactStatus {
 }
 
 /// What a look over the whole cache reads of each tenant before it needs one whole: its phase
-/// (`None` without a status) and the reason of its `Placed` condition, as
-/// [`Tenant::placed_reason`] reads it.
+/// (`None` without a status), the reason of its `Placed` condition, as
+/// [`Tenant::placed_reason`] reads it, and whether its status records a move.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Glance {
     pub phase: Option<TenantPhase>,
     pub placed: Option<PlacedReason>,
+    pub migrating: bool,
 }
 
 impl Glance {
     pub fn of(tenant: &Tenant) -> Glance {
+        let status = tenant.status.as_ref();
         Glance {
-            phase: tenant.status.as_ref().map(|s| s.phase),
+            phase: status.map(|s| s.phase),
             placed: tenant.placed_reason(),
+            migrating: status.is_some_and(|s| s.migration.is_some()),
         }
     }
 }
@@ -530,6 +533,7 @@ impl Compact {
         Glance {
             phase: status.map(|s| s.phase),
             placed,
+            migrating: status.is_some_and(|s| s.migration.is_some()),
         }
     }
 
