@@ -752,8 +752,8 @@ fn waiter_of(t: &Tenant) -> Option<(Waiter, Option<String>)> {
 }
 
 /// Whether a tenant may wait for a machine, from its glance: [`waiter_of`] asks it first, so a
-/// look tells back only the tenants it may take (at 100,000 tenants, telling back every one was
-/// a tenth of the controller's CPU, once a second).
+/// look tells back only the tenants it may take (at 100,000 tenants, telling back every one at
+/// each look, once a second, kept 15 to 30 % of a core busy with nothing changing).
 fn may_wait(glance: Glance) -> bool {
     glance.phase == Some(TenantPhase::PendingCapacity)
         || glance.placed == Some(PlacedReason::MigrationBlocked)
