@@ -77,12 +77,13 @@ fn keyed_list_ops(
 ) -> Option<Vec<serde_json::Value>> {
     use serde_json::json;
     use std::collections::HashSet;
-    let uid =
-        |entry: &serde_json::Value| entry.get("uid").and_then(|u| u.as_str()).map(str::to_owned);
-    let from_uids: Vec<String> = from.iter().map(uid).collect::<Option<_>>()?;
-    let to_uids: Vec<String> = to.iter().map(uid).collect::<Option<_>>()?;
-    let wanted: HashSet<&str> = to_uids.iter().map(String::as_str).collect();
-    let had: HashSet<&str> = from_uids.iter().map(String::as_str).collect();
+    fn uid(entry: &serde_json::Value) -> Option<&str> {
+        entry.get("uid").and_then(|u| u.as_str())
+    }
+    let from_uids: Vec<&str> = from.iter().map(uid).collect::<Option<_>>()?;
+    let to_uids: Vec<&str> = to.iter().map(uid).collect::<Option<_>>()?;
+    let wanted: HashSet<&str> = to_uids.iter().copied().collect();
+    let had: HashSet<&str> = from_uids.iter().copied().collect();
     if wanted.len() != to_uids.len() || had.len() != from_uids.len() {
         return None;
     }
@@ -91,7 +92,7 @@ fn keyed_list_ops(
     let mut kept: Vec<&serde_json::Value> = Vec::with_capacity(from.len());
     let mut kept_uids: Vec<&str> = Vec::with_capacity(from.len());
     for (i, (entry, key)) in from.iter().zip(&from_uids).enumerate().rev() {
-        if wanted.contains(key.as_str()) {
+        if wanted.contains(key) {
             kept.push(entry);
             kept_uids.push(key);
         } else {
@@ -103,8 +104,8 @@ fn keyed_list_ops(
     // Then walk `to`: a kept entry must come next in order; a new one is inserted where it goes.
     let mut next = 0usize;
     for (i, (entry, key)) in to.iter().zip(&to_uids).enumerate() {
-        if had.contains(key.as_str()) {
-            if kept_uids.get(next) != Some(&key.as_str()) {
+        if had.contains(key) {
+            if kept_uids.get(next) != Some(key) {
                 return None;
             }
             if kept.get(next) != Some(&entry) {
@@ -121,9 +122,26 @@ fn keyed_list_ops(
             ops.push(json!({"op": "add", "path": format!("{path}/{at}"), "value": entry}));
         }
     }
-    let edits: usize = ops.iter().map(|op| op.to_string().len()).sum();
-    let whole = serde_json::Value::from(to.to_vec()).to_string().len();
-    (edits < whole).then_some(ops)
+    let edits = ops.iter().map(json_len).fold(0, usize::saturating_add);
+    (edits < json_len(&to)).then_some(ops)
+}
+
+/// The length of `value` as compact JSON, counted without writing it out.
+fn json_len(value: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a Value into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// A field name as one token of a JSON pointer (RFC 6901).
