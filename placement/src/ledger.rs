@@ -20,7 +20,9 @@
 //!   (capacity × its overcommit ratio, 1.0 unless [`NodeLedger::with_overcommit`] says
 //!   otherwise), so the view's free room and eligibility use it;
 //! - an edit of a UID replaces, adds or removes its entries in place, and leaves the others
-//!   untouched.
+//!   untouched;
+//! - an entry's names are shared (`Arc<str>`): [`NodeLedger::share_names`] swaps an entry's
+//!   strings only for equal texts, so it changes which allocation holds them and nothing else.
 
 use std::sync::Arc;
 

@@ -17,7 +17,9 @@
 //! - a node whose allocations cannot be read is [`Unreadable`]: it has no ledger, so nothing can
 //!   be written to it, and a tenant it names is not decided elsewhere (that could reserve twice);
 //! - the UID index follows every edit applied to the view, so a decision finds its tenant's
-//!   entries without scanning the fleet; a hash collision only adds a position the plan checks.
+//!   entries without scanning the fleet; a hash collision only adds a position the plan checks;
+//! - a ledger shares its names with the node object the view keeps for it (the cache's copy once
+//!   it has the same version), so a reservation's names are held once.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
