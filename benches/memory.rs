@@ -147,8 +147,8 @@ fn node(i: usize) -> Value {
     for e in 0..10 {
         let t = i * 10 + e;
         builder = builder.entry(AllocationEntry {
-            tenant: format!("default/t{t:06}"),
-            uid: uid(1, t),
+            tenant: format!("default/t{t:06}").into(),
+            uid: uid(1, t).into(),
             resources: ResourceAmounts::new(2, 8, 120),
         });
     }

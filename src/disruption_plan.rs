@@ -98,7 +98,7 @@ impl DisruptionPlan {
             waiting: !waiters.is_empty(),
         };
         let selectors = crate::api::selectors_by_uid(tenants.iter().map(AsRef::as_ref));
-        let selector = |entry: &placement::Entry| selectors.get(entry.uid.as_str()).copied();
+        let selector = |entry: &placement::Entry| selectors.get(&*entry.uid).copied();
         let decision = consolidation::decide(
             &ledgers,
             &candidates,
@@ -149,7 +149,7 @@ impl DisruptionPlan {
             &ledgers,
             &room_waiters,
             &[],
-            |entry: &placement::Entry| movers.get(entry.uid.as_str()).copied(),
+            |entry: &placement::Entry| movers.get(&*entry.uid).copied(),
             &room_controls,
             Instant::now(),
         );

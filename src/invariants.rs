@@ -52,8 +52,8 @@ fn entries_of(node: &Node, violations: &mut Vec<String>) -> Vec<(String, String,
         .flat_map(|s| s.allocations.iter())
         .map(|a| {
             (
-                a.uid.clone(),
-                a.tenant.clone(),
+                a.uid.to_string(),
+                a.tenant.to_string(),
                 amounts(&name, "entry", &a.resources, violations),
             )
         })
@@ -248,7 +248,7 @@ fn room_left(ledger: &placement::NodeLedger, except: Option<&str>) -> Resources 
     let capacity = ledger.effective_capacity();
     let mut taken = Resources::ZERO;
     for entry in ledger.entries() {
-        if Some(entry.uid.as_str()) != except {
+        if Some(&*entry.uid) != except {
             taken = Resources::new(
                 taken.threads.saturating_add(entry.resources.threads),
                 taken.memory_gb.saturating_add(entry.resources.memory_gb),

@@ -185,7 +185,7 @@ impl ConsolidationReport {
         let consolidation = placement::consolidate_for(
             &ledgers,
             |_| Some(0),
-            |entry| selectors.get(entry.uid.as_str()).copied(),
+            |entry| selectors.get(&*entry.uid).copied(),
         );
         let nodes_in_use = ledgers.iter().filter(|l| !l.entries().is_empty()).count();
         Ok(ConsolidationReport {
@@ -314,7 +314,7 @@ fn node_row(node: &Node) -> NodeRow {
         tenants: status
             .allocations
             .iter()
-            .map(|a| a.tenant.clone())
+            .map(|a| a.tenant.to_string())
             .collect(),
     }
 }

@@ -59,8 +59,8 @@ impl Amounts for ResourceAmounts {
 /// The entry a node holds for tenant `default/{name}` (UID `uid-{name}`).
 pub fn entry(name: &str, amounts: impl Amounts) -> AllocationEntry {
     AllocationEntry {
-        tenant: format!("default/{name}"),
-        uid: format!("uid-{name}"),
+        tenant: format!("default/{name}").into(),
+        uid: format!("uid-{name}").into(),
         resources: amounts.amounts(),
     }
 }

@@ -25,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 use crate::fit::{Choice, NodeView};
 use crate::hash::NameHasher;
@@ -280,6 +281,18 @@ impl IndexedFleet {
     pub fn shrink_to_fit(&mut self, position: usize) {
         if let Some(ledger) = self.ledgers.get_mut(position) {
             ledger.shrink_to_fit();
+        }
+    }
+
+    /// Shares the names of the ledger at `position` with `names` (see
+    /// [`NodeLedger::share_names`]); no index reads them.
+    pub fn share_names<'a>(
+        &mut self,
+        position: usize,
+        names: impl IntoIterator<Item = (&'a Arc<str>, &'a Arc<str>)>,
+    ) {
+        if let Some(ledger) = self.ledgers.get_mut(position) {
+            ledger.share_names(names);
         }
     }
 

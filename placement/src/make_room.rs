@@ -196,7 +196,7 @@ pub fn make_room<'s>(
                     .iter()
                     .map(|(entry, labels)| {
                         targets
-                            .entry((position, entry.uid.as_str()))
+                            .entry((position, &*entry.uid))
                             .or_insert_with(|| {
                                 receivers
                                     .iter()
@@ -235,8 +235,8 @@ pub fn make_room<'s>(
                 .filter_map(|(mover, target)| {
                     let (entry, _) = movers.get(mover)?;
                     Some(Move {
-                        uid: entry.uid.clone(),
-                        tenant: entry.tenant.clone(),
+                        uid: entry.uid.to_string(),
+                        tenant: entry.tenant.to_string(),
                         resources: entry.resources,
                         from: host.node.name().to_owned(),
                         to: sorted.get(target)?.name().to_owned(),
@@ -363,7 +363,7 @@ fn total<'r>(amounts: impl IntoIterator<Item = &'r Resources>) -> Resources {
 }
 
 fn sorted_uids<'a>(chosen: &[&(&'a Entry, Option<&Labels>)]) -> Vec<&'a str> {
-    let mut uids: Vec<&str> = chosen.iter().map(|(e, _)| e.uid.as_str()).collect();
+    let mut uids: Vec<&str> = chosen.iter().map(|(e, _)| &*e.uid).collect();
     uids.sort_unstable();
     uids
 }
@@ -485,7 +485,7 @@ mod tests {
     fn moves(room: &Room) -> Vec<(&str, &str, &str)> {
         room.moves
             .iter()
-            .map(|m| (m.uid.as_str(), m.from.as_str(), m.to.as_str()))
+            .map(|m| (&*m.uid, m.from.as_str(), m.to.as_str()))
             .collect()
     }
 
@@ -695,7 +695,7 @@ mod tests {
             node("d").allocated(4, 0, 0).build(),
         ];
         let zone = labels(&[("zone", "x")]);
-        let rule = |e: &Entry| -> Mover<'_> { (e.uid == "free").then_some(Some(&zone)) };
+        let rule = |e: &Entry| -> Mover<'_> { (&*e.uid == "free").then_some(Some(&zone)) };
         let room = make_room(&nodes, &Resources::new(6, 1, 1), None, 4, rule).unwrap();
         assert_eq!(moves(&room), [("free", "b", "c")]);
         // The waiter's own selector limits the host.

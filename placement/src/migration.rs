@@ -80,8 +80,8 @@ pub(crate) fn plan_move<F: Fleet + ?Sized>(
             node: target.to_owned(),
             uid: wants.uid.to_owned(),
             entry: Some(Entry {
-                uid: wants.uid.to_owned(),
-                tenant: wants.tenant.to_owned(),
+                uid: wants.uid.into(),
+                tenant: wants.tenant.into(),
                 resources: held.resources,
             }),
         }),
@@ -115,8 +115,8 @@ pub(crate) fn plan_asked<F: Fleet + ?Sized>(
             node: asked.to.to_owned(),
             uid: wants.uid.to_owned(),
             entry: Some(Entry {
-                uid: wants.uid.to_owned(),
-                tenant: wants.tenant.to_owned(),
+                uid: wants.uid.into(),
+                tenant: wants.tenant.into(),
                 resources: held.resources,
             }),
         })

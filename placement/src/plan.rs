@@ -170,8 +170,8 @@ fn plan_unplaced<F: Fleet + ?Sized>(
 
 fn entry_for(wants: &TenantWants<'_>) -> Entry {
     Entry {
-        uid: wants.uid.to_owned(),
-        tenant: wants.tenant.to_owned(),
+        uid: wants.uid.into(),
+        tenant: wants.tenant.into(),
         resources: wants.footprint,
     }
 }

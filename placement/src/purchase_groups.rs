@@ -143,7 +143,7 @@ pub fn purchase_by_labels(
                 .filter(|a| !a.tenants.is_empty()),
         );
         unplaceable.extend(planned.unplaceable.into_iter().map(|u| {
-            let position = position_of.get(u.tenant.as_str()).copied();
+            let position = position_of.get(&*u.tenant).copied();
             (position.unwrap_or(usize::MAX), u)
         }));
     }

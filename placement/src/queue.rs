@@ -202,8 +202,8 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
                     node: (*node).to_owned(),
                     uid: wants.uid.to_owned(),
                     entry: Some(Entry {
-                        uid: wants.uid.to_owned(),
-                        tenant: wants.tenant.to_owned(),
+                        uid: wants.uid.into(),
+                        tenant: wants.tenant.into(),
                         resources: part,
                     }),
                 },
@@ -488,7 +488,7 @@ mod tests {
             matches!(plan, Plan::Edit(ref e) if e.node == "n1"),
             "{plan:?}"
         );
-        let held: Vec<&str> = view[1].holds().iter().map(|e| e.uid.as_str()).collect();
+        let held: Vec<&str> = view[1].holds().iter().map(|e| &*e.uid).collect();
         assert_eq!(held, ["older"]);
     }
 
@@ -543,13 +543,9 @@ mod tests {
         );
         let plan = queue.plan(&2, Policy::FirstFit, &wants("b", 2), &mut ledgers, 0);
         assert!(matches!(plan, Plan::Edit(_)));
-        let held: Vec<&str> = ledgers[0].holds().iter().map(|e| e.uid.as_str()).collect();
+        let held: Vec<&str> = ledgers[0].holds().iter().map(|e| &*e.uid).collect();
         assert_eq!(held, ["a"], "only the older waiter holds room");
-        let written: Vec<&str> = ledgers[0]
-            .entries()
-            .iter()
-            .map(|e| e.uid.as_str())
-            .collect();
+        let written: Vec<&str> = ledgers[0].entries().iter().map(|e| &*e.uid).collect();
         assert_eq!(written, Vec::<&str>::new(), "a hold is never an entry");
         assert!(queue.holds_placed());
         assert_eq!("StrictFIFO".parse(), Ok(QueueMode::StrictFifo));

@@ -247,8 +247,8 @@ fn plan<'s>(
                 };
                 to.received = true;
                 consolidation.moves.push(Move {
-                    uid: entry.uid.clone(),
-                    tenant: entry.tenant.clone(),
+                    uid: entry.uid.to_string(),
+                    tenant: entry.tenant.to_string(),
                     resources: entry.resources,
                     from: ledger.name().to_owned(),
                     to: to.ledger.name().to_owned(),
@@ -460,7 +460,7 @@ mod tests {
     fn moves(c: &Consolidation) -> Vec<(&str, &str, &str)> {
         c.moves
             .iter()
-            .map(|m| (m.uid.as_str(), m.from.as_str(), m.to.as_str()))
+            .map(|m| (&*m.uid, m.from.as_str(), m.to.as_str()))
             .collect()
     }
 
@@ -754,7 +754,7 @@ mod tests {
             .holding("w", (1, 1, 1))
             .holding("y", (1, 16, 1))
             .build();
-        let order: Vec<&str> = largest_first(&a).iter().map(|e| e.uid.as_str()).collect();
+        let order: Vec<&str> = largest_first(&a).iter().map(|e| &*e.uid).collect();
         assert_eq!(order, ["y", "x", "w", "z"]);
         // An entry larger than the node itself (capacity lowered to 2 threads) comes first.
         let lowered = ledger("a")
@@ -762,10 +762,7 @@ mod tests {
             .holding("small", (1, 1, 1))
             .holding("huge", (3, 1, 1))
             .build();
-        let order: Vec<&str> = largest_first(&lowered)
-            .iter()
-            .map(|e| e.uid.as_str())
-            .collect();
+        let order: Vec<&str> = largest_first(&lowered).iter().map(|e| &*e.uid).collect();
         assert_eq!(order, ["huge", "small"]);
     }
 
@@ -794,7 +791,7 @@ mod tests {
                     .build(),
             ];
             let x = labels(&[("zone", "x")]);
-            consolidate_for(&nodes, |_| Some(0), |e| (e.uid == "pinned").then_some(&x)).freed
+            consolidate_for(&nodes, |_| Some(0), |e| (&*e.uid == "pinned").then_some(&x)).freed
         };
         assert_eq!(plan("y"), Vec::<String>::new());
         assert_eq!(plan("x"), ["a"]);

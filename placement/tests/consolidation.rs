@@ -91,10 +91,10 @@ fn after(nodes: &[NodeLedger], plan: &Consolidation, count: usize) -> Vec<NodeLe
         .collect();
     for m in &plan.moves[..count] {
         let from = entries.get_mut(&m.from).unwrap();
-        let at = from.iter().position(|e| e.uid == m.uid).unwrap();
+        let at = from.iter().position(|e| *e.uid == *m.uid).unwrap();
         let moved = from.remove(at);
         assert_eq!(moved.resources, m.resources);
-        assert_eq!(moved.tenant, m.tenant);
+        assert_eq!(*moved.tenant, *m.tenant);
         entries.get_mut(&m.to).unwrap().push(moved);
     }
     nodes
@@ -193,12 +193,12 @@ proptest! {
             let source = node(name);
             prop_assert_eq!(source.state(), NodeState::Online);
             prop_assert!(source.holds().is_empty());
-            let held: BTreeSet<&str> = source.entries().iter().map(|e| e.uid.as_str()).collect();
+            let held: BTreeSet<&str> = source.entries().iter().map(|e| &*e.uid).collect();
             let moved: BTreeSet<&str> = plan
                 .moves
                 .iter()
                 .filter(|m| &m.from == name)
-                .map(|m| m.uid.as_str())
+                .map(|m| &*m.uid)
                 .collect();
             prop_assert!(!held.is_empty());
             prop_assert_eq!(held, moved);

@@ -206,7 +206,7 @@ fn check_valid(nodes: &[NodeLedger], waiter: &Resources, max: usize, room: &Room
             .unwrap()
             .fits_within(&host.effective_capacity())
     );
-    let mut uids: Vec<&str> = room.moves.iter().map(|m| m.uid.as_str()).collect();
+    let mut uids: Vec<&str> = room.moves.iter().map(|m| &*m.uid).collect();
     uids.dedup();
     assert_eq!(uids.len(), room.moves.len(), "a tenant moved twice");
 }

@@ -291,7 +291,7 @@ proptest! {
             }
             // Labels change under the tenants placed so far; they keep their entries.
             if let Some((i, labels)) = relabels.next() && let Some(l) = ledgers.get_mut(i) {
-                let held: Vec<String> = l.entries().iter().map(|e| e.uid.clone()).collect();
+                let held: Vec<Arc<str>> = l.entries().iter().map(|e| e.uid.clone()).collect();
                 *l = l.clone().with_labels(Arc::new(labels));
                 for uid in held {
                     let keeps = TenantWants {

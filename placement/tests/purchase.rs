@@ -159,7 +159,7 @@ fn place_all(
         .collect();
     let mut landed = BTreeMap::new();
     for w in packed(input) {
-        if !planned.contains_key(w.tenant.as_str()) {
+        if !planned.contains_key(&*w.tenant) {
             continue;
         }
         let wants = TenantWants {
@@ -299,7 +299,7 @@ proptest! {
         prop_assert_eq!(listed, planned.len(), "a tenant planned twice");
         prop_assert_eq!(planned.len() + bought.unplaceable.len(), input.waiting.len());
         for left in &bought.unplaceable {
-            prop_assert!(!planned.contains_key(left.tenant.as_str()));
+            prop_assert!(!planned.contains_key(&*left.tenant));
         }
         let mut cost = Cost::default();
         for node in &bought.requests {
@@ -419,7 +419,7 @@ proptest! {
         let nodes = arrivals(&input, &bought);
         for left in &bought.unplaceable {
             let mut with_it = planned.clone();
-            with_it.insert(left.tenant.as_str(), "");
+            with_it.insert(&*left.tenant, "");
             let landed = place_all(&input, &nodes, &with_it);
             prop_assert!(
                 landed.values().any(Option::is_none),
@@ -512,7 +512,7 @@ proptest! {
 fn one_node_each(input: &Input, planned: &BTreeMap<&str, &str>) -> Cost {
     let mut cost = Cost::default();
     for w in &input.waiting {
-        if !planned.contains_key(w.tenant.as_str()) {
+        if !planned.contains_key(&*w.tenant) {
             continue;
         }
         let cheapest = input

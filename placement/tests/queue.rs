@@ -148,7 +148,7 @@ proptest! {
             }
             let held = ledgers
                 .iter()
-                .any(|l| l.holds().iter().any(|h| h.uid == uid(age)));
+                .any(|l| l.holds().iter().any(|h| *h.uid == *uid(age)));
             let could = fits_anywhere(&without_younger(&ledgers, age), *footprint);
             prop_assert_eq!(held, could, "waiting t{:02}: holds room {} but could take some {}", age, held, could);
         }
@@ -376,7 +376,7 @@ struct Exercised {
 /// counting every real entry but its own and the holds of older tenants only.
 fn still_fits(end: &[NodeLedger], node: usize, age: usize, footprint: Resources) -> bool {
     let me = uid(age);
-    let taken = sum_of(end[node].entries(), |e| e.uid != me)
+    let taken = sum_of(end[node].entries(), |e| *e.uid != *me)
         .checked_add(sum_of(end[node].holds(), |e| owner_age(&e.uid) < age))
         .unwrap();
     footprint.fits_within(&end[node].effective_capacity().saturating_sub(taken))
@@ -415,7 +415,7 @@ fn check_resize_batch(
             .ledgers
             .iter()
             .flat_map(|l| l.holds().iter().map(move |e| (l.name(), e)))
-            .filter(|(_, e)| e.uid == uid(age))
+            .filter(|(_, e)| *e.uid == *uid(age))
             .map(|(node, e)| (node, e.resources))
             .collect();
         if t.in_batch {
@@ -585,7 +585,7 @@ fn a_younger_tenant_does_not_take_the_growth_room_of_an_older_waiting_resize() {
                 ledgers[0]
                     .holds()
                     .iter()
-                    .find(|h| h.uid == "r-older")
+                    .find(|h| &*h.uid == "r-older")
                     .map(|e| e.resources),
                 Some(Resources::new(2, 0, 0)),
                 "{mode} {policy}: r-older holds its growth, 6 - 4 threads"

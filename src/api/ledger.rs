@@ -102,11 +102,7 @@ impl Node {
             ));
         }
         const NAMED: usize = 10;
-        let mut names: Vec<&str> = entries
-            .iter()
-            .take(NAMED)
-            .map(|e| e.tenant.as_str())
-            .collect();
+        let mut names: Vec<&str> = entries.iter().take(NAMED).map(|e| &*e.tenant).collect();
         let more = entries.len().saturating_sub(NAMED);
         if more > 0 {
             names.push("…");

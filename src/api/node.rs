@@ -3,6 +3,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 
 use super::amounts::ResourceAmounts;
 use super::condition::Condition;
@@ -217,20 +218,54 @@ fn lenient_entry(entry: &Value) -> Option<AllocationEntry> {
         return Some(whole);
     }
     Some(AllocationEntry {
-        tenant: entry["tenant"].as_str().unwrap_or_default().to_owned(),
-        uid: entry["uid"].as_str()?.to_owned(),
+        tenant: entry["tenant"].as_str().unwrap_or_default().into(),
+        uid: entry["uid"].as_str()?.into(),
         resources: ResourceAmounts::default(),
     })
 }
 
+// NB: its strings are shared (`Arc<str>`) with the placement ledger built from the node
+// (`Node::ledger`) and with the reflector's clone of the node, so that a reservation's names are
+// held once however many copies of the node the controller keeps (not a doc comment: the CRD's
+// description comes from those).
 /// One tenant's reservation on this node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AllocationEntry {
     /// The tenant, as namespace/name.
-    pub tenant: String,
+    #[serde(with = "shared_str")]
+    #[schemars(with = "String")]
+    pub tenant: Arc<str>,
     /// The tenant's metadata.uid: the key of the reservation.
-    pub uid: String,
+    #[serde(with = "shared_str")]
+    #[schemars(with = "String")]
+    pub uid: Arc<str>,
     /// The footprint reserved (per replica x replicas).
     pub resources: ResourceAmounts,
+}
+
+/// A shared string as JSON text: written as the string, read from borrowed or owned text
+/// straight into its `Arc` (no intermediate `String`).
+mod shared_str {
+    use std::sync::Arc;
+
+    use serde::{Deserializer, Serializer, de};
+
+    pub fn serialize<S: Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Arc<str>, D::Error> {
+        struct Text;
+        impl de::Visitor<'_> for Text {
+            type Value = Arc<str>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Arc<str>, E> {
+                Ok(Arc::from(text))
+            }
+        }
+        deserializer.deserialize_str(Text)
+    }
 }

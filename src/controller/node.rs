@@ -141,7 +141,7 @@ async fn repair_entries(node: &Node, ctx: &NodeLoop) -> Result<(), Error> {
         // Decoded one by one: a tenant the types cannot hold still answers whether it is alive.
         let api: Api<Decoded<Tenant>> = Api::namespaced(ctx.client.clone(), namespace);
         let alive = match api.get_opt(name).await {
-            Ok(Some(found)) if found.uid().as_deref() == Some(entry.uid.as_str()) => {
+            Ok(Some(found)) if found.uid().as_deref() == Some(&*entry.uid) => {
                 let outside = ctx
                     .settings
                     .pool_tenants
@@ -159,7 +159,7 @@ async fn repair_entries(node: &Node, ctx: &NodeLoop) -> Result<(), Error> {
             Ok(_) => false,
             Err(source) => {
                 return Err(Error::ReadTenant {
-                    tenant: entry.tenant.clone(),
+                    tenant: entry.tenant.to_string(),
                     source,
                 });
             }
@@ -196,7 +196,7 @@ fn start_moves(node: &Node, ctx: &NodeLoop) {
         let Some(tenant) = ctx
             .tenants
             .get(&reference)
-            .filter(|t| t.uid().as_deref() == Some(entry.uid.as_str()))
+            .filter(|t| t.uid().as_deref() == Some(&*entry.uid))
         else {
             continue;
         };

@@ -782,8 +782,8 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
         // The newest copy: our own last write may not be in the cache yet.
         let node = ctx.engine.node(&name).unwrap_or(cached);
         for entry in node.allocations() {
-            if uids.contains(entry.uid.as_str()) {
-                held.entry(entry.uid.clone())
+            if uids.contains(&*entry.uid) {
+                held.entry(entry.uid.to_string())
                     .or_default()
                     .push(name.clone());
             }

@@ -609,7 +609,7 @@ async fn outside_pool(tenant: &Tenant, ctx: &TenantLoop) -> Result<Option<Wanted
     let held = found
         .allocations()
         .iter()
-        .find(|e| Some(e.uid.as_str()) == tenant.metadata.uid.as_deref());
+        .find(|e| Some(&*e.uid) == tenant.metadata.uid.as_deref());
     let Some(held) = held else {
         return Ok(None);
     };

@@ -179,8 +179,8 @@ fn node(name: &str, capacity: [i64; 3], held: &[[i64; 3]]) -> Node {
             .iter()
             .enumerate()
             .map(|(i, [t, m, s])| AllocationEntry {
-                tenant: format!("default/t{i}"),
-                uid: format!("uid-{name}-{i}"),
+                tenant: format!("default/t{i}").into(),
+                uid: format!("uid-{name}-{i}").into(),
                 resources: ResourceAmounts::new(*t, *m, *s),
             })
             .collect(),

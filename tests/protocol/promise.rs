@@ -121,7 +121,13 @@ async fn a_tenant_that_cannot_be_decided_holds_no_room_and_says_why() {
     h.apply(&[tenant("stuck-older").resources(4, 1, 1).manifest()]);
     h.settle().await;
     let stuck = AllocationEntry {
-        uid: h.tenant("stuck-older").unwrap().metadata.uid.unwrap(),
+        uid: h
+            .tenant("stuck-older")
+            .unwrap()
+            .metadata
+            .uid
+            .unwrap()
+            .into(),
         ..entry("stuck-older", (1, 1, 1))
     };
     // Another actor writes a node whose allocations cannot be read, naming stuck-older's UID.

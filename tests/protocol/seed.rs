@@ -176,7 +176,7 @@ async fn orphaned_and_duplicate_entries_are_repaired_and_hand_edited_totals_reco
     // By hand: acme's UID also on node-eu-2 (a duplicate), and an entry of a tenant that is gone,
     // with totals that do not add up.
     let duplicate = AllocationEntry {
-        uid,
+        uid: uid.into(),
         ..entry("acme", (2, 4, 20))
     };
     h.apply(&[json!({

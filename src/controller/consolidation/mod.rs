@@ -210,7 +210,7 @@ pub async fn look(look: Look<'_>) {
                 })
         };
         let selectors = crate::api::selectors_by_uid(tenants.iter().map(AsRef::as_ref));
-        let selector = |entry: &placement::Entry| selectors.get(entry.uid.as_str()).copied();
+        let selector = |entry: &placement::Entry| selectors.get(&*entry.uid).copied();
         decide(&ledgers, &candidates, freeable_for, &controls, selector)
     };
     {

@@ -526,7 +526,7 @@ mod tests {
         let uids: Vec<&str> = view.fleet.ledgers()[0]
             .entries()
             .iter()
-            .map(|e| e.uid.as_str())
+            .map(|e| &*e.uid)
             .collect();
         assert_eq!(uids, ["uid-old", "uid-young"]);
     }

@@ -17,7 +17,9 @@
 //! - a node whose allocations cannot be read is [`Unreadable`]: it has no ledger, so nothing can
 //!   be written to it, and a tenant it names is not decided elsewhere (that could reserve twice);
 //! - the UID index follows every edit applied to the view, so a decision finds its tenant's
-//!   entries without scanning the fleet; a hash collision only adds a position the plan checks.
+//!   entries without scanning the fleet; a hash collision only adds a position the plan checks;
+//! - a ledger shares its names with the node object the view keeps for it (the cache's copy once
+//!   it has the same version), so a reservation's names are held once.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
@@ -130,7 +132,7 @@ impl View {
             return;
         }
         for node in kept {
-            self.nodes.insert(name_of(&node).to_owned(), node);
+            self.keep(node);
         }
         self.dirty.clear();
         self.fleet.take_changed();
@@ -150,8 +152,7 @@ impl View {
                 (Some(old), Some(node))
                     if !self.dirty.contains(&name) && same_version(old, &node) =>
                 {
-                    // The same version: keep the cache's copy, let ours go.
-                    self.nodes.insert(name, node);
+                    self.keep(node);
                     true
                 }
                 (Some(_), Some(node)) => self.rebuild(node),
@@ -185,6 +186,20 @@ impl View {
                 self.dirty.insert(name.to_owned());
             }
         }
+    }
+
+    /// Keeps the cache's copy of a node whose version the view already has, and lets ours go:
+    /// its ledger takes the copy's strings (a ledger the engine edited holds the decisions' own
+    /// strings, and the copy it was confirmed with goes), so each name is held once.
+    fn keep(&mut self, node: Arc<Node>) {
+        let name = name_of(&node);
+        if let Some(position) = self.fleet.position(name) {
+            self.fleet.share_names(
+                position,
+                node.allocations().iter().map(|a| (&a.uid, &a.tenant)),
+            );
+        }
+        self.nodes.insert(name.to_owned(), node);
     }
 
     /// The server took a write of this node, made from the view's ledger after
@@ -393,7 +408,11 @@ fn unreadable_node(node: &Node, reason: String) -> Unreadable {
     Unreadable {
         node: node.name_any(),
         reason,
-        uids: node.allocations().iter().map(|a| a.uid.clone()).collect(),
+        uids: node
+            .allocations()
+            .iter()
+            .map(|a| a.uid.to_string())
+            .collect(),
     }
 }
 
@@ -626,8 +645,8 @@ mod tests {
                             node: NAMES[n].to_owned(),
                             uid: UIDS[u].to_owned(),
                             entry: Some(placement::Entry {
-                                uid: UIDS[u].to_owned(),
-                                tenant: UIDS[u].to_owned(),
+                                uid: UIDS[u].into(),
+                                tenant: UIDS[u].into(),
                                 resources: placement::Resources::new(1, 1, 1),
                             }),
                         };

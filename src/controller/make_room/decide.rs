@@ -198,8 +198,8 @@ fn commit(fleet: &mut [NodeLedger], moves: &[placement::Move], host: &str, waite
             node: m.to.clone(),
             uid: m.uid.clone(),
             entry: Some(Entry {
-                uid: m.uid.clone(),
-                tenant: m.tenant.clone(),
+                uid: m.uid.as_str().into(),
+                tenant: m.tenant.as_str().into(),
                 resources: m.resources,
             }),
         };
@@ -214,8 +214,8 @@ fn commit(fleet: &mut [NodeLedger], moves: &[placement::Move], host: &str, waite
         let free = node.view().free();
         let part = Resources::from_fn(|d| waiter.footprint.get(d).min(free.get(d)));
         let _ = node.hold(Entry {
-            uid: waiter.uid.clone(),
-            tenant: waiter.key.clone(),
+            uid: waiter.uid.as_str().into(),
+            tenant: waiter.key.as_str().into(),
             resources: part,
         });
     }

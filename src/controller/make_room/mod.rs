@@ -125,9 +125,9 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
     let twice = ledgers
         .iter()
         .flat_map(|l| l.entries())
-        .any(|e| !held.insert(e.uid.as_str()));
+        .any(|e| !held.insert(&*e.uid));
     let moving = look.room.holds_purchases(recorded || twice, Instant::now());
-    let mover = |entry: &Entry| -> Mover<'_> { movers.get(entry.uid.as_str()).map(Option::as_ref) };
+    let mover = |entry: &Entry| -> Mover<'_> { movers.get(&*entry.uid).map(Option::as_ref) };
     let settings = look.settings;
     let controls = Controls {
         max_moves,

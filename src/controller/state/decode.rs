@@ -527,7 +527,7 @@ mod tests {
             panic!("kept, not dropped")
         };
         assert_eq!(kept.metadata.name.as_deref(), Some("n1"));
-        let uids: Vec<&str> = kept.allocations().iter().map(|a| a.uid.as_str()).collect();
+        let uids: Vec<&str> = kept.allocations().iter().map(|a| &*a.uid).collect();
         assert_eq!(
             uids,
             ["uid-acme"],

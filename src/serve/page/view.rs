@@ -462,12 +462,12 @@ fn node_row(
                 .entries()
                 .iter()
                 .map(|e| {
-                    let tenant = tenants.get(&e.uid);
+                    let tenant = tenants.get(&*e.uid);
                     let status = tenant.and_then(|t| t.status.as_ref());
                     let migration = status.and_then(|s| s.migration.as_ref());
                     NodeTenant {
-                        tenant: e.tenant.clone(),
-                        uid: e.uid.clone(),
+                        tenant: e.tenant.to_string(),
+                        uid: e.uid.to_string(),
                         resources: e.resources.into(),
                         phase: tenant.map(|t| phase_of(t)),
                         moving_to: migration.filter(|m| m.from == name).map(|m| m.to.clone()),

@@ -144,8 +144,8 @@ pub fn consolidation_ledgers(nodes: usize, per_node: usize, seed: u64) -> Vec<No
                         (share.saturating_mul(scale) / 100).max(1)
                     });
                     Entry {
-                        uid: format!("t-{i:06}-{j:03}"),
-                        tenant: format!("bench/t-{i:06}-{j:03}"),
+                        uid: format!("t-{i:06}-{j:03}").into(),
+                        tenant: format!("bench/t-{i:06}-{j:03}").into(),
                         resources,
                     }
                 })

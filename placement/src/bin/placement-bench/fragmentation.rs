@@ -274,8 +274,8 @@ pub fn replay(policy: Policy, trace: &Trace) -> Outcome {
                     node: (*host).to_owned(),
                     uid: uid(*id),
                     entry: Some(Entry {
-                        uid: uid(*id),
-                        tenant: format!("study/{}", uid(*id)),
+                        uid: uid(*id).into(),
+                        tenant: format!("study/{}", uid(*id)).into(),
                         resources: *resources,
                     }),
                 };

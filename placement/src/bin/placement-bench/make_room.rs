@@ -34,8 +34,8 @@ pub struct MakeRoomRow {
 pub fn fleet(nodes: usize, needed: usize) -> Vec<NodeLedger> {
     let w = waiter(needed).threads;
     let entry = |uid: String, resources: Resources| Entry {
-        tenant: format!("bench/{uid}"),
-        uid,
+        tenant: format!("bench/{uid}").into(),
+        uid: uid.into(),
         resources,
     };
     (0..nodes)
