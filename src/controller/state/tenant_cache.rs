@@ -217,14 +217,10 @@ impl TenantCache {
             .collect()
     }
 
-    /// Shows every cached tenant to `visit`, in no order, one at a time: a look over the fleet
-    /// that keeps a little of each holds one whole tenant at a time, not a copy of the cache.
-    pub fn each(&self, visit: impl FnMut(&Tenant)) {
-        self.each_where(|_| true, visit);
-    }
-
-    /// [`TenantCache::each`] for the tenants whose [`Glance`] `pick` takes; the others are not
-    /// told back (a look for the few that wait among 100,000 reads each one's glance only).
+    /// Shows `visit` each cached tenant whose [`Glance`] `pick` takes, in no order, one at a
+    /// time: a look over the fleet that keeps a little of each holds one whole tenant at a time,
+    /// not a copy of the cache, and the others are not told back (a look for the few that wait
+    /// among 100,000 reads each one's glance only).
     pub fn each_where(&self, mut pick: impl FnMut(Glance) -> bool, mut visit: impl FnMut(&Tenant)) {
         for (key, cached) in &self.read().tenants {
             if pick(cached.glance()) {
