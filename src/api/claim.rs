@@ -1,6 +1,7 @@
 //! A tenant's claim: what its status says it holds, and whether a node's entry backs it (the
 //! node's entry is the truth; docs/design.md, rule 10).
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use super::amounts::ResourceAmounts;
@@ -16,6 +17,9 @@ pub struct Claim {
     pub node: Arc<str>,
     pub reserved: ResourceAmounts,
     pub phase: TenantPhase,
+    /// The node a move the status records goes to (`status.migration.to`): it holds an entry of
+    /// the UID too while the move is in flight.
+    pub moving_to: Option<Arc<str>>,
 }
 
 impl Claim {
@@ -27,20 +31,43 @@ impl Claim {
             node: status.map_or("", |s| s.node_name.as_str()).into(),
             reserved: status.map(|s| s.reserved).unwrap_or_default(),
             phase: status.map(|s| s.phase).unwrap_or_default(),
+            moving_to: status
+                .and_then(|s| s.migration.as_ref())
+                .map(|m| Arc::from(m.to.as_str())),
         })
     }
 
-    /// Whether `node` (the node this claim names, as the engine sees it; `None` when there is no
-    /// such node) backs the claim.
-    pub fn backed_by(&self, node: Option<&Node>) -> bool {
+    /// The nodes this claim names: its status's node, then the node a recorded move goes to.
+    pub fn nodes(&self) -> impl Iterator<Item = &Arc<str>> {
+        std::iter::once(&self.node)
+            .chain(self.moving_to.as_ref())
+            .filter(|n| !n.is_empty())
+    }
+
+    /// Whether the nodes this claim names back it (`node` looks one up as the engine sees it;
+    /// `None` when there is no such node): the status's node holds an entry of the UID with
+    /// exactly the amounts shown, and the node a recorded move goes to holds one too. A move
+    /// recorded where only one entry is left (rolled back or finished without its status
+    /// written, or a status another actor wrote) is not backed.
+    pub fn backed_by<N: Deref<Target = Node>>(&self, node: impl Fn(&str) -> Option<N>) -> bool {
         if self.node.is_empty() {
-            return !matches!(self.phase, TenantPhase::Active | TenantPhase::Resizing);
+            let holds_something = matches!(
+                self.phase,
+                TenantPhase::Active | TenantPhase::Resizing | TenantPhase::Migrating
+            );
+            return !holds_something && self.moving_to.is_none();
         }
-        node.and_then(|n| n.status.as_ref()).is_some_and(|status| {
-            status
-                .allocations
-                .iter()
-                .any(|a| *a.uid == *self.uid && a.resources == self.reserved)
-        })
+        let entry = |name: &str, amounts: Option<&ResourceAmounts>| {
+            node(name).is_some_and(|n| {
+                n.status.as_ref().is_some_and(|status| {
+                    status
+                        .allocations
+                        .iter()
+                        .any(|a| *a.uid == *self.uid && amounts.is_none_or(|r| a.resources == *r))
+                })
+            })
+        };
+        entry(&self.node, Some(&self.reserved))
+            && self.moving_to.as_deref().is_none_or(|to| entry(to, None))
     }
 }

@@ -7,7 +7,8 @@
 //! - a node lowered below what it holds keeps every entry and says so in its condition;
 //! - an entry whose tenant is gone (confirmed by a direct read, not only the cache) is released;
 //!   an entry of a live tenant whose status names another node wakes that tenant, whose plan
-//!   drops the duplicate;
+//!   drops the duplicate; one whose status names no node is shown to the claims, which wake it
+//!   if its status still names none at their next check;
 //! - every node change is shown to the waiting room (see `waiting`), whose next pass re-queues
 //!   the waiting tenants the node could take now;
 //! - a node holding reservations carries [`NODE_FINALIZER`], so that deleting it waits for its
@@ -133,8 +134,16 @@ async fn repair_entries(node: &Node, ctx: &NodeLoop) -> Result<(), Error> {
         // this runs for every entry on every node change.
         let named = NameRef { namespace, name };
         if let Some(named_node) = ctx.tenants.node_named_if_uid(&named, &entry.uid) {
-            if named_node.is_some_and(|n| !n.is_empty() && *n != *node_name) {
-                ctx.waiting.wake(ObjectRef::new(name).within(namespace));
+            match named_node.filter(|n| !n.is_empty()) {
+                Some(n) if *n != *node_name => {
+                    ctx.waiting.wake(ObjectRef::new(name).within(namespace));
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(key) = ctx.tenants.key(&named) {
+                        ctx.claims.unnamed_entry(key, &node_name);
+                    }
+                }
             }
             continue;
         }

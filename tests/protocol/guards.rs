@@ -111,6 +111,68 @@ async fn wiped_allocations_are_written_back_where_they_still_fit() {
     h.assert_invariants();
 }
 
+/// A status recording a move whose target holds nothing (a move rolled back whose status write
+/// came late, or someone else's write): the controller notices (the claim is not backed) and
+/// the tenant rests where it holds, its record dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_recording_a_move_the_target_does_not_hold_is_put_right() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("acme").resources(2, 4, 20).manifest()]);
+    h.settle().await;
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
+    h.apply(&[json!({
+        "apiVersion": VERSION, "kind": "Tenant",
+        "metadata": {"name": "acme", "namespace": "default"},
+        "status": {"phase": "Migrating", "nodeName": "node-eu-1", "observedGeneration": 1,
+                   "reserved": {"threads": 2, "memoryGb": 4, "storageGb": 20},
+                   "migration": {"from": "node-eu-1", "to": "node-eu-2"},
+                   "message": "moving from node-eu-1 to node-eu-2"},
+    })]);
+    h.until("acme rests on node-eu-1 again", || {
+        h.tenant("acme")
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.phase == TenantPhase::Active && s.migration.is_none())
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(phase(&h, "acme"), (TenantPhase::Active, "node-eu-1".into()));
+    assert_eq!(h.allocated_threads("node-eu-1"), 2);
+    assert_eq!(h.allocated_threads("node-eu-2"), 0, "nothing moved");
+    h.assert_invariants();
+}
+
+/// An entry on a node of a tenant whose status names no node (a placement whose status was
+/// never written, or an entry someone else wrote): the tenant is woken and its status takes
+/// the entry as its reservation (a suspended tenant keeps what it holds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_entry_of_a_tenant_whose_status_names_no_node_is_settled_by_the_tenant() {
+    let h = Harness::start(&seed_nodes()).await;
+    h.apply(&[tenant("sleepy").resources(2, 4, 20).suspended().manifest()]);
+    h.settle().await;
+    assert_eq!(phase(&h, "sleepy"), (TenantPhase::Suspended, String::new()));
+    let uid = h.tenant("sleepy").unwrap().metadata.uid.unwrap();
+    h.apply(&[json!({
+        "apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-1"},
+        "status": {"allocations": [{"tenant": "default/sleepy", "uid": uid,
+                                    "resources": {"threads": 2, "memoryGb": 4, "storageGb": 20}}]},
+    })]);
+    h.until("the entry is seen", || {
+        h.allocated_threads("node-eu-1") == 2
+    })
+    .await;
+    h.until("sleepy's status names the node holding it", || {
+        phase(&h, "sleepy").1 == "node-eu-1"
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(
+        phase(&h, "sleepy"),
+        (TenantPhase::Suspended, "node-eu-1".into())
+    );
+    assert_eq!(h.allocated_threads("node-eu-1"), 2);
+    h.assert_invariants();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_reservation_that_no_longer_fits_leaves_active_says_so_and_is_placed_again() {
     let h = Harness::start(&seed_nodes()).await;

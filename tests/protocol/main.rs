@@ -180,7 +180,39 @@ impl Harness {
     /// Waits (up to 60 s) until `done` holds: a positive sign that something ran, before a test
     /// asserts that nothing else happened.
     pub async fn until(&self, what: &str, done: impl Fn() -> bool) {
-        wait_until(what, done).await;
+        wait_until_or(what, done, || self.describe()).await;
+    }
+
+    /// Each tenant's status and each node's entries, for a failure message.
+    pub fn describe(&self) -> String {
+        use kube::ResourceExt;
+        let mut out = String::from("tenants:\n");
+        for t in self.fleet.tenants() {
+            let s = t.status.clone().unwrap_or_default();
+            out += &format!(
+                "  {} {} on '{}' {:?}: {}\n",
+                t.name_any(),
+                s.phase,
+                s.node_name,
+                s.migration.map(|m| (m.from, m.to)),
+                s.message
+            );
+        }
+        out += "nodes:\n";
+        for n in self.fleet.nodes() {
+            let entries: Vec<_> = n
+                .status
+                .as_ref()
+                .map(|s| {
+                    s.allocations
+                        .iter()
+                        .map(|a| format!("{} {}", a.tenant, a.resources.threads))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out += &format!("  {}: {entries:?}\n", n.name_any());
+        }
+        out
     }
 
     pub async fn settle(&self) {
@@ -266,11 +298,17 @@ impl Harness {
 
 /// Waits (up to 60 s) until `done` holds.
 pub async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    wait_until_or(what, done, String::new).await;
+}
+
+/// [`wait_until`], saying what `explain` gives when it times out.
+pub async fn wait_until_or(what: &str, done: impl Fn() -> bool, explain: impl Fn() -> String) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !done() {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out waiting until {what}"
+            "timed out waiting until {what}\n{}",
+            explain()
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

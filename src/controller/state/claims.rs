@@ -10,13 +10,17 @@
 //! Rules enforced here (docs/design.md, rule 10):
 //! - a tenant's status and the node's entry for its UID are two records of one reservation; the
 //!   node's entry is the truth. A claim is backed when the node it names exists and holds an
-//!   entry of the tenant's UID with exactly the amounts the status shows; a status that names no
-//!   node is backed unless its phase says it holds something (Active, Resizing);
-//! - when a node changes or goes, every tenant whose status names it is checked; when a tenant's
-//!   status changes (by us or by another actor), that tenant is checked; a tenant whose status
-//!   stops naming a node is woken too (another actor may have wiped it while the node holds the
-//!   entry). An unbacked tenant is woken: its reconcile restores the entry where it still fits,
-//!   or places it again (see `placement::plan_restore`);
+//!   entry of the tenant's UID with exactly the amounts the status shows, and the node a move
+//!   the status records goes to holds one too; a status that names no node is backed unless its
+//!   phase says it holds something (Active, Resizing, Migrating);
+//! - when a node changes or goes, every tenant whose status names it (or a move to it) is
+//!   checked; when a tenant's status changes (by us or by another actor), that tenant is
+//!   checked; a tenant whose status stops naming a node is woken too (another actor may have
+//!   wiped it while the node holds the entry). An unbacked tenant is woken: its reconcile
+//!   restores the entry where it still fits, or places it again (see `placement::plan_restore`);
+//! - a node showing an entry of a tenant whose status names no node is noted; if at the next
+//!   pass the status still names none and the node still holds the entry, the tenant is woken
+//!   (its reconcile takes the entry as its reservation);
 //! - checks run in the waiting room's passes, against the engine's view, so our own write in
 //!   flight (node first, tenant status second) is never mistaken for a loss.
 
@@ -35,13 +39,16 @@ type Key = super::TenantKey;
 // what a tenant claims (`TenantCache::claim`), and hands over what a replaced version claimed.
 #[derive(Debug, Default)]
 struct Index {
-    /// Tenants by the node their status names (the one allocation of each node's name).
+    /// Tenants by the nodes their status names: its node and a recorded move's target (the one
+    /// allocation of each node's name).
     by_node: HashMap<Arc<str>, HashSet<Key>>,
     /// To check at the next pass: tenants whose claim changed, and nodes that changed.
     changed_tenants: HashSet<Key>,
     changed_nodes: HashSet<String>,
     /// Tenants whose status stopped naming a node: woken whatever the nodes say.
     stopped_naming: HashSet<Key>,
+    /// Tenants whose status named no node when a node showed an entry of theirs, with that node.
+    unnamed: HashMap<Key, String>,
 }
 
 impl Index {
@@ -74,23 +81,26 @@ impl Claims {
             return false;
         }
         let mut index = self.lock();
-        let previous_node = before.map_or("", |claim| &*claim.node);
-        if !previous_node.is_empty() && claim.node.is_empty() {
+        let previous: Vec<&Arc<str>> = before.map(Claim::nodes).into_iter().flatten().collect();
+        if !previous.is_empty() && claim.node.is_empty() {
             index.stopped_naming.insert(key.clone());
         }
-        if previous_node != &*claim.node {
-            index.unlink(key, previous_node);
-            if !claim.node.is_empty() {
-                let on_node = match index.by_node.get_key_value(&claim.node) {
-                    Some((name, _)) => name.clone(),
-                    None => claim.node.clone(),
-                };
-                index
-                    .by_node
-                    .entry(on_node)
-                    .or_default()
-                    .insert(key.clone());
-            }
+        for gone in previous
+            .iter()
+            .filter(|n| !claim.nodes().any(|now| now == **n))
+        {
+            index.unlink(key, gone);
+        }
+        for node in claim.nodes().filter(|n| !previous.contains(n)) {
+            let on_node = match index.by_node.get_key_value(node) {
+                Some((name, _)) => name.clone(),
+                None => node.clone(),
+            };
+            index
+                .by_node
+                .entry(on_node)
+                .or_default()
+                .insert(key.clone());
         }
         index.changed_tenants.insert(key.clone());
         true
@@ -99,11 +109,19 @@ impl Claims {
     /// The tenant is gone; it claimed `before`.
     pub fn forget(&self, tenant: &dyn Named, before: Option<&Claim>) {
         let mut index = self.lock();
-        if let Some(claim) = before {
-            index.unlink(tenant, &claim.node);
+        for node in before.map(Claim::nodes).into_iter().flatten() {
+            index.unlink(tenant, node);
         }
         index.changed_tenants.remove(tenant);
         index.stopped_naming.remove(tenant);
+        index.unnamed.remove(tenant);
+    }
+
+    /// `node` holds an entry of this tenant while its status names no node: a placement whose
+    /// status is not written yet, or an entry nobody told the tenant of. Checked at the next
+    /// pass, when our own status write has landed.
+    pub fn unnamed_entry(&self, tenant: Key, node: &str) {
+        self.lock().unnamed.insert(tenant, node.to_owned());
     }
 
     /// After a relist: forgets the tenants deleted while the watch was down.
@@ -113,6 +131,7 @@ impl Claims {
             by_node,
             changed_tenants,
             stopped_naming,
+            unnamed,
             ..
         } = &mut *index;
         by_node.retain(|_, on_node| {
@@ -121,6 +140,7 @@ impl Claims {
         });
         changed_tenants.retain(|t| tenants.contains(t));
         stopped_naming.retain(|t| tenants.contains(t));
+        unnamed.retain(|t, _| tenants.contains(t));
     }
 
     /// A node changed or went: the claims on it are checked at the next pass.
@@ -133,13 +153,14 @@ impl Claims {
 
     /// Takes what changed and returns the tenants to wake: those whose claims (as `tenants`
     /// holds them) the nodes they name (looked up by name as the engine sees them now) do not
-    /// back, and those whose status stopped naming a node.
+    /// back, those whose status stopped naming a node, and those whose status still names none
+    /// while a node holds an entry of theirs.
     pub fn unbacked(
         &self,
         tenants: &super::TenantCache,
         node: impl Fn(&str) -> Option<Arc<Node>>,
     ) -> Vec<ObjectRef<Tenant>> {
-        let (mut wake, to_check) = {
+        let (mut wake, to_check, unnamed) = {
             let mut index = self.lock();
             let mut keys = std::mem::take(&mut index.changed_tenants);
             for changed in std::mem::take(&mut index.changed_nodes) {
@@ -157,17 +178,28 @@ impl Claims {
                 .into_iter()
                 .map(|key| key.to_ref())
                 .collect();
-            (wake, to_check)
+            (wake, to_check, std::mem::take(&mut index.unnamed))
         };
+        for (key, held_on) in unnamed {
+            let Some(claim) = tenants.claim(&key) else {
+                continue;
+            };
+            let held = node(&held_on).is_some_and(|n| {
+                n.status
+                    .as_ref()
+                    .is_some_and(|s| s.allocations.iter().any(|a| *a.uid == *claim.uid))
+            });
+            let tenant = key.to_ref();
+            if held && claim.node.is_empty() && !wake.contains(&tenant) {
+                wake.push(tenant);
+            }
+        }
         for (key, claim) in to_check
             .into_iter()
             .filter_map(|key| tenants.claim(&key).map(|claim| (key, claim)))
         {
-            let named = (!claim.node.is_empty())
-                .then(|| node(&claim.node))
-                .flatten();
             let tenant = key.to_ref();
-            if !claim.backed_by(named.as_deref()) && !wake.contains(&tenant) {
+            if !claim.backed_by(&node) && !wake.contains(&tenant) {
                 wake.push(tenant);
             }
         }
@@ -210,6 +242,15 @@ mod tests {
             .build()
     }
 
+    /// acme (2 threads), its status recording a move from n1 to n2.
+    fn moving_acme() -> Tenant {
+        tenant("acme")
+            .resources(2, 1, 1)
+            .reserved(2, 1, 1)
+            .migrating("n1", "n2")
+            .build()
+    }
+
     #[test]
     fn a_claim_is_backed_only_by_an_entry_of_its_uid_with_its_amounts() {
         let active = Claim::of(&claiming("acme", TenantPhase::Active, "n1", 2)).unwrap();
@@ -224,13 +265,76 @@ mod tests {
         ];
         for (node, backed) in cases {
             let node = node.map(|n| n.build());
-            assert_eq!(active.backed_by(node.as_ref()), backed, "{node:?}");
+            assert_eq!(active.backed_by(|_| node.as_ref()), backed, "{node:?}");
         }
         // A status that names no node claims nothing, unless its phase says it holds something.
+        let nowhere = |_: &str| None::<&Node>;
         let waiting = Claim::of(&claiming("w", TenantPhase::PendingCapacity, "", 0)).unwrap();
-        assert!(waiting.backed_by(None));
-        let blank = Claim::of(&claiming("b", TenantPhase::Active, "", 2)).unwrap();
-        assert!(!blank.backed_by(None));
+        assert!(waiting.backed_by(nowhere));
+        for phase in [
+            TenantPhase::Active,
+            TenantPhase::Resizing,
+            TenantPhase::Migrating,
+        ] {
+            let blank = Claim::of(&claiming("b", phase, "", 2)).unwrap();
+            assert!(!blank.backed_by(nowhere), "{phase}");
+        }
+    }
+
+    #[test]
+    fn a_recorded_move_is_backed_only_while_its_target_holds_an_entry_too() {
+        let moving = moving_acme();
+        let claim = Claim::of(&moving).unwrap();
+        let source = node("n1").holding("acme", (2, 1, 1)).build();
+        let target = node("n2").holding("acme", (2, 1, 1)).build();
+        let empty = node("n2").build();
+        let cases: [(Option<&Node>, Option<&Node>, bool); 4] = [
+            (Some(&source), Some(&target), true),
+            // Rolled back (or the status written by someone else): the target holds nothing.
+            (Some(&source), Some(&empty), false),
+            (Some(&source), None, false),
+            // Finished without its status written: the source holds nothing.
+            (Some(&node("n1").build()), Some(&target), false),
+        ];
+        for (n1, n2, backed) in cases {
+            let lookup = |name: &str| if name == "n1" { n1 } else { n2 };
+            assert_eq!(claim.backed_by(lookup), backed, "{n1:?} {n2:?}");
+        }
+        assert_eq!(
+            claim.nodes().map(|n| &**n).collect::<Vec<_>>(),
+            ["n1", "n2"]
+        );
+    }
+
+    #[test]
+    fn a_change_of_the_node_a_move_goes_to_checks_the_tenant_moving_there() {
+        let (cache, claims) = (TenantCache::default(), Claims::default());
+        let moving = moving_acme();
+        assert!(observe(&cache, &claims, &moving));
+        assert_eq!(claims.len(), 2, "indexed under its node and its target");
+        let n1 = Arc::new(node("n1").holding("acme", (2, 1, 1)).build());
+        let n2 = Arc::new(node("n2").holding("acme", (2, 1, 1)).build());
+        let both = |name: &str| Some(if name == "n1" { n1.clone() } else { n2.clone() });
+        assert!(claims.unbacked(&cache, both).is_empty());
+        // The target's entry goes (someone else's write): the tenant moving there is woken.
+        claims.node_changed("n2");
+        let wiped = Arc::new(node("n2").build());
+        let target_wiped = |name: &str| {
+            Some(if name == "n1" {
+                n1.clone()
+            } else {
+                wiped.clone()
+            })
+        };
+        assert_eq!(
+            claims.unbacked(&cache, target_wiped),
+            [ObjectRef::from_obj(&moving)]
+        );
+        // The move's record goes from the status: no longer indexed under n2.
+        let settled = claiming("acme", TenantPhase::Active, "n1", 2);
+        assert!(observe(&cache, &claims, &settled));
+        assert_eq!(claims.len(), 1);
+        assert!(claims.unbacked(&cache, |_| Some(n1.clone())).is_empty());
     }
 
     #[test]
@@ -323,6 +427,38 @@ mod tests {
         );
         assert_eq!(claims.len(), 2);
         assert!(!claims.is_empty());
+    }
+
+    #[test]
+    fn an_entry_of_a_tenant_naming_no_node_wakes_it_only_if_still_so_at_the_check() {
+        let (cache, claims) = (TenantCache::default(), Claims::default());
+        let waiting = claiming("w", TenantPhase::PendingCapacity, "", 0);
+        observe(&cache, &claims, &waiting);
+        claims.unbacked(&cache, |_| None);
+        let key = || cache.key(&ObjectRef::from_obj(&waiting)).unwrap();
+        let n1 = Arc::new(node("n1").holding("w", (2, 1, 1)).build());
+        // Still naming no node at the check, the node still holding it: woken, once.
+        claims.unnamed_entry(key(), "n1");
+        assert_eq!(
+            claims.unbacked(&cache, |_| Some(n1.clone())),
+            [ObjectRef::from_obj(&waiting)]
+        );
+        assert!(claims.unbacked(&cache, |_| Some(n1.clone())).is_empty());
+        // The entry went before the check: nothing to settle.
+        claims.unnamed_entry(key(), "n1");
+        assert!(
+            claims
+                .unbacked(&cache, |_| Some(Arc::new(node("n1").build())))
+                .is_empty()
+        );
+        // Its status was written (our own placement) before the check: not woken.
+        claims.unnamed_entry(key(), "n1");
+        observe(
+            &cache,
+            &claims,
+            &claiming("w", TenantPhase::Active, "n1", 2),
+        );
+        assert!(claims.unbacked(&cache, |_| Some(n1.clone())).is_empty());
     }
 
     #[test]

@@ -200,6 +200,14 @@ impl TenantCache {
         self.read().tenants.contains_key(tenant)
     }
 
+    /// The shared key of the cached tenant of this name.
+    pub fn key(&self, tenant: &dyn Named) -> Option<TenantKey> {
+        self.read()
+            .tenants
+            .get_key_value(tenant)
+            .map(|(key, _)| key.clone())
+    }
+
     /// The cached tenant and its shared key.
     pub fn entry(&self, tenant: &dyn Named) -> Option<(TenantKey, Arc<Tenant>)> {
         self.read()

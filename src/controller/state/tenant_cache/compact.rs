@@ -502,6 +502,9 @@ impl Compact {
                 .unwrap_or_else(|| Arc::from("")),
             reserved: status.map(|s| s.reserved).unwrap_or_default(),
             phase: status.map(|s| s.phase).unwrap_or_default(),
+            moving_to: status
+                .and_then(|s| s.migration.as_ref())
+                .map(|m| Arc::from(m.to.as_str())),
         })
     }
 
