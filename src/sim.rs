@@ -74,7 +74,8 @@ pub enum FleetError {
 pub struct Fleet {
     pub api: ApiServer,
     pub client: Client,
-    controller: Mutex<Option<JoinHandle<()>>>,
+    /// The running controller and what cuts its connection to the API.
+    controller: Mutex<Option<(JoinHandle<()>, inmem_apiserver::Cut)>>,
     /// The simulated provisioner, when one runs.
     provisioner: Mutex<Option<JoinHandle<()>>>,
     /// Committed writes of Tenants and Nodes (not Leases or Events, which move on their own).
@@ -103,6 +104,12 @@ impl Drop for Fleet {
             task.abort();
         }
     }
+}
+
+/// Kills a controller: its connection cut first, so that nothing it has under way lands.
+fn stop((task, cut): (JoinHandle<()>, inmem_apiserver::Cut)) {
+    cut.cut();
+    task.abort();
 }
 
 impl Fleet {
@@ -174,13 +181,17 @@ impl Fleet {
             .registers
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = settings.register_nodes.clone();
-        let task = tokio::spawn(controller::run_with(self.client.clone(), settings, handles));
+        // A connection of its own, cut when it stops: a killed process's requests never land
+        // after its successor started, whatever its tasks were doing.
+        let (connection, cut) = self.api.connection();
+        let client = Client::new(connection, "default");
+        let task = tokio::spawn(controller::run_with(client, settings, handles));
         let mut slot = self
             .controller
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(previous) = slot.replace(task) {
-            previous.abort();
+        if let Some(previous) = slot.replace((task, cut)) {
+            stop(previous);
         }
     }
 
@@ -217,8 +228,8 @@ impl Fleet {
             .controller
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(task) = slot.take() {
-            task.abort();
+        if let Some(running) = slot.take() {
+            stop(running);
         }
     }
 

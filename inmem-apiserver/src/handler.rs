@@ -341,6 +341,11 @@ impl ApiServer {
             }
             _ => {}
         }
+        // Cut while it waited (the cost model, a delay): it never reaches the store.
+        if self.is_cut() {
+            settle(request_bytes);
+            return dropped();
+        }
         let content_type = parts
             .headers
             .get(CONTENT_TYPE)

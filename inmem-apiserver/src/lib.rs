@@ -195,6 +195,20 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub struct ApiServer {
     shared: Arc<Shared>,
+    /// Set on a [`ApiServer::connection`]: once cut, its requests fail.
+    cut: Option<Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Cuts the connection [`ApiServer::connection`] gave.
+#[derive(Clone, Debug)]
+pub struct Cut(Arc<std::sync::atomic::AtomicBool>);
+
+impl Cut {
+    /// From now on every request of the connection fails as a dropped connection, including
+    /// one sent but not yet served: as when the process that holds it is killed.
+    pub fn cut(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl fmt::Debug for ApiServer {
@@ -224,7 +238,7 @@ pub enum ServiceError {
     /// The request body could not be read.
     #[error("failed to read the request body: {0}")]
     Body(#[source] BoxError),
-    /// An injected fault dropped the connection.
+    /// An injected fault dropped the connection, or it was cut ([`ApiServer::connection`]).
     #[error("connection dropped (injected fault)")]
     ConnectionDropped,
 }
@@ -239,6 +253,7 @@ impl ApiServer {
     pub fn with_config(config: Config) -> Self {
         Self {
             shared: Arc::new(Shared::new(config)),
+            cut: None,
         }
     }
 
@@ -527,6 +542,23 @@ impl ApiServer {
     }
 
     /// The current (latest) resourceVersion.
+    /// A clone served as one client's connection, and what cuts it: a test kills the process
+    /// that uses it (its requests, even one already sent, no longer reach the store).
+    pub fn connection(&self) -> (ApiServer, Cut) {
+        let cut = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let connection = ApiServer {
+            shared: self.shared.clone(),
+            cut: Some(cut.clone()),
+        };
+        (connection, Cut(cut))
+    }
+
+    fn is_cut(&self) -> bool {
+        self.cut
+            .as_ref()
+            .is_some_and(|cut| cut.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     pub fn resource_version(&self) -> u64 {
         self.shared.lock().rv
     }
@@ -548,6 +580,9 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let server = self.clone();
         Box::pin(async move {
+            if server.is_cut() {
+                return Err(ServiceError::ConnectionDropped);
+            }
             let (parts, body) = req.into_parts();
             let bytes = body
                 .collect()

@@ -254,3 +254,29 @@ async fn commit_then_stall_writes_signals_and_never_answers() {
     assert!(!pending.is_finished(), "no answer ever comes");
     pending.abort();
 }
+
+#[tokio::test]
+async fn a_cut_connection_serves_nothing_more_not_even_a_request_already_waiting() {
+    let (api, client) = setup();
+    let (connection, cut) = api.connection();
+    let killed = kube::Client::new(connection, "default");
+    create(&killed, "acme", 1).await;
+    // A write held by a delay when the connection is cut never reaches the store.
+    api.inject(Fault::on(Verb::Patch).delay(Duration::from_millis(200)));
+    let waiting = tokio::spawn(async move {
+        tenants(&killed)
+            .patch("acme", &PatchParams::default(), &replicas(4))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    cut.cut();
+    let err = waiting.await.unwrap().unwrap_err();
+    assert!(matches!(err, kube::Error::Service(_)), "{err:?}");
+    assert_eq!(tenants(&client).get("acme").await.unwrap().spec.replicas, 1);
+    // Other connections are served as before.
+    tenants(&client)
+        .patch("acme", &PatchParams::default(), &replicas(5))
+        .await
+        .unwrap();
+    assert_eq!(tenants(&client).get("acme").await.unwrap().spec.replicas, 5);
+}

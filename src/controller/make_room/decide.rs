@@ -5,10 +5,8 @@
 //! Rules enforced here:
 //! - an order in force is kept while its waiter still waits for its first placement, its host
 //!   still takes new tenants and every move not made yet can still be made as asked (its target
-//!   takes new tenants and has room for it and the other pending moves there, counted together),
-//!   and, once every mover has left the host, while the waiter fits there (the room is there for the
-//!   queue to place it); otherwise it is dropped, and its waiter is planned again (a move rolled
-//!   back after a restart, or the room taken meanwhile, leaves an order made but short);
+//!   takes new tenants and has room for it and the other pending moves there, counted together);
+//!   otherwise it is dropped, and its waiter is planned again;
 //! - waiters are served oldest first; each gets the least-moving room (`placement::make_room`)
 //!   over the fleet as the orders before it leave it: their pending moves made, and their
 //!   waiters' footprints held on their hosts, so two orders never count on the same room;
@@ -101,7 +99,6 @@ pub fn decide<'s>(
         let fresh = now.saturating_duration_since(order.since) < ORDER_KEPT;
         if let Some(waiter) = waits.filter(|_| fresh)
             && let Some(pending) = pending_moves(&fleet, order)
-            && (still_moving(&fleet, order) || fits_on_host(&fleet, order, waiter))
         {
             commit(&mut fleet, &pending, &order.host, waiter);
             decision.orders.push(order.clone());
@@ -184,23 +181,6 @@ fn pending_moves(fleet: &[NodeLedger], order: &Order) -> Option<Vec<placement::M
         added.insert(m.to.as_str(), sum);
     }
     Some(pending)
-}
-
-/// Whether a mover of `order` still holds an entry on its host (its move not asked yet, or in
-/// flight: the target written, the source not released yet).
-fn still_moving(fleet: &[NodeLedger], order: &Order) -> bool {
-    fleet
-        .iter()
-        .find(|n| n.name() == order.host)
-        .is_some_and(|host| order.moves.iter().any(|m| host.entry_of(&m.uid).is_some()))
-}
-
-/// Whether the waiter fits on the order's host as the fleet is.
-fn fits_on_host(fleet: &[NodeLedger], order: &Order, waiter: &Waiter) -> bool {
-    fleet
-        .iter()
-        .find(|n| n.name() == order.host)
-        .is_some_and(|host| waiter.footprint.fits_within(&host.view().free()))
 }
 
 /// The fleet as the order leaves it: its moves made, and as much of the waiter's footprint as
@@ -294,17 +274,6 @@ mod tests {
                 .build(),
             node("c").allocated(c_taken, 0, 0).build(),
         ]
-    }
-
-    /// a, b (b1 and b2, 3 threads each) and c, holding these (tenant, threads) entries.
-    fn fleet_of(a: &[(&str, u64)], c: &[(&str, u64)]) -> Vec<NodeLedger> {
-        fn on(name: &str, entries: &[(&str, u64)]) -> NodeLedger {
-            entries
-                .iter()
-                .fold(node(name), |n, (t, threads)| n.holding(t, (*threads, 1, 1)))
-                .build()
-        }
-        vec![on("a", a), on("b", &[("b1", 3), ("b2", 3)]), on("c", c)]
     }
 
     /// An order as (waiter, host, [(mover, to)]).
@@ -428,7 +397,17 @@ mod tests {
         assert_eq!(d.orders, orders);
         assert!(d.new.is_empty());
         // The move is made (a1 on c): kept, nothing pending.
-        let moved = fleet_of(&[("a2", 3)], &[("pinned-c", 3), ("a1", 3)]);
+        let moved = vec![
+            node("a").holding("a2", (3, 1, 1)).build(),
+            node("b")
+                .holding("b1", (3, 1, 1))
+                .holding("b2", (3, 1, 1))
+                .build(),
+            node("c")
+                .allocated(3, 0, 0)
+                .holding("a1", (3, 1, 1))
+                .build(),
+        ];
         let d = decide(
             &moved,
             &[waiter("w1", 5)],
@@ -438,31 +417,6 @@ mod tests {
             later,
         );
         assert_eq!(d.orders.len(), 1);
-        // In flight: a1 held on a and on c (its source not released yet); nothing is pending
-        // and w1 does not fit on a yet: kept.
-        let in_flight = fleet_of(&[("a1", 3), ("a2", 3)], &[("pinned-c", 1), ("a1", 3)]);
-        let d = decide(
-            &in_flight,
-            &[waiter("w1", 5)],
-            &orders,
-            rule,
-            &controls(),
-            later,
-        );
-        assert_eq!((d.orders.len(), d.new.len()), (1, 0));
-        // The move is made, but a2's room is short: a3 took 2 threads on a meanwhile (or a move
-        // rolled back after a restart came back). The order is dropped and w1 planned again.
-        let short = fleet_of(&[("a2", 3), ("a3", 2)], &[("pinned-c", 2), ("a1", 3)]);
-        let d = decide(
-            &short,
-            &[waiter("w1", 5)],
-            &orders,
-            rule,
-            &controls(),
-            later,
-        );
-        assert_eq!(d.new, ["w1"], "planned again, as new");
-        assert_eq!(summary(&d), [(s("d/w1"), s("a"), vec![(s("a3"), s("b"))])]);
         // c filled by someone else meanwhile: a1 can no longer go there, the order is dropped
         // and w1 planned again (nothing else works: no order).
         let full = fleet_with_c(7);
