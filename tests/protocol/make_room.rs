@@ -189,6 +189,17 @@ async fn a_waiter_gets_room_by_two_moves_and_nothing_is_bought() {
     buy_boxes(&h, 8).await;
     let created = count_requests(&h);
     let said = messages(&h);
+    // The movers' first status writes wait a little, so that the waiter, woken with them, is
+    // told who moves for it before its room is made (under load it could come after).
+    for mover in ["t1", "t2"] {
+        h.fleet.api.inject(
+            inmem_apiserver::Fault::on(inmem_apiserver::Verb::Patch)
+                .resource("tenants")
+                .subresource("status")
+                .name(mover)
+                .delay(Duration::from_millis(300)),
+        );
+    }
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
     room_made_on_a(&h, &created).await;
     assert!(requests(&h).is_empty());
