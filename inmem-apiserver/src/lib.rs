@@ -541,7 +541,6 @@ impl ApiServer {
         self.shared.lock().stats = Stats::default();
     }
 
-    /// The current (latest) resourceVersion.
     /// A clone served as one client's connection, and what cuts it: a test kills the process
     /// that uses it (its requests, even one already sent, no longer reach the store).
     pub fn connection(&self) -> (ApiServer, Cut) {
@@ -559,6 +558,7 @@ impl ApiServer {
             .is_some_and(|cut| cut.load(std::sync::atomic::Ordering::SeqCst))
     }
 
+    /// The current (latest) resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.shared.lock().rv
     }

@@ -59,12 +59,8 @@ impl Claim {
         }
         let entry = |name: &str, amounts: Option<&ResourceAmounts>| {
             node(name).is_some_and(|n| {
-                n.status.as_ref().is_some_and(|status| {
-                    status
-                        .allocations
-                        .iter()
-                        .any(|a| *a.uid == *self.uid && amounts.is_none_or(|r| a.resources == *r))
-                })
+                n.entry_of(&self.uid)
+                    .is_some_and(|a| amounts.is_none_or(|r| a.resources == *r))
             })
         };
         entry(&self.node, Some(&self.reserved))

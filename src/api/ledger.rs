@@ -25,6 +25,11 @@ impl Node {
             .unwrap_or_default()
     }
 
+    /// Its entry of this tenant UID, if it holds one.
+    pub fn entry_of(&self, uid: &str) -> Option<&AllocationEntry> {
+        self.allocations().iter().find(|a| *a.uid == *uid)
+    }
+
     /// A checked ledger for placement, or which field makes that impossible.
     pub fn ledger(&self) -> Result<NodeLedger, String> {
         let node = self;

@@ -606,10 +606,11 @@ async fn outside_pool(tenant: &Tenant, ctx: &TenantLoop) -> Result<Option<Wanted
     let Some(found) = found.filter(|n| !selector.matches(n.labels())) else {
         return Ok(None);
     };
-    let held = found
-        .allocations()
-        .iter()
-        .find(|e| Some(&*e.uid) == tenant.metadata.uid.as_deref());
+    let held = tenant
+        .metadata
+        .uid
+        .as_deref()
+        .and_then(|uid| found.entry_of(uid));
     let Some(held) = held else {
         return Ok(None);
     };

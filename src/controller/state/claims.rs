@@ -81,17 +81,15 @@ impl Claims {
             return false;
         }
         let mut index = self.lock();
-        let previous: Vec<&Arc<str>> = before.map(Claim::nodes).into_iter().flatten().collect();
-        if !previous.is_empty() && claim.node.is_empty() {
+        // Each claim names at most two nodes: compared in place, nothing allocated per write.
+        let previous = || before.into_iter().flat_map(Claim::nodes);
+        if previous().next().is_some() && claim.node.is_empty() {
             index.stopped_naming.insert(key.clone());
         }
-        for gone in previous
-            .iter()
-            .filter(|n| !claim.nodes().any(|now| now == **n))
-        {
+        for gone in previous().filter(|n| !claim.nodes().any(|now| now == *n)) {
             index.unlink(key, gone);
         }
-        for node in claim.nodes().filter(|n| !previous.contains(n)) {
+        for node in claim.nodes().filter(|n| !previous().any(|p| p == *n)) {
             let on_node = match index.by_node.get_key_value(node) {
                 Some((name, _)) => name.clone(),
                 None => node.clone(),
@@ -184,11 +182,7 @@ impl Claims {
             let Some(claim) = tenants.claim(&key) else {
                 continue;
             };
-            let held = node(&held_on).is_some_and(|n| {
-                n.status
-                    .as_ref()
-                    .is_some_and(|s| s.allocations.iter().any(|a| *a.uid == *claim.uid))
-            });
+            let held = node(&held_on).is_some_and(|n| n.entry_of(&claim.uid).is_some());
             let tenant = key.to_ref();
             if held && claim.node.is_empty() && !wake.contains(&tenant) {
                 wake.push(tenant);
