@@ -110,20 +110,14 @@ async fn room_made_after_a_restart(h: &Harness, created: &AtomicUsize, what: &st
 
 /// At rest after `w` came to [`two_hosts_and_pinned`] while two controllers made room, neither
 /// knowing the other's orders: each may make room on its own host (a or b), and a move one asks
-/// the other rolls back, so how many tenants move is not fixed; what is: w placed on a or b with
-/// both tenants that were there gone, pinned where it was, nothing bought, every invariant kept.
+/// the other rolls back, so how many tenants move is not fixed; what is: w placed on a or b
+/// (with nothing beside it there, as the invariants check), pinned where it was, nothing bought.
 async fn room_made_by_two(h: &Harness, created: &AtomicUsize) {
     h.until("w placed on a or b", || {
         ["a", "b"].contains(&node_of(h, "w").as_str())
     })
     .await;
     h.settle().await;
-    let host = node_of(h, "w");
-    let at = ["t1", "t2", "t3", "t4"].map(|t| node_of(h, t));
-    assert!(
-        !at.contains(&host),
-        "w's host {host} let go of its tenants: {at:?}"
-    );
     assert_eq!(node_of(h, "pinned"), "c");
     assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
     h.assert_invariants();
