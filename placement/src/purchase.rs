@@ -754,13 +754,23 @@ impl<'a> Planner<'a> {
         let in_flight: Vec<Resources> = self.in_flight.iter().map(|r| r.capacity).collect();
         let mut opened = vec![0u32; self.classes.len()];
         let capacities: Vec<Resources> = self.classes.iter().map(|c| c.offer.capacity).collect();
-        let order = fill_order(&footprints, &in_flight, &own, &capacities, |footprint| {
-            let rank = self.class_among(&opened, footprint, Opening::Share, true)?;
-            if let Some(n) = opened.get_mut(rank) {
-                *n = n.saturating_add(1);
-            }
-            Some((rank, self.class(rank)?.offer.capacity))
-        });
+        let order = fill_order(
+            &footprints,
+            &in_flight,
+            &own,
+            &capacities,
+            |footprint| {
+                let rank = self.class_among(&opened, footprint, Opening::Share, true)?;
+                if let Some(n) = opened.get_mut(rank) {
+                    *n = n.saturating_add(1);
+                }
+                Some((rank, self.class(rank)?.offer.capacity))
+            },
+            |rank, opened| {
+                self.class(rank)
+                    .is_none_or(|c| c.room.is_some_and(|room| opened >= room))
+            },
+        );
         order
             .into_iter()
             .filter_map(|i| self.waiting.get(i).copied())
