@@ -945,12 +945,116 @@ mod tests {
         assert!(pack(&one, &footprints, &r(16, 64, 10_000)).is_some());
     }
 
-    /// Nothing better than first fit decreasing: no groups (the fill then takes them first fit).
+    /// Nothing better than first fit decreasing: the search finds no groups; the least slack
+    /// packing, as good, gives them (6000 + 4000, 6000).
     #[test]
     fn no_group_when_first_fit_decreasing_is_as_good() {
         let footprints = vec![r(1, 1, 6000), r(1, 1, 6000), r(1, 1, 4000)];
         let items: Vec<usize> = (0..footprints.len()).collect();
-        assert_eq!(pack(&items, &footprints, &r(16, 64, 10_000)), None);
+        let capacity = r(16, 64, 10_000);
+        assert_eq!(pack(&items, &footprints, &capacity), None);
+        assert_eq!(
+            least_slack(&items, &footprints, &capacity),
+            Some(vec![vec![0, 2], vec![1]])
+        );
+    }
+
+    /// The least slack packing, table-driven: each node the largest left and the at most three
+    /// others that leave it the least slack in the main dimension (here storage), the slack of
+    /// the others a tie-break; kept when no worse than first fit decreasing.
+    #[test]
+    fn least_slack_table() {
+        let storage = r(16, 64, 10_000);
+        let cases: Vec<(&str, Vec<Resources>, Resources, Option<Vec<Vec<usize>>>)> = vec![
+            (
+                // First fit decreasing: 4000 + 4000, 3000 × 3, 3000: three nodes.
+                "beats first fit decreasing",
+                [4000, 4000, 3000, 3000, 3000, 3000]
+                    .map(|s| r(1, 1, s))
+                    .to_vec(),
+                storage,
+                Some(vec![vec![0, 2, 3], vec![1, 4, 5]]),
+            ),
+            (
+                // 5000 + 3000 + 2000 fills the storage; 5000 + 2500 + 2500 too, and leaves
+                // less memory: the tie-break.
+                "the other dimensions break a tie",
+                vec![
+                    r(1, 1, 5000),
+                    r(1, 1, 3000),
+                    r(1, 1, 2500),
+                    r(1, 30, 2500),
+                    r(1, 1, 2000),
+                ],
+                storage,
+                Some(vec![vec![0, 2, 3], vec![1, 4]]),
+            ),
+            (
+                // At most three beside the largest: 2000 + 1000 × 3, then 1000 × 4 beside 1000.
+                "at most four a node",
+                [2000, 1000, 1000, 1000, 1000, 1000, 1000, 1000]
+                    .map(|s| r(1, 1, s))
+                    .to_vec(),
+                r(16, 64, 5000),
+                Some(vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]),
+            ),
+            (
+                // Threads bind: 9 + 7 fits the 16 threads, 9 + 9 does not.
+                "every dimension fits",
+                vec![r(9, 1, 5000), r(9, 1, 4000), r(7, 1, 1000), r(7, 1, 500)],
+                storage,
+                Some(vec![vec![0, 2], vec![1, 3]]),
+            ),
+            (
+                "one tenant: nothing to group",
+                vec![r(1, 1, 5000)],
+                storage,
+                None,
+            ),
+            (
+                "a tenant larger than the node",
+                vec![r(1, 1, 5000), r(1, 1, 12_000)],
+                storage,
+                None,
+            ),
+        ];
+        for (name, footprints, capacity, want) in cases {
+            let items: Vec<usize> = (0..footprints.len()).collect();
+            let got = least_slack(&items, &footprints, &capacity);
+            assert_eq!(got, want, "{name}");
+            if let Some(bins) = got {
+                assert!(
+                    bins.len() <= first_fit_decreasing(&items, &footprints, &capacity),
+                    "{name}: no more nodes than first fit decreasing"
+                );
+            }
+        }
+    }
+
+    /// A storage node's leftover room goes to the bulk tenant that frees the most of a bulk
+    /// node per unit of room it takes (b: nearly all of a bulk node's storage), while the bulk
+    /// class may open nodes; at its limit, to the first that fits in largest-first order (a).
+    #[test]
+    fn the_bulk_limit_stops_the_leftover_fill() {
+        let capacities = [r(32, 128, 2000), r(16, 64, 24_000)];
+        // s: storage; a and b: bulk, and after s only one of them fits (threads).
+        let footprints = vec![r(4, 16, 20_000), r(10, 32, 100), r(4, 8, 1900)];
+        let own = vec![Some(1), Some(0), Some(0)];
+        let order = |at_limit: bool| {
+            fill_order(
+                &footprints,
+                &[],
+                &own,
+                &capacities,
+                |f| {
+                    let rank = usize::from(f.storage_gb > 2000);
+                    (rank == 1 || !at_limit).then(|| (rank, capacities[rank]))
+                },
+                |rank, _| at_limit && rank == 0,
+            )
+        };
+        assert_eq!(order(false), vec![0, 2, 1], "b frees more of a bulk node");
+        assert_eq!(order(true), vec![0, 1, 2], "at the limit: largest first");
     }
 
     /// First fit over the nodes in the fill's order, opening a node of the fill's class when
