@@ -965,7 +965,13 @@ mod tests {
     #[test]
     fn least_slack_table() {
         let storage = r(16, 64, 10_000);
-        let cases: Vec<(&str, Vec<Resources>, Resources, Option<Vec<Vec<usize>>>)> = vec![
+        type Case = (
+            &'static str,
+            Vec<Resources>,
+            Resources,
+            Option<Vec<Vec<usize>>>,
+        );
+        let cases: Vec<Case> = vec![
             (
                 // First fit decreasing: 4000 + 4000, 3000 × 3, 3000: three nodes.
                 "beats first fit decreasing",
