@@ -33,14 +33,16 @@
 //!   a time, each left only when no tenant still waiting fits in it, so that first fit in that
 //!   order packs as the fill did. The nodes of the class most tenants would open are filled
 //!   to the shape of the demand left; the tenants of each other class are first grouped by a
-//!   bounded search into as few of its nodes as it finds. Largest first is kept instead when
-//!   the plain rule's build in that order leaves fewer tenants out, or as many for less, than
-//!   in the fill's (on 5,000 random small inputs: the fill's order cost more after improving
-//!   in 530 and left more out in 82 without this, 120 and 6 with it; cheaper in 501, left fewer
-//!   out in 55). The rule stays first fit in one order computed from the input: the order
-//!   changed, not the check. On `placement-bench
-//!   purchase`: queue order bought 1.106 times the bound, largest first 1.061 (1,000 waiting)
-//!   and 1.068 (10,000), the fill 1.045 and 1.052 (docs/performance.md);
+//!   bounded search into as few of its nodes as it finds (or packed to the least slack when
+//!   that needs no more than first fit decreasing), and those nodes' leftover room goes to the
+//!   tenants that free the most of a bulk node while that class is under its limit. Largest
+//!   first is kept instead when the plain rule's build in that order leaves fewer tenants out,
+//!   or as many for less, than in the fill's (on 5,000 random small inputs, measured before
+//!   the least slack and leftover rules: the fill's order cost more after improving in 530 and
+//!   left more out in 82 without this, 120 and 6 with it; cheaper in 501, left fewer out in
+//!   55). The rule stays first fit in one order computed from the input: the order changed,
+//!   not the check. On `placement-bench purchase`: queue order bought 1.106 times the bound, largest first 1.061 (1,000 waiting)
+//!   and 1.068 (10,000), the fill 1.045 and 1.049 (docs/performance.md);
 //! - **room first**: a new node is opened only for a tenant that fits, at its turn, in no request
 //!   in flight and no node already planned; otherwise it goes where first fit chooses among
 //!   them. New nodes carry placeholder names, `~new-000001` on in opening order, which sort after
