@@ -63,7 +63,8 @@
 //!   is small enough; the group search stops after [`SEARCH_WORK`] nodes looked at per class
 //!   and takes on at most [`SEARCH_TENANTS`] tenants of a class, least slack after
 //!   [`SLACK_WORK`] candidate sets looked at per class (it then groups none); the leftover fill
-//!   scans the waiting tenants once per pick, skipping blocks where none fits.
+//!   scans the waiting tenants once per pick, skipping blocks where none fits, and stops
+//!   after [`FREEING_WORK`] blocks and tenants looked at per waiting tenant in all.
 //!   Deterministic: ties go to the earlier tenant in largest-first order.
 
 use crate::resources::{Dimension, Resources};
