@@ -41,8 +41,9 @@
 //!   the least slack and leftover rules: the fill's order cost more after improving in 530 and
 //!   left more out in 82 without this, 120 and 6 with it; cheaper in 501, left fewer out in
 //!   55). The rule stays first fit in one order computed from the input: the order changed,
-//!   not the check. On `placement-bench purchase`: queue order bought 1.106 times the bound, largest first 1.061 (1,000 waiting)
-//!   and 1.068 (10,000), the fill 1.045 and 1.049 (docs/performance.md);
+//!   not the check. On `placement-bench purchase`: queue order bought 1.106 times the bound,
+//!   largest first 1.061 (1,000 waiting) and 1.068 (10,000), the fill 1.045 and 1.049
+//!   (docs/performance.md);
 //! - **room first**: a new node is opened only for a tenant that fits, at its turn, in no request
 //!   in flight and no node already planned; otherwise it goes where first fit chooses among
 //!   them. New nodes carry placeholder names, `~new-000001` on in opening order, which sort after

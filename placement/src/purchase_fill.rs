@@ -22,10 +22,11 @@
 //! - **every other node** (requests in flight, the other classes) and the end of a bulk node
 //!   take the waiting tenants in largest-first order, each that fits; a node of another class
 //!   first takes the rest of its tenant's group (below), then the tenants that class is the
-//!   plain rule's for, then bulk tenants (leftover room, below). A specialist class (a storage machine) is best filled tightest with the
-//!   tenants heavy in what it is for: balancing it against what is left fills it with the wrong
-//!   ones (in a model of this fill on the benchmark's tenants, 18 storage nodes where first fit
-//!   needs 9 at 1,000 waiting, 109 where it needs 95 at 10,000);
+//!   plain rule's for, then bulk tenants (leftover room, below). A specialist class (a storage
+//!   machine) is best filled tightest with the tenants heavy in what it is for: balancing it
+//!   against what is left fills it with the wrong ones (in a model of this fill on the
+//!   benchmark's tenants, 18 storage nodes where first fit needs 9 at 1,000 waiting, 109 where
+//!   it needs 95 at 10,000);
 //! - **groups**: the tenants of each class other than the bulk one (those the plain rule opens
 //!   it for) are grouped, one group a node, by a depth-first search for the fewest nodes, from
 //!   the lower bound (their demand over the capacity, per dimension) up to one less than first
@@ -52,8 +53,9 @@
 //!   unchanged (1.0448). At its limit the bulk class saves nothing by it and its tenants left
 //!   go where there is room, largest first. On 24 other seeded mixes (seeds 1 to 6; 300,
 //!   1,000, 3,000 and 10,000 waiting) the two rules made 15 purchases cheaper (0.13-0.91%),
-//!   one dearer (seed 1 at 300: a storage node more, 2.0%: a tenant a bulk node took before
-//!   gets its own) and 8 the same; on 5,000 random small inputs (up to 40 tenants, random
+//!   one dearer (seed 1 at 300: a storage node more, 2.0%: the fill opens 4 storage nodes
+//!   either way, and improving no longer finds room on the fuller xlarge nodes for the last
+//!   one's tenants) and 8 the same; on 5,000 random small inputs (up to 40 tenants, random
 //!   classes, limits, requests in flight) 97 cheaper and 10 with fewer left out, 74 dearer and
 //!   3 with more left out, 4,816 the same;
 //! - **bounded**: a balanced pick looks at the first [`LOOK`] tenants that fit among the first
