@@ -33,14 +33,17 @@
 //!   a time, each left only when no tenant still waiting fits in it, so that first fit in that
 //!   order packs as the fill did. The nodes of the class most tenants would open are filled
 //!   to the shape of the demand left; the tenants of each other class are first grouped by a
-//!   bounded search into as few of its nodes as it finds. Largest first is kept instead when
-//!   the plain rule's build in that order leaves fewer tenants out, or as many for less, than
-//!   in the fill's (on 5,000 random small inputs: the fill's order cost more after improving
-//!   in 530 and left more out in 82 without this, 120 and 6 with it; cheaper in 501, left fewer
-//!   out in 55). The rule stays first fit in one order computed from the input: the order
-//!   changed, not the check. On `placement-bench
-//!   purchase`: queue order bought 1.106 times the bound, largest first 1.061 (1,000 waiting)
-//!   and 1.068 (10,000), the fill 1.045 and 1.052 (docs/performance.md);
+//!   bounded search into as few of its nodes as it finds (or packed to the least slack when
+//!   that needs no more than first fit decreasing), and those nodes' leftover room goes to the
+//!   tenants that free the most of a bulk node while that class is under its limit. Largest
+//!   first is kept instead when the plain rule's build in that order leaves fewer tenants out,
+//!   or as many for less, than in the fill's (on 5,000 random small inputs, measured before
+//!   the least slack and leftover rules: the fill's order cost more after improving in 530 and
+//!   left more out in 82 without this, 120 and 6 with it; cheaper in 501, left fewer out in
+//!   55). The rule stays first fit in one order computed from the input: the order changed,
+//!   not the check. On `placement-bench purchase`: queue order bought 1.106 times the bound,
+//!   largest first 1.061 (1,000 waiting) and 1.068 (10,000), the fill 1.045 and 1.049
+//!   (docs/performance.md);
 //! - **room first**: a new node is opened only for a tenant that fits, at its turn, in no request
 //!   in flight and no node already planned; otherwise it goes where first fit chooses among
 //!   them. New nodes carry placeholder names, `~new-000001` on in opening order, which sort after
@@ -754,13 +757,23 @@ impl<'a> Planner<'a> {
         let in_flight: Vec<Resources> = self.in_flight.iter().map(|r| r.capacity).collect();
         let mut opened = vec![0u32; self.classes.len()];
         let capacities: Vec<Resources> = self.classes.iter().map(|c| c.offer.capacity).collect();
-        let order = fill_order(&footprints, &in_flight, &own, &capacities, |footprint| {
-            let rank = self.class_among(&opened, footprint, Opening::Share, true)?;
-            if let Some(n) = opened.get_mut(rank) {
-                *n = n.saturating_add(1);
-            }
-            Some((rank, self.class(rank)?.offer.capacity))
-        });
+        let order = fill_order(
+            &footprints,
+            &in_flight,
+            &own,
+            &capacities,
+            |footprint| {
+                let rank = self.class_among(&opened, footprint, Opening::Share, true)?;
+                if let Some(n) = opened.get_mut(rank) {
+                    *n = n.saturating_add(1);
+                }
+                Some((rank, self.class(rank)?.offer.capacity))
+            },
+            |rank, opened| {
+                self.class(rank)
+                    .is_none_or(|c| c.room.is_some_and(|room| opened >= room))
+            },
+        );
         order
             .into_iter()
             .filter_map(|i| self.waiting.get(i).copied())
