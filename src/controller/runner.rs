@@ -100,6 +100,7 @@ impl Queue {
             return Err(None);
         };
         self.at.remove(&key);
+        super::state::give_back_room(&mut self.at);
         self.running.insert(key.clone());
         Ok(key)
     }

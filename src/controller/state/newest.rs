@@ -122,8 +122,14 @@ impl<K> Overlay<K> {
     fn forget(&mut self, namespace: &str, name: &str) {
         self.remove(namespace, name);
         if !self.dropped.is_empty() {
-            self.dropped.remove(&name_key(namespace, name));
+            self.forget_version(name_key(namespace, name));
         }
+    }
+
+    /// Forgets a dropped copy's version (the cache caught up, or the object is gone).
+    fn forget_version(&mut self, key: u64) {
+        self.dropped.remove(&key);
+        super::give_back_room(&mut self.dropped);
     }
 
     fn is_empty(&self) -> bool {
@@ -227,7 +233,7 @@ impl<K: Resource> Newest<K> {
         match overlay.dropped.get(&key) {
             Some(&written) if written > cached_version => None,
             Some(_) => {
-                overlay.dropped.remove(&key);
+                overlay.forget_version(key);
                 Some(cached)
             }
             None => Some(cached),
@@ -255,7 +261,7 @@ impl<K: Resource> Newest<K> {
                 .get(&key)
                 .is_some_and(|&written| written <= observed)
             {
-                overlay.dropped.remove(&key);
+                overlay.forget_version(key);
             }
         }
     }
@@ -284,6 +290,8 @@ fn remove<K>(copies: &mut Copies<K>, namespace: &str, name: &str) -> bool {
     let removed = named.remove(name).is_some();
     if named.is_empty() {
         copies.remove(namespace);
+    } else {
+        super::give_back_room(named);
     }
     removed
 }
