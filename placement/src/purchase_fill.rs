@@ -214,16 +214,14 @@ impl Groups {
     }
 }
 
-/// `items` (largest first) in the fewest nodes of `capacity` a bounded search finds, when
-/// that is fewer than first fit decreasing needs: from the lower bound (the demand over the
-/// capacity, per dimension) up, a depth-first search placing each item in a node already
-/// opened (one of each distinct fill) or a new one, cut where what is left exceeds the room
-/// left; [`SEARCH_WORK`] nodes looked at over every count tried.
-fn pack(
+/// What both packings of a class's items start from: how many nodes first fit decreasing needs and the
+/// items' demand; `None` when there is nothing to improve (fewer than two items), too much
+/// (more than [`SEARCH_TENANTS`]) or an item no node of `capacity` holds.
+fn packable(
     items: &[usize],
     footprints: &[Resources],
     capacity: &Resources,
-) -> Option<Vec<Vec<usize>>> {
+) -> Option<(usize, Resources)> {
     let footprint = |i: usize| footprints.get(i).copied().unwrap_or(Resources::ZERO);
     if items.len() < 2
         || items.len() > SEARCH_TENANTS
@@ -235,6 +233,21 @@ fn pack(
     let demand = items.iter().fold(Resources::ZERO, |sum, &i| {
         sum.checked_add(footprint(i)).unwrap_or(sum)
     });
+    Some((ffd, demand))
+}
+
+/// `items` (largest first) in the fewest nodes of `capacity` a bounded search finds, when
+/// that is fewer than first fit decreasing needs: from the lower bound (the demand over the
+/// capacity, per dimension) up, a depth-first search placing each item in a node already
+/// opened (one of each distinct fill) or a new one, cut where what is left exceeds the room
+/// left; [`SEARCH_WORK`] nodes looked at over every count tried.
+fn pack(
+    items: &[usize],
+    footprints: &[Resources],
+    capacity: &Resources,
+) -> Option<Vec<Vec<usize>>> {
+    let footprint = |i: usize| footprints.get(i).copied().unwrap_or(Resources::ZERO);
+    let (ffd, demand) = packable(items, footprints, capacity)?;
     let lower = Dimension::ALL
         .iter()
         .map(|&d| {
@@ -408,16 +421,7 @@ fn least_slack(
     capacity: &Resources,
 ) -> Option<Vec<Vec<usize>>> {
     let footprint = |i: usize| footprints.get(i).copied().unwrap_or(Resources::ZERO);
-    if items.len() < 2
-        || items.len() > SEARCH_TENANTS
-        || items.iter().any(|&i| !footprint(i).fits_within(capacity))
-    {
-        return None;
-    }
-    let ffd = first_fit_decreasing(items, footprints, capacity);
-    let demand = items.iter().fold(Resources::ZERO, |sum, &i| {
-        sum.checked_add(footprint(i)).unwrap_or(sum)
-    });
+    let (ffd, demand) = packable(items, footprints, capacity)?;
     let main = Dimension::ALL
         .into_iter()
         .map(|d| (share(demand.get(d), capacity.get(d)), d))
@@ -717,26 +721,35 @@ impl<'a> Fill<'a> {
         self.first_fit_of(Some(rank), room);
     }
 
+    /// The waiting positions of `block` from `start` on, unless none of its tenants is small
+    /// enough for `room` in some dimension (then the block is skipped whole).
+    fn open_block(
+        &self,
+        block: usize,
+        start: usize,
+        room: &Resources,
+    ) -> Option<std::ops::Range<usize>> {
+        let least = self.least.get(block).copied().unwrap_or([u64::MAX; 3]);
+        let open = Dimension::ALL
+            .iter()
+            .zip(least)
+            .all(|(&d, least)| least <= room.get(d));
+        let first = block.saturating_mul(BLOCK).max(start);
+        let end = block
+            .saturating_add(1)
+            .saturating_mul(BLOCK)
+            .min(self.taken.len());
+        open.then_some(first..end)
+    }
+
     fn first_fit_of(&mut self, rank: Option<usize>, room: &mut Resources) {
         let Some(start) = self.first_waiting() else {
             return;
         };
         let mut block = start / BLOCK;
         while block < self.least.len() {
-            // A block none of whose waiting tenants is small enough in some dimension is
-            // skipped whole.
-            let least = self.least.get(block).copied().unwrap_or([u64::MAX; 3]);
-            let open = Dimension::ALL
-                .iter()
-                .zip(least)
-                .all(|(&d, least)| least <= room.get(d));
-            if open {
-                let first = block.saturating_mul(BLOCK).max(start);
-                let end = block
-                    .saturating_add(1)
-                    .saturating_mul(BLOCK)
-                    .min(self.taken.len());
-                for i in first..end {
+            if let Some(range) = self.open_block(block, start, room) {
+                for i in range {
                     let footprint = self.footprint(i);
                     let mine = rank.is_none_or(|rank| self.own.get(i) == Some(&Some(rank)));
                     if mine && !self.is_taken(i) && footprint.fits_within(room) {
@@ -765,21 +778,9 @@ impl<'a> Fill<'a> {
             let mut block = start / BLOCK;
             while block < self.least.len() {
                 self.freeing_work = self.freeing_work.saturating_sub(1);
-                let least = self.least.get(block).copied().unwrap_or([u64::MAX; 3]);
-                let open = Dimension::ALL
-                    .iter()
-                    .zip(least)
-                    .all(|(&d, least)| least <= room.get(d));
-                if open {
-                    let first = block.saturating_mul(BLOCK).max(start);
-                    let end = block
-                        .saturating_add(1)
-                        .saturating_mul(BLOCK)
-                        .min(self.taken.len());
-                    self.freeing_work = self
-                        .freeing_work
-                        .saturating_sub(len_u64(end.saturating_sub(first)));
-                    for i in first..end {
+                if let Some(range) = self.open_block(block, start, room) {
+                    self.freeing_work = self.freeing_work.saturating_sub(len_u64(range.len()));
+                    for i in range {
                         let footprint = self.footprint(i);
                         if self.is_taken(i)
                             || self.own.get(i) != Some(&Some(bulk))
