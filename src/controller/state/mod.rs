@@ -45,8 +45,10 @@ mod tests {
         let mut map: HashMap<u32, u32> = (0..100_000).map(|i| (i, i)).collect();
         let full = map.capacity();
         map.retain(|k, _| *k < 30_000);
+        // NB: removals may leave tombstones, which `capacity` no longer counts.
+        let held = map.capacity();
         super::give_back_room(&mut map);
-        assert_eq!(map.capacity(), full, "30 % held: kept");
+        assert_eq!(map.capacity(), held, "30 % held: kept");
         map.retain(|k, _| *k < 1_000);
         super::give_back_room(&mut map);
         assert!(map.capacity() < full / 16, "{} of {full}", map.capacity());
