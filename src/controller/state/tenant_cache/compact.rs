@@ -527,7 +527,11 @@ impl Compact {
         let uid = meta.uid.as_deref().map(Uid::of);
         let version = meta.resource_version.as_deref().map(Version::of);
         let spec = CompactSpec::of(&tenant.spec);
+        // A status's amounts held as a mark: its spec's footprint (a bit), or zero (nothing).
         let footprint = spec.footprint();
+        let reserves_footprint = tenant.status.as_ref().is_some_and(|s| {
+            s.reserved != ResourceAmounts::default() && Some(s.reserved) == footprint
+        });
         let status = tenant.status.as_ref().map(|status| {
             let node = status.node_name.as_str();
             let message = if !node.is_empty()
@@ -551,7 +555,7 @@ impl Compact {
                 extra: {
                     let extra = StatusExtra {
                         reserved: (status.reserved != ResourceAmounts::default()
-                            && Some(status.reserved) != footprint)
+                            && !reserves_footprint)
                             .then_some(status.reserved),
                         migration: status.migration.clone(),
                     };
@@ -579,11 +583,11 @@ impl Compact {
             .as_ref()
             .and_then(|s| s.observed_generation)
             .map_or(0, |_| set::OBSERVED);
-        let footprint_bit = tenant
-            .status
-            .as_ref()
-            .filter(|s| s.reserved != ResourceAmounts::default() && Some(s.reserved) == footprint)
-            .map_or(0, |_| set::FOOTPRINT);
+        let footprint_bit = if reserves_footprint {
+            set::FOOTPRINT
+        } else {
+            0
+        };
         Compact {
             uid: match uid {
                 Some(Uid::Uuid(bytes)) => Some(bytes),

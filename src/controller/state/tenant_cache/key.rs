@@ -67,8 +67,8 @@ pub struct TenantName {
     name: Name,
 }
 
-/// The longest name held inline: with its length and the variant's tag, a [`Name`] is the 24
-/// bytes of a `Box<str>` and its length's room.
+/// The longest name held inline: with its length and the variant's tag, a [`Name`] is 24 bytes
+/// (a boxed name's pointer and length take 16 of them).
 const INLINE: usize = 22;
 
 /// A name, inline when short (most are: no allocation of its own, 32 bytes less per tenant
