@@ -316,8 +316,11 @@ async fn bench() {
     );
 
     api.reset_stats();
+    let idle_cpu_begin = cpu_now(&child).0;
     tokio::time::sleep(Duration::from_secs(quiet)).await;
     let idle_writes = api.stats().write_requests();
+    // What waiting tenants cost while nothing changes: the looks over the fleet, not the writes.
+    let idle_cpu = (cpu_now(&child).0 - idle_cpu_begin) / quiet.max(1) as f64;
     let rss_after_idle = peak_rss_kib(child.id()).unwrap_or(0);
     let rss_now = proc_kib(child.id(), "VmRSS:").unwrap_or(0);
     child.kill().ok();
@@ -466,6 +469,10 @@ async fn bench() {
     println!("| controller peak RSS | {:.1} MB |", rss as f64 / 1024.0);
     println!(
         "| write requests during {quiet} s with {pending} pending and nothing changing | {idle_writes} |"
+    );
+    println!(
+        "| controller CPU during those {quiet} s | {:.1} % of a core |",
+        idle_cpu * 100.0
     );
     println!(
         "| controller peak RSS after the idle period | {:.1} MB |",

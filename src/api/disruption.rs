@@ -8,6 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use super::TenantPhase;
+
 /// On a Tenant: its node is never emptied for consolidation, and it is never moved for room. On
 /// a Node: it is never emptied.
 pub const DO_NOT_DISRUPT_ANNOTATION: &str = "placement.tenant-placer.dev/do-not-disrupt";
@@ -29,10 +31,16 @@ pub enum DoNotDisrupt {
 impl DoNotDisrupt {
     /// Reads the annotation from an object's annotations.
     pub fn of(annotations: &BTreeMap<String, String>) -> DoNotDisrupt {
-        match annotations
-            .get(DO_NOT_DISRUPT_ANNOTATION)
-            .map(String::as_str)
-        {
+        DoNotDisrupt::of_value(
+            annotations
+                .get(DO_NOT_DISRUPT_ANNOTATION)
+                .map(String::as_str),
+        )
+    }
+
+    /// Reads the annotation's value (`None`: absent).
+    pub fn of_value(value: Option<&str>) -> DoNotDisrupt {
+        match value {
             None | Some("false") => DoNotDisrupt::No,
             Some("true") => DoNotDisrupt::Yes,
             Some(other) => DoNotDisrupt::Unreadable(other.to_owned()),
@@ -42,6 +50,32 @@ impl DoNotDisrupt {
     /// Whether it keeps the object from being disrupted.
     pub fn keeps(&self) -> bool {
         *self != DoNotDisrupt::No
+    }
+}
+
+/// What says whether a tenant rests where it is and may be moved for room: read alike from a
+/// whole Tenant and from the controller's compact copy of one.
+#[derive(Clone, Copy, Debug)]
+pub struct Resting<'a> {
+    /// `None`: no status (nothing held).
+    pub phase: Option<TenantPhase>,
+    /// Its status records a move.
+    pub migrating: bool,
+    pub deleting: bool,
+    pub suspended: bool,
+    /// The `do-not-disrupt` annotation's value.
+    pub do_not_disrupt: Option<&'a str>,
+}
+
+impl Resting<'_> {
+    /// Active, no move in flight, not being deleted, not suspended, and not `do-not-disrupt`
+    /// (an unreadable value keeps it).
+    pub fn may_move(&self) -> bool {
+        self.phase == Some(TenantPhase::Active)
+            && !self.migrating
+            && !self.deleting
+            && !self.suspended
+            && !DoNotDisrupt::of_value(self.do_not_disrupt).keeps()
     }
 }
 

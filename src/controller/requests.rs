@@ -62,6 +62,7 @@
 //!   pool's own (the tenant cache holds no other).
 
 use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
@@ -775,7 +776,9 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
         return Vec::new();
     }
     // Where the waiters' UIDs are written (only theirs are looked up, not every entry kept).
-    let uids: HashSet<&str> = waiters.iter().map(|(w, _)| w.uid.as_str()).collect();
+    // The fleet's fast hasher: every entry of every node is looked up at each look.
+    let uids: HashSet<&str, BuildHasherDefault<placement::NameHasher>> =
+        waiters.iter().map(|(w, _)| w.uid.as_str()).collect();
     let mut held: HashMap<String, Vec<String>> = HashMap::new();
     for cached in ctx.engine.cache().state() {
         let name = cached.name_any();

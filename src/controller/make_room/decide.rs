@@ -12,7 +12,8 @@
 //!   waiters' footprints held on their hosts, so two orders never count on the same room;
 //! - a waiter that fits somewhere as the fleet is gets no order (the queue places it: it is
 //!   listed, so that nothing is bought for it meanwhile), nor one that no room can be made for (a
-//!   machine may be bought);
+//!   machine may be bought); one no node could hold even emptied is not planned for at all
+//!   ([`hopeful`]);
 //! - a new order needs a disruption window open, and a place in the budget: hosts with an order
 //!   and nodes consolidation is emptying count together against it (a person's drain does not);
 //!   a waiter kept from its room by either says why ([`RoomBlocked`]).
@@ -77,6 +78,25 @@ pub struct Decision {
     pub blocked: Vec<(String, RoomBlocked)>,
     /// Waiters (`namespace/name`) that fit on a node as the fleet is.
     pub fits: Vec<String>,
+}
+
+/// The waiters room might be made for, oldest first: those some node that takes new tenants
+/// could hold were it emptied (within the largest effective capacity in every dimension). Room
+/// is never made for the others, and each would cost a pass over the fleet at every look.
+pub fn hopeful(nodes: &[NodeLedger], waiters: &[Waiter]) -> Vec<Waiter> {
+    let most =
+        nodes
+            .iter()
+            .filter(|n| n.view().takes_new_tenants())
+            .fold(Resources::ZERO, |most, n| {
+                let capacity = n.effective_capacity();
+                Resources::from_fn(|d| most.get(d).max(capacity.get(d)))
+            });
+    waiters
+        .iter()
+        .filter(|w| w.footprint.fits_within(&most))
+        .cloned()
+        .collect()
 }
 
 /// The decision (see the module rules). `mover` says which entries may move and where (the
@@ -295,6 +315,49 @@ mod tests {
 
     fn s(x: &str) -> String {
         x.to_owned()
+    }
+
+    #[test]
+    fn only_waiters_a_node_could_hold_emptied_are_planned_for() {
+        // a: 8 threads, 32 GB, 100 GB; big: 12 threads, 16 GB, 100 GB, draining (takes none).
+        let mut nodes = fleet();
+        nodes.push(
+            ledger("big")
+                .capacity(12, 16, 100)
+                .state(placement::NodeState::Draining)
+                .build(),
+        );
+        let sized = |name: &str, threads, memory| Waiter {
+            footprint: Resources::new(threads, memory, 1),
+            ..waiter(name, 0)
+        };
+        let waiters = [
+            sized("edge", 8, 32),
+            sized("threads", 9, 1),
+            sized("memory", 1, 33),
+            sized("small", 5, 1),
+            // Beyond every node's threads but one that takes no new tenants.
+            sized("drained", 12, 1),
+        ];
+        let kept: Vec<String> = hopeful(&nodes, &waiters)
+            .into_iter()
+            .map(|w| w.uid)
+            .collect();
+        assert_eq!(kept, ["edge", "small"]);
+        // What is passed over is what `decide` could make no room for anyway.
+        let decision = decide(&nodes, &waiters, &[], rule, &controls(), Instant::now());
+        let planned = |uid: &str| {
+            decision.orders.iter().any(|o| o.uid == uid)
+                || decision
+                    .blocked
+                    .iter()
+                    .any(|(w, _)| *w == format!("d/{uid}"))
+                || decision.fits.contains(&format!("d/{uid}"))
+        };
+        assert!(planned("small"));
+        for uid in ["threads", "memory", "drained"] {
+            assert!(!planned(uid), "{uid}");
+        }
     }
 
     #[test]

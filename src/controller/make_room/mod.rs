@@ -45,9 +45,12 @@ use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
 use super::state::room::Order;
-use super::state::{Glance, RoomOrders, TenantCache, WaitingRoom};
-use crate::api::{DoNotDisrupt, Tenant, TenantPhase};
+use super::state::{RoomOrders, TenantCache, WaitingRoom};
+use crate::api::{DO_NOT_DISRUPT_ANNOTATION, Resting, Tenant};
 use crate::metrics::Metrics;
+
+type Fast = std::hash::BuildHasherDefault<placement::NameHasher>;
+type FastSet<T> = std::collections::HashSet<T, Fast>;
 
 /// What one look reads and writes with.
 pub struct Look<'a> {
@@ -100,28 +103,25 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         .filter(|l| l.state() == placement::NodeState::Draining)
         .map(|l| l.name())
         .collect();
-    let waiting: std::collections::HashSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
+    // The fleet's fast hasher for the sets over every tenant and entry (read at every look).
+    let waiting: FastSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
     // One pass over the cache, keeping of each tenant only what the decision reads.
     // A move to make room in flight: its status records it, or (the Node written first, its
     // status not yet) its tenant is held on two nodes.
     let mut recorded = false;
-    let mut movers: HashMap<String, Option<Labels>> = HashMap::new();
-    // Only a tenant that records a move or is Active (`may_move`) is told back.
-    let told = |g: Glance| g.migrating || g.phase == Some(TenantPhase::Active);
-    look.tenants.each_where(told, |t| {
-        recorded |= t
-            .status
-            .as_ref()
-            .and_then(|s| s.migration.as_ref())
-            .is_some_and(|m| !draining.contains(m.from.as_str()));
-        if let Some(uid) = t.metadata.uid.as_deref()
-            && !waiting.contains(uid)
-            && may_move(t)
-        {
-            movers.insert(uid.to_owned(), t.spec.selector().cloned());
-        }
-    });
-    let mut held = std::collections::HashSet::new();
+    look.tenants
+        .each_move_from(|from| recorded |= !draining.contains(from));
+    // Only waiters some node could hold are planned for, and the movers are read only for them.
+    let waiters = decide::hopeful(&ledgers, waiters);
+    let mut movers: HashMap<String, Option<Labels>, Fast> = HashMap::default();
+    if !waiters.is_empty() {
+        look.tenants.each_resting(|uid, selector| {
+            if !waiting.contains(&*uid) {
+                movers.insert(uid.into_owned(), selector.cloned());
+            }
+        });
+    }
+    let mut held = FastSet::default();
     let twice = ledgers
         .iter()
         .flat_map(|l| l.entries())
@@ -137,7 +137,7 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
     };
     let decision = decide::decide(
         &ledgers,
-        waiters,
+        &waiters,
         &look.room.orders(),
         mover,
         &controls,
@@ -212,14 +212,18 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
 
 /// Whether this tenant may be moved to make room (see the module rules).
 pub fn may_move(tenant: &Tenant) -> bool {
-    let Some(status) = &tenant.status else {
-        return false;
-    };
-    status.phase == TenantPhase::Active
-        && status.migration.is_none()
-        && tenant.metadata.deletion_timestamp.is_none()
-        && !tenant.spec.suspend
-        && matches!(DoNotDisrupt::of(tenant.annotations()), DoNotDisrupt::No)
+    let status = tenant.status.as_ref();
+    Resting {
+        phase: status.map(|s| s.phase),
+        migrating: status.is_some_and(|s| s.migration.is_some()),
+        deleting: tenant.metadata.deletion_timestamp.is_some(),
+        suspended: tenant.spec.suspend,
+        do_not_disrupt: tenant
+            .annotations()
+            .get(DO_NOT_DISRUPT_ANNOTATION)
+            .map(String::as_str),
+    }
+    .may_move()
 }
 
 /// The note on each waiter's status. Pure.
@@ -323,6 +327,7 @@ mod tests {
 
     #[test]
     fn only_a_tenant_resting_where_it_is_and_not_do_not_disrupt_may_move() {
+        use crate::api::TenantPhase;
         use crate::testing::tenant;
         let active = || tenant("t").on("a").phase(TenantPhase::Active).build();
         assert!(may_move(&active()));

@@ -237,6 +237,33 @@ impl TenantCache {
         }
     }
 
+    /// Shows `visit` the node that each move a cached tenant's status records leaves, in no
+    /// order, read from the compact form.
+    pub fn each_move_from(&self, mut visit: impl FnMut(&str)) {
+        for cached in self.read().tenants.values() {
+            if let Some(from) = cached.moving_from() {
+                visit(from);
+            }
+        }
+    }
+
+    /// Shows `visit` the UID and node selector of each cached tenant that may be moved for room
+    /// ([`crate::api::Resting`]), in no order, read from the compact form: a make-room look that
+    /// told back every Active tenant whole allocated tens of times per tenant, at every look
+    /// while one waited.
+    pub fn each_resting(
+        &self,
+        mut visit: impl FnMut(std::borrow::Cow<'_, str>, Option<&placement::Labels>),
+    ) {
+        for cached in self.read().tenants.values() {
+            if cached.resting().may_move()
+                && let Some(uid) = cached.uid()
+            {
+                visit(uid, cached.selector());
+            }
+        }
+    }
+
     /// The keys of the cached tenants whose UID `pick` takes.
     pub fn keys_by_uid(&self, mut pick: impl FnMut(&str) -> bool) -> Vec<TenantKey> {
         self.read()

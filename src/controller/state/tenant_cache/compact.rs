@@ -36,7 +36,9 @@ use crate::api::{
     Condition, MigrationStatus, ResourceAmounts, Tenant, TenantMode, TenantPhase, TenantSpec,
     TenantStatus,
 };
-use crate::api::{DO_NOT_DISRUPT_ANNOTATION, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER};
+use crate::api::{
+    DO_NOT_DISRUPT_ANNOTATION, PLACED_CONDITION, PlacedReason, Resting, TENANT_FINALIZER,
+};
 
 /// A condition's type, status and reason.
 #[derive(Debug)]
@@ -713,6 +715,29 @@ impl Compact {
         }
     }
 
+    /// Whether it rests where it is and may be moved for room, read without telling it back.
+    pub fn resting(&self) -> Resting<'_> {
+        let status = self.status.as_ref();
+        Resting {
+            phase: status.map(|s| s.phase),
+            migrating: status.is_some_and(|s| s.migration().is_some()),
+            deleting: self.is_deleting(),
+            suspended: self.spec.suspend,
+            do_not_disrupt: self.rare.as_ref().and_then(|r| r.do_not_disrupt.as_deref()),
+        }
+    }
+
+    /// The node a move its status records leaves.
+    pub fn moving_from(&self) -> Option<&str> {
+        let migration = self.status.as_ref()?.migration()?;
+        Some(&migration.from)
+    }
+
+    /// Its node selector (`None`: empty).
+    pub fn selector(&self) -> Option<&BTreeMap<String, String>> {
+        self.spec.node_selector.as_deref()
+    }
+
     pub fn is_deleting(&self) -> bool {
         self.rare
             .as_ref()
@@ -1021,6 +1046,16 @@ mod tests {
             // Tenant has no PartialEq (kube's derive): compare what the API would see.
             prop_assert_eq!(compact.claim(), Claim::of(&tenant));
             prop_assert_eq!(compact.glance(), Glance::of(&tenant));
+            // What make-room reads without telling it back is what the whole tenant says.
+            prop_assert_eq!(
+                compact.resting().may_move(),
+                crate::controller::make_room::may_move(&tenant)
+            );
+            prop_assert_eq!(
+                compact.moving_from(),
+                tenant.status.as_ref().and_then(|s| s.migration.as_ref()).map(|m| m.from.as_str())
+            );
+            prop_assert_eq!(compact.selector(), tenant.spec.selector());
             prop_assert_eq!(back.metadata, tenant.metadata);
             prop_assert_eq!(back.spec, tenant.spec);
             prop_assert_eq!(back.status, tenant.status);
