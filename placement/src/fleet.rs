@@ -191,14 +191,21 @@ pub struct IndexedFleet {
     by_name_hash: HashMap<u64, usize, BuildHasherDefault<NameHasher>>,
 }
 
+/// The ledgers in name order, each name once (the first of a name kept): the order an
+/// [`IndexedFleet`] holds them in, for a caller that needs no index.
+pub fn in_name_order(mut ledgers: Vec<NodeLedger>) -> Vec<NodeLedger> {
+    ledgers.sort_by(|a, b| a.name().cmp(b.name()));
+    ledgers.dedup_by(|later, earlier| later.name() == earlier.name());
+    ledgers
+}
+
 impl IndexedFleet {
     /// Selector indexes kept at most: past this many distinct selectors, the others scan.
     pub const MAX_SELECTORS: usize = 64;
 
     /// Indexes these ledgers (any order; a later ledger of a name already seen is dropped).
-    pub fn new(mut ledgers: Vec<NodeLedger>) -> Self {
-        ledgers.sort_by(|a, b| a.name().cmp(b.name()));
-        ledgers.dedup_by(|later, earlier| later.name() == earlier.name());
+    pub fn new(ledgers: Vec<NodeLedger>) -> Self {
+        let ledgers = in_name_order(ledgers);
         let views: Vec<_> = ledgers.iter().map(NodeLedger::view).collect();
         let all = FirstFitIndex::new(&views);
         let mut by_name_hash = HashMap::with_capacity_and_hasher(ledgers.len(), Default::default());
@@ -406,6 +413,20 @@ mod tests {
     use super::*;
     use crate::fit::NodeState;
     use crate::testing::{labels, ledger};
+
+    #[test]
+    fn ledgers_in_name_order_keep_the_first_of_each_name() {
+        let ordered = in_name_order(vec![
+            ledger("b").capacity(1, 1, 1).build(),
+            ledger("a").capacity(2, 2, 2).build(),
+            ledger("b").capacity(3, 3, 3).build(),
+        ]);
+        let seen: Vec<(&str, u64)> = ordered
+            .iter()
+            .map(|l| (l.name(), l.capacity().get(crate::Dimension::Threads)))
+            .collect();
+        assert_eq!(seen, [("a", 2), ("b", 1)]);
+    }
 
     #[test]
     fn a_selector_index_follows_label_changes_and_names_the_selector_when_nothing_fits() {

@@ -232,7 +232,9 @@ impl Engine {
                 .collect(),
             None => self.nodes.snapshot(),
         };
-        View::build(nodes).into_ledgers()
+        // The ledgers alone, as the view holds them: a look needs neither the view's placement
+        // index nor its UID index (building both was a third of a look at 10,000 nodes).
+        placement::fleet::in_name_order(nodes.iter().filter_map(|n| n.ledger().ok()).collect())
     }
 
     /// Whether the node cache has synced.

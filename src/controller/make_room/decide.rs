@@ -18,6 +18,7 @@
 //!   and nodes consolidation is emptying count together against it (a person's drain does not);
 //!   a waiter kept from its room by either says why ([`RoomBlocked`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -109,7 +110,8 @@ pub fn decide<'s>(
     controls: &Controls,
     now: Instant,
 ) -> Decision {
-    let mut fleet: Vec<NodeLedger> = nodes.to_vec();
+    // Copied once an order changes it: a look with nothing to order copies no ledger.
+    let mut fleet: Cow<'_, [NodeLedger]> = Cow::Borrowed(nodes);
     let mut decision = Decision::default();
     if controls.max_moves == 0 {
         return decision;
@@ -120,7 +122,7 @@ pub fn decide<'s>(
         if let Some(waiter) = waits.filter(|_| fresh)
             && let Some(pending) = pending_moves(&fleet, order)
         {
-            commit(&mut fleet, &pending, &order.host, waiter);
+            commit(fleet.to_mut(), &pending, &order.host, waiter);
             decision.orders.push(order.clone());
         }
     }
@@ -154,7 +156,7 @@ pub fn decide<'s>(
                 .push((waiter.key.clone(), RoomBlocked::Budget));
             continue;
         }
-        commit(&mut fleet, &room.moves, &room.host, waiter);
+        commit(fleet.to_mut(), &room.moves, &room.host, waiter);
         decision.new.push(waiter.uid.clone());
         decision.orders.push(Order {
             uid: waiter.uid.clone(),
