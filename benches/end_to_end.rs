@@ -1,7 +1,7 @@
 //! End to end: the real controller binary, in its own process, against the in-memory API served
 //! over loopback HTTP. Prints placements per second, apply-to-Placed latency, API writes and
 //! conflicts per placement, CPU time per placement of each process, the controller's peak RSS,
-//! and writes while pending tenants idle.
+//! and the writes and controller CPU while pending tenants idle.
 //!
 //! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]
 //! [--concurrency N] [--backlog] [--server-side-apply] [--cost-ms MS --writes-per-second N
