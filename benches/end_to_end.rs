@@ -45,8 +45,32 @@ use tenant_placer::testing;
 mod common;
 use common::{arg, arg_str, flag};
 
+/// The controller's process, killed when the bench lets go of it: a bench that stops on a failed
+/// assertion leaves no controller running.
+struct Controller(std::process::Child);
+
+impl std::ops::Deref for Controller {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Controller {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
 /// Starts the controller (in its own process) against the bench's API.
-fn spawn_controller(kubeconfig: &std::path::Path, concurrency: u64) -> std::process::Child {
+fn spawn_controller(kubeconfig: &std::path::Path, concurrency: u64) -> Controller {
     let binary =
         arg_str("--controller-bin").unwrap_or_else(|| env!("CARGO_BIN_EXE_tenant-placer").into());
     let extra = arg_str("--controller-args").unwrap_or_default();
@@ -64,6 +88,7 @@ fn spawn_controller(kubeconfig: &std::path::Path, concurrency: u64) -> std::proc
         // As the image runs it (Dockerfile).
         .env("MALLOC_ARENA_MAX", "1")
         .spawn()
+        .map(Controller)
         .unwrap()
 }
 
@@ -124,7 +149,7 @@ fn cpu_seconds(pid: &str) -> Option<f64> {
 }
 
 /// CPU seconds of the controller and of this process (the in-memory API and the bench) at once.
-fn cpu_now(controller: &std::process::Child) -> (f64, f64) {
+fn cpu_now(controller: &Controller) -> (f64, f64) {
     (
         cpu_seconds(&controller.id().to_string()).unwrap_or(0.0),
         cpu_seconds("self").unwrap_or(0.0),
