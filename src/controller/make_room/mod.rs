@@ -31,13 +31,14 @@
 
 pub mod decide;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
 use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
-use placement::{Entry, Labels, Mover};
+use placement::{Entry, Labels, Mover, NameHasher};
 
 pub use decide::{Controls, Decision, RoomBlocked, Waiter};
 
@@ -48,9 +49,6 @@ use super::state::room::Order;
 use super::state::{RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{DO_NOT_DISRUPT_ANNOTATION, Resting, Tenant};
 use crate::metrics::Metrics;
-
-type Fast = std::hash::BuildHasherDefault<placement::NameHasher>;
-type FastSet<T> = std::collections::HashSet<T, Fast>;
 
 /// What one look reads and writes with.
 pub struct Look<'a> {
@@ -82,12 +80,12 @@ pub struct Made {
     /// Waiters (`namespace/name`) nothing is bought for this look: room is being made for them,
     /// or could be once moves under way finish (the budget). One held back by a closed window
     /// is bought for: the window limits disruption, not purchases.
-    pub held: std::collections::HashSet<String>,
+    pub held: HashSet<String>,
     /// A move to make room is in flight: nothing is bought for a first placement this look.
     pub moving: bool,
     /// Waiters that fit on a node as the fleet is (the queue places them): nothing is bought for
     /// them this look.
-    pub fits: std::collections::HashSet<String>,
+    pub fits: HashSet<String>,
 }
 
 /// One look over `waiters` (first placements, oldest first).
@@ -98,14 +96,15 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         return Made::default();
     }
     let ledgers = look.engine.ledgers(None);
-    let draining: std::collections::HashSet<&str> = ledgers
+    let draining: HashSet<&str> = ledgers
         .iter()
         .filter(|l| l.state() == placement::NodeState::Draining)
         .map(|l| l.name())
         .collect();
     // The fleet's fast hasher for the sets over every tenant and entry (read at every look).
-    let waiting: FastSet<&str> = waiters.iter().map(|w| w.uid.as_str()).collect();
-    // One pass over the cache, keeping of each tenant only what the decision reads.
+    let waiting: HashSet<&str, BuildHasherDefault<NameHasher>> =
+        waiters.iter().map(|w| w.uid.as_str()).collect();
+    // Of each tenant only what the decision reads, from the compact cache.
     // A move to make room in flight: its status records it, or (the Node written first, its
     // status not yet) its tenant is held on two nodes.
     let mut recorded = false;
@@ -113,7 +112,8 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         .each_move_from(|from| recorded |= !draining.contains(from));
     // Only waiters some node could hold are planned for, and the movers are read only for them.
     let waiters = decide::hopeful(&ledgers, waiters);
-    let mut movers: HashMap<String, Option<Labels>, Fast> = HashMap::default();
+    let mut movers: HashMap<String, Option<Labels>, BuildHasherDefault<NameHasher>> =
+        HashMap::default();
     if !waiters.is_empty() {
         look.tenants.each_resting(|uid, selector| {
             if !waiting.contains(&*uid) {
@@ -121,7 +121,7 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
             }
         });
     }
-    let mut held = FastSet::default();
+    let mut held: HashSet<&str, BuildHasherDefault<NameHasher>> = HashSet::default();
     let twice = ledgers
         .iter()
         .flat_map(|l| l.entries())
