@@ -18,6 +18,7 @@
 //! ```
 pub mod api;
 pub mod capi_sim;
+pub mod client;
 pub mod controller;
 pub mod disruption_plan;
 pub mod error;

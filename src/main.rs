@@ -396,6 +396,11 @@ struct RunArgs {
     /// Do not serve the read-only fleet page (/, /api/fleet) on the metrics address.
     #[arg(long)]
     no_page: bool,
+    /// API requests waiting on the server at once (at least 1); the others queue in the
+    /// controller. Each holds an HTTP/1.1 connection and its buffers while it waits.
+    #[arg(long, default_value_t = 16, env = "TENANT_PLACER_REQUESTS_IN_FLIGHT",
+          value_parser = clap::value_parser!(u16).range(1..))]
+    requests_in_flight: u16,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -511,7 +516,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         http::header::USER_AGENT,
         http::HeaderValue::from_static(concat!("tenant-placer/", env!("CARGO_PKG_VERSION"))),
     ));
-    let client = kube::Client::try_from(config)?;
+    let client = tenant_placer::client::client(config, usize::from(args.requests_in_flight))?;
     let identity = args
         .identity
         .unwrap_or_else(|| format!("tenant-placer-{:08x}", fastrand::u32(..)));
