@@ -3,7 +3,7 @@
 //! kube speaks HTTP/1.1, one request per connection at a time, and keeps every connection it
 //! opened: with a reconcile per tenant, the Node writes and the watches all writing at once, the
 //! controller held a connection (and its buffers, and with TLS its session) for each of ~100
-//! requests. At 1,000 nodes that was about 3 MB of the controller's peak of 43; against a real
+//! requests. At 1,000 nodes that was about 2 MB of the controller's peak of 41; against a real
 //! API server the writes take milliseconds each, so more than a few in flight buy nothing the
 //! server could serve sooner.
 //!
