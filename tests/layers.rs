@@ -24,11 +24,12 @@ const LAYERS: &[&[&str]] = &[
     // Each stands alone over the types: leader election, the metrics the controller counts into,
     // the invariants, the fleet report, manifest reading, the simulated provisioner (another
     // actor, which knows nothing of the controller), the trace export (which names no span's
-    // maker).
+    // maker), the client for the API server (kube's, with a bound on the requests in flight).
     // Test fixtures (compiled for tests only) are built from the types too; so is the simulated
     // Cluster API's schema (capi_sim: its CRDs, naming nothing).
     &[
         "capi_sim",
+        "client",
         "leader",
         "metrics",
         "invariants",
