@@ -30,13 +30,18 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use http_body_util::Full;
     use hyper::body::Bytes;
 
     use super::*;
 
-    /// Serves `/version` on loopback, each answer after 20 ms; answers the most requests it
-    /// held at once.
+    type Frames = futures::stream::BoxStream<
+        'static,
+        Result<hyper::body::Frame<Bytes>, std::convert::Infallible>,
+    >;
+
+    /// Serves on loopback: `/watch` answers its head at once and a body that never ends (a
+    /// watch with nothing to say), anything else `{}` after 20 ms. Answers its address and the
+    /// most requests (watches aside) it held at once.
     async fn slow_server() -> (std::net::SocketAddr, Arc<AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -49,16 +54,25 @@ mod tests {
                 };
                 let (now, most) = (now.clone(), most.clone());
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |_request| {
+                    let service = hyper::service::service_fn(move |request| {
                         let (now, most) = (now.clone(), most.clone());
                         async move {
-                            let held = now.fetch_add(1, Ordering::SeqCst) + 1;
-                            most.fetch_max(held, Ordering::SeqCst);
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                            now.fetch_sub(1, Ordering::SeqCst);
-                            Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
-                                Bytes::from_static(b"{}"),
-                            )))
+                            use futures::StreamExt;
+                            let first = futures::stream::once(async {
+                                Ok(hyper::body::Frame::data(Bytes::from_static(b"{}")))
+                            });
+                            let body: Frames = if request.uri().path() == "/watch" {
+                                first.chain(futures::stream::pending()).boxed()
+                            } else {
+                                let held = now.fetch_add(1, Ordering::SeqCst) + 1;
+                                most.fetch_max(held, Ordering::SeqCst);
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                                now.fetch_sub(1, Ordering::SeqCst);
+                                first.boxed()
+                            };
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                                http_body_util::StreamBody::new(body),
+                            ))
                         }
                     });
                     let io = hyper_util::rt::TokioIo::new(stream);
@@ -86,6 +100,20 @@ mod tests {
         .await;
         assert!(answers.iter().all(Result::is_ok), "{answers:?}");
         most.load(Ordering::SeqCst)
+    }
+
+    #[tokio::test]
+    async fn a_watch_holds_no_place_once_its_head_is_in() {
+        let (addr, _) = slow_server().await;
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = client(config, 1).unwrap();
+        let watch = http::Request::get("/watch").body(kube::client::Body::empty());
+        let watch = client.send(watch.unwrap()).await.unwrap();
+        // The watch's body is still open: were it holding the one place, this would wait.
+        let request = http::Request::get("/version").body(Vec::new()).unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(5), client.request_text(request));
+        assert_eq!(answer.await.unwrap().unwrap(), "{}");
+        drop(watch);
     }
 
     #[tokio::test]
