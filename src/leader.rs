@@ -12,7 +12,8 @@
 //!   leaseDurationSeconds in the past), by a PUT carrying the resourceVersion read: of two
 //!   replicas trying at once, the second gets 409 Conflict and follows;
 //! - a replica leads only until its last successful renewal + the renew deadline, which is shorter
-//!   than the lease duration: it stops leading before anyone else may take over;
+//!   than the lease duration: it stops leading before anyone else may take over, a round left
+//!   unanswered included (it is given up at the deadline);
 //! - the decision is pure ([`decide`]); the loop only reads, writes and publishes `leading`.
 
 use std::time::Duration;
@@ -168,10 +169,21 @@ pub fn spawn(client: Client, config: LeaseConfig) -> (watch::Receiver<bool>, Abo
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         let mut last_renewal: Option<tokio::time::Instant> = None;
         loop {
-            match try_acquire_or_renew(&api, &config).await {
-                Ok(true) => last_renewal = Some(tokio::time::Instant::now()),
-                Ok(false) => last_renewal = None,
-                Err(error) => tracing::warn!(%error, lease = %config.name, "lease round failed"),
+            // A round unanswered within the renew deadline has failed: kube sets no read
+            // timeout and the round's requests queue behind the controller's own
+            // (`crate::client`), so waiting on it would keep us leading past the deadline,
+            // while another replica may take the lease once it expires.
+            let round = try_acquire_or_renew(&api, &config);
+            match tokio::time::timeout(config.renew_deadline, round).await {
+                Ok(Ok(true)) => last_renewal = Some(tokio::time::Instant::now()),
+                Ok(Ok(false)) => last_renewal = None,
+                Ok(Err(error)) => {
+                    tracing::warn!(%error, lease = %config.name, "lease round failed");
+                }
+                Err(_) => tracing::warn!(
+                    lease = %config.name,
+                    "lease round unanswered within the renew deadline"
+                ),
             }
             let lead = last_renewal.is_some_and(|at| at.elapsed() < config.renew_deadline);
             if *leading.borrow() != lead {
@@ -214,6 +226,58 @@ mod tests {
             lease_duration_seconds: Some(duration),
             ..LeaseSpec::default()
         }
+    }
+
+    /// With a bound of its own on a server that answers only the first round, the replica leads
+    /// and then, the next rounds unanswered, stops leading by its renew deadline.
+    #[tokio::test]
+    async fn a_round_left_unanswered_ends_the_lead_at_the_renew_deadline() {
+        use http::{Method, StatusCode};
+        let (service, mut server) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let config = LeaseConfig {
+            lease_duration: Duration::from_millis(600),
+            renew_deadline: Duration::from_millis(300),
+            retry_period: Duration::from_millis(20),
+            ..LeaseConfig::new("tenant-placer", "default", "me")
+        };
+        let (mut leading, _election) = spawn(Client::new(service, "default"), config);
+        let answer = |status: StatusCode, body: serde_json::Value| {
+            http::Response::builder()
+                .status(status)
+                .body(kube::client::Body::from(serde_json::to_vec(&body).unwrap()))
+                .unwrap()
+        };
+        let (read, send) = server.next_request().await.unwrap();
+        assert_eq!(read.method(), Method::GET);
+        send.send_response(answer(
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                               "reason": "NotFound", "code": 404, "message": "not found"}),
+        ));
+        let (create, send) = server.next_request().await.unwrap();
+        assert_eq!(create.method(), Method::POST);
+        let body = http_body_util::BodyExt::collect(create.into_body())
+            .await
+            .unwrap();
+        let mut lease: serde_json::Value = serde_json::from_slice(&body.to_bytes()).unwrap();
+        lease["metadata"]["resourceVersion"] = "1".into();
+        send.send_response(answer(StatusCode::CREATED, lease));
+        leading.wait_for(|lead| *lead).await.unwrap();
+        let led = tokio::time::Instant::now();
+        // The next round's read is never answered (held, not dropped).
+        let (_unanswered, _held) = server.next_request().await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), leading.wait_for(|lead| !*lead))
+            .await
+            .expect("still leading 5 s after the renew deadline")
+            .unwrap();
+        assert!(
+            led.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            led.elapsed()
+        );
     }
 
     #[test]
