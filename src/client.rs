@@ -39,10 +39,10 @@ mod tests {
         Result<hyper::body::Frame<Bytes>, std::convert::Infallible>,
     >;
 
-    /// Serves on loopback: `/watch` answers its head at once and a body that never ends (a
-    /// watch with nothing to say), anything else `{}` after 20 ms. Answers its address and the
-    /// most requests (watches aside) it held at once.
-    async fn slow_server() -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    /// A client sending at most `requests_in_flight` to a server on loopback where `/watch`
+    /// answers its head at once and a body that never ends (a watch with nothing to say), and
+    /// anything else `{}` after 20 ms; and the most requests (watches aside) it held at once.
+    async fn slow_server(requests_in_flight: usize) -> (kube::Client, Arc<AtomicUsize>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -82,14 +82,13 @@ mod tests {
                 });
             }
         });
-        (addr, seen)
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        (client(config, requests_in_flight).unwrap(), seen)
     }
 
     /// The most requests the server held at once when 40 were sent together.
     async fn most_in_flight(requests_in_flight: usize) -> usize {
-        let (addr, most) = slow_server().await;
-        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-        let client = client(config, requests_in_flight).unwrap();
+        let (client, most) = slow_server(requests_in_flight).await;
         let answers = futures::future::join_all((0..40).map(|_| {
             let client = client.clone();
             async move {
@@ -104,9 +103,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_watch_holds_no_place_once_its_head_is_in() {
-        let (addr, _) = slow_server().await;
-        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
-        let client = client(config, 1).unwrap();
+        let (client, _) = slow_server(1).await;
         let watch = http::Request::get("/watch").body(kube::client::Body::empty());
         let watch = client.send(watch.unwrap()).await.unwrap();
         // The watch's body is still open: were it holding the one place, this would wait.

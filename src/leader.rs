@@ -228,8 +228,8 @@ mod tests {
         }
     }
 
-    /// With a bound of its own on a server that answers only the first round, the replica leads
-    /// and then, the next rounds unanswered, stops leading by its renew deadline.
+    /// On a server that answers only the first round, the replica leads and then, the next round
+    /// unanswered, stops leading by its renew deadline.
     #[tokio::test]
     async fn a_round_left_unanswered_ends_the_lead_at_the_renew_deadline() {
         use http::{Method, StatusCode};
