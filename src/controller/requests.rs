@@ -87,8 +87,7 @@ use super::state::Synced;
 use super::state::{Glance, PurchaseNotes, RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{
     NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase,
-    NodeRequestSpec, NodeState, PLACED_CONDITION, PlacedReason, ResourceAmounts, Tenant,
-    TenantPhase,
+    NodeRequestSpec, NodeState, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
 };
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -721,7 +720,7 @@ enum Wait {
 /// `None` when a machine could not take it: deleted, suspended, placed, resizing in place, or
 /// with a spec that cannot be used. Pure.
 fn waiter_of(t: &Tenant) -> Option<(Waiter, Option<String>)> {
-    if !may_wait(Glance::of(t)) || t.metadata.deletion_timestamp.is_some() || t.spec.suspend {
+    if !Glance::of(t).may_wait() || t.metadata.deletion_timestamp.is_some() || t.spec.suspend {
         return None;
     }
     let status = t.status.as_ref()?;
@@ -752,14 +751,6 @@ fn waiter_of(t: &Tenant) -> Option<(Waiter, Option<String>)> {
     Some((waiter, leaving))
 }
 
-/// Whether a tenant may wait for a machine, from its glance: [`waiter_of`] asks it first, so a
-/// look tells back only the tenants it may take (at 100,000 tenants, telling back every one at
-/// each look, once a second, kept 15 to 30 % of a core busy with nothing changing).
-fn may_wait(glance: Glance) -> bool {
-    glance.phase == Some(TenantPhase::PendingCapacity)
-        || glance.placed == Some(PlacedReason::MigrationBlocked)
-}
-
 /// The tenants waiting for room that a new machine could take, in no order: those waiting for
 /// their first placement and blocked moves. (A `Resizing` tenant grows in place: a new machine
 /// cannot take its resize; a suspended one asks for nothing.) A tenant whose status says it waits
@@ -770,8 +761,7 @@ fn waiters(ctx: &RequestLoop) -> Vec<Waiter> {
     // One tenant at a time: a copy of the whole cache would be the controller's largest
     // allocation, at every look.
     let mut waiters: Vec<(Waiter, Option<String>)> = Vec::new();
-    ctx.tenants
-        .each_where(may_wait, |t| waiters.extend(waiter_of(t)));
+    ctx.tenants.each_waiting(|t| waiters.extend(waiter_of(t)));
     if waiters.is_empty() {
         return Vec::new();
     }
