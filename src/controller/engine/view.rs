@@ -354,6 +354,8 @@ impl View {
 
     /// The node as it is to be written: its status recomputed from the ledger's entries (holds
     /// are not entries, so they are never written). `None` for a node without a readable ledger.
+    /// (The engine sends [`Self::to_patch`]; the in-process bench and tests take the node whole.)
+    #[cfg(any(test, feature = "testing"))]
     pub(super) fn to_write(&self, name: &str, now: &Time) -> Option<Node> {
         let (object, ledger) = (self.node(name)?, self.ledger(name)?);
         // Not a clone of the whole object: its old status would be dropped at once.
@@ -375,20 +377,39 @@ impl View {
         name: &str,
         now: &Time,
     ) -> Option<Result<json_patch::Patch, String>> {
-        let updated = self.to_write(name, now)?;
-        let object = self.node(name)?;
+        let (object, ledger) = (self.node(name)?, self.ledger(name)?);
         let Some(version) = object.metadata.resource_version.as_deref() else {
             return Some(Err(format!(
                 "node {name} has no resourceVersion to guard its write"
             )));
         };
-        let encode = |status: &NodeStatus| serde_json::to_value(status).map_err(|e| e.to_string());
+        let to = object.status_for(ledger.entries(), ledger.view().capacity, now);
+        // The entries stay typed: only the ones written are encoded.
+        let fields = |status: &NodeStatus| {
+            serde_json::to_value(NodeStatus {
+                allocations: Vec::new(),
+                ..status.clone()
+            })
+        };
         let ops = (|| {
-            let from = object.status.as_ref().map(encode).transpose()?;
-            let to = encode(updated.status.as_ref().unwrap_or(&NodeStatus::default()))?;
-            let ops = patch::status_ops(version, from.as_ref(), &to, "allocations");
-            serde_json::from_value(ops.into()).map_err(|e| e.to_string())
-        })();
+            let from_fields = object.status.as_ref().map(fields).transpose()?;
+            let from = object
+                .status
+                .as_ref()
+                .zip(from_fields.as_ref())
+                .map(|(status, fields)| patch::Status {
+                    fields,
+                    entries: &status.allocations,
+                });
+            let to_fields = fields(&to)?;
+            let to = patch::Status {
+                fields: &to_fields,
+                entries: &to.allocations,
+            };
+            let ops = patch::status_ops(version, from, to, "allocations", |e| Some(&*e.uid))?;
+            serde_json::from_value(ops.into())
+        })()
+        .map_err(|e: serde_json::Error| e.to_string());
         Some(ops)
     }
 
@@ -650,6 +671,16 @@ mod tests {
                             view.end_batch();
                         }
                         let now = Time(k8s_openapi::jiff::Timestamp::now());
+                        // The patch sent turns the copy decided from into the node written.
+                        if let (Some(Ok(patch)), Some(from), Some(whole)) = (
+                            view.to_patch(NAMES[n], &now),
+                            view.node(NAMES[n]),
+                            view.to_write(NAMES[n], &now),
+                        ) {
+                            let mut object = serde_json::to_value(from.as_ref()).unwrap();
+                            json_patch::patch(&mut object, &patch).unwrap();
+                            prop_assert_eq!(&object["status"], &serde_json::to_value(&whole).unwrap()["status"]);
+                        }
                         if write_ok && let Some(mut written) = view.to_write(NAMES[n], &now) {
                             version = version.wrapping_add(1);
                             written.metadata.resource_version = Some(version.to_string());
