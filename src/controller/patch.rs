@@ -48,34 +48,34 @@ pub fn status_ops<T: serde::Serialize + PartialEq>(
     to: Status<'_, T>,
     keyed: &str,
     key: impl Fn(&T) -> Option<&str>,
-) -> Result<Vec<serde_json::Value>, serde_json::Error> {
-    use serde_json::json;
-    let mut ops = vec![
-        json!({"op": "replace", "path": "/metadata/resourceVersion", "value": resource_version}),
-    ];
+) -> Result<json_patch::Patch, serde_json::Error> {
+    use json_patch::jsonptr::PointerBuf;
+    let mut ops = vec![replace(
+        PointerBuf::from_tokens(["metadata", "resourceVersion"]),
+        resource_version.into(),
+    )];
     let (Some(from), Some(fields)) = (from, to.fields.as_object()) else {
         let mut whole = to.fields.clone();
         if let Some(fields) = whole.as_object_mut() {
             fields.insert(keyed.to_owned(), serde_json::to_value(to.entries)?);
         }
-        ops.push(json!({"op": "add", "path": "/status", "value": whole}));
-        return Ok(ops);
+        ops.push(add(PointerBuf::from_tokens(["status"]), whole));
+        return Ok(json_patch::Patch(ops));
     };
     if from.entries != to.entries {
-        let path = format!("/status/{}", pointer_token(keyed));
+        let path = PointerBuf::from_tokens(["status", keyed]);
         match keyed_list_ops(&path, from.entries, to.entries, key)? {
             Some(edits) => ops.extend(edits),
-            None => {
-                let value = serde_json::to_value(to.entries)?;
-                ops.push(json!({"op": "add", "path": path, "value": value}));
-            }
+            None => ops.push(add(path, serde_json::to_value(to.entries)?)),
         }
     }
     let had = from.fields.as_object();
     for (field, wanted) in fields.iter().filter(|(field, _)| *field != keyed) {
         if had.and_then(|h| h.get(field)) != Some(wanted) {
-            let path = format!("/status/{}", pointer_token(field));
-            ops.push(json!({"op": "add", "path": path, "value": wanted}));
+            ops.push(add(
+                PointerBuf::from_tokens(["status", field.as_str()]),
+                wanted.clone(),
+            ));
         }
     }
     for field in had
@@ -83,21 +83,96 @@ pub fn status_ops<T: serde::Serialize + PartialEq>(
         .flat_map(|h| h.keys())
         .filter(|f| *f != keyed && !fields.contains_key(*f))
     {
-        ops.push(json!({"op": "remove", "path": format!("/status/{}", pointer_token(field))}));
+        let path = PointerBuf::from_tokens(["status", field.as_str()]);
+        ops.push(json_patch::PatchOperation::Remove(
+            json_patch::RemoveOperation { path },
+        ));
     }
-    Ok(ops)
+    Ok(json_patch::Patch(ops))
+}
+
+fn add(
+    path: json_patch::jsonptr::PointerBuf,
+    value: serde_json::Value,
+) -> json_patch::PatchOperation {
+    json_patch::PatchOperation::Add(json_patch::AddOperation { path, value })
+}
+
+fn replace(
+    path: json_patch::jsonptr::PointerBuf,
+    value: serde_json::Value,
+) -> json_patch::PatchOperation {
+    json_patch::PatchOperation::Replace(json_patch::ReplaceOperation { path, value })
+}
+
+/// One edit of a keyed list, before it is encoded.
+enum Edit<'a, T> {
+    Remove(usize),
+    Replace(usize, &'a T),
+    /// At an index, or at the end (`None`: `-`).
+    Add(Option<usize>, &'a T),
+}
+
+impl<T: serde::Serialize> Edit<'_, T> {
+    /// Its length as compact JSON under `path` (`path_len` bytes), counted without encoding it:
+    /// `{"op":"remove","path":"P/I"}`, `{"op":"replace","path":"P/I","value":V}`,
+    /// `{"op":"add","path":"P/I","value":V}`.
+    fn json_len(&self, path_len: usize) -> usize {
+        let digits = |i: usize| {
+            i.checked_ilog10()
+                .map_or(1, |d| usize::try_from(d).unwrap_or(0).saturating_add(1))
+        };
+        let (skeleton, at, value) = match self {
+            Edit::Remove(i) => (r#"{"op":"remove","path":"/"}"#.len(), digits(*i), 0),
+            Edit::Replace(i, entry) => (
+                r#"{"op":"replace","path":"/","value":}"#.len(),
+                digits(*i),
+                json_len(entry),
+            ),
+            Edit::Add(at, entry) => (
+                r#"{"op":"add","path":"/","value":}"#.len(),
+                at.map_or(1, digits),
+                json_len(entry),
+            ),
+        };
+        skeleton
+            .saturating_add(path_len)
+            .saturating_add(at)
+            .saturating_add(value)
+    }
+
+    fn encode(
+        &self,
+        path: &json_patch::jsonptr::PointerBuf,
+    ) -> Result<json_patch::PatchOperation, serde_json::Error> {
+        let at = |index: &str| {
+            let mut at = path.clone();
+            at.push_back(index);
+            at
+        };
+        Ok(match self {
+            Edit::Remove(i) => json_patch::PatchOperation::Remove(json_patch::RemoveOperation {
+                path: at(&i.to_string()),
+            }),
+            Edit::Replace(i, entry) => replace(at(&i.to_string()), serde_json::to_value(entry)?),
+            Edit::Add(index, entry) => {
+                let index = index.map_or_else(|| "-".to_owned(), |i| i.to_string());
+                add(at(&index), serde_json::to_value(entry)?)
+            }
+        })
+    }
 }
 
 /// The operations turning list `from` into `to`, entries keyed by `key`; `None` when the
 /// entries both hold are not in the same order (or a key is missing or repeats), or when setting
-/// the list whole is no longer than editing it. Only the entries written are encoded.
+/// the list whole is no longer than editing it. The lengths are counted, and only the entries
+/// written are encoded.
 fn keyed_list_ops<T: serde::Serialize + PartialEq>(
-    path: &str,
+    path: &json_patch::jsonptr::PointerBuf,
     from: &[T],
     to: &[T],
     key: impl Fn(&T) -> Option<&str>,
-) -> Result<Option<Vec<serde_json::Value>>, serde_json::Error> {
-    use serde_json::json;
+) -> Result<Option<Vec<json_patch::PatchOperation>>, serde_json::Error> {
     use std::collections::HashSet;
     let from_keys: Option<Vec<&str>> = from.iter().map(&key).collect();
     let to_keys: Option<Vec<&str>> = to.iter().map(&key).collect();
@@ -109,14 +184,14 @@ fn keyed_list_ops<T: serde::Serialize + PartialEq>(
     if wanted.len() != to_keys.len() || had.len() != from_keys.len() {
         return Ok(None);
     }
-    let mut ops = Vec::new();
+    let mut edits = Vec::new();
     // Removals last index first, so that each index still names the entry it read.
     let mut kept: Vec<(&T, &str)> = Vec::with_capacity(from.len());
     for (i, (entry, key)) in from.iter().zip(&from_keys).enumerate().rev() {
         if wanted.contains(key) {
             kept.push((entry, key));
         } else {
-            ops.push(json!({"op": "remove", "path": format!("{path}/{i}")}));
+            edits.push(Edit::Remove(i));
         }
     }
     kept.reverse();
@@ -131,23 +206,27 @@ fn keyed_list_ops<T: serde::Serialize + PartialEq>(
                 return Ok(None);
             }
             if *old != entry {
-                let value = serde_json::to_value(entry)?;
-                ops.push(json!({"op": "replace", "path": format!("{path}/{i}"), "value": value}));
+                edits.push(Edit::Replace(i, entry));
             }
             next = next.saturating_add(1);
         } else {
             // Past every kept entry it goes at the end.
-            let at = if next == kept.len() {
-                "-".to_owned()
-            } else {
-                i.to_string()
-            };
-            let value = serde_json::to_value(entry)?;
-            ops.push(json!({"op": "add", "path": format!("{path}/{at}"), "value": value}));
+            edits.push(Edit::Add((next != kept.len()).then_some(i), entry));
         }
     }
-    let edits = ops.iter().map(json_len).fold(0, usize::saturating_add);
-    Ok((edits < json_len(&to)).then_some(ops))
+    let path_len = path.as_str().len();
+    let edits_len = edits
+        .iter()
+        .map(|edit| edit.json_len(path_len))
+        .fold(0, usize::saturating_add);
+    if edits_len >= json_len(&to) {
+        return Ok(None);
+    }
+    edits
+        .iter()
+        .map(|edit| edit.encode(path))
+        .collect::<Result<_, _>>()
+        .map(Some)
 }
 
 /// The length of `value` as compact JSON, counted without writing it out.
@@ -166,11 +245,6 @@ fn json_len(value: &impl serde::Serialize) -> usize {
     // Writing a Value into a counter cannot fail.
     let _ = serde_json::to_writer(&mut count, value);
     count.0
-}
-
-/// A field name as one token of a JSON pointer (RFC 6901).
-fn pointer_token(field: &str) -> String {
-    field.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]
@@ -204,14 +278,36 @@ mod tests {
         fn status((fields, entries): &(Value, Vec<Value>)) -> Status<'_, Value> {
             Status { fields, entries }
         }
-        super::status_ops(
+        let patch = super::status_ops(
             version,
             from.as_ref().map(status),
             status(&to),
             "allocations",
             |e| e.get("uid").and_then(Value::as_str),
         )
-        .unwrap()
+        .unwrap();
+        serde_json::from_value(serde_json::to_value(patch).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn an_edit_is_counted_as_long_as_it_is_written() {
+        let path = json_patch::jsonptr::PointerBuf::from_tokens(["status", "allocations"]);
+        let entry = entry("a", 2);
+        for i in [0, 7, 10, 123, 4096] {
+            for edit in [
+                Edit::Remove(i),
+                Edit::Replace(i, &entry),
+                Edit::Add(Some(i), &entry),
+                Edit::Add(None, &entry),
+            ] {
+                let written = serde_json::to_string(&edit.encode(&path).unwrap()).unwrap();
+                assert_eq!(
+                    edit.json_len(path.as_str().len()),
+                    written.len(),
+                    "{written}"
+                );
+            }
+        }
     }
 
     /// The object the server holds, with `status`, patched by `ops` as the server would.

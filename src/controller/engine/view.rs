@@ -406,8 +406,7 @@ impl View {
                 fields: &to_fields,
                 entries: &to.allocations,
             };
-            let ops = patch::status_ops(version, from, to, "allocations", |e| Some(&*e.uid))?;
-            serde_json::from_value(ops.into())
+            patch::status_ops(version, from, to, "allocations", |e| Some(&*e.uid))
         })()
         .map_err(|e: serde_json::Error| e.to_string());
         Some(ops)
