@@ -507,7 +507,8 @@ mod tests {
                 match kind {
                     0 => { cache.apply(&watcher::Event::Apply(t)); }
                     1 => { cache.apply(&watcher::Event::Delete(t)); }
-                    // A relist that lists this one tenant and the even-numbered others as they are.
+                    // A relist listing this tenant in its new state and, as they are, the
+                    // others named before "c" (the rest are gone after it).
                     2 => {
                         let listed: Vec<Tenant> = cache
                             .state()
