@@ -70,21 +70,21 @@ pub(crate) fn apply(
 /// (evanphx/json-patch): testing a missing path against `null` passes, which
 /// is how kube-rs checks "no finalizers yet". A failure is the apiserver's
 /// generic 422, whose message does not name the path.
+///
+/// `doc` is the caller's own copy, dropped on an error: a failed patch changes nothing stored.
 fn json_patch(doc: &mut Value, ops: &[PatchOperation]) -> Result<(), Status> {
-    let mut work = doc.clone();
     for op in ops {
         let ok = match op {
-            PatchOperation::Test(test) => match work.pointer(test.path.as_str()) {
+            PatchOperation::Test(test) => match doc.pointer(test.path.as_str()) {
                 Some(found) => *found == test.value,
                 None => test.value.is_null(),
             },
-            other => json_patch::patch(&mut work, std::slice::from_ref(other)).is_ok(),
+            other => json_patch::patch(doc, std::slice::from_ref(other)).is_ok(),
         };
         if !ok {
             return Err(Status::generic(422));
         }
     }
-    *doc = work;
     Ok(())
 }
 

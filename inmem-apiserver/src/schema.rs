@@ -34,6 +34,38 @@ fn flag(schema: &Value, name: &str) -> bool {
     schema.get(name).and_then(Value::as_bool).unwrap_or(false)
 }
 
+/// Where a value being validated is: written out only when an error names it, since most
+/// values validated have none.
+#[derive(Debug, Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl Path<'_> {
+    fn is_root(&self) -> bool {
+        matches!(self, Path::Root)
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    /// As kube-openapi writes it: `spec.items[0].name`, from the root given.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Key(parent, key) => f.write_str(&child_path(&parent.to_string(), key)),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+impl From<&Path<'_>> for String {
+    fn from(path: &Path<'_>) -> String {
+        path.to_string()
+    }
+}
+
 fn child_path(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_owned()
@@ -194,7 +226,7 @@ fn default(schema: &Value, value: &mut Value) {
 /// still be updated where it does not change.
 pub(crate) fn validate(schema: &Value, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    check(schema, obj, old, String::new, &mut errors);
+    check(schema, obj, old, &Path::Root, &mut errors);
     for e in &mut errors {
         if e.field.is_empty() {
             e.field = NIL_PATH.into();
@@ -218,7 +250,7 @@ pub(crate) fn validate_status(schema: &Value, obj: &Value, old: Option<&Value>) 
         status_schema,
         status,
         old.and_then(|o| o.get("status")),
-        String::new,
+        &Path::Root,
         &mut errors,
     );
     for e in &mut errors {
@@ -308,28 +340,116 @@ const STRING_FORMATS: &[&str] = &[
     "k8slongname",
 ];
 
-fn schema_type(schema: &Value) -> &str {
-    schema
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+/// Whether `format` names `name` once its dashes are dropped (`date-time` is `datetime`), as
+/// go-openapi's format registry normalizes names; without allocating, since every string
+/// validated asks.
+fn is_format(format: &str, name: &str) -> bool {
+    format.bytes().filter(|b| *b != b'-').eq(name.bytes())
 }
 
-/// The schema's `format` as the validator sees it (unsupported ones are
-/// stripped, and only `int32`/`int64` and `float`/`double` are kept for
-/// numbers).
-fn kept_format(schema: &Value) -> &str {
-    let format = schema
-        .get("format")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let kept = match schema_type(schema) {
-        "" | "string" => STRING_FORMATS.contains(&format.replace('-', "").as_str()),
-        "integer" => matches!(format, "int32" | "int64"),
-        "number" => matches!(format, "float" | "double"),
-        _ => false,
-    };
-    if kept { format } else { "" }
+/// The keywords of one schema node that validation reads, found in one pass over its entries:
+/// looked up one by one, they were about fifteen searches of the node's map for every value
+/// validated.
+#[derive(Debug, Default)]
+struct Keywords<'s> {
+    ty: &'s str,
+    format: &'s str,
+    nullable: bool,
+    int_or_string: bool,
+    max_length: Option<u64>,
+    min_length: Option<u64>,
+    max_items: Option<u64>,
+    min_items: Option<u64>,
+    items: Option<&'s Value>,
+    enumeration: Option<&'s Vec<Value>>,
+    properties: Option<&'s Map<String, Value>>,
+    /// Only a schema (an object): `additionalProperties: true` validates nothing.
+    additional: Option<&'s Value>,
+    required: &'s [Value],
+    all_of: &'s [Value],
+    any_of: &'s [Value],
+    one_of: &'s [Value],
+    not: Option<&'s Value>,
+    multiple_of: Option<f64>,
+    minimum: Option<f64>,
+    maximum: Option<f64>,
+    exclusive_minimum: bool,
+    exclusive_maximum: bool,
+}
+
+impl<'s> Keywords<'s> {
+    fn of(schema: &'s Value) -> Self {
+        let mut k = Keywords::default();
+        let list = |v: &'s Value| v.as_array().map(Vec::as_slice).unwrap_or_default();
+        let flag = |v: &Value| v.as_bool().unwrap_or(false);
+        for (name, v) in schema.as_object().into_iter().flatten() {
+            match name.as_str() {
+                "type" => k.ty = v.as_str().unwrap_or_default(),
+                "format" => k.format = v.as_str().unwrap_or_default(),
+                "nullable" => k.nullable = flag(v),
+                "x-kubernetes-int-or-string" => k.int_or_string = flag(v),
+                "maxLength" => k.max_length = v.as_u64(),
+                "minLength" => k.min_length = v.as_u64(),
+                "maxItems" => k.max_items = v.as_u64(),
+                "minItems" => k.min_items = v.as_u64(),
+                "items" => k.items = Some(v),
+                "enum" => k.enumeration = v.as_array(),
+                "properties" => k.properties = v.as_object(),
+                "additionalProperties" => k.additional = Some(v).filter(|a| a.is_object()),
+                "required" => k.required = list(v),
+                "allOf" => k.all_of = list(v),
+                "anyOf" => k.any_of = list(v),
+                "oneOf" => k.one_of = list(v),
+                "not" => k.not = Some(v),
+                "multipleOf" => k.multiple_of = v.as_f64(),
+                "minimum" => k.minimum = v.as_f64(),
+                "maximum" => k.maximum = v.as_f64(),
+                "exclusiveMinimum" => k.exclusive_minimum = flag(v),
+                "exclusiveMaximum" => k.exclusive_maximum = flag(v),
+                _ => {}
+            }
+        }
+        k
+    }
+
+    /// The schema's `format` as the validator sees it (unsupported ones are
+    /// stripped, and only `int32`/`int64` and `float`/`double` are kept for
+    /// numbers).
+    fn kept_format(&self) -> &'s str {
+        let format = self.format;
+        let kept = !format.is_empty()
+            && match self.ty {
+                "" | "string" => STRING_FORMATS.iter().any(|f| is_format(format, f)),
+                "integer" => matches!(format, "int32" | "int64"),
+                "number" => matches!(format, "float" | "double"),
+                _ => false,
+            };
+        if kept { format } else { "" }
+    }
+
+    /// The type and format `numberValidator` checks a number's range against:
+    /// the format only where it fits the type.
+    fn number_type(&self) -> (&'static str, &'static str) {
+        match self.ty {
+            "integer" => (
+                "integer",
+                match self.format {
+                    "int32" => "int32",
+                    "int64" => "int64",
+                    _ => "",
+                },
+            ),
+            "number" => (
+                "number",
+                match self.format {
+                    "float" => "float",
+                    "double" => "double",
+                    _ => "",
+                },
+            ),
+            _ => ("", ""),
+        }
+    }
 }
 
 /// kube-openapi's `strfmt.IsDateTime`: lower-cased and split at each `t`, the first part a
@@ -422,7 +542,7 @@ fn is_json_integer(f: f64) -> bool {
 
 /// `typeValidator`: the value's JSON type (and, where the schema has a
 /// format, its go-openapi format) against the schema's.
-fn type_error(schema: &Value, value: &Value, path: &str) -> Option<FieldError> {
+fn type_error(k: &Keywords<'_>, value: &Value, path: &Path<'_>) -> Option<FieldError> {
     let (actual, actual_format) = json_type(value);
     let invalid = |expected: &str, found: &str| {
         FieldError::new(
@@ -435,18 +555,18 @@ fn type_error(schema: &Value, value: &Value, path: &str) -> Option<FieldError> {
             ),
         )
     };
-    if flag(schema, "x-kubernetes-int-or-string") {
+    if k.int_or_string {
         return (!matches!(actual, "integer" | "string"))
             .then(|| invalid("integer,string", actual));
     }
-    let expected = schema_type(schema);
+    let expected = k.ty;
     if expected.is_empty() {
         return None;
     }
     if value.is_null() {
-        return (!flag(schema, "nullable")).then(|| invalid(expected, "null"));
+        return (!k.nullable).then(|| invalid(expected, "null"));
     }
-    let format = kept_format(schema);
+    let format = k.kept_format();
     let float_int =
         actual == "number" && expected == "integer" && value.as_f64().is_some_and(is_json_integer);
     let int_float = actual == "integer" && expected == "number";
@@ -465,17 +585,16 @@ fn type_error(schema: &Value, value: &Value, path: &str) -> Option<FieldError> {
 }
 
 /// Validates one value, `old` being the old value it correlates with on an
-/// update: if they are equal, its errors are ratcheted away, so none are looked for (nor its
-/// path written).
+/// update: if they are equal, its errors are ratcheted away, so none are looked for.
 fn check(
     schema: &Value,
     value: &Value,
     old: Option<&Value>,
-    path: impl FnOnce() -> String,
+    path: &Path<'_>,
     errors: &mut Vec<FieldError>,
 ) {
     if old != Some(value) {
-        validate_node(schema, value, old, &path(), errors);
+        validate_node(schema, value, old, path, errors);
     }
 }
 
@@ -504,21 +623,22 @@ fn validate_node(
     schema: &Value,
     value: &Value,
     old: Option<&Value>,
-    path: &str,
+    path: &Path<'_>,
     errors: &mut Vec<FieldError>,
 ) {
+    let k = Keywords::of(schema);
     let invalid = |value: &Value, detail: String| FieldError::invalid(path, value.clone(), detail);
-    if value.is_null() && flag(schema, "nullable") {
+    if value.is_null() && k.nullable {
         return;
     }
     // kube-openapi's validators, in their order: type, the compositions,
     // string, number, slice, enum, object.
-    errors.extend(type_error(schema, value, path));
-    validate_compositions(schema, value, path, errors);
+    errors.extend(type_error(&k, value, path));
+    validate_compositions(&k, value, path, errors);
     match value {
         Value::String(s) => {
             let chars = s.chars().count();
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+            if let Some(max) = k.max_length
                 && chars as u64 > max
             {
                 errors.push(FieldError::new(
@@ -531,7 +651,7 @@ fn validate_node(
                     ),
                 ));
             }
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+            if let Some(min) = k.min_length
                 && (chars as u64) < min
             {
                 errors.push(invalid(
@@ -540,8 +660,8 @@ fn validate_node(
                 ));
             }
             // kube-openapi's formatValidator, after the string's; the format named as written.
-            let format = kept_format(schema);
-            if format.replace('-', "") == "datetime" && !is_date_time(s) {
+            let format = k.kept_format();
+            if is_format(format, "datetime") && !is_date_time(s) {
                 errors.push(FieldError::new(
                     FieldErrorKind::TypeInvalid,
                     path,
@@ -550,10 +670,10 @@ fn validate_node(
                 ));
             }
         }
-        Value::Number(n) => validate_number(schema, Num::of(n), value, path, errors),
+        Value::Number(n) => validate_number(&k, Num::of(n), value, path, errors),
         Value::Array(items) => {
             let len = items.len() as u64;
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+            if let Some(max) = k.max_items
                 && len > max
             {
                 errors.push(FieldError::new(
@@ -566,7 +686,7 @@ fn validate_node(
                     ),
                 ));
             }
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+            if let Some(min) = k.min_items
                 && len < min
             {
                 errors.push(invalid(
@@ -574,16 +694,16 @@ fn validate_node(
                     format!("{path} in body should have at least {min} items"),
                 ));
             }
-            if let Some(s) = schema.get("items") {
+            if let Some(s) = k.items {
                 for (i, item) in items.iter().enumerate() {
                     let old = old_item(schema, old, item);
-                    check(s, item, old, || format!("{path}[{i}]"), errors);
+                    check(s, item, old, &Path::Index(path, i), errors);
                 }
             }
         }
         _ => {}
     }
-    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+    if let Some(allowed) = k.enumeration
         && !allowed.contains(value)
     {
         let quoted: Vec<String> = allowed
@@ -604,35 +724,7 @@ fn validate_node(
         ));
     }
     if let Value::Object(map) = value {
-        validate_object(schema, map, old, path, errors);
-    }
-}
-
-/// The type and format `numberValidator` checks a number's range against:
-/// the format only where it fits the type.
-fn number_type(schema: &Value) -> (&'static str, &'static str) {
-    let format = schema
-        .get("format")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    match schema_type(schema) {
-        "integer" => (
-            "integer",
-            match format {
-                "int32" => "int32",
-                "int64" => "int64",
-                _ => "",
-            },
-        ),
-        "number" => (
-            "number",
-            match format {
-                "float" => "float",
-                "double" => "double",
-                _ => "",
-            },
-        ),
-        _ => ("", ""),
+        validate_object(&k, map, old, path, errors);
     }
 }
 
@@ -643,18 +735,26 @@ fn range_error(
     n: Num,
     (type_name, format): (&str, &str),
     prefix: &str,
-    path: &str,
+    path: &Path<'_>,
 ) -> Option<FieldError> {
     let repr = || match n {
         Num::Int(i) => i.to_string(),
         // strconv.FormatFloat(f, 'f', -1, 64): no exponent.
         Num::Float(f) => f.to_string(),
     };
+    // A float fits an integer type when it is written without a fraction or an exponent
+    // (`repr`'s form) and parses into it: when it is whole and within the type's range.
+    let whole_in = |f: f64, range: std::ops::Range<f64>| f.fract() == 0.0 && range.contains(&f);
     let fits = match (n, type_name, format) {
         (Num::Int(i), "integer", "int32") => i32::try_from(i).is_ok(),
         (Num::Int(_), "integer", _) => true,
-        (_, "integer", "int32") => repr().parse::<i32>().is_ok(),
-        (_, "integer", _) => repr().parse::<i64>().is_ok(),
+        (Num::Float(f), "integer", "int32") => {
+            whole_in(f, f64::from(i32::MIN)..f64::from(i32::MAX) + 1.0)
+        }
+        // -2^63 is written rounded to 16 digits, -9223372036854776000: not an i64.
+        (Num::Float(f), "integer", _) => {
+            f != -(2f64.powi(63)) && whole_in(f, -(2f64.powi(63))..2f64.powi(63))
+        }
         (_, _, "float") => repr().parse::<f32>().is_ok_and(f32::is_finite),
         _ => true,
     };
@@ -674,17 +774,16 @@ fn range_error(
 /// (the bound truncated, as Go's `int64(bound)` does) and as float64 otherwise.
 #[allow(clippy::cast_possible_truncation)]
 fn validate_number(
-    schema: &Value,
+    k: &Keywords<'_>,
     n: Num,
     value: &Value,
-    path: &str,
+    path: &Path<'_>,
     errors: &mut Vec<FieldError>,
 ) {
-    let kind = number_type(schema);
-    let bound = |name| schema.get(name).and_then(Value::as_f64);
+    let kind = k.number_type();
     let invalid = |detail: String| FieldError::invalid(path, value.clone(), detail);
     errors.extend(range_error(n, kind, "Checked", path));
-    if let Some(factor) = bound("multipleOf") {
+    if let Some(factor) = k.multiple_of {
         let boundary = range_error(Num::Float(factor), kind, "MultipleOf", path);
         let native = if boundary.is_none() {
             n
@@ -729,11 +828,11 @@ fn validate_number(
             }
         }
     }
-    for (name, exclusive, below) in [
-        ("minimum", "exclusiveMinimum", true),
-        ("maximum", "exclusiveMaximum", false),
+    for (limit, exclusive, below) in [
+        (k.minimum, k.exclusive_minimum, true),
+        (k.maximum, k.exclusive_maximum, false),
     ] {
-        let Some(limit) = bound(name) else { continue };
+        let Some(limit) = limit else { continue };
         let prefix = if below {
             "Minimum boundary"
         } else {
@@ -746,7 +845,6 @@ fn validate_number(
             Num::Float(n.as_f64())
         };
         errors.extend(boundary);
-        let exclusive = flag(schema, exclusive);
         let (fails, shown) = match native {
             Num::Int(i) => {
                 let l = limit as i64;
@@ -756,7 +854,7 @@ fn validate_number(
                     (false, false) => i > l,
                     (false, true) => i >= l,
                 };
-                (fails, l.to_string())
+                (fails, Num::Int(l))
             }
             Num::Float(x) => {
                 let fails = match (below, exclusive) {
@@ -765,10 +863,14 @@ fn validate_number(
                     (false, false) => x > limit,
                     (false, true) => x >= limit,
                 };
-                (fails, go_float(limit))
+                (fails, Num::Float(limit))
             }
         };
         if fails {
+            let shown = match shown {
+                Num::Int(l) => l.to_string(),
+                Num::Float(limit) => go_float(limit),
+            };
             let relation = match (below, exclusive) {
                 (true, false) => "greater than or equal to",
                 (true, true) => "greater than",
@@ -783,56 +885,44 @@ fn validate_number(
 }
 
 fn validate_object(
-    schema: &Value,
+    k: &Keywords<'_>,
     map: &Map<String, Value>,
     old: Option<&Value>,
-    path: &str,
+    path: &Path<'_>,
     errors: &mut Vec<FieldError>,
 ) {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    let (properties, additional) = (k.properties, k.additional);
     // In key order, whatever order the body had.
-    let mut keys: Vec<&String> = map.keys().collect();
-    keys.sort();
-    for key in keys {
-        if let (Some(s), Some(child)) = (
-            properties.and_then(|p| p.get(key)).or(additional),
-            map.get(key),
-        ) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by_key(|(key, _)| *key);
+    for (key, child) in entries {
+        if let Some(s) = properties.and_then(|p| p.get(key)).or(additional) {
             // apiVersion and kind of the root do not correlate.
-            let type_meta = path.is_empty() && matches!(key.as_str(), "apiVersion" | "kind");
+            let type_meta = path.is_root() && matches!(key.as_str(), "apiVersion" | "kind");
             let old = old.and_then(|o| o.get(key)).filter(|_| !type_meta);
-            check(s, child, old, || child_path(path, key), errors);
+            check(s, child, old, &Path::Key(path, key), errors);
         }
     }
     // After the properties, as kube-openapi's object validator checks them.
-    for name in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
+    for name in k.required.iter().filter_map(Value::as_str) {
         if !map.contains_key(name) {
-            errors.push(FieldError::required(child_path(path, name), ""));
+            errors.push(FieldError::required(Path::Key(path, name).to_string(), ""));
         }
     }
 }
 
-fn validate_compositions(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldError>) {
+fn validate_compositions(
+    k: &Keywords<'_>,
+    value: &Value,
+    path: &Path<'_>,
+    errors: &mut Vec<FieldError>,
+) {
     let passes = |s: &Value| {
         let mut errs = Vec::new();
         validate_node(s, value, None, path, &mut errs);
         errs.is_empty()
     };
-    let list = |name| {
-        schema
-            .get(name)
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-    };
-    for s in list("allOf") {
+    for s in k.all_of {
         validate_node(s, value, None, path, errors);
     }
     let mut fail = |what: &str| {
@@ -842,13 +932,13 @@ fn validate_compositions(schema: &Value, value: &Value, path: &str, errors: &mut
             format!("{path} in body {what}"),
         ))
     };
-    if !list("anyOf").is_empty() && !list("anyOf").iter().any(passes) {
+    if !k.any_of.is_empty() && !k.any_of.iter().any(passes) {
         fail("must validate at least one schema (anyOf)");
     }
-    if !list("oneOf").is_empty() && list("oneOf").iter().filter(|s| passes(s)).count() != 1 {
+    if !k.one_of.is_empty() && k.one_of.iter().filter(|s| passes(s)).count() != 1 {
         fail("must validate one and only one schema (oneOf)");
     }
-    if schema.get("not").is_some_and(passes) {
+    if k.not.is_some_and(passes) {
         fail("must not validate the schema (not)");
     }
 }
@@ -877,6 +967,41 @@ mod tests {
                 }
             }
         })
+    }
+
+    #[test]
+    fn a_float_fits_an_integer_type_as_its_written_form_parses_into_it() {
+        let floats = [
+            0.0,
+            -0.0,
+            1.5,
+            -7.0,
+            2_147_483_647.0,
+            2_147_483_648.0,
+            -2_147_483_648.0,
+            -2_147_483_649.0,
+            9.2e18,
+            2f64.powi(63),
+            2f64.powi(63) - 1024.0,
+            -(2f64.powi(63)),
+            -(2f64.powi(63)) - 2048.0,
+            1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        for f in floats {
+            let written = f.to_string();
+            for (format, parses) in [
+                ("int32", written.parse::<i32>().is_ok()),
+                ("int64", written.parse::<i64>().is_ok()),
+                ("", written.parse::<i64>().is_ok()),
+            ] {
+                let fits = range_error(Num::Float(f), ("integer", format), "Checked", &Path::Root)
+                    .is_none();
+                assert_eq!(fits, parses, "{f} ({written}) as integer {format:?}");
+            }
+        }
     }
 
     #[test]
