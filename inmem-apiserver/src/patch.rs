@@ -59,11 +59,30 @@ pub(crate) fn apply(
             let ops: Vec<PatchOperation> = parse(body)?;
             json_patch(&mut doc, &ops)?;
         }
-        PatchType::Merge | PatchType::Strategic | PatchType::Apply => {
-            json_patch::merge(&mut doc, &parse(body)?)
-        }
+        PatchType::Merge | PatchType::Strategic | PatchType::Apply => merge(&mut doc, parse(body)?),
     }
     Ok(doc)
+}
+
+/// RFC 7386, as `json_patch::merge` does it, but moving the patch's values into `doc` instead
+/// of copying them (the patch is parsed for this one use).
+fn merge(doc: &mut Value, patch: Value) {
+    let Value::Object(patch) = patch else {
+        *doc = patch;
+        return;
+    };
+    if !doc.is_object() {
+        *doc = Value::Object(serde_json::Map::new());
+    }
+    if let Value::Object(map) = doc {
+        for (key, value) in patch {
+            if value.is_null() {
+                map.remove(&key);
+            } else {
+                merge(map.entry(key).or_insert(Value::Null), value);
+            }
+        }
+    }
 }
 
 /// RFC 6902 with the `test` semantics of the apiserver's library
@@ -114,6 +133,33 @@ mod tests {
             err.message,
             "the server rejected our request due to an error in our request"
         );
+    }
+
+    #[test]
+    fn a_merge_patch_is_merged_as_json_patch_merges_it() {
+        let docs = [
+            json!(null),
+            json!(3),
+            json!(["a"]),
+            json!({"a": {"b": 1, "c": [1, 2]}, "d": "e"}),
+        ];
+        let patches = [
+            json!(null),
+            json!("x"),
+            json!([{"a": null}]),
+            json!({}),
+            json!({"a": null}),
+            json!({"a": {"b": null, "c": {"f": null, "g": 1}}, "h": [null]}),
+            json!({"d": {"e": {"f": null}}, "i": null}),
+        ];
+        for doc in &docs {
+            for patch in &patches {
+                let (mut ours, mut theirs) = (doc.clone(), doc.clone());
+                merge(&mut ours, patch.clone());
+                json_patch::merge(&mut theirs, patch);
+                assert_eq!(ours, theirs, "{doc} merged with {patch}");
+            }
+        }
     }
 
     #[test]

@@ -65,8 +65,11 @@ impl<K> Default for Newest<K> {
 }
 
 fn version<K: Resource>(object: &K) -> u64 {
+    // Read in place: `ResourceExt::resource_version` copies it, at every look-up of a copy.
     object
-        .resource_version()
+        .meta()
+        .resource_version
+        .as_deref()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
