@@ -384,11 +384,24 @@ impl View {
             )));
         };
         let to = object.status_for(ledger.entries(), ledger.view().capacity, now);
-        // The entries stay typed: only the ones written are encoded.
+        // The entries stay typed: only the ones written are encoded. The other fields are named
+        // (a field added to NodeStatus fails to compile here) so the entries are not copied.
         let fields = |status: &NodeStatus| {
+            let NodeStatus {
+                allocations: _,
+                allocated,
+                free,
+                tenants,
+                conditions,
+                unreadable,
+            } = status;
             serde_json::to_value(NodeStatus {
                 allocations: Vec::new(),
-                ..status.clone()
+                allocated: allocated.clone(),
+                free: free.clone(),
+                tenants: *tenants,
+                conditions: conditions.clone(),
+                unreadable: unreadable.clone(),
             })
         };
         let ops = (|| {
