@@ -397,8 +397,8 @@ impl View {
             } = status;
             serde_json::to_value(NodeStatus {
                 allocations: Vec::new(),
-                allocated: allocated.clone(),
-                free: free.clone(),
+                allocated: *allocated,
+                free: *free,
                 tenants: *tenants,
                 conditions: conditions.clone(),
                 unreadable: unreadable.clone(),
