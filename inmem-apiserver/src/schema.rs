@@ -381,13 +381,14 @@ impl<'s> Keywords<'s> {
     fn of(schema: &'s Value) -> Self {
         let mut k = Keywords::default();
         let list = |v: &'s Value| v.as_array().map(Vec::as_slice).unwrap_or_default();
-        let flag = |v: &Value| v.as_bool().unwrap_or(false);
+        // The value of a boolean keyword (`flag` reads one by name).
+        let boolean = |v: &Value| v.as_bool().unwrap_or(false);
         for (name, v) in schema.as_object().into_iter().flatten() {
             match name.as_str() {
                 "type" => k.ty = v.as_str().unwrap_or_default(),
                 "format" => k.format = v.as_str().unwrap_or_default(),
-                "nullable" => k.nullable = flag(v),
-                "x-kubernetes-int-or-string" => k.int_or_string = flag(v),
+                "nullable" => k.nullable = boolean(v),
+                "x-kubernetes-int-or-string" => k.int_or_string = boolean(v),
                 "maxLength" => k.max_length = v.as_u64(),
                 "minLength" => k.min_length = v.as_u64(),
                 "maxItems" => k.max_items = v.as_u64(),
@@ -404,8 +405,8 @@ impl<'s> Keywords<'s> {
                 "multipleOf" => k.multiple_of = v.as_f64(),
                 "minimum" => k.minimum = v.as_f64(),
                 "maximum" => k.maximum = v.as_f64(),
-                "exclusiveMinimum" => k.exclusive_minimum = flag(v),
-                "exclusiveMaximum" => k.exclusive_maximum = flag(v),
+                "exclusiveMinimum" => k.exclusive_minimum = boolean(v),
+                "exclusiveMaximum" => k.exclusive_maximum = boolean(v),
                 _ => {}
             }
         }
