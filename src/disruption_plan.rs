@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use crate::api::{Node, NodeClass, Tenant, TenantPhase};
+use crate::api::{NODE_REQUEST_LABEL, Node, NodeClass, Tenant, TenantPhase};
 use crate::controller::Settings;
 use crate::controller::consolidation::{self, Consolidation, Controls};
 use crate::controller::disruption::open;
@@ -88,7 +88,10 @@ impl DisruptionPlan {
 
         let cost = consolidation::class_costs(&classes);
         let kept_by = consolidation::kept_by_tenants(&tenants);
-        let candidates = consolidation::candidates(&nodes, &kept_by, &cost, &HashSet::new());
+        let candidates =
+            consolidation::candidates(&nodes, &kept_by, &cost, &HashSet::new(), |node| {
+                kube::ResourceExt::labels(node).contains_key(NODE_REQUEST_LABEL)
+            });
         let controls = Controls {
             mode: settings.consolidation,
             registered: settings.consolidate_registered,

@@ -360,6 +360,7 @@ impl PlacementArgs {
                     delay,
                     failing,
                     every: Duration::from_millis(100),
+                    short: Default::default(),
                 },
             )),
             ProvisionerKind::ClusterApi => Some(Simulated::ClusterApi(

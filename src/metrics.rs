@@ -20,6 +20,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -97,6 +98,28 @@ struct ActionLabel {
     action: &'static str,
 }
 
+/// The capacity tick's money decisions, as (action, reason): what it can do with money and why.
+pub const MONEY_DECISIONS: [(&str, &str); 7] = [
+    ("buy", "waiting"),
+    ("hand_back", "idle"),
+    ("hand_back", "consolidated"),
+    ("retire", "failed"),
+    ("retire", "orphaned"),
+    ("withdraw", "class_gone"),
+    ("keep", "awaited"),
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MoneyLabel {
+    action: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabel {
+    class: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: &'static str,
@@ -150,6 +173,8 @@ pub struct Metrics {
     node_status_writes: Family<ResultLabel, Counter>,
     /// Reservations a Node's status no longer held: lost (the tenant left Active) or restored.
     reservation_events: Family<EventLabel, Counter>,
+    money_decisions: Family<MoneyLabel, Counter>,
+    machines_idle: Family<ClassLabel, Gauge>,
 }
 
 /// A family with each of `labels` created at 0, so that every series shows before it counts.
@@ -181,6 +206,10 @@ impl Default for Metrics {
             placements: Counter::default(),
             node_status_writes: zeroed(WRITE_RESULTS.map(|result| ResultLabel { result })),
             reservation_events: zeroed(RESERVATION_EVENTS.map(|event| EventLabel { event })),
+            money_decisions: zeroed(
+                MONEY_DECISIONS.map(|(action, reason)| MoneyLabel { action, reason }),
+            ),
+            machines_idle: Family::default(),
             register_errors,
             register_problems,
             register_rounds: Counter::default(),
@@ -292,6 +321,16 @@ impl Metrics {
             "tenant_placer_reservation_events",
             "Reservations a Node's status no longer held, by event: lost (the tenant left Active) or restored (written back)",
             self.reservation_events.clone(),
+        );
+        registry.register(
+            "tenant_placer_money_decisions",
+            "The capacity tick's decisions that spend or save money, by action (buy, hand_back, retire, withdraw, keep) and reason",
+            self.money_decisions.clone(),
+        );
+        registry.register(
+            "tenant_placer_machines_idle",
+            "Machines bought that hold nothing and no waiting tenant could use (handed back after the delay), by NodeClass",
+            self.machines_idle.clone(),
         );
         registry.register(
             "tenant_placer_undecodable_objects",
@@ -448,6 +487,32 @@ impl Metrics {
         self.disruption_blocked
             .get_or_create(&ReasonLabel { reason })
             .get()
+    }
+
+    /// The capacity tick decided `action` for `reason` (one of [`MONEY_DECISIONS`]).
+    pub fn money_decision(&self, action: &'static str, reason: &'static str) {
+        self.money_decisions
+            .get_or_create(&MoneyLabel { action, reason })
+            .inc();
+    }
+
+    /// How many times the capacity tick decided `action` for `reason`.
+    pub fn money_decisions(&self, action: &'static str, reason: &'static str) -> u64 {
+        self.money_decisions
+            .get_or_create(&MoneyLabel { action, reason })
+            .get()
+    }
+
+    /// The idle machines now, by class (a class with none is not listed).
+    pub fn set_machines_idle<'a>(&self, idle: impl IntoIterator<Item = (&'a str, i64)>) {
+        self.machines_idle.clear();
+        for (class, count) in idle {
+            self.machines_idle
+                .get_or_create(&ClassLabel {
+                    class: class.to_owned(),
+                })
+                .set(count);
+        }
     }
 
     /// A machine was handed back.

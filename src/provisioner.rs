@@ -34,6 +34,9 @@ pub struct ProvisionerConfig {
     pub failing: HashSet<String>,
     /// How often it looks at the requests.
     pub every: Duration,
+    /// Classes whose machines come up with less than the class promises, and what they have:
+    /// the Node reports that capacity (as a kubelet's allocatable is less than the hardware).
+    pub short: HashMap<String, crate::api::ResourceAmounts>,
 }
 
 /// Runs until the task is dropped. Errors are logged and retried at the next look.
@@ -99,7 +102,10 @@ async fn look(
                     set_status(&requests_api, &name, "Failed", "", &message).await?;
                     continue;
                 }
-                let node = request.node(classes.get(&request.spec.node_class));
+                let mut node = request.node(classes.get(&request.spec.node_class));
+                if let Some(short) = config.short.get(&request.spec.node_class) {
+                    node.spec.capacity = *short;
+                }
                 match nodes_api.create(&PostParams::default(), &node).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(status)) if status.is_already_exists() => {}

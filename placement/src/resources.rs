@@ -109,6 +109,11 @@ impl Resources {
         Resources::from_fn(|d| self.get(d).saturating_sub(other.get(d)))
     }
 
+    /// The smaller of the two in each dimension.
+    pub fn min_each(self, other: Self) -> Self {
+        Resources::from_fn(|d| self.get(d).min(other.get(d)))
+    }
+
     /// True when every dimension of `self` is at most the same dimension of `room`.
     pub fn fits_within(&self, room: &Self) -> bool {
         Dimension::ALL.iter().all(|d| self.get(*d) <= room.get(*d))

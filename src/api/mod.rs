@@ -38,9 +38,9 @@ pub use node::{
     OVER_CAPACITY_CONDITION, OvercommitRatios,
 };
 pub use node_request::{
-    AVAILABLE_CONDITION, ClusterApiSource, NODE_CLASS_LABEL, NODE_REQUEST_LABEL, NamespacedName,
-    NodeClass, NodeClassSpec, NodeClassStatus, NodeRequest, NodeRequestPhase, NodeRequestSpec,
-    NodeRequestStatus,
+    AVAILABLE_CONDITION, ClusterApiSource, DELIVERS_CONDITION, NODE_CLASS_LABEL,
+    NODE_REQUEST_LABEL, NamespacedName, NodeClass, NodeClassSpec, NodeClassStatus, NodeRequest,
+    NodeRequestPhase, NodeRequestSpec, NodeRequestStatus,
 };
 pub use registration::{REGISTERED_LABEL, Registration, core_state};
 pub use selector::{LabelSelector, SelectorError};

@@ -150,12 +150,23 @@ impl std::fmt::Display for NamespacedName {
 pub struct NodeClassStatus {
     /// `Available`: True while the provisioner can buy this class; False says why not (say,
     /// its MachineDeployment does not exist), and no machine of it is requested meanwhile.
+    /// `Delivers`: False when the Nodes of this class report less than `spec.capacity` (the
+    /// message says what), True once they report what it promises.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<super::Condition>,
+    /// The smallest capacity, per dimension, that a Node bought of this class has reported, when
+    /// that is less than `spec.capacity`: machines of this class are planned with it while the
+    /// `Delivers` condition's observedGeneration is the class's generation (editing the class
+    /// starts learning afresh). Written by the controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<ResourceAmounts>,
 }
 
 /// The condition on a NodeClass that says whether its machines can be bought now.
 pub const AVAILABLE_CONDITION: &str = "Available";
+
+/// The condition on a NodeClass that says whether its Nodes report the capacity it promises.
+pub const DELIVERS_CONDITION: &str = "Delivers";
 
 impl NodeClass {
     /// Why this class cannot be bought now, when its `Available` condition is False.
@@ -170,6 +181,20 @@ impl NodeClass {
 }
 
 impl NodeClass {
+    /// What a machine of this class has been seen to deliver, when less than it promises and
+    /// learned for the class as it is now (the `Delivers` condition's observedGeneration is its
+    /// generation): what planning counts on instead of `spec.capacity`.
+    pub fn delivered(&self) -> Option<ResourceAmounts> {
+        let status = self.status.as_ref()?;
+        let learned = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == DELIVERS_CONDITION && c.status == "False")?;
+        (learned.observed_generation == self.metadata.generation)
+            .then_some(status.delivered)
+            .flatten()
+    }
+
     /// The labels a Node of this class carries: the class's own, and its name under
     /// [`NODE_CLASS_LABEL`] (a provisioner adds [`NODE_REQUEST_LABEL`] too).
     pub fn node_labels(&self) -> BTreeMap<String, String> {
@@ -184,10 +209,17 @@ impl NodeClass {
     /// The class as purchase planning reads it, with `in_use` of its machines existing or
     /// requested. Prices are whole units here and whole cents for the planner (the schema's
     /// largest price fits); an error when the capacity cannot be read.
+    /// What it offers is what its machines deliver when that was seen to be less
+    /// ([`NodeClass::delivered`]): a tenant that fits only the promise is not bought for.
     pub fn offer(&self, in_use: usize) -> Result<placement::NodeClassOffer, NegativeAmount> {
+        let promised = self.spec.capacity.to_resources()?;
+        let capacity = match self.delivered().map(|d| d.to_resources()) {
+            Some(Ok(delivered)) => promised.min_each(delivered),
+            _ => promised,
+        };
         Ok(placement::NodeClassOffer {
             name: self.metadata.name.clone().unwrap_or_default(),
-            capacity: self.spec.capacity.to_resources()?,
+            capacity,
             monthly_cost: self
                 .spec
                 .monthly_cost

@@ -22,6 +22,7 @@
 //!   [`Metrics`] it counts into, the [`Caches`] of each term) and knows
 //!   nothing of HTTP, the page or metrics formatting (docs/design.md, "The parts").
 
+pub mod capacity;
 pub mod capi;
 pub mod consolidation;
 pub mod disruption;
@@ -32,7 +33,6 @@ pub mod passes;
 pub mod patch;
 pub mod publisher;
 pub mod register;
-pub mod requests;
 pub mod runner;
 pub mod settings;
 pub mod state;
@@ -59,12 +59,12 @@ use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
+pub use capacity::RequestLoop;
 /// What consolidation knows now, as the page reads it.
 pub use consolidation::Snapshot as ConsolidationSnapshot;
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
 pub use node::NodeLoop;
 pub use register::RegisterLoop;
-pub use requests::RequestLoop;
 pub use settings::{Backoff, EventLevel, Settings};
 pub use state::tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
 pub use state::{Synced, WaitingRoom};
@@ -844,7 +844,7 @@ fn purchases(
         AbortOnDrop(tokio::spawn(async move {
             watches.await;
         })),
-        AbortOnDrop(tokio::spawn(requests::run(
+        AbortOnDrop(tokio::spawn(capacity::run(
             Arc::new(buyer),
             (class_cache, classes_synced),
             (request_cache, requests_synced),

@@ -210,7 +210,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
 
 /// Every family `/metrics` shows, with its type and help: the names Prometheus rules and the
 /// docs use.
-const FAMILIES: [(&str, &str, &str); 32] = [
+const FAMILIES: [(&str, &str, &str); 34] = [
     (
         "tenant_placer_reconciles_total",
         "counter",
@@ -300,6 +300,16 @@ const FAMILIES: [(&str, &str, &str); 32] = [
         "tenant_placer_reservation_events_total",
         "counter",
         "Reservations a Node's status no longer held, by event: lost (the tenant left Active) or restored (written back).",
+    ),
+    (
+        "tenant_placer_money_decisions_total",
+        "counter",
+        "The capacity tick's decisions that spend or save money, by action (buy, hand_back, retire, withdraw, keep) and reason.",
+    ),
+    (
+        "tenant_placer_machines_idle",
+        "gauge",
+        "Machines bought that hold nothing and no waiting tenant could use (handed back after the delay), by NodeClass.",
     ),
     (
         "tenant_placer_undecodable_objects_total",
@@ -403,6 +413,8 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     metrics.node_status_written("ok");
     metrics.node_status_written("conflict");
     metrics.reservation_event("lost");
+    metrics.money_decision("hand_back", "idle");
+    metrics.set_machines_idle([("m16", 2)]);
     let (nodes, mut node_feed) = reflector::store::<Node>();
     let tenants = crate::controller::TenantCache::default();
     node_feed.apply_watcher_event(&Event::Apply(node("n1", [64, 256, 8000], &[[2, 4, 20]])));
@@ -675,6 +687,7 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
             "tenant_placer_placements_total",
             "tenant_placer_node_status_writes_total",
             "tenant_placer_reservation_events_total",
+            "tenant_placer_money_decisions_total",
             "tenant_placer_undecodable_objects_total",
             "tenant_placer_leader",
         ]

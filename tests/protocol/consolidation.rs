@@ -93,6 +93,7 @@ pub(crate) async fn buy_boxes(h: &Harness, threads: i64) {
             delay: Duration::ZERO,
             failing: Default::default(),
             every: Duration::from_millis(20),
+            short: Default::default(),
         }))
         .await
         .unwrap();

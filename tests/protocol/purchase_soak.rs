@@ -149,6 +149,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
             delay: Duration::from_millis(rng.u64(0..=150)),
             failing: ["flaky".to_owned()].into(),
             every: Duration::from_millis(20),
+            short: Default::default(),
         }),
         // Each phase lasts two looks at least, as a real Machine's deletion (its Node drained,
         // its server released) does: a Machine deleted by hand between two looks, its request

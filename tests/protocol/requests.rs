@@ -28,6 +28,7 @@ fn provisioner(delay_ms: u64, failing: &[&str]) -> Simulated {
         delay: Duration::from_millis(delay_ms),
         failing: failing.iter().map(|c| (*c).to_owned()).collect(),
         every: Duration::from_millis(20),
+        short: Default::default(),
     })
 }
 

@@ -191,6 +191,9 @@ impl CapiLoop {
             }),
             Err(_) => None,
         };
+        // Two classes naming one deployment: its machines cannot be told apart, and what one
+        // delivers would be bought as the other (a small machine bought for a large tenant).
+        let unavailable = shared(key, classes).or(unavailable);
         let deployment = found?;
         for class in classes {
             self.say_available(class, key, unavailable.as_ref()).await;
@@ -282,7 +285,18 @@ impl CapiLoop {
             ),
             observed_generation: class.metadata.generation,
         };
-        let patch = json!({"status": {"conditions": [condition]}});
+        // The other conditions (what the class delivers) are kept, as read: guarded.
+        let mut conditions: Vec<&Condition> = class
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .filter(|c| c.type_ != AVAILABLE_CONDITION)
+            .collect();
+        conditions.push(&condition);
+        let patch = json!({
+            "metadata": {"resourceVersion": class.metadata.resource_version},
+            "status": {"conditions": conditions},
+        });
         let api: Api<NodeClass> = Api::all(self.client.clone());
         if let Err(error) = api
             .patch_status(
@@ -403,6 +417,40 @@ impl CapiLoop {
                 self.record(look, &request, &machine).await?;
             }
             Step::Record { request, machine } => self.record(look, &request, &machine).await?,
+            Step::Repair {
+                machine,
+                request,
+                found,
+            } => {
+                let Some(claimed) = look.machines.get(machine.as_str()) else {
+                    return Ok(());
+                };
+                let patch = json!({"metadata": {
+                    "resourceVersion": claimed.resource_version(),
+                    "annotations": {CLAIM_ANNOTATION: request},
+                }});
+                machines
+                    .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                let note = format!(
+                    "Machine {machine}'s {CLAIM_ANNOTATION} annotation said {}, but NodeRequest \
+                     {request} records it as its machine: the annotation is written back",
+                    found.as_deref().unwrap_or("nothing")
+                );
+                tracing::warn!(%machine, %request, "a Machine's claim disagreed with the record; repaired");
+                let occurrence = Occurrence {
+                    type_: EventType::Warning,
+                    reason: "ClaimRepaired",
+                    action: "Provision",
+                    note,
+                };
+                EventPublisher::publish_or_log(
+                    self.events.as_ref(),
+                    occurrence,
+                    claimed.object_ref(&()),
+                )
+                .await;
+            }
             Step::MakeNode {
                 request,
                 machine,
@@ -624,6 +672,21 @@ struct Look<'a> {
     nodes: &'a BTreeMap<&'a str, NodeSeen>,
 }
 
+/// A deployment named by more than one class serves none of them: each needs its own.
+fn shared(key: &NamespacedName, classes: &[&NodeClass]) -> Option<Unavailable> {
+    (classes.len() > 1).then(|| {
+        let names: Vec<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        Unavailable {
+            reason: "MachineDeploymentShared",
+            message: format!(
+                "MachineDeployment {key} is named by NodeClasses {}: each class needs a \
+                 MachineDeployment of its own (their machines cannot be told apart)",
+                names.join(", ")
+            ),
+        }
+    })
+}
+
 /// The deployment at cluster-autoscaler's max size cannot take another machine.
 fn at_max_size(key: &NamespacedName, deployment: &MachineDeployment) -> Option<Unavailable> {
     let max = deployment.max_size()?;
@@ -685,7 +748,7 @@ fn step_action(step: &Step) -> &'static str {
             "status"
         }
         Step::Scale { .. } => "scale",
-        Step::Claim { .. } | Step::Mark { .. } => "claim",
+        Step::Claim { .. } | Step::Mark { .. } | Step::Repair { .. } => "claim",
         Step::MakeNode { .. } | Step::DeleteNode { .. } => "node",
     }
 }

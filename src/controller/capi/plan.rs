@@ -3,8 +3,10 @@
 //! placement Nodes made for them), so a restart or a new leader decides the same.
 //!
 //! Rules enforced here:
-//! - **The record is in the objects.** A Machine is ours when it carries the claim annotation
-//!   naming a request; a request's raise is made once the deployment's generation has moved past
+//! - **The record is in the objects.** A Machine is ours when a request's `status.machine` names
+//!   it (the record, which wins over an annotation anyone can edit: a claim that disagrees is
+//!   repaired from it), or when it carries the claim annotation naming a request that records no
+//!   other live Machine (a claim not yet recorded); a request's raise is made once the deployment's generation has moved past
 //!   the `scaleGeneration` written before it. Nothing is remembered between looks.
 //! - **Never raise twice.** A request that was raised for waits while a Machine is coming
 //!   (replicas above the Machines there) or takes an unclaimed new one; only when neither is
@@ -135,13 +137,20 @@ pub enum Step {
     Release {
         request: String,
     },
+    /// Write the claim annotation back to what the record says (someone edited it).
+    Repair {
+        machine: String,
+        request: String,
+        /// What the annotation said.
+        found: Option<String>,
+    },
 }
 
 /// What to do for one deployment at `now`.
-pub fn plan(
+pub fn plan<'a>(
     deployment: &Deployment,
-    machines: &[Machine<'_>],
-    requests: &[Request<'_>],
+    machines: &[Machine<'a>],
+    requests: &[Request<'a>],
     nodes: &BTreeMap<&str, NodeSeen>,
     now: Timestamp,
     timeout: Duration,
@@ -155,10 +164,37 @@ pub fn plan(
     let coming_at_start = coming;
     let mut claimed: BTreeMap<&str, &Machine<'_>> = BTreeMap::new();
     let mut marked_ours = 0i32;
+    // Whose each live Machine is: the request whose record names it, else the one its claim
+    // names unless that request records another live Machine (the claim was edited).
+    let live_names: BTreeSet<&str> = live.iter().map(|m| m.name).collect();
+    let recorded: BTreeMap<&'a str, &'a str> = requests
+        .iter()
+        .filter(|r| live_names.contains(r.machine))
+        .map(|r| (r.machine, r.name))
+        .collect();
+    let owner = |machine: &Machine<'a>| -> Option<&'a str> {
+        if let Some(request) = recorded.get(machine.name) {
+            return Some(request);
+        }
+        let claim = machine.claim?;
+        let records_another = by_name
+            .get(claim)
+            .is_some_and(|r| r.machine != machine.name && live_names.contains(r.machine));
+        (!records_another).then_some(claim)
+    };
 
     // Machines whose request is gone go back: their placement Node first.
     for machine in &live {
-        let Some(claim) = machine.claim else { continue };
+        let Some(claim) = owner(machine) else {
+            continue;
+        };
+        if machine.claim != Some(claim) {
+            steps.push(Step::Repair {
+                machine: machine.name.to_owned(),
+                request: claim.to_owned(),
+                found: machine.claim.map(str::to_owned),
+            });
+        }
         if !gone(claim) {
             claimed.entry(claim).or_insert(machine);
             continue;
@@ -182,7 +218,7 @@ pub fn plan(
 
     let mut ordered: Vec<&Request<'_>> = requests.iter().collect();
     ordered.sort_by_key(|r| (r.created, r.name));
-    let claimed_names: BTreeSet<&str> = live.iter().filter_map(|m| m.claim).collect();
+    let claimed_names: BTreeSet<&str> = live.iter().filter_map(|m| owner(m)).collect();
     // Unclaimed, unmarked Machines, oldest first; each is taken by one request made before it.
     let mut candidates: Vec<&Machine<'_>> = live
         .iter()
@@ -584,6 +620,63 @@ mod tests {
                 },
                 Step::Scale { from: 1, to: 2 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_claim_edited_by_hand_is_repaired_from_the_record_and_fails_nothing() {
+        // Requests a and b, each Ready with its Machine recorded and its Node made; someone
+        // re-points b's Machine's claim at a.
+        let ready = |name: &'static str, machine: &'static str| Request {
+            phase: Ready,
+            machine,
+            ..raised(request(name), 7)
+        };
+        let running = |name: &'static str, claim: &'static str, node: &'static str| Machine {
+            running_node: Some(node),
+            ..claimed(machine(name), claim)
+        };
+        let requests = [ready("a", "ma"), ready("b", "mb")];
+        let machines = [running("ma", "a", "w1"), running("mb", "a", "w2")];
+        let nodes = [("a", NodeSeen::Present), ("b", NodeSeen::Present)];
+        // b keeps its Machine (nothing fails, nothing is raised); the claim is written back.
+        assert_eq!(
+            run(md(2, 8), &machines, &requests, &nodes),
+            vec![Step::Repair {
+                machine: s("mb"),
+                request: s("b"),
+                found: Some(s("a")),
+            }]
+        );
+        // A claim naming a request that records another live Machine names nothing: that
+        // Machine is neither given back for it nor taken by anyone.
+        let stray = running("mx", "a", "w3");
+        assert_eq!(
+            run(
+                md(2, 8),
+                &[machines[0].clone(), stray],
+                &requests[..1],
+                &nodes[..1]
+            ),
+            vec![]
+        );
+        // A claim not yet recorded (the replacement of a Machine someone deleted) still counts.
+        let deleting = Machine {
+            deleting: true,
+            ..running("ma", "a", "w1")
+        };
+        let replacement = claimed(machine("ma2"), "a");
+        assert_eq!(
+            run(
+                md(1, 8),
+                &[deleting, replacement],
+                &requests[..1],
+                &nodes[..1]
+            ),
+            vec![Step::Record {
+                request: s("a"),
+                machine: s("ma2")
+            }]
         );
     }
 

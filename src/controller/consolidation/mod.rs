@@ -43,8 +43,8 @@ use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
 use super::state::TenantCache;
 use crate::api::{
-    CONSOLIDATING_ANNOTATION, DoNotDisrupt, NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass,
-    NodeState, Tenant,
+    CONSOLIDATING_ANNOTATION, DoNotDisrupt, NODE_CLASS_LABEL, Node, NodeClass, NodeState, Tenant,
+    TenantPhase,
 };
 use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -128,6 +128,9 @@ pub struct Look<'a> {
     pub memory: &'a Memory,
     /// A tenant of the pool waits for room.
     pub waiting: bool,
+    /// Whether a node is a live request's machine (its record names it): only those are
+    /// consolidated as bought, not a Node that merely carries a request's label.
+    pub bought: &'a (dyn Fn(&str) -> bool + Sync),
 }
 
 impl std::fmt::Debug for Look<'_> {
@@ -187,7 +190,15 @@ pub async fn look(look: Look<'_>) {
         });
         remembered.began.keys().cloned().collect()
     };
-    let candidates = candidates(&nodes, &kept_by_tenants, &cost, &began);
+    let candidates = candidates(&nodes, &kept_by_tenants, &cost, &began, |node| {
+        (look.bought)(node.metadata.name.as_deref().unwrap_or_default())
+    });
+    // A tenant growing in place waits for room too: no node is emptied under it.
+    let resizing = tenants.iter().any(|t| {
+        t.status
+            .as_ref()
+            .is_some_and(|s| s.phase == TenantPhase::Resizing)
+    });
     let ledgers = look.engine.ledgers(None);
     let settings = look.settings;
     let controls = Controls {
@@ -196,7 +207,7 @@ pub async fn look(look: Look<'_>) {
         after: settings.consolidate_after,
         allowed: settings.disruption_budget.allowed(nodes.len()),
         window_open: super::disruption::open(&settings.disruption_schedule, Timestamp::now()),
-        waiting: look.waiting,
+        waiting: look.waiting || resizing,
     };
     let now = Instant::now();
     let decision = {
@@ -254,12 +265,13 @@ pub fn class_costs(classes: &[Arc<NodeClass>]) -> HashMap<String, u64> {
 
 /// Each node as consolidation sees it, by name: `kept_by_tenants` names the nodes holding a
 /// `do-not-disrupt` tenant, `began` the drains this process began that the cache does not show
-/// yet. Pure.
+/// yet, `bought` whether a node is a machine bought for a request. Pure.
 pub fn candidates(
     nodes: &[Arc<Node>],
     kept_by_tenants: &HashSet<String>,
     cost: &HashMap<String, u64>,
     began: &HashSet<String>,
+    bought: impl Fn(&Node) -> bool,
 ) -> BTreeMap<String, Candidate> {
     nodes
         .iter()
@@ -269,7 +281,7 @@ pub fn candidates(
                 DoNotDisrupt::of(node.annotations()).keeps() || kept_by_tenants.contains(&name);
             let class = node.labels().get(NODE_CLASS_LABEL);
             let candidate = Candidate {
-                bought: node.labels().contains_key(NODE_REQUEST_LABEL),
+                bought: bought(node),
                 registered: node.is_registered(),
                 kept,
                 consolidating: (consolidating(node) || began.contains(&name))

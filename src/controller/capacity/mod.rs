@@ -61,14 +61,16 @@
 //!   buy side by side and never touch each other's requests. The tenants planned for are the
 //!   pool's own (the tenant cache holds no other).
 
-use std::collections::{HashMap, HashSet};
+pub mod accounts;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -78,6 +80,7 @@ use placement::{
     SelectiveTenant, WaitingTenant,
 };
 
+use self::accounts::{Accounts, NodeSeen, RequestSeen, Use};
 use super::consolidation;
 use super::engine::Engine;
 use super::make_room;
@@ -86,8 +89,9 @@ use super::settings::Settings;
 use super::state::Synced;
 use super::state::{Glance, PurchaseNotes, RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{
-    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase,
-    NodeRequestSpec, NodeState, PLACED_CONDITION, ResourceAmounts, Tenant, TenantPhase,
+    CONSOLIDATING_ANNOTATION, Condition, DELIVERS_CONDITION, NODE_CLASS_LABEL, NODE_REQUEST_LABEL,
+    Node, NodeClass, NodeRequest, NodeRequestPhase, NodeRequestSpec, NodeState, PLACED_CONDITION,
+    ResourceAmounts, Tenant, TenantPhase,
 };
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -143,8 +147,10 @@ struct Remembered {
     retired: HashMap<String, Instant>,
     /// By class: resting until, and failures in a row.
     resting: HashMap<String, (Instant, u32)>,
-    /// By node made for a request: since when it has held nothing.
-    empty_since: HashMap<String, Instant>,
+    /// By request UID: since when it has been Idle or Orphaned.
+    idle_since: HashMap<String, Instant>,
+    /// Strays (`node request`) and orphans (UID) reported, so each is reported once.
+    reported: HashSet<String>,
     /// What the last plan read (a hash), when it bought nothing: the same input plans the same.
     planned: Option<u64>,
     /// The tenants the last plan could find no machine for, and why (their notes).
@@ -284,8 +290,8 @@ async fn look(
     if no_classes && live.is_empty() {
         span.record("outcome", "no_classes");
         wake_changed(ctx, made);
-        hand_back(ctx, &api, &live, &Demand::default()).await;
-        return consolidate(ctx, classes, anyone_waits).await;
+        ctx.metrics.set_machines_idle([]);
+        return consolidate(ctx, classes, anyone_waits, &Accounts::default()).await;
     }
     let demand = Demand::of(
         &waiters,
@@ -293,9 +299,14 @@ async fn look(
         request_after,
         Timestamp::now(),
     );
+    // What every purchase is used for, and what each class really delivers, from one look at
+    // the Nodes: a class is planned with what it delivers before anything is bought of it.
+    let nodes = bought_nodes(ctx);
+    let accounts = account(&live, &nodes, &demand);
+    learn_delivered(ctx, &classes.state(), &accounts).await;
     let specs = ctx.purchases.requested(&live);
     let resting = ctx.purchases.lock().resting_classes(Instant::now());
-    let offers = offers(&classes.state(), &resting, &specs, &pool);
+    let offers = offers(&classes.state(), &resting, &specs, &pool, &accounts);
     let rooms: Vec<Room<'_>> = specs
         .iter()
         .filter_map(|r| {
@@ -333,8 +344,11 @@ async fn look(
                 "node requests: nothing bought again for the demand a machine was handed back for"
             );
         }
+        // A name is never reused while a request or a Node of that name exists: a provisioner
+        // would take the Node there for the new request's machine (a zombie).
         let mut taken: HashSet<String> = requests.state().iter().map(|r| r.name_any()).collect();
         taken.extend(ctx.purchases.lock().created.keys().cloned());
+        taken.extend(ctx.engine.cache().state().iter().map(|n| n.name_any()));
         for new in purchase.requests.iter().filter(|_| !again) {
             create(ctx, &api, new, &offers, &mut taken).await;
         }
@@ -345,11 +359,13 @@ async fn look(
         unplaceable
     };
     let unplaceable = with_unavailable(unplaceable, &classes.state(), &pool);
+    let unplaceable = with_short_classes(unplaceable, &classes.state(), &demand, &pool);
     let mut notes = notes(&ctx.purchases.lock().created, &live, unplaceable);
     notes.extend(made);
     wake_changed(ctx, notes);
-    hand_back(ctx, &api, &live, &demand).await;
-    consolidate(ctx, classes, anyone_waits).await;
+    report_strays(ctx, &accounts, &nodes).await;
+    hand_back(ctx, &api, &live, (&accounts, &nodes), &demand).await;
+    consolidate(ctx, classes, anyone_waits, &accounts).await;
 }
 
 /// Make-room's look over the waiters for a first placement (`--make-room-moves`): the notes of
@@ -395,7 +411,12 @@ async fn make_room(ctx: &RequestLoop, waiters: &[Waiter]) -> make_room::Made {
 
 /// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases';
 /// `waiting`: whether a tenant waits.
-async fn consolidate(ctx: &RequestLoop, classes: &Store<NodeClass>, waiting: bool) {
+async fn consolidate(
+    ctx: &RequestLoop,
+    classes: &Store<NodeClass>,
+    waiting: bool,
+    accounts: &Accounts,
+) {
     if ctx.settings.consolidation != consolidation::Consolidation::WhenUnderutilized {
         return;
     }
@@ -409,6 +430,7 @@ async fn consolidate(ctx: &RequestLoop, classes: &Store<NodeClass>, waiting: boo
         settings: &ctx.settings,
         memory: &ctx.consolidation,
         waiting,
+        bought: &|node: &str| accounts.owns(node),
     })
     .await;
 }
@@ -436,7 +458,7 @@ impl Purchases {
             .map(|r| Requested {
                 name: r.name_any(),
                 spec: r.spec.clone(),
-                node: (r.phase() == NodeRequestPhase::Ready).then(|| made_node(r)),
+                node: (r.phase() == NodeRequestPhase::Ready).then(|| made_node(r).to_owned()),
             })
             .chain(
                 remembered
@@ -463,7 +485,9 @@ fn room_of(ctx: &RequestLoop, request: &Requested) -> Option<Resources> {
         return request.spec.capacity.to_resources().ok();
     };
     let ledger = node.ledger().ok()?;
-    (ledger.state() == placement::NodeState::Online).then(|| {
+    // An empty node consolidation drained is taken back into service when a waiter can use it.
+    let reclaimable = consolidation::consolidating(&node) && node.allocations().is_empty();
+    (ledger.state() == placement::NodeState::Online || reclaimable).then(|| {
         ledger
             .effective_capacity()
             .saturating_sub(ledger.allocated())
@@ -472,13 +496,14 @@ fn room_of(ctx: &RequestLoop, request: &Requested) -> Option<Resources> {
 
 /// The Node a Ready request made: the one its status names (a provisioner may name it
 /// otherwise), else the one named after it.
-fn made_node(request: &NodeRequest) -> String {
+fn made_node(request: &NodeRequest) -> &str {
     request
         .status
         .as_ref()
-        .map(|s| s.node_name.clone())
+        .map(|s| s.node_name.as_str())
         .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| request.name_any())
+        .or(request.metadata.name.as_deref())
+        .unwrap_or_default()
 }
 
 /// The NodeClasses of this controller's pool: `None` when it has no node selector (all are).
@@ -988,6 +1013,7 @@ fn offers(
     resting: &HashSet<String>,
     requested: &[Requested],
     pool: &Pool,
+    accounts: &Accounts,
 ) -> Vec<(NodeClassOffer, Labels)> {
     let mut offers: Vec<(NodeClassOffer, Labels)> = classes
         .iter()
@@ -1000,7 +1026,13 @@ fn offers(
                 .filter(|r| r.spec.node_class == name)
                 .count();
             match class.offer(in_use) {
-                Ok(offer) => Some((offer, class.node_labels())),
+                Ok(mut offer) => {
+                    // What its Nodes deliver now, learned in this look before its status says so.
+                    if let Some(delivered) = accounts.delivered.get(&name) {
+                        offer.capacity = offer.capacity.min_each(*delivered);
+                    }
+                    Some((offer, class.node_labels()))
+                }
                 // The schema refuses a negative capacity: only an object written around it.
                 Err(error) => {
                     tracing::debug!(class = %name, %error, "NodeClass skipped: its capacity cannot be read");
@@ -1219,86 +1251,363 @@ fn wake_changed(ctx: &RequestLoop, notes: HashMap<String, String>) {
     }
 }
 
-/// Hands back each machine made for a request that has held nothing for `empty_node_after`,
-/// unless a waiting tenant the queue would place there could use it.
+/// The placement Nodes a provisioner made for a request (they carry its label), newest copies
+/// (our own last write may not be in the cache yet), by name.
+fn bought_nodes(ctx: &RequestLoop) -> HashMap<String, Arc<Node>> {
+    ctx.engine
+        .cache()
+        .state()
+        .into_iter()
+        .filter(|n| n.labels().contains_key(NODE_REQUEST_LABEL))
+        .map(|cached| {
+            let name = cached.name_any();
+            let newest = ctx.engine.node(&name).unwrap_or(cached);
+            (name, newest)
+        })
+        .collect()
+}
+
+/// What every live request is used for ([`accounts::judge`] over this look's snapshot).
+fn account(
+    live: &[Arc<NodeRequest>],
+    nodes: &HashMap<String, Arc<Node>>,
+    demand: &Demand,
+) -> Accounts {
+    let seen: HashMap<&str, NodeSeen<'_>> = nodes
+        .iter()
+        .map(|(name, node)| {
+            let capacity = node.spec.capacity.to_resources().ok();
+            // An empty node consolidation drained counts as usable: it is taken back.
+            let in_service = node.spec.state == NodeState::Online
+                || (consolidation::consolidating(node) && node.allocations().is_empty());
+            let awaited =
+                in_service && capacity.is_some_and(|c| demand.could_use(node.labels(), c));
+            let seen = NodeSeen {
+                labelled_for: node.labels().get(NODE_REQUEST_LABEL).map(String::as_str),
+                holds: !node.allocations().is_empty() || node.unreadable_reason().is_some(),
+                going: node.metadata.deletion_timestamp.is_some(),
+                awaited,
+                capacity,
+            };
+            (name.as_str(), seen)
+        })
+        .collect();
+    let requests: Vec<RequestSeen<'_>> = live
+        .iter()
+        .map(|r| RequestSeen {
+            name: r.metadata.name.as_deref().unwrap_or_default(),
+            class: &r.spec.node_class,
+            node: (r.phase() == NodeRequestPhase::Ready).then(|| made_node(r)),
+        })
+        .collect();
+    accounts::judge(&requests, &seen)
+}
+
+/// Writes what each class's Nodes deliver when less than it promises (its `Delivers` condition
+/// False, `status.delivered` the smallest seen, a Warning Event), so that no machine is bought of
+/// it for a tenant that fits only the promise, also after its machines are handed back.
+async fn learn_delivered(ctx: &RequestLoop, classes: &[Arc<NodeClass>], accounts: &Accounts) {
+    for class in classes {
+        let name = class.name_any();
+        let Some(seen) = accounts.delivered.get(&name) else {
+            continue;
+        };
+        let Ok(promised) = class.spec.capacity.to_resources() else {
+            continue;
+        };
+        let stored = class.delivered().and_then(|d| d.to_resources().ok());
+        let known = stored
+            .map_or(*seen, |d| d.min_each(*seen))
+            .min_each(promised);
+        if known == promised || stored == Some(known) {
+            continue; // it delivers what it promises, or this is known already
+        }
+        let amounts = ResourceAmounts::from(known);
+        let note = format!(
+            "its Nodes report {known}, less than its spec.capacity ({promised}): machines of it \
+             are planned with what they report; set spec.capacity to the allocatable its Nodes \
+             report"
+        );
+        let previous = class.status.as_ref().map(|s| s.conditions.as_slice());
+        let delivers = Condition::keeping_time(
+            previous.unwrap_or_default(),
+            DELIVERS_CONDITION,
+            "False",
+            "DeliversLess",
+            note.clone(),
+            class.metadata.generation,
+            &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        );
+        let mut conditions: Vec<Condition> = previous
+            .unwrap_or_default()
+            .iter()
+            .filter(|c| c.type_ != DELIVERS_CONDITION)
+            .cloned()
+            .collect();
+        conditions.push(delivers);
+        // Guarded: the other conditions are kept as read.
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": class.resource_version()},
+            "status": {"delivered": amounts, "conditions": conditions},
+        });
+        let api: Api<NodeClass> = Api::all(ctx.client.clone());
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::warn!(class = %name, %known, %promised, "a NodeClass delivers less than it promises");
+                publish(
+                    ctx,
+                    class.as_ref(),
+                    EventType::Warning,
+                    "DeliversLess",
+                    note,
+                )
+                .await;
+            }
+            Err(error) => {
+                tracing::info!(class = %name, %error, "could not write what a NodeClass delivers; the next look tries again");
+            }
+        }
+    }
+}
+
+/// Why nothing is bought for a tenant, with each class that would hold it as promised but not
+/// as its Nodes deliver.
+fn with_short_classes(
+    mut unplaceable: HashMap<String, String>,
+    classes: &[Arc<NodeClass>],
+    demand: &Demand,
+    pool: &Pool,
+) -> HashMap<String, String> {
+    for waiter in &demand.waiting {
+        let Some(note) = unplaceable.get_mut(&waiter.key) else {
+            continue;
+        };
+        for class in classes.iter().filter(|c| pool.has_class(&c.name_any())) {
+            let (Ok(promised), Some(Ok(delivered))) = (
+                class.spec.capacity.to_resources(),
+                class.delivered().map(|d| d.to_resources()),
+            ) else {
+                continue;
+            };
+            if waiter.footprint.fits_within(&promised) && !waiter.footprint.fits_within(&delivered)
+            {
+                note.push_str(&format!(
+                    " (NodeClass {} promises {promised} but its Nodes deliver {delivered}: none \
+                     is bought for it)",
+                    class.name_any()
+                ));
+            }
+        }
+    }
+    unplaceable
+}
+
+/// Reports, once each, a Node whose label names a live request that does not own it (a copied
+/// manifest): it is never handed back for that request.
+async fn report_strays(ctx: &RequestLoop, accounts: &Accounts, nodes: &HashMap<String, Arc<Node>>) {
+    for stray in &accounts.strays {
+        let key = format!("{} {}", stray.node, stray.labelled_for);
+        if !ctx.purchases.lock().reported.insert(key) {
+            continue;
+        }
+        let Some(node) = nodes.get(&stray.node) else {
+            continue;
+        };
+        let owned = stray
+            .owned
+            .as_deref()
+            .map_or_else(|| "no Node yet".to_owned(), |n| format!("Node {n}"));
+        let note = format!(
+            "labelled {NODE_REQUEST_LABEL}={}, but that request owns {owned}: this Node is \
+             not its machine and is never handed back for it",
+            stray.labelled_for
+        );
+        tracing::warn!(node = %stray.node, request = %stray.labelled_for, "a Node names a request that does not own it");
+        publish(
+            ctx,
+            node.as_ref(),
+            EventType::Warning,
+            "NotRequestsNode",
+            note,
+        )
+        .await;
+    }
+}
+
+/// Hands back what was judged idle for `empty_node_after` (a node consolidation drained at
+/// once), and retires what was judged orphaned as long; takes an empty node consolidation
+/// drained back into service when a waiter can use it. Each write carries the precondition of
+/// what was judged: the Node's resourceVersion (a tenant placed since keeps it) and the
+/// request's UID and resourceVersion.
 async fn hand_back(
     ctx: &RequestLoop,
     api: &Api<NodeRequest>,
     live: &[Arc<NodeRequest>],
+    (accounts, nodes): (&Accounts, &HashMap<String, Arc<Node>>),
     demand: &Demand,
 ) {
+    let mut idle_by_class: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut due: Vec<(&NodeRequest, Use, Option<&Arc<Node>>)> = Vec::new();
+    let mut reclaim: Vec<&Arc<Node>> = Vec::new();
+    {
+        let mut remembered = ctx.purchases.lock();
+        let mut still = HashSet::new();
+        for request in live {
+            let name = request.name_any();
+            let Some((use_, owned)) = accounts.uses.get(&name) else {
+                continue;
+            };
+            let node = owned.as_ref().and_then(|n| nodes.get(n));
+            let consolidated = node.is_some_and(|n| consolidation::consolidating(n));
+            if *use_ == Use::Awaited && consolidated {
+                reclaim.extend(node);
+            }
+            if !matches!(use_, Use::Idle | Use::Orphaned) {
+                continue;
+            }
+            if *use_ == Use::Idle {
+                let count = idle_by_class.entry(&request.spec.node_class).or_default();
+                *count = count.saturating_add(1);
+            }
+            let uid = request.metadata.uid.clone().unwrap_or_default();
+            let since = *remembered
+                .idle_since
+                .entry(uid.clone())
+                .or_insert_with(Instant::now);
+            still.insert(uid);
+            // One consolidation drained goes back at once: it was drained to go.
+            if consolidated || since.elapsed() >= ctx.settings.empty_node_after {
+                due.push((request.as_ref(), *use_, node));
+            }
+        }
+        remembered.idle_since.retain(|uid, _| still.contains(uid));
+    }
+    ctx.metrics.set_machines_idle(idle_by_class);
     if !ctx.settings.consolidation.hands_back() {
         return;
     }
-    let mut due = Vec::new();
-    {
-        let mut remembered = ctx.purchases.lock();
-        let mut seen = HashSet::new();
-        for node in ctx.engine.cache().state() {
-            let Some(request) = node.labels().get(NODE_REQUEST_LABEL) else {
-                continue;
-            };
-            let name = node.name_any();
-            // The newest copy: our own last write may not be in the cache yet.
-            if !is_idle(&node, ctx.engine.node(&name).as_deref(), demand) {
-                continue;
-            }
-            seen.insert(name.clone());
-            let since = *remembered
-                .empty_since
-                .entry(name.clone())
-                .or_insert_with(Instant::now);
-            let wanted = live.iter().any(|r| r.name_any() == *request);
-            // One consolidation drained goes back at once: it was drained to go.
-            let consolidated = consolidation::consolidating(&node);
-            if wanted && (consolidated || since.elapsed() >= ctx.settings.empty_node_after) {
-                due.push((name, request.clone(), consolidated));
-            }
-        }
-        remembered.empty_since.retain(|node, _| seen.contains(node));
+    for node in reclaim {
+        take_back_into_service(ctx, node).await;
     }
-    for (node, request, consolidated) in due {
-        tracing::info!(%node, %request, "handing back a machine that holds nothing");
-        match api.delete(&request, &DeleteParams::default()).await {
-            Ok(_) => {
-                ctx.metrics.node_handed_back();
-                if consolidated {
-                    ctx.metrics.consolidation_action("hand_back");
-                    ctx.consolidation.handed_back(&node);
-                }
-                ctx.purchases.lock().handed_back_for = Some(demand.fingerprint());
-            }
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(source) => {
-                refused(
-                    ctx,
-                    "hand_back",
-                    request,
-                    source,
-                    "could not hand back a machine; will try again",
-                );
-            }
+    for (request, use_, node) in due {
+        if give_back(ctx, api, request, use_, node).await {
+            // Nothing is bought again for the demand a machine was handed back for.
+            ctx.purchases.lock().handed_back_for = Some(demand.fingerprint());
         }
-        ctx.purchases.lock().empty_since.remove(&node);
     }
 }
 
-/// Whether a bought machine is idle: its newest copy (`newest`, none when unknown) holds no
-/// entry and is readable, it is not going, and no waiting tenant could be placed on it (it is
-/// not Online, or none fits there).
-fn is_idle(node: &Node, newest: Option<&Node>, demand: &Demand) -> bool {
-    let holds =
-        newest.is_none_or(|n| !n.allocations().is_empty() || n.unreadable_reason().is_some());
-    if holds || node.metadata.deletion_timestamp.is_some() {
-        return false;
+/// An empty node consolidation drained, that a waiting tenant can use: Online again, the mark
+/// removed (guarded by what was judged), instead of handed back and another one bought.
+async fn take_back_into_service(ctx: &RequestLoop, node: &Node) {
+    let name = node.name_any();
+    let patch = serde_json::json!({
+        "metadata": {
+            "resourceVersion": node.resource_version(),
+            "annotations": {CONSOLIDATING_ANNOTATION: null},
+        },
+        "spec": {"state": "Online"},
+    });
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    match nodes
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(node = %name, "a drained node is kept: a waiting tenant can use it");
+            ctx.metrics.money_decision("keep", "awaited");
+            ctx.metrics.consolidation_action("cancel");
+        }
+        Err(error) => {
+            tracing::info!(node = %name, %error, "could not take a drained node back; the next look decides again");
+        }
     }
-    let usable = node.spec.state == NodeState::Online
-        && node
-            .spec
-            .capacity
-            .to_resources()
-            .is_ok_and(|capacity| demand.could_use(node.labels(), capacity));
-    !usable
+}
+
+/// Hands one request's machine back: an idle Node is cordoned first under the resourceVersion it
+/// was judged empty at (a tenant placed since refuses it, and the machine is kept), then the
+/// request is deleted under its own UID and resourceVersion. An orphan is reported first.
+/// Whether it went back.
+async fn give_back(
+    ctx: &RequestLoop,
+    api: &Api<NodeRequest>,
+    request: &NodeRequest,
+    use_: Use,
+    node: Option<&Arc<Node>>,
+) -> bool {
+    let name = request.name_any();
+    let consolidated = node.is_some_and(|n| consolidation::consolidating(n));
+    if let Some(node) = node.filter(|n| n.spec.state == NodeState::Online) {
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": node.resource_version()},
+            "spec": {"state": "Cordoned"},
+        });
+        let nodes: Api<Node> = Api::all(ctx.client.clone());
+        if let Err(error) = nodes
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            tracing::info!(request = %name, %error, "a machine judged idle changed before it went back; judged again at the next look");
+            return false;
+        }
+    }
+    if use_ == Use::Orphaned {
+        let uid = request.metadata.uid.clone().unwrap_or_default();
+        if ctx.purchases.lock().reported.insert(uid) {
+            let note = format!(
+                "Ready, but the Node it names ({}) is not there (or is not labelled for it) \
+                 after {} s: retired, so its machine is given back",
+                made_node(request),
+                ctx.settings.empty_node_after.as_secs()
+            );
+            tracing::warn!(request = %name, "an orphaned node request is retired");
+            publish(ctx, request, EventType::Warning, "Orphaned", note).await;
+        }
+    }
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version: request.resource_version(),
+            uid: request.metadata.uid.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    tracing::info!(request = %name, use_ = use_.as_str(), "handing back a machine");
+    match api.delete(&name, &params).await {
+        Ok(_) => {
+            let (action, reason) = match (use_, consolidated) {
+                (Use::Orphaned, _) => ("retire", "orphaned"),
+                (_, true) => ("hand_back", "consolidated"),
+                _ => ("hand_back", "idle"),
+            };
+            ctx.metrics.money_decision(action, reason);
+            ctx.metrics.node_handed_back();
+            if consolidated {
+                ctx.metrics.consolidation_action("hand_back");
+                if let Some(node) = node {
+                    ctx.consolidation.handed_back(&node.name_any());
+                }
+            }
+            true
+        }
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => false,
+        Err(source) => {
+            refused(
+                ctx,
+                "hand_back",
+                name,
+                source,
+                "could not hand back a machine; will try again",
+            );
+            false
+        }
+    }
 }
 
 /// A NodeRequest write the API refused: logged with what was being done, counted by action, and
@@ -1664,6 +1973,7 @@ mod tests {
             &HashSet::from(["resting".to_owned()]),
             &[requested("a"), requested("a"), requested("c")],
             &pool,
+            &Accounts::default(),
         );
         let seen: Vec<(&str, u32)> = offers
             .iter()
@@ -1685,6 +1995,7 @@ mod tests {
                 last_transition_time: crate::api::Condition::UNREADABLE_TIME,
                 observed_generation: None,
             }],
+            delivered: None,
         });
         Arc::new(class)
     }
@@ -1796,14 +2107,17 @@ mod tests {
     #[test]
     fn a_bought_machine_is_idle_only_when_it_holds_nothing_stays_and_no_waiter_could_use_it() {
         let online = |state| {
-            Node::new(
+            let mut node = Node::new(
                 "box-0000abcd",
                 NodeSpec {
                     capacity: ResourceAmounts::new(16, 64, 1000),
                     state,
                     overcommit: None,
                 },
-            )
+            );
+            node.metadata.labels =
+                Some([(NODE_REQUEST_LABEL.to_owned(), "box-0000abcd".to_owned())].into());
+            node
         };
         let now = at(100);
         let nobody = Demand::of(&[], QueueMode::BestEffortFifo, Duration::ZERO, now);
@@ -1833,23 +2147,36 @@ mod tests {
         let mut going = empty.clone();
         going.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
         let cordoned = online(NodeState::Cordoned);
-        // (cache copy, newest copy, demand, idle)
-        let table: [(&Node, Option<&Node>, &Demand, bool); 10] = [
-            (&empty, Some(&empty), &nobody, true),
-            (&empty, Some(&empty), &too_big, true),
-            (&empty, Some(&empty), &fits, false),
-            // The newest copy decides what it holds: a write the cache has not shown yet.
-            (&empty, Some(&holding), &nobody, false),
-            (&holding, Some(&empty), &nobody, true),
-            (&empty, Some(&unreadable), &nobody, false),
-            (&empty, None, &nobody, false),
-            (&going, Some(&going), &nobody, false),
+        let mut drained = online(NodeState::Draining);
+        drained.metadata.annotations =
+            Some([(CONSOLIDATING_ANNOTATION.to_owned(), "true".to_owned())].into());
+        let mut request = box_request("box-0000abcd", NodeRequestPhase::Ready);
+        request.metadata.uid = Some("uid-r".into());
+        let live = [Arc::new(request)];
+        // (the node's newest copy, or none, demand, its request's use)
+        let table: [(Option<&Node>, &Demand, Use); 11] = [
+            (Some(&empty), &nobody, Use::Idle),
+            (Some(&empty), &too_big, Use::Idle),
+            (Some(&empty), &fits, Use::Awaited),
+            (Some(&holding), &nobody, Use::InUse),
+            (Some(&unreadable), &nobody, Use::InUse),
+            // No Node behind a Ready request: a machine paid for that serves nothing.
+            (None, &nobody, Use::Orphaned),
+            (Some(&going), &nobody, Use::InUse),
             // A node that takes nobody now is idle though a waiter would fit there.
-            (&cordoned, Some(&cordoned), &fits, true),
-            (&cordoned, Some(&cordoned), &nobody, true),
+            (Some(&cordoned), &fits, Use::Idle),
+            (Some(&cordoned), &nobody, Use::Idle),
+            // One consolidation drained is taken back for a waiter that fits, else handed back.
+            (Some(&drained), &fits, Use::Awaited),
+            (Some(&drained), &nobody, Use::Idle),
         ];
-        for (i, (node, newest, demand, idle)) in table.into_iter().enumerate() {
-            assert_eq!(is_idle(node, newest, demand), idle, "case {i}");
+        for (i, (node, demand, wanted)) in table.into_iter().enumerate() {
+            let nodes: HashMap<String, Arc<Node>> = node
+                .map(|n| ("box-0000abcd".to_owned(), Arc::new(n.clone())))
+                .into_iter()
+                .collect();
+            let accounts = account(&live, &nodes, demand);
+            assert_eq!(accounts.uses["box-0000abcd"].0, wanted, "case {i}");
         }
     }
 
