@@ -46,10 +46,16 @@ fn bought(i: usize) -> String {
 async fn fleet(settings: Settings, kept: &[usize]) -> Harness {
     let h = big_cordoned(settings).await;
     for i in 0..BOUGHT {
-        h.apply(&[node(&bought(i))
-            .capacity(8, 32, 100)
-            .label(NODE_REQUEST_LABEL, &format!("r{i}"))
-            .manifest()]);
+        // A machine is bought when a live request's record names it, not for its label alone.
+        h.apply(&[
+            node(&bought(i))
+                .capacity(8, 32, 100)
+                .label(NODE_REQUEST_LABEL, &format!("r{i}"))
+                .manifest(),
+            json!({"apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": format!("r{i}")},
+                   "spec": {"nodeClass": "box", "capacity": {"threads": 8, "memoryGb": 32, "storageGb": 100}},
+                   "status": {"phase": "Ready", "nodeName": bought(i)}}),
+        ]);
     }
     h.settle().await;
     for i in 0..BOUGHT {

@@ -15,6 +15,7 @@ mod fifo;
 mod guards;
 mod leader;
 mod make_room;
+mod money;
 mod policy;
 mod pools;
 mod promise;

@@ -14,7 +14,7 @@ use crate::guards::{events_with_reason, phase};
 use crate::*;
 
 /// Settings that ask for a machine at once and hand an idle one back quickly.
-fn buying() -> Settings {
+pub(crate) fn buying() -> Settings {
     Settings {
         request_after: Some(Duration::ZERO),
         request_check: Duration::from_millis(20),
@@ -23,7 +23,7 @@ fn buying() -> Settings {
     }
 }
 
-fn provisioner(delay_ms: u64, failing: &[&str]) -> Simulated {
+pub(crate) fn provisioner(delay_ms: u64, failing: &[&str]) -> Simulated {
     Simulated::Contract(ProvisionerConfig {
         delay: Duration::from_millis(delay_ms),
         failing: failing.iter().map(|c| (*c).to_owned()).collect(),
@@ -32,7 +32,7 @@ fn provisioner(delay_ms: u64, failing: &[&str]) -> Simulated {
     })
 }
 
-fn class(name: &str, threads: i64, monthly_cost: i64, limit: Option<i64>) -> Value {
+pub(crate) fn class(name: &str, threads: i64, monthly_cost: i64, limit: Option<i64>) -> Value {
     let mut spec = json!({"capacity": {"threads": threads, "memoryGb": 256, "storageGb": 8000},
                           "provider": "lab/simulated", "monthlyCost": monthly_cost});
     if let Some(limit) = limit {
@@ -47,7 +47,7 @@ fn once(verb: Verb) -> Fault {
 }
 
 /// The tenant's phase and node, once it has a status.
-fn placed(h: &Harness, name: &str) -> Option<(TenantPhase, String)> {
+pub(crate) fn placed(h: &Harness, name: &str) -> Option<(TenantPhase, String)> {
     let status = h.tenant(name)?.status?;
     Some((status.phase, status.node_name))
 }
@@ -62,7 +62,7 @@ pub(crate) fn requests(h: &Harness) -> Vec<NodeRequest> {
 }
 
 /// Waits (up to 20 s) until `done` holds, settling between looks.
-async fn until(h: &Harness, what: &str, done: impl Fn(&Harness) -> bool) {
+pub(crate) async fn until(h: &Harness, what: &str, done: impl Fn(&Harness) -> bool) {
     for _ in 0..200 {
         if done(h) {
             return;
@@ -74,7 +74,7 @@ async fn until(h: &Harness, what: &str, done: impl Fn(&Harness) -> bool) {
 
 /// Waits until the harness's controller has made `n` more looks for machines to ask for (each
 /// at least 20 ms apart under [`buying`]: 40 outlast its empty-node period of 300 ms).
-async fn more_looks(h: &Harness, n: u64) {
+pub(crate) async fn more_looks(h: &Harness, n: u64) {
     let metrics = h.handles.metrics.clone();
     let from = metrics.request_looks_done();
     h.until(&format!("{n} more looks"), || {
@@ -84,7 +84,7 @@ async fn more_looks(h: &Harness, n: u64) {
 }
 
 /// A fleet with one 8-thread node, the controller buying, and a provisioner.
-async fn small_fleet(provisioner_config: Simulated, classes: &[Value]) -> Harness {
+pub(crate) async fn small_fleet(provisioner_config: Simulated, classes: &[Value]) -> Harness {
     let h = unprovisioned(classes).await;
     h.fleet.start_provisioner(provisioner_config).await.unwrap();
     h
