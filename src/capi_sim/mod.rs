@@ -35,8 +35,9 @@
 //!   order: those already being deleted, then those annotated `cluster.x-k8s.io/delete-machine`,
 //!   then unhealthy ones (no `status.nodeRef`, or `NodeHealthy` / `HealthCheckSucceeded` False),
 //!   then by `spec.deletion.order`: `Oldest` first, or `Newest` first. Cluster API's default,
-//!   `Random`, is taken as `Newest` here so that tests are deterministic; equal ranks go by
-//!   name, as in Cluster API.
+//!   `Random`, is taken as `Oldest` here, deterministic and unlike the Machine the controller
+//!   bought last: a lowering the controller forgot to mark takes someone else's Machine, and
+//!   tests see it; equal ranks go by name, as in Cluster API.
 //! - **status**: a MachineDeployment's and a MachineSet's status (through `/status`) says
 //!   `replicas` (its Machines not being deleted), `readyReplicas` and `availableReplicas`
 //!   (those `Running`), `upToDateReplicas` (as `replicas`: no rollouts), `selector` as a string
@@ -942,16 +943,17 @@ fn point_at_clone(reference: &mut Value, machine: &str) {
 /// The order among Machines that are neither being deleted, annotated, nor unhealthy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum DeletionOrder {
+    /// Also for `Random` (Cluster API's default) and an unset order: deterministic, and the
+    /// Machine least likely to be the one a missing mark meant.
     Oldest,
-    /// Also for `Random` (Cluster API's default) and an unset order: deterministic.
     Newest,
 }
 
 impl DeletionOrder {
     fn of(order: Option<&str>) -> Self {
         match order {
-            Some("Oldest") => DeletionOrder::Oldest,
-            _ => DeletionOrder::Newest,
+            Some("Newest") => DeletionOrder::Newest,
+            _ => DeletionOrder::Oldest,
         }
     }
 }

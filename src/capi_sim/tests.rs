@@ -544,12 +544,12 @@ async fn lowering_replicas_after_annotating_a_machine_deletes_exactly_that_machi
         sim.create_deployment(caph_deployment(MD, 3)).await;
         sim.settled(MD, 3, 3).await;
         let mut machines = sim.machines().await;
-        // Without the annotation the newest goes first (then by name): annotate the one that
+        // Without the annotation the oldest goes first (then by name): annotate the one that
         // order would take last.
         machines.sort_by(|a, b| {
-            b.metadata
+            a.metadata
                 .creation_timestamp
-                .cmp(&a.metadata.creation_timestamp)
+                .cmp(&b.metadata.creation_timestamp)
                 .then_with(|| name(a).cmp(name(b)))
         });
         let doomed = name(&machines[2]).to_owned();
@@ -814,10 +814,10 @@ fn the_scale_down_order_is_deleting_then_annotated_then_unhealthy_then_by_age() 
             "{order:?} {count}"
         );
     }
-    // Random (Cluster API's default) and an unset order read as Newest.
-    assert_eq!(DeletionOrder::of(Some("Random")), DeletionOrder::Newest);
-    assert_eq!(DeletionOrder::of(None), DeletionOrder::Newest);
-    assert_eq!(DeletionOrder::of(Some("Oldest")), DeletionOrder::Oldest);
+    // Random (Cluster API's default) and an unset order read as Oldest.
+    assert_eq!(DeletionOrder::of(Some("Random")), DeletionOrder::Oldest);
+    assert_eq!(DeletionOrder::of(None), DeletionOrder::Oldest);
+    assert_eq!(DeletionOrder::of(Some("Newest")), DeletionOrder::Newest);
 }
 
 #[test]

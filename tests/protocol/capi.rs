@@ -118,7 +118,8 @@ async fn start_with(deployment_exists: bool) -> Capi {
 }
 
 /// One round of the MachineSet and Machine controllers: Machines follow replicas (a Machine
-/// marked `delete-machine` goes first, then the newest), and a new Machine is delivered.
+/// marked `delete-machine` goes first, then the oldest: a lowering the controller forgot to
+/// mark takes a Machine that is not the one it bought last), and a new Machine is delivered.
 fn play(api: &ApiServer, delivery: Delivery, made: &mut u32) {
     let Some(md) = api.get(CAPI, "machinedeployments", Some(NS), MD) else {
         return;
@@ -140,10 +141,12 @@ fn play(api: &ApiServer, delivery: Delivery, made: &mut u32) {
     } else if live > replicas {
         present.sort_by_key(|m| {
             let marked = m["metadata"]["annotations"][DELETE_MACHINE_ANNOTATION].is_string();
-            (
-                !marked,
-                std::cmp::Reverse(m["metadata"]["name"].as_str().unwrap().to_owned()),
-            )
+            let made: u32 = m["metadata"]["name"]
+                .as_str()
+                .and_then(|n| n.rsplit('-').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            (!marked, made)
         });
         let name = present[0]["metadata"]["name"].as_str().unwrap();
         api.delete(CAPI, "machines", Some(NS), name).unwrap();
@@ -475,7 +478,7 @@ async fn a_machine_a_person_takes_by_lowering_replicas_fails_its_request_and_is_
             .any(|m| m["metadata"]["annotations"][CLAIM_ANNOTATION].is_string())
     })
     .await;
-    // A person lowers replicas by hand: Cluster API deletes the newest Machine, ours.
+    // A person lowers replicas by hand: Cluster API deletes the oldest Machine, ours (the only one).
     h.fleet
         .api
         .apply(

@@ -786,6 +786,23 @@ mod tests {
         )
     }
 
+    #[test]
+    fn a_machine_deployment_two_classes_name_serves_neither_and_says_which() {
+        let key = NamespacedName::parse("fleet/md").unwrap();
+        let (small, big) = (
+            class("a-small", Some("fleet/md")),
+            class("b-big", Some("fleet/md")),
+        );
+        assert_eq!(shared(&key, &[&small]), None);
+        let why = shared(&key, &[&small, &big]).unwrap();
+        assert_eq!(why.reason, "MachineDeploymentShared");
+        assert_eq!(
+            why.message,
+            "MachineDeployment fleet/md is named by NodeClasses a-small, b-big: each class needs \
+             a MachineDeployment of its own (their machines cannot be told apart)"
+        );
+    }
+
     fn request(name: &str, class: &str, recorded: &str) -> NodeRequest {
         let mut request = NodeRequest::new(
             name,
