@@ -323,3 +323,34 @@ async fn two_controllers_racing_to_consolidate_empty_every_node_once_and_never_o
     assert!(most.load(Ordering::SeqCst) <= 4, "{most:?}");
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_resizing_in_place_holds_consolidation_back_as_a_waiting_one_does() {
+    let h = fleet(consolidating(BOUGHT as u32, &[]), &[]).await;
+    // t0 grows past its node (8 threads): Resizing, its old entry kept, waiting for room.
+    h.apply(&[tenant_spec(
+        "t0",
+        json!({"resources": {"threads": 9, "memoryGb": 1, "storageGb": 1}}),
+    )]);
+    h.until("t0 Resizing", || {
+        h.tenant("t0")
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.phase == tenant_placer::api::TenantPhase::Resizing)
+    })
+    .await;
+    uncordon(&h);
+    h.until("consolidation held back for the waiting tenant", || {
+        h.handles.metrics.disruptions_blocked("TenantsWaiting") > 0
+    })
+    .await;
+    h.settle().await;
+    for i in 0..BOUGHT {
+        assert_eq!(
+            h.node(&bought(i)).spec.state,
+            tenant_placer::api::NodeState::Online,
+            "{}",
+            bought(i)
+        );
+    }
+    h.assert_invariants();
+}

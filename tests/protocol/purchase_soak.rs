@@ -18,6 +18,11 @@
 //! off a node that is not draining (a move to make room) while it is `do-not-disrupt`. And no
 //! loop: no tenant is moved for room back to a node it was moved off for room, and no node is
 //! marked for consolidation again unless a person changed its state in between.
+//! People attack the money path too: a live request deleted by hand, a bought Node's manifest
+//! copied (an Offline, empty Node labelled for a live request), and with Cluster API a Machine's
+//! claim re-pointed at another live request. At rest, also: every Ready request's Node is there
+//! and labelled for it (none orphaned), and a Node only labelled for a request is never taken
+//! for its machine.
 //! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
 
 use std::collections::HashMap;
@@ -172,8 +177,9 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
     let mut handles = h.handles.clone();
     let mut tenants: Vec<String> = Vec::new();
     let mut next = 0;
+    let mut copies = 0;
     for _ in 0..rng.usize(8..20) {
-        match rng.u8(0..10) {
+        match rng.u8(0..13) {
             0..=3 => {
                 let name = format!("t{next}");
                 next += 1;
@@ -237,6 +243,45 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                         Some(CAPI_NS),
                         machine["metadata"]["name"].as_str().unwrap(),
                     );
+                }
+            }
+            10 => {
+                // A person deletes a live request: its machine goes back, its tenants wait.
+                let live = requests(&h);
+                if !live.is_empty() {
+                    let name = live[rng.usize(0..live.len())].name_any();
+                    let _ = h.fleet.api.delete(GROUP, "noderequests", None, &name);
+                }
+            }
+            11 => {
+                // A person copies a bought Node's manifest: Offline, empty, labelled for a live
+                // request. It must never be taken for that request's machine.
+                let live = requests(&h);
+                if !live.is_empty() {
+                    let name = live[rng.usize(0..live.len())].name_any();
+                    copies += 1;
+                    h.apply(&[node(&format!("copy-{copies}"))
+                        .capacity(8, 32, 100)
+                        .state(tenant_placer::api::NodeState::Offline)
+                        .label(NODE_REQUEST_LABEL, &name)
+                        .manifest()]);
+                }
+            }
+            12 if buyer == Buyer::ClusterApi => {
+                // A person re-points a claimed Machine at another live request.
+                let machines = capi_objects(&h, capi_sim::CapiKind::Machine);
+                let live = requests(&h);
+                let claimed: Vec<&Value> = machines
+                    .iter()
+                    .filter(|m| m["metadata"]["annotations"][CLAIM_ANNOTATION].is_string())
+                    .collect();
+                if !claimed.is_empty() && !live.is_empty() {
+                    let machine = claimed[rng.usize(0..claimed.len())];
+                    let other = live[rng.usize(0..live.len())].name_any();
+                    let _ = h.fleet.api.apply(json!({
+                        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                        "metadata": {"name": machine["metadata"]["name"], "namespace": CAPI_NS,
+                                     "annotations": {CLAIM_ANNOTATION: other}}}));
                 }
             }
             _ => {}
@@ -580,8 +625,33 @@ fn check_purchases(h: &Harness, seed: u64) {
         })
         .filter_map(|t| t.spec.footprint().ok())
         .collect();
-    for node in h.fleet.nodes() {
-        if !node.labels().contains_key(NODE_REQUEST_LABEL)
+    let nodes = h.fleet.nodes();
+    // Every Ready request's Node is there and labelled for it: none is orphaned at rest.
+    let owned: Vec<&str> = requests
+        .iter()
+        .filter(|r| r.phase() == NodeRequestPhase::Ready)
+        .map(|r| {
+            let name = r.metadata.name.as_deref().unwrap_or_default();
+            let node = r
+                .status
+                .as_ref()
+                .map(|s| s.node_name.as_str())
+                .filter(|n| !n.is_empty())
+                .unwrap_or(name);
+            assert!(
+                nodes
+                    .iter()
+                    .any(|n| n.metadata.name.as_deref() == Some(node)
+                        && n.labels().get(NODE_REQUEST_LABEL).map(String::as_str) == Some(name)),
+                "seed {seed}: request {name} is Ready, but its Node {node} is not there"
+            );
+            node
+        })
+        .collect();
+    for node in nodes.iter() {
+        // Only a machine a request owns is judged: a copy is only labelled.
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if !owned.contains(&name)
             || node.metadata.deletion_timestamp.is_some()
             || !node.allocations().is_empty()
         {
