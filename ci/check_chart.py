@@ -79,6 +79,7 @@ CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "nodes"): ["get", "list", "watch", "patch"],
     ("placement.tenant-placer.dev", "nodes/status"): ["patch"],
     ("placement.tenant-placer.dev", "nodeclasses"): ["list", "watch"],
+    ("placement.tenant-placer.dev", "nodeclasses/status"): ["patch"],
     ("placement.tenant-placer.dev", "noderequests"): ["list", "watch", "create", "delete"],
     ("events.k8s.io", "events"): ["create"],
 }
@@ -94,7 +95,6 @@ CAPI_RULES = {
     ("cluster.x-k8s.io", "machinedeployments"): ["get", "list", "watch"],
     ("cluster.x-k8s.io", "machinedeployments/scale"): ["get", "update", "patch"],
     ("cluster.x-k8s.io", "machines"): ["get", "list", "watch", "patch"],
-    ("placement.tenant-placer.dev", "nodeclasses/status"): ["patch"],
     ("placement.tenant-placer.dev", "noderequests/status"): ["patch"],
 }
 

@@ -186,6 +186,45 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(requests().is_empty(), "the failed request is deleted");
+    // While box rests, a `short` is bought; its Node (played here by hand) reports half what the
+    // class promises: the controller writes what the class delivers (nodeclasses/status).
+    h.apply(&[
+        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "short"},
+                     "spec": {"capacity": {"threads": 1024, "memoryGb": 64, "storageGb": 100},
+                              "provider": "lab"}}),
+    ]);
+    for _ in 0..100 {
+        if !requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let request = requests()
+        .first()
+        .cloned()
+        .expect("a request of short for the tenant that waits");
+    let name = request["metadata"]["name"].as_str().unwrap().to_owned();
+    h.apply(&[node(&name)
+        .capacity(512, 64, 100)
+        .label("placement.tenant-placer.dev/node-request", &name)
+        .manifest()]);
+    h.apply(&[
+        json!({"apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": name},
+                     "status": {"phase": "Ready", "nodeName": name}}),
+    ]);
+    let learned = || {
+        h.fleet
+            .api
+            .get(GROUP, "nodeclasses", None, "short")
+            .is_some_and(|c| c["status"]["delivered"]["threads"] == 512)
+    };
+    for _ in 0..100 {
+        if learned() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(learned(), "what short delivers is written");
     let ghost = entry("ghost", (1, 1, 1));
     h.apply(&[json!({"apiVersion": VERSION, "kind": "Node", "metadata": {"name": "node-eu-2"}, "status": {"allocations": [ghost]}})]);
     h.settle().await;

@@ -220,9 +220,11 @@ pub fn plan<'a>(
     ordered.sort_by_key(|r| (r.created, r.name));
     let claimed_names: BTreeSet<&str> = live.iter().filter_map(|m| owner(m)).collect();
     // Unclaimed, unmarked Machines, oldest first; each is taken by one request made before it.
+    // A claim naming a request that records another Machine names nothing: that Machine is
+    // unclaimed (the request raised for it takes it, and the claim is written anew).
     let mut candidates: Vec<&Machine<'_>> = live
         .iter()
-        .filter(|m| m.claim.is_none() && !m.marked)
+        .filter(|m| owner(m).is_none() && !m.marked)
         .copied()
         .collect();
     candidates.sort_by_key(|m| (m.created, m.name));
@@ -649,16 +651,33 @@ mod tests {
             }]
         );
         // A claim naming a request that records another live Machine names nothing: that
-        // Machine is neither given back for it nor taken by anyone.
+        // Machine is not given back for it, and a request raised for a Machine takes it.
         let stray = running("mx", "a", "w3");
         assert_eq!(
             run(
                 md(2, 8),
-                &[machines[0].clone(), stray],
+                &[machines[0].clone(), stray.clone()],
                 &requests[..1],
                 &nodes[..1]
             ),
             vec![]
+        );
+        let waiting = Request {
+            created: at(150),
+            ..raised(request("c"), 7)
+        };
+        assert_eq!(
+            run(
+                md(2, 8),
+                &[machines[0].clone(), stray],
+                &[requests[0].clone(), waiting],
+                &nodes[..1]
+            ),
+            vec![Step::Claim {
+                machine: s("mx"),
+                request: s("c"),
+                give_back: false
+            }]
         );
         // A claim not yet recorded (the replacement of a Machine someone deleted) still counts.
         let deleting = Machine {
