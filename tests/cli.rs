@@ -204,3 +204,18 @@ async fn run_names_itself_as_the_manager_of_the_status_it_writes() {
         "{tenant}"
     );
 }
+
+#[test]
+fn a_disruption_schedule_that_can_never_open_is_refused_with_the_flag_and_value_named() {
+    // 31 February: consolidation and make-room would silently never run.
+    for command in ["simulate", "run", "sandbox"] {
+        let out = tenant_placer(&[command, "--disruption-schedule", "0 0 31 2 * 1h"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("invalid value '0 0 31 2 * 1h' for '--disruption-schedule")
+                && stderr.contains("it never opens"),
+            "{command}: {stderr}"
+        );
+    }
+}

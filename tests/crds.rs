@@ -182,3 +182,57 @@ fn node_classes_and_node_requests_are_cluster_scoped_with_the_designs_names_and_
         .collect();
     assert_eq!(columns, ["Class", "Phase", "Node", "Tenants", "Age"]);
 }
+
+/// A real API server estimates the cost of each CEL rule from the bounds of what it reads, and
+/// refuses the CRD when the estimate is over its limit: a map a rule iterates must have
+/// `maxProperties`, and its string values `maxLength`.
+#[test]
+fn every_map_a_cel_rule_reads_is_bounded_so_a_real_server_can_cost_it() {
+    fn walk(at: &str, schema: &serde_json::Value, unbounded: &mut Vec<String>) {
+        let Some(object) = schema.as_object() else {
+            return;
+        };
+        if object.contains_key("x-kubernetes-validations")
+            && let Some(values) = object.get("additionalProperties")
+        {
+            if !object.contains_key("maxProperties") {
+                unbounded.push(format!("{at}: no maxProperties"));
+            }
+            if values["type"] == "string" && values.get("maxLength").is_none() {
+                unbounded.push(format!("{at}: values without maxLength"));
+            }
+        }
+        for (key, child) in object {
+            match child {
+                serde_json::Value::Object(_) => walk(&format!("{at}.{key}"), child, unbounded),
+                serde_json::Value::Array(items) => {
+                    for item in items {
+                        walk(&format!("{at}.{key}[]"), item, unbounded);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut unbounded = Vec::new();
+    for crd in [
+        Tenant::crd(),
+        Node::crd(),
+        NodeClass::crd(),
+        NodeRequest::crd(),
+    ] {
+        for version in &crd.spec.versions {
+            let schema = serde_json::to_value(&version.schema).unwrap();
+            walk(&crd.spec.names.kind, &schema, &mut unbounded);
+        }
+    }
+    assert!(unbounded.is_empty(), "{unbounded:#?}");
+
+    // The class's labels: keys and values as Kubernetes labels, checked by CEL on a bounded map.
+    let schema = serde_json::to_value(&NodeClass::crd().spec.versions[0].schema).unwrap();
+    let labels = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["labels"];
+    assert_eq!(labels["maxProperties"], 64);
+    assert_eq!(labels["additionalProperties"]["maxLength"], 63);
+    let rules = labels["x-kubernetes-validations"].as_array().unwrap();
+    assert_eq!(rules.len(), 2, "{rules:?}");
+}

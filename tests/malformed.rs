@@ -9,7 +9,7 @@ use http_body_util::BodyExt;
 use inmem_apiserver::ApiServer;
 use kube::CustomResourceExt;
 use serde_json::Value;
-use tenant_placer::api::{Node, Tenant};
+use tenant_placer::api::{Node, NodeClass, Tenant};
 
 /// One malformed manifest: what it is (a sentence), the manifest, the field
 /// the refusal must name, and a fragment of the message.
@@ -253,6 +253,63 @@ spec:
         field: "spec.state",
         fragment: r#"spec.state: Unsupported value: "Retired": supported values: "Online", "Cordoned", "Offline", "Draining""#,
     },
+    Row {
+        what: "a NodeClass label key with a space and a '!' is not a label key",
+        manifest: "
+apiVersion: placement.tenant-placer.dev/v1alpha1
+kind: NodeClass
+metadata: {name: bad}
+spec:
+  capacity: {threads: 32, memoryGb: 128, storageGb: 2000}
+  provider: hetzner/AX102
+  labels: {'bad key!': fsn1}
+",
+        field: "spec.labels",
+        fragment: r#"spec.labels: Invalid value: "object": a label key must be a name of at most 63 characters"#,
+    },
+    Row {
+        what: "a NodeClass label key with a prefix of 254 characters is not a label key",
+        manifest: "
+apiVersion: placement.tenant-placer.dev/v1alpha1
+kind: NodeClass
+metadata: {name: bad}
+spec:
+  capacity: {threads: 32, memoryGb: 128, storageGb: 2000}
+  provider: hetzner/AX102
+  labels: {aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/zone: fsn1}
+",
+        field: "spec.labels",
+        fragment: "a label key must be a name of at most 63 characters, optionally prefixed by a DNS subdomain of at most 253 characters",
+    },
+    Row {
+        what: "a NodeClass label value of 64 characters is longer than a label value may be",
+        manifest: "
+apiVersion: placement.tenant-placer.dev/v1alpha1
+kind: NodeClass
+metadata: {name: bad}
+spec:
+  capacity: {threads: 32, memoryGb: 128, storageGb: 2000}
+  provider: hetzner/AX102
+  labels: {topology.kubernetes.io/zone: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx}
+",
+        // As on a real server: a value over `maxLength` stops the CEL rules from being run.
+        field: "spec.labels.topology.kubernetes.io/zone",
+        fragment: "spec.labels.topology.kubernetes.io/zone: Too long: may not be more than 63 bytes",
+    },
+    Row {
+        what: "a NodeClass label value ending in '-' is not a label value",
+        manifest: "
+apiVersion: placement.tenant-placer.dev/v1alpha1
+kind: NodeClass
+metadata: {name: bad}
+spec:
+  capacity: {threads: 32, memoryGb: 128, storageGb: 2000}
+  provider: hetzner/AX102
+  labels: {topology.kubernetes.io/zone: fsn1-}
+",
+        field: "spec.labels",
+        fragment: "a valid label value must be an empty string or consist of alphanumeric characters",
+    },
 ];
 
 /// The value at each limit the rows above go past, which must be accepted: a bound compared off
@@ -301,6 +358,18 @@ const AT_THE_LIMIT: &[(&str, &str, &str)] = &[
         "Node",
         "{capacity: {threads: 0, memoryGb: 9007199254740991, storageGb: 9007199254740991}}",
     ),
+    (
+        "a NodeClass labelled as a real zone, with an empty value, and at the length limits",
+        "NodeClass",
+        "{capacity: {threads: 32, memoryGb: 128, storageGb: 2000}, provider: hetzner/AX102, \
+         labels: {topology.kubernetes.io/zone: fsn1, example.com/empty: '', \
+         xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx: \
+         xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx, \
+         aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.\
+aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.\
+aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.\
+aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/Zone_1.a: x}}",
+    ),
 ];
 
 fn api_with_crds() -> ApiServer {
@@ -308,6 +377,7 @@ fn api_with_crds() -> ApiServer {
     for crd in [
         serde_json::to_value(Tenant::crd()).unwrap(),
         serde_json::to_value(Node::crd()).unwrap(),
+        serde_json::to_value(NodeClass::crd()).unwrap(),
     ] {
         api.install_crd(crd).unwrap();
     }
@@ -319,6 +389,7 @@ async fn create(api: &ApiServer, manifest: &str) -> (u16, Value) {
     let object: Value = serde_saphyr::from_str(manifest).unwrap();
     let uri = match object["kind"].as_str() {
         Some("Tenant") => "/apis/placement.tenant-placer.dev/v1alpha1/namespaces/default/tenants",
+        Some("NodeClass") => "/apis/placement.tenant-placer.dev/v1alpha1/nodeclasses",
         _ => "/apis/placement.tenant-placer.dev/v1alpha1/nodes",
     };
     let request = http::Request::builder()

@@ -25,7 +25,7 @@ pub const NODE_REQUEST_LABEL: &str = "placement.tenant-placer.dev/node-request";
 pub const NODE_CLASS_LABEL: &str = "placement.tenant-placer.dev/node-class";
 
 /// A kind of bare-metal machine that can be bought, and how many of it at most.
-#[derive(CustomResource, JsonSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "placement.tenant-placer.dev",
     version = "v1alpha1",
@@ -94,8 +94,13 @@ pub struct NodeClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub limit: Option<i32>,
-    /// Labels the provisioner gives each Node of this class.
+    /// Labels the provisioner gives each Node of this class: at most 64, each key and value
+    /// as Kubernetes labels are (a key is a name of at most 63 characters, optionally after a
+    /// DNS-subdomain prefix of at most 253 and `/`; a value at most 63 characters, or empty).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(transform = bounded_label_map)]
+    #[x_kube(validation = Rule::new(LABEL_KEYS_RULE).message(LABEL_KEYS_MESSAGE))]
+    #[x_kube(validation = Rule::new(LABEL_VALUES_RULE).message(LABEL_VALUES_MESSAGE))]
     pub labels: BTreeMap<String, String>,
     /// Machines of this class come from a Cluster API MachineDeployment: the controller's
     /// `--provisioner cluster-api` scales it and claims its Machines. Unset: another provisioner
@@ -106,6 +111,40 @@ pub struct NodeClassSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub cluster_api: Option<ClusterApiSource>,
+}
+
+/// The most labels a class may give its Nodes.
+pub const MAX_CLASS_LABELS: u64 = 64;
+
+/// Every key is a Kubernetes label key: a name of 1 to 63 characters (alphanumerics, with `-`,
+/// `_` and `.` inside), optionally after a lowercase RFC 1123 subdomain of at most 253
+/// characters and `/` (apimachinery's `IsQualifiedName`). A real server stores the class with
+/// any key and then refuses every Node made from it.
+// NB: a 1.36 API server refuses a CRD whose rules it estimates over its cost limit, and it
+// estimates from the schema's bounds (`bounded_label_map`). With 64 pairs and values of at most
+// 63 characters the values' rule costs about 64 x (ceil(63 x 0.1) x ceil(49 x 0.25)) = 64 x 91,
+// ~6,000 (keys are estimated at no length); without the bounds a map is taken to fill the 3 MB
+// request (~390,000 pairs of 3 MB strings) and the CRD is refused.
+const LABEL_KEYS_RULE: &str = r"self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && k.matches('^([^/]{1,253}/)?[^/]+$'))";
+
+/// The refusal of a bad key, in the words apimachinery uses for a bad label key.
+const LABEL_KEYS_MESSAGE: &str = "a label key must be a name of at most 63 characters, optionally prefixed by a DNS subdomain of at most 253 characters and '/': the name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName', or 'my.name', or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'); the prefix part must be a lowercase RFC 1123 subdomain (e.g. 'topology.kubernetes.io')";
+
+/// Every value is a Kubernetes label value: empty, or 1 to 63 characters as a name is.
+const LABEL_VALUES_RULE: &str =
+    r"self.all(k, self[k].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))";
+
+/// The refusal of a bad value, in the words apimachinery uses for a bad label value.
+const LABEL_VALUES_MESSAGE: &str = "a label value must be no more than 63 characters, and a valid label value must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue', or 'my_value', or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+
+/// A class's label map, bounded so that a real API server can bound the cost of its CEL rules:
+/// at most [`MAX_CLASS_LABELS`] pairs, values of at most 63 characters.
+fn bounded_label_map(schema: &mut schemars::Schema) {
+    schema.insert("maxProperties".into(), MAX_CLASS_LABELS.into());
+    schema.insert(
+        "additionalProperties".into(),
+        serde_json::json!({"type": "string", "maxLength": 63}),
+    );
 }
 
 /// Where a class's machines come from in Cluster API.

@@ -10,7 +10,8 @@
 //!   of `@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`, then a duration (`8h`, `30m`,
 //!   `1h30m`, at least a minute, at most 366 days), in UTC as Karpenter reads its schedules. It is
 //!   open from each minute the schedule names for the duration. As in cron, when both the day of
-//!   month and the day of week are restricted, either one matching is enough.
+//!   month and the day of week are restricted, either one matching is enough. A schedule that
+//!   names no day of any year (`0 0 31 2 * 1h`: 31 February) is refused: it would never open.
 
 use std::fmt;
 use std::str::FromStr;
@@ -106,6 +107,12 @@ impl FromStr for Window {
             _ => return Err(refused("expected five cron fields and a duration".into())),
         };
         let schedule = Schedule::parse(cron).map_err(refused)?;
+        if !schedule.names_a_day() {
+            return Err(refused(
+                "it never opens: no date has that day of month in that month (e.g. 31 February)"
+                    .into(),
+            ));
+        }
         let duration = parse_duration(duration).map_err(refused)?;
         Ok(Window {
             text: words.join(" "),
@@ -223,6 +230,20 @@ impl Schedule {
             days: field(day, "day of month", 1, 31, &[], 0)?,
             months: field(month, "month", 1, 12, &MONTHS, 1)?,
             weekdays,
+        })
+    }
+
+    /// Whether any day matches, ever. Hours and minutes always name at least one value, so this
+    /// is whether the schedule ever opens. Eight years from 2028 hold every month's every day
+    /// (29 February of 2028 and 2032) and every month's every weekday, which is all a day's
+    /// match depends on.
+    fn names_a_day(&self) -> bool {
+        // 2028-01-01T00:00:00Z, in minutes.
+        const FROM: i64 = 1_830_297_600 / 60;
+        const DAY: i64 = 24 * 60;
+        (0..8 * 366).any(|day: i64| {
+            civil(FROM.saturating_add(day.saturating_mul(DAY)))
+                .is_some_and(|at| self.day_matches(&at))
         })
     }
 
@@ -420,6 +441,23 @@ mod tests {
     }
 
     #[test]
+    fn a_schedule_that_opens_only_in_leap_years_or_on_a_weekday_is_accepted() {
+        // 29 February opens once in four years; 31 February on a Monday opens every Monday of
+        // February (both restricted: either one matching is enough); the 31st opens in the
+        // months that have one.
+        for text in [
+            "0 0 29 2 * 1h",
+            "0 0 31 2 mon 1h",
+            "0 0 31 1-4 * 1h",
+            "0 0 30 feb-mar * 1h",
+        ] {
+            assert!(text.parse::<Window>().is_ok(), "{text}");
+        }
+        let leap: Window = "0 0 29 2 * 1h".parse().unwrap();
+        assert!(leap.open_at(at("2028-02-29T00:30:00Z")));
+    }
+
+    #[test]
     fn bad_schedules_are_refused_saying_what_is_wrong() {
         let cases = [
             ("0 22 * * mon-fri", "five cron fields and a duration"),
@@ -434,6 +472,9 @@ mod tests {
             ("0 0 * * 5-1 1h", "runs backwards"),
             ("*/0 0 * * * 1h", "step \"0\""),
             ("@often 1h", "@often is not a schedule"),
+            ("0 0 31 2 * 1h", "it never opens"),
+            ("0 0 30,31 feb * 1h", "it never opens"),
+            ("0 0 31 apr,jun,sep,nov * 8h", "it never opens"),
         ];
         for (text, says) in cases {
             let error = text.parse::<Window>().unwrap_err();
