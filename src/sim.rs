@@ -66,9 +66,12 @@ pub enum FleetError {
         "{kind} {name}: simulate knows Node (placement and core v1), Tenant, NodeClass, Namespace and Cluster API's MachineDeployment objects only"
     )]
     UnknownKind { kind: String, name: String },
-    #[error("the controller did not go quiet within {0:?}")]
-    NotQuiet(Duration),
+    #[error("the controller did not go quiet within {0:?}; the last writes: {1}")]
+    NotQuiet(Duration, String),
 }
+
+/// How many of the last placement writes a fleet keeps to say what keeps writing.
+const LAST_WRITES_KEPT: usize = 24;
 
 /// The in-memory API plus (when started) the controller running against it.
 pub struct Fleet {
@@ -80,6 +83,9 @@ pub struct Fleet {
     provisioner: Mutex<Option<JoinHandle<()>>>,
     /// Committed writes of Tenants and Nodes (not Leases or Events, which move on their own).
     placement_writes: Arc<AtomicU64>,
+    /// The last of those writes (`resource/name`), so that a fleet that does not go quiet says
+    /// what keeps writing.
+    last_writes: Arc<Mutex<std::collections::VecDeque<String>>>,
     /// The pool of the controller last started (its node and tenant selectors): what it is
     /// expected to catch up with.
     pool: Mutex<(Option<LabelSelector>, Option<LabelSelector>)>,
@@ -139,9 +145,19 @@ impl Fleet {
         }
         let placement_writes = Arc::new(AtomicU64::new(0));
         let counter = placement_writes.clone();
+        let last_writes: Arc<Mutex<std::collections::VecDeque<String>>> = Arc::default();
+        let last = last_writes.clone();
         api.on_commit(move |commit| {
             if commit.group == GROUP {
                 counter.fetch_add(1, Ordering::SeqCst);
+                let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+                if last.len() >= LAST_WRITES_KEPT {
+                    last.pop_front();
+                }
+                last.push_back(format!(
+                    "{} {}/{}",
+                    commit.resource_version, commit.resource, commit.name
+                ));
             }
         });
         let client = Client::new(api.clone(), "default");
@@ -151,6 +167,7 @@ impl Fleet {
             controller: Mutex::default(),
             provisioner: Mutex::default(),
             placement_writes,
+            last_writes,
             pool: Mutex::default(),
             registers: Mutex::default(),
         })
@@ -479,7 +496,15 @@ impl Fleet {
                 return Ok(());
             }
             if started.elapsed() > timeout {
-                return Err(FleetError::NotQuiet(timeout));
+                let last = self
+                    .last_writes
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(FleetError::NotQuiet(timeout, last));
             }
         }
     }

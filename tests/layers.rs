@@ -254,10 +254,9 @@ const CONTROLLER_LAYERS: &[&[&str]] = &[
     &["state", "publisher", "patch", "disruption"],
     &["engine", "runner"],
     &["settings"],
-    // Consolidation's look, which the purchase loop runs after its own, and make-room's, which
-    // it runs before.
+    // Consolidation's look and make-room's, which the capacity tick runs as its steps.
     &["consolidation", "make_room"],
-    &["tenant", "node", "requests", "passes", "register", "capi"],
+    &["tenant", "node", "capacity", "passes", "register", "capi"],
     &["mod"],
 ];
 

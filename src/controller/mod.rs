@@ -59,7 +59,7 @@ use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
-pub use capacity::RequestLoop;
+pub use capacity::CapacityLoop;
 /// What consolidation knows now, as the page reads it.
 pub use consolidation::Snapshot as ConsolidationSnapshot;
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
@@ -542,13 +542,13 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let _purchases = settings.request_after.is_some().then(|| {
         let memory: Arc<consolidation::Memory> = Arc::default();
         caches.set_disruption((memory.clone(), room.clone()));
-        let buyer = RequestLoop {
+        let buyer = CapacityLoop {
             client: client.clone(),
             engine: engine.clone(),
             tenants: tenant_cache.clone(),
             tenants_synced: tenants_synced.clone(),
             waiting: waiting.clone(),
-            purchases: Arc::default(),
+            memory: Arc::default(),
             notes: notes.clone(),
             consolidation: memory,
             room: room.clone(),
@@ -804,7 +804,7 @@ fn tenant_events(
 /// shows every event, not only the cache, to the loop's memory (a request Failed or gone between
 /// looks is seen) and to `bought`.
 fn purchases(
-    buyer: RequestLoop,
+    buyer: CapacityLoop,
     caches: &Caches,
     bought: Option<Arc<Bought>>,
     skipped: Skips,
@@ -822,7 +822,7 @@ fn purchases(
         |_: &watcher::Event<NodeClass>| {},
         skipped.clone(),
     );
-    let observed = buyer.purchases.clone();
+    let observed = buyer.memory.clone();
     let requests = reflected(
         Api::all(buyer.client.clone()),
         None,
