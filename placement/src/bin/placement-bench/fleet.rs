@@ -179,43 +179,44 @@ pub fn node_classes() -> Vec<NodeClassOffer> {
     ]
 }
 
-/// `n` waiting tenants of mixed sizes, in queue order: 60% small (1–4 threads), 30% medium
-/// (4–16), 8% large (16–48), about 4 GB of memory per thread, and 2% storage-heavy (5–15 TB).
+/// `n` waiting tenants of mixed sizes ([`footprint`]), in queue order.
 pub fn waiting_tenants(n: usize, seed: u64) -> Vec<WaitingTenant> {
     let mut rng = Rng::new(seed);
     (0..n)
-        .map(|i| {
-            let mut between = |low: u64, high: u64| {
-                low.saturating_add(rng.below(high.saturating_sub(low).saturating_add(1)))
-            };
-            let kind = between(0, 99);
-            let footprint = match kind {
-                0..=59 => {
-                    let threads = between(1, 4);
-                    Resources::new(
-                        threads,
-                        threads.saturating_mul(between(2, 4)),
-                        between(20, 200),
-                    )
-                }
-                60..=89 => {
-                    let threads = between(4, 16);
-                    Resources::new(
-                        threads,
-                        threads.saturating_mul(between(3, 5)),
-                        between(100, 1_000),
-                    )
-                }
-                90..=97 => {
-                    let threads = between(16, 48);
-                    Resources::new(threads, threads.saturating_mul(4), between(500, 4_000))
-                }
-                _ => Resources::new(between(2, 4), between(8, 32), between(5_000, 15_000)),
-            };
-            WaitingTenant {
-                tenant: format!("bench/w-{i:04}"),
-                footprint,
-            }
+        .map(|i| WaitingTenant {
+            tenant: format!("bench/w-{i:04}"),
+            footprint: footprint(&mut rng),
         })
         .collect()
+}
+
+/// A tenant of the mix: 60% small (1–4 threads), 30% medium (4–16), 8% large (16–48), about
+/// 4 GB of memory per thread, and 2% storage-heavy (5–15 TB).
+pub fn footprint(rng: &mut Rng) -> Resources {
+    let mut between = |low: u64, high: u64| {
+        low.saturating_add(rng.below(high.saturating_sub(low).saturating_add(1)))
+    };
+    match between(0, 99) {
+        0..=59 => {
+            let threads = between(1, 4);
+            Resources::new(
+                threads,
+                threads.saturating_mul(between(2, 4)),
+                between(20, 200),
+            )
+        }
+        60..=89 => {
+            let threads = between(4, 16);
+            Resources::new(
+                threads,
+                threads.saturating_mul(between(3, 5)),
+                between(100, 1_000),
+            )
+        }
+        90..=97 => {
+            let threads = between(16, 48);
+            Resources::new(threads, threads.saturating_mul(4), between(500, 4_000))
+        }
+        _ => Resources::new(between(2, 4), between(8, 32), between(5_000, 15_000)),
+    }
 }

@@ -1,5 +1,6 @@
 //! `placement-bench`: decision latency per policy, the fragmentation study, the time a
-//! consolidation takes and a purchase plan's time and cost, as tables.
+//! consolidation takes, a purchase plan's time and cost, and what weeks of churn cost against a
+//! lower bound, as tables.
 //!
 //! ```text
 //! cargo run --release -p placement --bin placement-bench                 # latency (default)
@@ -8,10 +9,12 @@
 //! cargo run --release -p placement --bin placement-bench -- consolidation --sizes 100,1000
 //! cargo run --release -p placement --bin placement-bench -- purchase --runs 11
 //! cargo run --release -p placement --bin placement-bench -- make-room --sizes 1000,10000 --json
+//! cargo run --release -p placement --bin placement-bench -- churn --weeks 4 --seed 7
 //! ```
 //!
 //! Std only, like the library. Run it in `--release`: debug timings mean nothing.
 
+mod churn;
 mod fleet;
 mod fragmentation;
 mod latency;
@@ -30,6 +33,7 @@ usage: placement-bench [latency] [--budget-ms MS] [--sizes N,N,...]
        placement-bench consolidation [--budget-ms MS] [--sizes N,N,...] [--json]
        placement-bench purchase [--runs N] [--sizes N,N,...] [--json]
        placement-bench make-room [--budget-ms MS] [--sizes N,N,...] [--json]
+       placement-bench churn [--weeks N] [--seed N] [--json]
 
 latency        median and p99 ns per decision for every policy at 100, 1k, 10k and 100k nodes,
                the first-fit index against the scan, and the target case (10,000 nodes, the
@@ -47,6 +51,10 @@ purchase       the time to plan a purchase (purchase::purchase) for seeded waiti
 make-room      the time to make room (make_room::make_room) for one waiting tenant on seeded
                fleets of 10 tenants per node where 1 to 4 movers are needed, and one where 5
                are (none found: 4 allowed); --sizes are node counts (default 1000,10000).
+churn          seeded weeks (default 4) of tenants arriving and leaving, hour by hour, with
+               purchases, hand-backs and consolidation on: each day's monthly cost of the
+               bought nodes against a lower bound (the cheapest whole machines covering the
+               demand), machines bought and handed back, tenants moved, and a summary.
 --json         one JSON object per row, a line each, instead of the table.";
 
 struct Args {
@@ -58,6 +66,7 @@ struct Args {
     seed: u64,
     arrivals: usize,
     runs: usize,
+    weeks: u32,
     json: bool,
 }
 
@@ -70,13 +79,16 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         seed: 0x00C0_FFEE,
         arrivals: 3000,
         runs: 11,
+        weeks: 4,
         json: false,
     };
     let mut first = true;
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
         match arg.as_str() {
-            "latency" | "fragmentation" | "consolidation" | "purchase" | "make-room" if first => {
+            "latency" | "fragmentation" | "consolidation" | "purchase" | "make-room" | "churn"
+                if first =>
+            {
                 parsed.command = arg
             }
             "--budget-ms" => parsed.budget_ms = number(&value("--budget-ms")?)?,
@@ -92,6 +104,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--seed" => parsed.seed = number(&value("--seed")?)?,
             "--arrivals" => parsed.arrivals = number(&value("--arrivals")?)?,
             "--runs" => parsed.runs = number(&value("--runs")?)?,
+            "--weeks" => parsed.weeks = number(&value("--weeks")?)?,
             "--json" => parsed.json = true,
             "-h" | "--help" => parsed.command = "help".to_owned(),
             other => return Err(format!("unexpected argument {other:?}")),
@@ -129,6 +142,7 @@ fn main() -> ExitCode {
         "consolidation" => consolidation_table(&args),
         "purchase" => purchase_table(&args),
         "make-room" => make_room_table(&args),
+        "churn" => churn_study(&args),
         _ => latency_table(&args),
     }
 }
@@ -197,6 +211,19 @@ fn purchase_table(args: &Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn churn_study(args: &Args) -> ExitCode {
+    let run = churn::run(churn::Settings {
+        seed: args.seed,
+        weeks: args.weeks,
+    });
+    if args.json {
+        print!("{}", churn::json(&run));
+    } else {
+        print!("{}", churn::render(&run));
+    }
+    ExitCode::SUCCESS
+}
+
 fn fragmentation_study(args: &Args) -> ExitCode {
     let trace = fragmentation::trace(args.seed, args.arrivals);
     let outcomes: Vec<_> = Policy::ALL
@@ -235,6 +262,11 @@ mod tests {
         assert_eq!(
             (a.command.as_str(), a.sizes, a.budget_ms),
             ("latency", Some(vec![10, 20]), 5)
+        );
+        let a = args("churn --weeks 2 --seed 9 --json").unwrap();
+        assert_eq!(
+            (a.command.as_str(), a.weeks, a.seed, a.json),
+            ("churn", 2, 9, true)
         );
         assert!(args("--svg").is_err());
         assert!(args("latency latency").is_err());
