@@ -99,13 +99,14 @@ struct ActionLabel {
 }
 
 /// The capacity tick's money decisions, as (action, reason): what it can do with money and why.
-pub const MONEY_DECISIONS: [(&str, &str); 7] = [
+pub const MONEY_DECISIONS: [(&str, &str); 8] = [
     ("buy", "waiting"),
     ("hand_back", "idle"),
     ("hand_back", "consolidated"),
     ("retire", "failed"),
     ("retire", "orphaned"),
     ("withdraw", "class_gone"),
+    ("withdraw", "duplicate"),
     ("keep", "awaited"),
 ];
 

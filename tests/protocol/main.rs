@@ -16,6 +16,7 @@ mod guards;
 mod leader;
 mod make_room;
 mod money;
+mod money_model;
 mod policy;
 mod pools;
 mod promise;

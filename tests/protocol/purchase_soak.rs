@@ -23,6 +23,11 @@
 //! claim re-pointed at another live request. At rest, also: every Ready request's Node is there
 //! and labelled for it (none orphaned), and a Node only labelled for a request is never taken
 //! for its machine.
+//! At every step the money model (`money_model.rs`) is checked: nothing bought that no waiting
+//! tenant needs, nothing bought twice for one need, no request left without a machine, no
+//! machine idle past the hand-back delay; people also delete bought Nodes, run a second
+//! controller for a while, change a MachineDeployment's replicas, and a class's machines may
+//! deliver less than it promises.
 //! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
 
 use std::collections::HashMap;
@@ -33,7 +38,9 @@ use kube::ResourceExt;
 use serde_json::json;
 use tenant_placer::api::capi::{CLAIM_ANNOTATION, MACHINE_ANNOTATION};
 use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION};
-use tenant_placer::api::{GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, TenantPhase};
+use tenant_placer::api::{
+    GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, ResourceAmounts, TenantPhase,
+};
 use tenant_placer::capi_sim::{self, CapiSimConfig};
 use tenant_placer::controller::disruption::{Budget, Consolidation};
 use tenant_placer::provisioner::ProvisionerConfig;
@@ -41,6 +48,7 @@ use tenant_placer::sim::Simulated;
 
 use tenant_placer::controller::Handles;
 
+use crate::money_model::MoneyModel;
 use crate::*;
 
 /// The classes, with their threads.
@@ -121,6 +129,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
         ..settings()
     };
     let api = ApiServer::new();
+    let mut model = MoneyModel::watch(&api);
     let disruptions = watch_disruptions(&api, settings.disruption_budget);
     let touched: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let loops = watch_loops(&api, touched.clone());
@@ -154,7 +163,12 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
             delay: Duration::from_millis(rng.u64(0..=150)),
             failing: ["flaky".to_owned()].into(),
             every: Duration::from_millis(20),
-            short: Default::default(),
+            // Now and then `large` machines come up with less than the class promises.
+            short: if rng.u8(0..3) == 0 {
+                [("large".to_owned(), ResourceAmounts::new(48, 256, 8000))].into()
+            } else {
+                Default::default()
+            },
         }),
         // Each phase lasts two looks at least, as a real Machine's deletion (its Node drained,
         // its server released) does: a Machine deleted by hand between two looks, its request
@@ -178,8 +192,13 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
     let mut tenants: Vec<String> = Vec::new();
     let mut next = 0;
     let mut copies = 0;
+    let mut other: Option<tokio::task::JoinHandle<()>> = None;
+    // Machines people asked for by raising a MachineDeployment's replicas: nobody claims them.
+    let mut by_hand: HashMap<String, i64> = HashMap::new();
     for _ in 0..rng.usize(8..20) {
-        match rng.u8(0..13) {
+        let event = rng.u8(0..16);
+        eprintln!("seed {seed}: event {event}");
+        match event {
             0..=3 => {
                 let name = format!("t{next}");
                 next += 1;
@@ -231,6 +250,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                 h.fleet.stop();
                 handles = Handles::default();
                 h.fleet.start_with(h.settings.clone(), handles.clone());
+                model.restarted();
             }
             9 if buyer == Buyer::ClusterApi => {
                 // A person deletes a Machine (its MachineSet replaces it).
@@ -284,9 +304,72 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                                      "annotations": {CLAIM_ANNOTATION: other}}}));
                 }
             }
+            13 => {
+                // A second controller for a while (no leader election: both act).
+                match other.take() {
+                    Some(running) => running.abort(),
+                    None => {
+                        other = Some(tokio::spawn(tenant_placer::controller::run_with(
+                            h.fleet.client.clone(),
+                            h.settings.clone(),
+                            Handles::default(),
+                        )));
+                    }
+                }
+                model.restarted();
+            }
+            14 if buyer == Buyer::ClusterApi => {
+                // A person changes a MachineDeployment's replicas by hand.
+                let (class, _) = CLASSES[rng.usize(0..CLASSES.len())];
+                let name = format!("md-{class}");
+                if let Some(md) =
+                    h.fleet
+                        .api
+                        .get(capi_sim::GROUP, "machinedeployments", Some(CAPI_NS), &name)
+                {
+                    let replicas = md["spec"]["replicas"].as_i64().unwrap_or(0);
+                    let to = if rng.bool() {
+                        replicas + 1
+                    } else {
+                        (replicas - 1).max(0)
+                    };
+                    // A lowering takes whichever Machine Cluster API picks (ours, often): only
+                    // raises add Machines nobody claims.
+                    *by_hand.entry(name.clone()).or_default() += (to - replicas).max(0);
+                    let _ = h.fleet.api.apply(json!({
+                        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                        "metadata": {"name": name, "namespace": CAPI_NS},
+                        "spec": {"replicas": to}}));
+                }
+            }
+            15 => {
+                // A person deletes a bought Node: it drains, and goes once empty.
+                let bought: Vec<String> = h
+                    .fleet
+                    .nodes()
+                    .iter()
+                    .filter(|n| n.labels().contains_key(NODE_REQUEST_LABEL))
+                    .map(|n| n.name_any())
+                    .collect();
+                if !bought.is_empty() {
+                    let name = &bought[rng.usize(0..bought.len())];
+                    let _ = h.fleet.api.delete(GROUP, "nodes", None, name);
+                }
+            }
             _ => {}
         }
         tokio::time::sleep(Duration::from_millis(rng.u64(0..80))).await;
+        // A positive sign that the running controller looked since: two more ticks.
+        let from = handles.metrics.request_looks_done();
+        h.until("two more ticks", || {
+            handles.metrics.request_looks_done() >= from + 2
+        })
+        .await;
+        model.step(&h, h.settings.empty_node_after);
+    }
+    if let Some(running) = other.take() {
+        running.abort();
+        model.restarted();
     }
     // Classes as they were, so that every waiting tenant some class holds can be bought for.
     h.apply(&[class("small", 16, 100, 3), class("large", 64, 300, 2)]);
@@ -319,9 +402,8 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
         // Cluster API at rest too: Machines match replicas, none being deleted.
         h.until("Cluster API at rest", || capi_at_rest(&h)).await;
         h.settle().await;
-        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_machines(&h, seed)))
-            .is_err()
-        {
+        let check = || check_machines(&h, seed, &by_hand);
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)).is_err() {
             for line in history.lock().unwrap().iter() {
                 eprintln!("{line}");
             }
@@ -331,6 +413,14 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
     h.lowered.clear();
     h.assert_invariants();
     check_purchases(&h, seed);
+    model.step(&h, h.settings.empty_node_after);
+    let findings = model.findings();
+    assert!(
+        findings.violations.is_empty(),
+        "seed {seed}: the money model: {:#?}",
+        findings.violations
+    );
+    eprintln!("seed {seed}: money rules reached {:?}", findings.reached);
     let disruptions = disruptions.lock().unwrap();
     assert!(disruptions.is_empty(), "seed {seed}: {disruptions:?}");
     let loops = loops.lock().unwrap();
@@ -527,16 +617,27 @@ fn capi_state(h: &Harness) -> String {
 }
 
 /// The Cluster API invariants at rest (module doc).
-fn check_machines(h: &Harness, seed: u64) {
+/// `by_hand`: by MachineDeployment, how many replicas people added (their Machines are theirs,
+/// claimed by no request, up to that many).
+fn check_machines(h: &Harness, seed: u64, by_hand: &HashMap<String, i64>) {
     let state = capi_state(h);
     let requests = requests(h);
     let mut claims: HashMap<String, String> = HashMap::new();
+    let mut unclaimed: HashMap<String, i64> = HashMap::new();
     for machine in capi_objects(h, capi_sim::CapiKind::Machine) {
         let name = machine["metadata"]["name"].as_str().unwrap().to_owned();
         let Some(claim) = machine["metadata"]["annotations"][CLAIM_ANNOTATION].as_str() else {
-            panic!(
+            let md = machine["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let count = unclaimed.entry(md.clone()).or_default();
+            *count += 1;
+            assert!(
+                *count <= by_hand.get(&md).copied().unwrap_or(0),
                 "seed {seed}: Machine {name} is claimed by no request: a leaked machine\n{state}"
             );
+            continue;
         };
         assert!(
             requests

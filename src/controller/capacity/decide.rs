@@ -552,3 +552,59 @@ pub(super) fn still_waiting(waiters: &[Waiter], made: &make_room::Made) -> Vec<W
         .cloned()
         .collect()
 }
+
+/// Requests in flight that buy again what an earlier one in flight buys: the same tenants,
+/// whose footprints the earlier one holds together. One controller never makes such a pair (the
+/// earlier request's room goes to them first); two controllers deciding in the same moment do,
+/// possibly of different classes. The later of each pair (by creation, then name) is withdrawn.
+/// A tenant that grew past the earlier request is not bought for twice by this rule: the later
+/// request then holds what the earlier cannot, and stays. Pure.
+pub(super) fn duplicates<'a>(
+    live: &'a [Arc<NodeRequest>],
+    waiters: &[Waiter],
+) -> Vec<&'a Arc<NodeRequest>> {
+    let footprint: HashMap<&str, Resources> = waiters
+        .iter()
+        .map(|w| (w.key.as_str(), w.footprint))
+        .collect();
+    let mut in_flight: Vec<&Arc<NodeRequest>> = live
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.phase(),
+                NodeRequestPhase::Pending | NodeRequestPhase::Provisioning
+            )
+        })
+        .collect();
+    in_flight.sort_by(|a, b| {
+        let created = |r: &NodeRequest| r.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        (created(a), a.metadata.name.as_deref()).cmp(&(created(b), b.metadata.name.as_deref()))
+    });
+    let mut withdrawn = Vec::new();
+    for (i, later) in in_flight.iter().enumerate() {
+        let mut tenants = later.spec.tenants.clone();
+        tenants.sort_unstable();
+        let held_by_earlier = in_flight[..i].iter().any(|earlier| {
+            let mut theirs = earlier.spec.tenants.clone();
+            theirs.sort_unstable();
+            let need: Option<Resources> = tenants.iter().try_fold(Resources::ZERO, |sum, t| {
+                sum.checked_add(*footprint.get(t.as_str())?)
+            });
+            theirs == tenants
+                && !withdrawn
+                    .iter()
+                    .any(|w: &&Arc<NodeRequest>| Arc::ptr_eq(w, earlier))
+                && need.is_some_and(|need| {
+                    earlier
+                        .spec
+                        .capacity
+                        .to_resources()
+                        .is_ok_and(|room| need.fits_within(&room))
+                })
+        });
+        if held_by_earlier && !tenants.is_empty() {
+            withdrawn.push(*later);
+        }
+    }
+    withdrawn
+}

@@ -193,9 +193,11 @@ async fn tick(
     let snap = Snapshot::read(ctx, classes, requests);
     let span = tracing::Span::current();
     span.record("waiting", snap.waiters.len());
-    // 2. Failed requests reported and deleted; requests of a deleted class withdrawn.
+    // 2. Failed requests reported and deleted; requests of a deleted class withdrawn, and the
+    // later of two in flight for the same need (two controllers deciding at once).
     retire_failed(ctx, &snap).await;
     withdraw_classless(ctx, &snap).await;
+    withdraw_duplicates(ctx, &snap).await;
     // 3. Room made by moving smaller tenants first: a waiter given it is not bought for.
     // Consolidation holds back while anyone waits, room being made for them or not.
     let anyone_waits = !snap.waiters.is_empty();

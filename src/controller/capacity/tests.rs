@@ -938,3 +938,75 @@ fn an_idle_machine_goes_back_after_the_delay_a_drained_one_at_once_an_orphan_is_
     // Each reason is counted as its own money decision.
     assert_eq!(GoesBack::Orphaned.decision(), ("retire", "orphaned"));
 }
+
+#[test]
+fn the_later_of_two_requests_in_flight_for_the_same_tenants_is_a_duplicate_unless_they_outgrew_the_earlier()
+ {
+    // (name, created at, class threads, tenants, phase)
+    let request = |name: &str, at_s: i64, threads: i64, tenants: &[&str], phase| {
+        let mut r = box_request(name, phase);
+        r.metadata.creation_timestamp = Some(Time(at(at_s)));
+        r.spec.capacity = ResourceAmounts::new(threads, 64, 100);
+        r.spec.tenants = tenants.iter().map(|t| (*t).to_owned()).collect();
+        Arc::new(r)
+    };
+    use NodeRequestPhase::*;
+    let waiters = [
+        first("d/a", 1, 10, 1),
+        first("d/b", 2, 10, 1),
+        first("d/big", 3, 40, 1),
+    ];
+    let names = |live: &[Arc<NodeRequest>]| -> Vec<String> {
+        duplicates(live, &waiters)
+            .iter()
+            .map(|r| r.name_any())
+            .collect()
+    };
+    // Two controllers bought for a at once, of two classes: the later goes (by creation, then
+    // by name at the same second).
+    assert_eq!(
+        names(&[
+            request("large-1", 10, 64, &["d/a"], Pending),
+            request("flaky-1", 11, 32, &["d/a"], Provisioning),
+        ]),
+        ["flaky-1"]
+    );
+    assert_eq!(
+        names(&[
+            request("b-same", 10, 32, &["d/a"], Pending),
+            request("a-same", 10, 32, &["d/a"], Pending),
+        ]),
+        ["b-same"]
+    );
+    // Together a and b need 20 threads: the 16-thread earlier one cannot hold them, so the
+    // later one is no duplicate (a tenant that grew is bought for again).
+    assert!(
+        names(&[
+            request("small", 10, 16, &["d/a", "d/b"], Pending),
+            request("bigger", 11, 32, &["d/b", "d/a"], Pending),
+        ])
+        .is_empty()
+    );
+    // Other tenants, a Ready earlier one (its Node counts as room elsewhere), a tenant no
+    // longer waiting: none is a duplicate.
+    assert!(
+        names(&[
+            request("one", 10, 64, &["d/a"], Pending),
+            request("two", 11, 64, &["d/b"], Pending),
+            request("ready", 9, 64, &["d/big"], Ready),
+            request("again", 12, 64, &["d/big"], Pending),
+            request("gone-1", 13, 64, &["d/gone"], Pending),
+            request("gone-2", 14, 64, &["d/gone"], Pending),
+        ])
+        .is_empty()
+    );
+    // Three at once: the two later ones go, each against the first.
+    assert_eq!(
+        names(&[
+            request("x", 10, 64, &["d/a"], Pending),
+            request("y", 11, 64, &["d/a"], Pending),
+            request("z", 12, 64, &["d/a"], Pending),
+        ]),
+        ["y", "z"]
+    );
+}

@@ -525,3 +525,37 @@ pub(super) async fn publish<K: Resource<DynamicType = ()>>(
     EventPublisher::publish_or_log(ctx.events.as_ref(), occurrence, regarding.object_ref(&()))
         .await;
 }
+
+/// Withdraws a request in flight that buys again what an earlier one buys ([`duplicates`]),
+/// under its UID: a provisioner that took it up treats the delete as a hand-back.
+pub(super) async fn withdraw_duplicates(ctx: &CapacityLoop, snap: &Snapshot) {
+    let api = requests_api(ctx);
+    for request in duplicates(&snap.live, &snap.waiters) {
+        let name = request.name_any();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: request.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => {
+                ctx.metrics.money_decision("withdraw", "duplicate");
+                tracing::info!(
+                    request = %name,
+                    tenants = ?request.spec.tenants,
+                    "node request withdrawn: an earlier one in flight buys for the same tenants"
+                );
+            }
+            Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
+            Err(source) => refused(
+                ctx,
+                "withdraw",
+                name,
+                source,
+                "could not withdraw a node request bought twice; will try again",
+            ),
+        }
+    }
+}

@@ -28,8 +28,9 @@
 //!   nothing replaces it (replicas lowered too).
 //! - **A deleted request is settled last.** One owed a Machine (raised for, its Machine not made
 //!   yet; or its Machine being deleted by someone else, so replaced) takes one only beyond what
-//!   the live requests wait for, and gives it straight back; with none there or coming, it is
-//!   released.
+//!   the live requests wait for, and gives it straight back; one whose Machine someone else is
+//!   deleting lowers replicas while that Machine is still there, so that no replacement is made
+//!   that nothing would claim; with none there or coming, it is released.
 //! - **Lower before raising.** No raise while a Machine of ours going back is not yet being
 //!   deleted: replicas raised back to the Machines there would leave it in place.
 //! - **Never past the limit**: cluster-autoscaler's max size on the deployment caps raises.
@@ -238,15 +239,20 @@ pub fn plan<'a>(
         r.scale_generation
             .is_some_and(|g| deployment.generation > g)
     };
+    // Someone else is deleting the request's Machine (no mark): its MachineSet would replace it
+    // once it is gone.
+    let deleted_by_hand = |r: &Request<'_>| {
+        machines
+            .iter()
+            .any(|m| m.name == r.machine && m.deleting && !m.marked)
+    };
     // A deleted request is owed a Machine when it was raised for and its Machine has not come
-    // yet, or when someone else is deleting its Machine (no mark): its MachineSet replaces it.
+    // yet, or when someone else is deleting its Machine.
     let owed = |r: &Request<'_>| {
         if r.machine.is_empty() {
             raised(r)
         } else {
-            machines
-                .iter()
-                .any(|m| m.name == r.machine && m.deleting && !m.marked)
+            deleted_by_hand(r)
         }
     };
     let mut raises: Vec<&Request<'_>> = Vec::new();
@@ -368,7 +374,11 @@ pub fn plan<'a>(
     }
 
     // A deleted request owed a Machine takes one only beyond what the live requests wait for,
-    // and gives it straight back; with none there or coming, it is released.
+    // and gives it straight back; with none there or coming, it is released. One whose Machine
+    // someone else is deleting lowers replicas instead while that Machine is still there (Cluster
+    // API deletes a Machine already being deleted first): no replacement is made, so none is
+    // left that nobody claims once the request is gone.
+    let mut cancelled = 0i32;
     for request in settling {
         let name = request.name.to_owned();
         if let Some(machine) = take(request) {
@@ -379,7 +389,10 @@ pub fn plan<'a>(
             });
             marked_ours = marked_ours.saturating_add(1);
         } else if coming > 0 {
-            coming = coming.saturating_sub(1); // made soon, then given back
+            coming = coming.saturating_sub(1);
+            if deleted_by_hand(request) {
+                cancelled = cancelled.saturating_add(1);
+            } // else: made soon, then given back
         } else {
             steps.push(Step::Release { request: name });
         }
@@ -389,7 +402,9 @@ pub fn plan<'a>(
     let lower = marked_ours.saturating_sub(surplus).max(0);
     // Machines a request waits for are made only while replicas exceed the Machines there,
     // marked ones included: no lowering eats into them (a marked one goes once they are made).
-    let waited_for = coming_at_start.saturating_sub(coming);
+    let waited_for = coming_at_start
+        .saturating_sub(coming)
+        .saturating_sub(cancelled);
     let floor = if waited_for > 0 {
         live_count
             .saturating_add(waited_for)
@@ -397,7 +412,11 @@ pub fn plan<'a>(
     } else {
         0
     };
-    let base = deployment.replicas.saturating_sub(lower).max(floor);
+    let base = deployment
+        .replicas
+        .saturating_sub(lower)
+        .saturating_sub(cancelled)
+        .max(floor);
     let room = deployment
         .max_size
         .map_or(i32::MAX, |max| max.saturating_sub(base).max(0));
@@ -926,7 +945,8 @@ mod tests {
                 give_back: false
             }]
         );
-        // A deleted request whose Machine was deleted by hand gives the replacement back.
+        // A deleted request whose Machine is being deleted by hand lowers replicas while it is
+        // still there (no replacement made), or gives back a replacement already made.
         let going = Request {
             deleting: true,
             ..ready.clone()
@@ -934,7 +954,10 @@ mod tests {
         let steps = |machines: &[Machine<'static>], replicas| {
             run(md(replicas, 8), machines, std::slice::from_ref(&going), &[])
         };
-        assert_eq!(steps(std::slice::from_ref(&lost), 1), vec![]);
+        assert_eq!(
+            steps(std::slice::from_ref(&lost), 1),
+            vec![Step::Scale { from: 1, to: 0 }]
+        );
         assert_eq!(
             steps(&[lost.clone(), machine("m2")], 1),
             vec![
@@ -1095,6 +1118,43 @@ mod tests {
             ..request("x")
         };
         assert_eq!(run(md(0, 8), &[], &[foreign], &[]), vec![]);
+    }
+
+    #[test]
+    fn a_deleted_request_whose_machine_someone_is_deleting_lowers_replicas_instead_of_a_replacement()
+     {
+        // r1 is being deleted (Failed, say) while a person deletes its Machine m1 (no mark);
+        // replicas say 1: once m1 is gone its MachineSet would make a replacement nobody
+        // claims. While m1 is still there, replicas go to 0 (Cluster API deletes m1, already
+        // going, first), and nothing is made.
+        let going = Request {
+            deleting: true,
+            phase: Failed,
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let deleting = Machine {
+            deleting: true,
+            ..claimed(machine("m1"), "r1")
+        };
+        assert_eq!(
+            run(
+                md(1, 8),
+                std::slice::from_ref(&deleting),
+                std::slice::from_ref(&going),
+                &[]
+            ),
+            vec![Step::Scale { from: 1, to: 0 }]
+        );
+        // Lowered (nothing comes): released, while m1 is still going or once it is gone.
+        assert_eq!(
+            run(md(0, 9), &[deleting], std::slice::from_ref(&going), &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
+        assert_eq!(
+            run(md(0, 9), &[], &[going], &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
     }
 
     #[test]
