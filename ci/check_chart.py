@@ -80,6 +80,7 @@ CLUSTER_RULES = {
     ("placement.tenant-placer.dev", "nodes/status"): ["patch"],
     ("placement.tenant-placer.dev", "nodeclasses"): ["list", "watch"],
     ("placement.tenant-placer.dev", "nodeclasses/status"): ["patch"],
+    ("placement.tenant-placer.dev", "noderequests/status"): ["patch"],
     ("placement.tenant-placer.dev", "noderequests"): ["list", "watch", "create", "delete"],
     ("events.k8s.io", "events"): ["create"],
 }
@@ -95,7 +96,6 @@ CAPI_RULES = {
     ("cluster.x-k8s.io", "machinedeployments"): ["get", "list", "watch"],
     ("cluster.x-k8s.io", "machinedeployments/scale"): ["get", "update", "patch"],
     ("cluster.x-k8s.io", "machines"): ["get", "list", "watch", "patch"],
-    ("placement.tenant-placer.dev", "noderequests/status"): ["patch"],
 }
 
 REGENERATE = ("regenerate both with: cargo run -- crd --out-dir crds && "
@@ -1140,19 +1140,30 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
         request_writers = ([username] if cluster_api else []) + provisioners
         writers = ((request_writers if resource == "noderequests" else [username])
                    + [w for w in extra if w != username])
+        # A NodeRequest status write: one that changes only status.use (the controller's words
+        # there, always its to write), and one that changes the phase too (the provisioner's).
+        ready = {"status": {"phase": "Ready", "nodeName": "n", "machine": "fleet/m",
+                            "scaleGeneration": 3}}
+        used = {"status": {**ready["status"], "use": "InUse", "useSince": "2026-12-07T00:00:00Z"}}
+        failed = {"status": {**used["status"], "phase": "Failed"}}
+        samples = ([({}, {}, "nothing"), (used, ready, "use"), (failed, ready, "phase")]
+                   if resource == "noderequests" else [({}, {}, "nothing")])
         for user in writers + [o for o in others if o not in writers]:
+          for obj, old, changed in samples:
             request = {"operation": "UPDATE", "subResource": "status", "name": "x",
                        "resource": {"group": PLACEMENT_GROUP, "version": "v1alpha1",
                                     "resource": resource},
                        "userInfo": {"username": user, "groups": ["system:authenticated"]}}
-            activation = {"request": request, "object": {}, "oldObject": {}}
+            activation = {"request": request, "object": obj, "oldObject": old}
             variables = eval_variables(report, at, spec, activation)
             activation["variables"] = variables
             allowed = cel_eval(report, f"{at}: validations[0].expression", validation["expression"],
                                activation)
-            report.check(allowed is (user in writers),
-                         f"{at}: {user or '(no user)'} writing {resource}/status: allowed="
-                         f"{allowed}, want {user in writers}")
+            want_allowed = user in writers or (resource == "noderequests" and user == username
+                                               and changed != "phase")
+            report.check(allowed is want_allowed,
+                         f"{at}: {user or '(no user)'} writing {resource}/status ({changed} "
+                         f"changed): allowed={allowed}, want {want_allowed}")
             if allowed:
                 continue
             message = cel_eval(report, f"{at}: validations[0].messageExpression",
@@ -1166,7 +1177,8 @@ def check_status_writers(report: Report, label: str, policy: dict[str, Any],
                 named = ", ".join(provisioners) or "none named"
                 via = "the tenant-placer controller through Cluster API, " if cluster_api else ""
                 delivery = ("delivers them through Cluster API" if cluster_api
-                            else "asks for machines and never delivers them")
+                            else "asks for machines and never delivers them (it writes only "
+                                 "status.use and status.useSince)")
                 want = (f"only the provisioner ({via}admissionGuards.provisioners: {named}) writes "
                         f"noderequests/status: it says whether a machine was bought and which "
                         f"Node it is; the tenant-placer controller {delivery}")

@@ -48,7 +48,7 @@ struct ReconcileLabels {
 }
 
 /// What the request loop was doing when the API refused it.
-const REQUEST_ACTIONS: [&str; 4] = ["create", "retire", "withdraw", "hand_back"];
+const REQUEST_ACTIONS: [&str; 5] = ["create", "retire", "withdraw", "hand_back", "use"];
 
 /// What the registration was doing when the API refused it.
 const REGISTER_ACTIONS: [&str; 4] = ["create", "update", "delete", "read"];

@@ -40,7 +40,7 @@ pub use node::{
 pub use node_request::{
     AVAILABLE_CONDITION, ClusterApiSource, DELIVERS_CONDITION, NODE_CLASS_LABEL,
     NODE_REQUEST_LABEL, NamespacedName, NodeClass, NodeClassSpec, NodeClassStatus, NodeRequest,
-    NodeRequestPhase, NodeRequestSpec, NodeRequestStatus,
+    NodeRequestPhase, NodeRequestSpec, NodeRequestStatus, NodeRequestUse,
 };
 pub use registration::{REGISTERED_LABEL, Registration, core_state};
 pub use selector::{LabelSelector, SelectorError};

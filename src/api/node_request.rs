@@ -331,6 +331,12 @@ impl std::fmt::Display for NodeRequestPhase {
         description = "The Node made for it, once Ready"
     ),
     printcolumn(
+        name = "Use",
+        type_ = "string",
+        json_path = ".status.use",
+        description = "What the purchase is used for: Awaited, InUse, Idle or Orphaned"
+    ),
+    printcolumn(
         name = "Tenants",
         type_ = "string",
         json_path = ".spec.tenants",
@@ -378,6 +384,40 @@ pub struct NodeRequestStatus {
     /// made, so a restart never raises twice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_generation: Option<i64>,
+    /// What the purchase is used for, as the controller's capacity tick last judged it (the
+    /// controller writes this field and `useSince` only; the rest is the provisioner's).
+    #[serde(default, rename = "use", skip_serializing_if = "Option::is_none")]
+    pub use_: Option<NodeRequestUse>,
+    /// Since when it has been so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_since: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+/// What a purchase is used for (`status.use`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+pub enum NodeRequestUse {
+    /// Bought for the waiting tenants it names; its machine does not hold them yet.
+    Awaited,
+    /// Its Node holds tenants.
+    InUse,
+    /// Its Node holds nothing and no waiting tenant could use it: handed back after the delay.
+    Idle,
+    /// Ready or Provisioning with no Node or Machine behind it: reported and retired.
+    Orphaned,
+}
+
+impl NodeRequestUse {
+    /// The word, as the API, metrics and logs say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeRequestUse::Awaited => "Awaited",
+            NodeRequestUse::InUse => "InUse",
+            NodeRequestUse::Idle => "Idle",
+            NodeRequestUse::Orphaned => "Orphaned",
+        }
+    }
 }
 
 impl NodeRequest {

@@ -611,7 +611,7 @@ async fn metrics_after_known_calls_show_every_family_with_its_labels_and_values(
     assert_eq!(scraped.get(blocked, &[("reason", "DoNotDisrupt")]), 0.0);
     assert_eq!(scraped.get("tenant_placer_make_room_moves_total", &[]), 2.0);
     let errors = "tenant_placer_node_request_errors_total";
-    assert_eq!(scraped.all(errors).len(), 4);
+    assert_eq!(scraped.all(errors).len(), 5);
     assert_eq!(scraped.get(errors, &[("action", "create")]), 1.0);
     assert_eq!(scraped.get(errors, &[("action", "hand_back")]), 0.0);
     // Two moves done, one cancelled; none in flight or blocked among these tenants.
@@ -704,7 +704,7 @@ async fn before_the_controller_sets_its_caches_only_the_counters_and_the_leader_
         );
     }
     // Each action a NodeRequest write can fail in shows from the start.
-    for action in ["create", "retire", "withdraw", "hand_back"] {
+    for action in ["create", "retire", "withdraw", "hand_back", "use"] {
         assert_eq!(
             scraped.get(
                 "tenant_placer_node_request_errors_total",

@@ -16,30 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use placement::Resources;
 
-/// What a purchase is used for now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Use {
-    /// In flight, or delivered and empty while a waiting tenant could be placed there.
-    Awaited,
-    /// Its Node holds tenants.
-    InUse,
-    /// Its Node holds nothing and no waiting tenant could use it: handed back after the delay.
-    Idle,
-    /// Ready, with no Node behind it: retired after the delay.
-    Orphaned,
-}
-
-impl Use {
-    /// The word, as metrics and logs say it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Use::Awaited => "Awaited",
-            Use::InUse => "InUse",
-            Use::Idle => "Idle",
-            Use::Orphaned => "Orphaned",
-        }
-    }
-}
+pub use crate::api::NodeRequestUse as Use;
 
 /// A live request as the look sees it.
 #[derive(Clone, Debug, PartialEq)]

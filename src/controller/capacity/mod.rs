@@ -216,6 +216,7 @@ async fn tick(
     // planned with what it delivers before anything more is bought of it.
     let demand = Demand::of(&waiters, ctx.settings.queue, request_after, snap.now);
     let accounts = account(&snap.live, &snap.bought, &demand);
+    record_uses(ctx, &snap, &accounts).await;
     learn_delivered(ctx, &snap.classes, &accounts).await;
     // 5. What to buy for whom (planned only when what the planner reads changed), then bought.
     let (demand, unplaceable) = buy(ctx, &snap, demand, &accounts).await;
@@ -236,7 +237,7 @@ async fn tick(
         &mut ctx.memory.lock().idle_since,
         judged,
     );
-    hand_back(ctx, returns, &demand).await;
+    hand_back(ctx, &snap, returns, &demand).await;
     // 8. Consolidation (`--consolidation WhenUnderutilized`) of what the requests own.
     consolidate(ctx, &snap.classes, anyone_waits, &accounts).await;
 }

@@ -373,8 +373,25 @@ pub(super) async fn report_strays(
 
 /// Carries out what goes back ([`returns`]): drained nodes a waiter can use taken back into
 /// service, then each machine given back under the precondition of what was judged.
-pub(super) async fn hand_back(ctx: &CapacityLoop, returns: Returns<'_>, demand: &Demand) {
-    ctx.metrics.set_machines_idle(returns.idle_by_class);
+pub(super) async fn hand_back(
+    ctx: &CapacityLoop,
+    snap: &Snapshot,
+    returns: Returns<'_>,
+    demand: &Demand,
+) {
+    // Every class of the pool has its series, 0 without idle machines (an alert can see it).
+    let mut idle: BTreeMap<String, i64> = snap
+        .classes
+        .iter()
+        .map(|c| c.name_any())
+        .filter(|c| snap.pool.has_class(c))
+        .map(|c| (c, 0))
+        .collect();
+    for (class, count) in &returns.idle_by_class {
+        idle.insert((*class).to_owned(), *count);
+    }
+    ctx.metrics
+        .set_machines_idle(idle.iter().map(|(c, n)| (c.as_str(), *n)));
     if !ctx.settings.consolidation.hands_back() {
         return;
     }
@@ -555,6 +572,48 @@ pub(super) async fn withdraw_duplicates(ctx: &CapacityLoop, snap: &Snapshot) {
                 name,
                 source,
                 "could not withdraw a node request bought twice; will try again",
+            ),
+        }
+    }
+}
+
+/// Writes each live request's `status.use` where the tick judged it otherwise (with
+/// `useSince`), guarded by the resourceVersion it was judged at: a request a provisioner wrote
+/// since is judged again at the next tick.
+pub(super) async fn record_uses(ctx: &CapacityLoop, snap: &Snapshot, accounts: &Accounts) {
+    let api = requests_api(ctx);
+    for request in &snap.live {
+        let Some((use_, _)) = request
+            .metadata
+            .name
+            .as_ref()
+            .and_then(|name| accounts.uses.get(name))
+        else {
+            continue;
+        };
+        if request.status.as_ref().and_then(|s| s.use_) == Some(*use_) {
+            continue;
+        }
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": request.resource_version()},
+            "status": {
+                "use": use_,
+                "useSince": k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(snap.now),
+            },
+        });
+        let name = request.name_any();
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
+            Err(source) => refused(
+                ctx,
+                "use",
+                name,
+                source,
+                "could not write what a purchase is used for; will try again",
             ),
         }
     }
