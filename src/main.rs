@@ -561,7 +561,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         handles.clone(),
         serve::Settings {
             page: !args.no_page,
-            policy: args.placement.policy,
+            ..serve::Settings::of(&settings)
         },
     );
     let server = serve::serve(args.metrics_addr, state);
