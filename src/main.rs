@@ -217,12 +217,14 @@ enum ProvisionerKind {
 }
 
 impl PlacementArgs {
-    /// The settings in force, as flags would give them: what `simulate` says it used.
+    /// The settings in force, as flags would give them: what `simulate` says it used. Every
+    /// flag that can change where tenants land, what is bought or what is moved is named, at
+    /// its default too; a flag that is off by default only when it is on.
     fn describe(&self) -> String {
         format!(
-            "--policy {} --queue {} --events {} --requeue-window-ms {} --pending-recheck-seconds {} \
-             --orphan-sweep-seconds {} --max-migrations {} --request-after-seconds {} \
-             --empty-node-seconds {} --concurrency {}{}{}{}{}",
+            "--policy {} --queue {} --events {} --requeue-window-ms {} \
+             --pending-recheck-seconds {} --orphan-sweep-seconds {} --max-migrations {} \
+             --request-after-seconds {} --empty-node-seconds {} --concurrency {}{}{}{}{}",
             self.policy,
             self.queue,
             match self.events {
@@ -241,43 +243,53 @@ impl PlacementArgs {
             } else {
                 ""
             },
+            self.disruption_flags(),
+            self.provisioner_flags(),
             self.pool(),
-            match self.provisioner {
-                Some(ProvisionerKind::Simulated) => format!(
-                    " --provisioner simulated --provisioner-delay-ms {}",
-                    self.provisioner_delay()
-                ),
-                Some(ProvisionerKind::ClusterApi) => format!(
-                    " --provisioner cluster-api --provisioning-timeout-seconds {}",
-                    self.provisioning_timeout_seconds
-                ),
-                None => String::new(),
-            },
-            self.consolidation_flags(),
         )
     }
 
-    /// The consolidation and make-room flags, when they differ from the defaults.
-    fn consolidation_flags(&self) -> String {
-        let make_room = if self.make_room_moves == 4 {
-            String::new()
-        } else {
-            format!(" --make-room-moves {}", self.make_room_moves)
-        };
-        if self.consolidation == Consolidation::WhenEmpty {
-            return make_room;
-        }
+    /// The consolidation, disruption and make-room flags (make-room moves within the same
+    /// budget and windows as consolidation, so they count whatever `--consolidation` is).
+    fn disruption_flags(&self) -> String {
         let mut flags = format!(
-            " --consolidation {:?} --consolidate-after-seconds {} --disruption-budget {}",
-            self.consolidation, self.consolidate_after_seconds, self.disruption_budget
+            " --consolidation {:?} --consolidate-after-seconds {}",
+            self.consolidation, self.consolidate_after_seconds
         );
         if self.consolidate_registered {
             flags.push_str(" --consolidate-registered");
         }
+        flags.push_str(&format!(" --disruption-budget {}", self.disruption_budget));
         for window in &self.disruption_schedule {
             flags.push_str(&format!(" --disruption-schedule '{window}'"));
         }
-        flags + &make_room
+        flags.push_str(&format!(" --make-room-moves {}", self.make_room_moves));
+        flags
+    }
+
+    /// The provisioner flags, when one plays in-process (in `simulate` and `plan` Cluster API is
+    /// simulated too, and takes the same delay).
+    fn provisioner_flags(&self) -> String {
+        let mut flags = match self.provisioner {
+            Some(ProvisionerKind::Simulated) => format!(
+                " --provisioner simulated --provisioner-delay-ms {}",
+                self.provisioner_delay()
+            ),
+            Some(ProvisionerKind::ClusterApi) => format!(
+                " --provisioner cluster-api --provisioning-timeout-seconds {} \
+                 --provisioner-delay-ms {}",
+                self.provisioning_timeout_seconds,
+                self.provisioner_delay()
+            ),
+            None => return String::new(),
+        };
+        if !self.provisioner_fails.is_empty() {
+            flags.push_str(&format!(
+                " --provisioner-fails {}",
+                self.provisioner_fails.join(",")
+            ));
+        }
+        flags
     }
 
     /// The selector flags in force (pools, registration), as they would be typed (empty when

@@ -220,6 +220,61 @@ fn a_disruption_schedule_that_can_never_open_is_refused_with_the_flag_and_value_
     }
 }
 
+#[test]
+fn simulates_settings_line_names_every_flag_that_can_change_the_outcome() {
+    let settings_line = |args: &[&str]| {
+        let out = tenant_placer(&[&["simulate"], args].concat());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout.lines().next().unwrap_or_default().to_owned()
+    };
+    // At their defaults: make-room and the budget act whatever --consolidation is.
+    let plain = settings_line(&[]);
+    assert!(
+        plain.ends_with(
+            "--consolidation WhenEmpty --consolidate-after-seconds 300 --disruption-budget 10% \
+             --make-room-moves 4"
+        ),
+        "{plain}"
+    );
+    // Every one set, each as it would be typed again (no purchase look: the simulated
+    // provisioner would wait for requests that never come).
+    let set = settings_line(&[
+        "--request-after-seconds",
+        "0",
+        "--consolidation",
+        "WhenUnderutilized",
+        "--consolidate-after-seconds",
+        "60",
+        "--consolidate-registered",
+        "--disruption-budget",
+        "0",
+        "--disruption-schedule",
+        "0 22 * * mon-fri 8h",
+        "--make-room-moves",
+        "2",
+        "--provisioner",
+        "simulated",
+        "--provisioner-delay-ms",
+        "10",
+        "--provisioner-fails",
+        "small,large",
+    ]);
+    assert!(
+        set.ends_with(
+            "--consolidation WhenUnderutilized --consolidate-after-seconds 60 \
+             --consolidate-registered --disruption-budget 0 --disruption-schedule \
+             '0 22 * * mon-fri 8h' --make-room-moves 2 --provisioner simulated \
+             --provisioner-delay-ms 10 --provisioner-fails small,large"
+        ),
+        "{set}"
+    );
+}
+
 /// The glibc malloc heaps of threads' own arenas in a process's memory map: each is reserved as
 /// 64 MiB aligned to 64 MiB, its used part `rw-p` and the rest `---p` (glibc's `new_heap`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
