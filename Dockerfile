@@ -37,10 +37,7 @@ LABEL org.opencontainers.image.title="tenant-placer" \
       org.opencontainers.image.description="A Kubernetes operator that places tenants on bare-metal nodes by first fit" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /tenant-placer /tenant-placer
-# One malloc arena: the controller's few threads rarely contend, and an arena per thread kept
-# about 6 MB more resident at 1,000 nodes (README, "Scale"); the end-to-end bench runs the
-# controller with this environment too.
-ENV MALLOC_ARENA_MAX=1
+# No MALLOC_ARENA_MAX: the binary holds itself to one malloc arena at start (src/main.rs).
 USER 65532:65532
 # Metrics and health (/metrics, /healthz, /readyz), as the chart's --metrics-addr sets it.
 EXPOSE 8080

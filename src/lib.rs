@@ -16,6 +16,10 @@
 //!   telemetry   traces over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set
 //!   testing     test fixtures: one builder for Nodes and Tenants (tests only, feature `testing`)
 //! ```
+
+// Unsafe code is denied across the workspace; a library never needs it.
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod capi_sim;
 pub mod client;

@@ -217,12 +217,14 @@ enum ProvisionerKind {
 }
 
 impl PlacementArgs {
-    /// The settings in force, as flags would give them: what `simulate` says it used.
+    /// The settings in force, as flags would give them: what `simulate` says it used. Every
+    /// flag that can change where tenants land, what is bought or what is moved is named, at
+    /// its default too; a flag that is off by default only when it is on.
     fn describe(&self) -> String {
         format!(
-            "--policy {} --queue {} --events {} --requeue-window-ms {} --pending-recheck-seconds {} \
-             --orphan-sweep-seconds {} --max-migrations {} --request-after-seconds {} \
-             --empty-node-seconds {} --concurrency {}{}{}{}{}",
+            "--policy {} --queue {} --events {} --requeue-window-ms {} \
+             --pending-recheck-seconds {} --orphan-sweep-seconds {} --max-migrations {} \
+             --request-after-seconds {} --empty-node-seconds {} --concurrency {}{}{}{}{}",
             self.policy,
             self.queue,
             match self.events {
@@ -241,43 +243,53 @@ impl PlacementArgs {
             } else {
                 ""
             },
+            self.disruption_flags(),
+            self.provisioner_flags(),
             self.pool(),
-            match self.provisioner {
-                Some(ProvisionerKind::Simulated) => format!(
-                    " --provisioner simulated --provisioner-delay-ms {}",
-                    self.provisioner_delay()
-                ),
-                Some(ProvisionerKind::ClusterApi) => format!(
-                    " --provisioner cluster-api --provisioning-timeout-seconds {}",
-                    self.provisioning_timeout_seconds
-                ),
-                None => String::new(),
-            },
-            self.consolidation_flags(),
         )
     }
 
-    /// The consolidation and make-room flags, when they differ from the defaults.
-    fn consolidation_flags(&self) -> String {
-        let make_room = if self.make_room_moves == 4 {
-            String::new()
-        } else {
-            format!(" --make-room-moves {}", self.make_room_moves)
-        };
-        if self.consolidation == Consolidation::WhenEmpty {
-            return make_room;
-        }
+    /// The consolidation, disruption and make-room flags (make-room moves within the same
+    /// budget and windows as consolidation, so they count whatever `--consolidation` is).
+    fn disruption_flags(&self) -> String {
         let mut flags = format!(
-            " --consolidation {:?} --consolidate-after-seconds {} --disruption-budget {}",
-            self.consolidation, self.consolidate_after_seconds, self.disruption_budget
+            " --consolidation {:?} --consolidate-after-seconds {}",
+            self.consolidation, self.consolidate_after_seconds
         );
         if self.consolidate_registered {
             flags.push_str(" --consolidate-registered");
         }
+        flags.push_str(&format!(" --disruption-budget {}", self.disruption_budget));
         for window in &self.disruption_schedule {
             flags.push_str(&format!(" --disruption-schedule '{window}'"));
         }
-        flags + &make_room
+        flags.push_str(&format!(" --make-room-moves {}", self.make_room_moves));
+        flags
+    }
+
+    /// The provisioner flags, when one plays in-process (in `simulate` and `plan` Cluster API is
+    /// simulated too, and takes the same delay).
+    fn provisioner_flags(&self) -> String {
+        let mut flags = match self.provisioner {
+            Some(ProvisionerKind::Simulated) => format!(
+                " --provisioner simulated --provisioner-delay-ms {}",
+                self.provisioner_delay()
+            ),
+            Some(ProvisionerKind::ClusterApi) => format!(
+                " --provisioner cluster-api --provisioning-timeout-seconds {} \
+                 --provisioner-delay-ms {}",
+                self.provisioning_timeout_seconds,
+                self.provisioner_delay()
+            ),
+            None => return String::new(),
+        };
+        if !self.provisioner_fails.is_empty() {
+            flags.push_str(&format!(
+                " --provisioner-fails {}",
+                self.provisioner_fails.join(",")
+            ));
+        }
+        flags
     }
 
     /// The selector flags in force (pools, registration), as they would be typed (empty when
@@ -417,9 +429,16 @@ enum Output {
     Yaml,
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    match main_result().await {
+fn main() -> std::process::ExitCode {
+    // Before the runtime starts any thread: glibc gives each new thread that contends its own
+    // arena otherwise.
+    one_malloc_arena();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the async runtime: {e}").into())
+        .and_then(|runtime| runtime.block_on(main_result()));
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -427,6 +446,25 @@ async fn main() -> std::process::ExitCode {
         }
     }
 }
+
+/// Holds glibc's malloc to one arena, as `MALLOC_ARENA_MAX=1` would: the controller's threads
+/// rarely contend, and glibc gives each runtime worker an arena of its own that keeps what was
+/// freed (docs/performance.md, "One malloc arena"). The environment variable, when set, is read
+/// by glibc first; this call then sets the same bound.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn one_malloc_arena() {
+    // SAFETY: mallopt only sets a malloc tunable; M_ARENA_MAX takes any positive int, and it is
+    // called before this process starts a second thread. Its 0 (refused) result leaves malloc
+    // as it was, which is only more memory, so it is not checked.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
+/// Other C libraries (musl) have one allocator state and no arenas to bound.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn one_malloc_arena() {}
 
 /// Why `run` refuses the simulated provisioner's flags.
 const SIMULATED_PROVISIONER_ONLY: &str = "--provisioner simulated, --provisioner-delay-ms and \
@@ -536,7 +574,7 @@ async fn run(args: RunArgs) -> Result<(), Box<dyn std::error::Error>> {
         handles.clone(),
         serve::Settings {
             page: !args.no_page,
-            policy: args.placement.policy,
+            ..serve::Settings::of(&settings)
         },
     );
     let server = serve::serve(args.metrics_addr, state);

@@ -125,10 +125,7 @@ pub async fn start(options: &SandboxOptions) -> Result<Sandbox, SandboxError> {
     // The controller runs as in `run`, reporting into the handles its HTTP server shows.
     let state = serve::State::new(
         controller::Handles::default(),
-        serve::Settings {
-            page: true,
-            policy: options.settings.policy,
-        },
+        serve::Settings::of(&options.settings),
     );
     // First, so that Cluster API's kinds are served when the controller starts.
     if let Some(provisioner) = options.provisioner.clone() {

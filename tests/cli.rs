@@ -219,3 +219,129 @@ fn a_disruption_schedule_that_can_never_open_is_refused_with_the_flag_and_value_
         );
     }
 }
+
+#[test]
+fn simulates_settings_line_names_every_flag_that_can_change_the_outcome() {
+    let settings_line = |args: &[&str]| {
+        let out = tenant_placer(&[&["simulate"], args].concat());
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout.lines().next().unwrap_or_default().to_owned()
+    };
+    // At their defaults: make-room and the budget act whatever --consolidation is.
+    let plain = settings_line(&[]);
+    assert!(
+        plain.ends_with(
+            "--consolidation WhenEmpty --consolidate-after-seconds 300 --disruption-budget 10% \
+             --make-room-moves 4"
+        ),
+        "{plain}"
+    );
+    // Every one set, each as it would be typed again (no purchase look: the simulated
+    // provisioner would wait for requests that never come).
+    let set = settings_line(&[
+        "--request-after-seconds",
+        "0",
+        "--consolidation",
+        "WhenUnderutilized",
+        "--consolidate-after-seconds",
+        "60",
+        "--consolidate-registered",
+        "--disruption-budget",
+        "0",
+        "--disruption-schedule",
+        "0 22 * * mon-fri 8h",
+        "--make-room-moves",
+        "2",
+        "--provisioner",
+        "simulated",
+        "--provisioner-delay-ms",
+        "10",
+        "--provisioner-fails",
+        "small,large",
+    ]);
+    assert!(
+        set.ends_with(
+            "--consolidation WhenUnderutilized --consolidate-after-seconds 60 \
+             --consolidate-registered --disruption-budget 0 --disruption-schedule \
+             '0 22 * * mon-fri 8h' --make-room-moves 2 --provisioner simulated \
+             --provisioner-delay-ms 10 --provisioner-fails small,large"
+        ),
+        "{set}"
+    );
+}
+
+/// The glibc malloc heaps of threads' own arenas in a process's memory map: each is reserved as
+/// 64 MiB aligned to 64 MiB, its used part `rw-p` and the rest `---p` (glibc's `new_heap`).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn thread_arenas(pid: u32) -> usize {
+    const HEAP: u64 = 64 << 20;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("read the maps");
+    let regions: Vec<(u64, u64, &str, bool)> = maps
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let (start, end) = words.next()?.split_once('-')?;
+            let perms = words.next()?;
+            let named = words.nth(3).is_some();
+            Some((
+                u64::from_str_radix(start, 16).ok()?,
+                u64::from_str_radix(end, 16).ok()?,
+                perms,
+                named,
+            ))
+        })
+        .collect();
+    regions
+        .iter()
+        .enumerate()
+        .filter(|&(i, &(start, end, perms, named))| {
+            let reserved_to = match regions.get(i.saturating_add(1)) {
+                Some(&(next, next_end, "---p", false)) if next == end => next_end,
+                _ => end,
+            };
+            !named
+                && perms == "rw-p"
+                && start % HEAP == 0
+                && reserved_to == start.saturating_add(HEAP)
+        })
+        .count()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_binary_holds_itself_to_one_malloc_arena_without_the_environment_variable() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tenant-placer"))
+        .args(["sandbox", "--listen", "127.0.0.1:0", "-f", examples])
+        .arg("--kubeconfig-out")
+        .arg(dir.path().join("kubeconfig"))
+        .env_remove("MALLOC_ARENA_MAX")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the sandbox");
+    // Once it prints its instructions, the API, the controller and the page have run on the
+    // runtime's worker threads, each of which would have taken an arena of its own.
+    let stdout = std::io::BufReader::new(child.stdout.take().expect("its stdout"));
+    let started = stdout
+        .lines()
+        .map_while(Result::ok)
+        .any(|line| line.trim_start().starts_with("export KUBECONFIG="));
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let arenas = thread_arenas(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started, "the sandbox did not start");
+    assert_eq!(arenas, 0, "malloc heaps of thread arenas: {arenas}");
+}

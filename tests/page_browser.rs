@@ -389,8 +389,7 @@ fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_no
     assert!(
         policy.contains("FirstFit")
             && policy.contains("first Online node, by name")
-            && policy.contains("no rebalancing")
-            && policy.contains("except off a draining node"),
+            && policy.contains("moves only off a draining node or to make room"),
         "{policy}"
     );
     assert!(
@@ -543,4 +542,42 @@ fn the_fleet_page_shows_the_examples_follows_a_patch_live_and_says_when_it_is_no
         started.elapsed().as_secs_f64(),
         shots.display()
     );
+}
+
+#[test]
+fn the_policy_banner_says_tenants_move_to_make_room_and_for_consolidation_as_the_flags_say() {
+    chromium(); // fails here, before anything starts, when Chromium is missing
+    let make_room = examples().join("make-room");
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["--make-room-moves", "2"],
+            "a placed tenant moves only off a draining node or to make room for a waiting tenant \
+             that fits nowhere (at most 2 moved for it), make-before-break.",
+        ),
+        (
+            &[
+                "--make-room-moves",
+                "0",
+                "--consolidation",
+                "WhenUnderutilized",
+            ],
+            "a placed tenant moves only off a draining node or to empty an underused node for \
+             consolidation, make-before-break.",
+        ),
+    ];
+    for (flags, ends) in cases {
+        let sandbox = Sandbox::start_with(&[&make_room], flags);
+        let mut browser = Browser::launch(1280, 900);
+        browser.navigate(sandbox.page_url());
+        browser.wait_until(
+            "the policy's rule to be shown",
+            "(() => { const e = document.querySelector('#policy-rule'); \
+             return !!e && e.textContent.trim().length > 0; })()",
+        );
+        let rule = browser.text("#policy-rule");
+        assert!(
+            rule.ends_with(ends) && !rule.contains("no rebalancing"),
+            "{flags:?}: {rule}"
+        );
+    }
 }

@@ -145,6 +145,9 @@
 //! cap on writes per second or on CPU cores, as a real control plane's CPU does
 //! ([`ApiServer::set_cost_model`], [`CostModel`]).
 
+// Unsafe code is denied across the workspace; a library never needs it.
+#![forbid(unsafe_code)]
+
 mod body;
 mod cost;
 mod discovery;

@@ -32,6 +32,9 @@
 //! Cargo keeps this crate pure: it depends on nothing but std. The controller turns API objects
 //! into these types, asks for a plan, and performs the one write a plan names.
 
+// Unsafe code is denied across the workspace; a library never needs it.
+#![forbid(unsafe_code)]
+
 pub mod best_fit;
 pub mod fit;
 pub mod fleet;

@@ -490,8 +490,8 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // tenants they were bought for.
     let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
     // The room made by moves, by the request loop's look (node requests on, make-room on).
-    let room = (settings.request_after.is_some() && settings.make_room_moves > 0)
-        .then(|| Arc::new(state::RoomOrders::default()));
+    let room =
+        (settings.make_room_moves_in_force() > 0).then(|| Arc::new(state::RoomOrders::default()));
     let engine = Arc::new(Engine::start(
         Api::all(client.clone()),
         node_cache.clone(),

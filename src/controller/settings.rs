@@ -85,6 +85,24 @@ pub struct Settings {
     pub make_room_moves: u16,
 }
 
+impl Settings {
+    /// Tenants moved at most to make room for one waiting tenant: `make_room_moves`, or 0 when
+    /// the purchase look, where room is made, is off.
+    pub fn make_room_moves_in_force(&self) -> u16 {
+        if self.request_after.is_some() {
+            self.make_room_moves
+        } else {
+            0
+        }
+    }
+
+    /// Whether consolidation drains underused nodes (`WhenUnderutilized`, in the purchase loop).
+    pub fn consolidates_underused(&self) -> bool {
+        self.request_after.is_some()
+            && self.consolidation == super::disruption::Consolidation::WhenUnderutilized
+    }
+}
+
 /// Which Events the controller publishes on Tenants.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum EventLevel {

@@ -53,14 +53,28 @@ pub struct Settings {
     pub page: bool,
     /// The placement policy in force: the fleet page states its rule. Default `FirstFit`.
     pub policy: placement::Policy,
+    /// What moves a placed tenant besides a drain: the fleet page's rule says so.
+    pub moves: page::view::Moves,
+}
+
+impl Settings {
+    /// The page on, stating the policy and the moves of a controller run with `controller`.
+    pub fn of(controller: &crate::controller::Settings) -> Settings {
+        Settings {
+            page: true,
+            policy: controller.policy,
+            moves: page::view::Moves {
+                make_room: controller.make_room_moves_in_force(),
+                consolidation: controller.consolidates_underused(),
+            },
+        }
+    }
 }
 
 impl Default for Settings {
+    /// As for a controller with the default settings.
     fn default() -> Self {
-        Settings {
-            page: true,
-            policy: placement::Policy::FirstFit,
-        }
+        Settings::of(&crate::controller::Settings::default())
     }
 }
 
@@ -94,6 +108,7 @@ impl State {
                 handles.health.clone(),
                 handles.caches.clone(),
                 settings.policy,
+                settings.moves,
             )
         });
         State {

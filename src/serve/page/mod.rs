@@ -74,16 +74,25 @@ pub struct Page {
     caches: Caches,
     /// The placement policy in force: the page states its name and rule.
     policy: placement::Policy,
+    /// What moves a placed tenant besides a drain: the rule says so.
+    moves: view::Moves,
     feed: Arc<FleetFeed>,
 }
 
 impl Page {
-    /// The page of a controller reporting into `health` and `caches`, placing by `policy`.
-    pub fn new(health: Arc<Health>, caches: Caches, policy: placement::Policy) -> Page {
+    /// The page of a controller reporting into `health` and `caches`, placing by `policy`,
+    /// moving placed tenants as `moves` says.
+    pub fn new(
+        health: Arc<Health>,
+        caches: Caches,
+        policy: placement::Policy,
+        moves: view::Moves,
+    ) -> Page {
         Page {
             health,
             caches,
             policy,
+            moves,
             feed: Arc::default(),
         }
     }
@@ -224,7 +233,7 @@ fn now() -> String {
 fn view_of(page: &Page, observed: &Observed) -> FleetView {
     let policy = view::PolicyView {
         name: page.policy.to_string(),
-        rule: view::policy_rule(page.policy),
+        rule: view::policy_rule(page.policy, page.moves),
     };
     let message = match observed.role {
         _ if observed.live => String::new(),
@@ -327,6 +336,7 @@ mod tests {
             Arc::default(),
             Caches::default(),
             placement::Policy::FirstFit,
+            crate::serve::Settings::default().moves,
         )
     }
 

@@ -288,30 +288,73 @@ pub struct ShortfallView {
     pub summary: String,
 }
 
-/// The rule of a placement policy in one honest sentence.
-pub fn policy_rule(policy: placement::Policy) -> String {
+/// What moves a placed tenant besides a drain, as the controller was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moves {
+    /// At most this many tenants move to make room for one waiting tenant (`--make-room-moves`,
+    /// with the purchase look on); 0: none.
+    pub make_room: u16,
+    /// Consolidation empties underused nodes by moving their tenants
+    /// (`--consolidation WhenUnderutilized`, with the purchase look on).
+    pub consolidation: bool,
+}
+
+impl Moves {
+    /// What moves a placed tenant: the end of a policy's sentence.
+    fn clause(self) -> String {
+        let room = match self.make_room {
+            0 => None,
+            n => Some(format!(
+                "to make room for a waiting tenant that fits nowhere (at most {n} moved for it)"
+            )),
+        };
+        let consolidation = self
+            .consolidation
+            .then_some("to empty an underused node for consolidation");
+        match (room, consolidation) {
+            (None, None) => {
+                "nothing placed is moved (no rebalancing), except off a draining node: \
+                             its tenants go to other nodes by this same rule, make-before-break."
+                    .to_owned()
+            }
+            (Some(room), None) => format!(
+                "a placed tenant moves only off a draining node or {room}, make-before-break."
+            ),
+            (None, Some(consolidation)) => format!(
+                "a placed tenant moves only off a draining node or {consolidation}, \
+                 make-before-break."
+            ),
+            (Some(room), Some(consolidation)) => format!(
+                "a placed tenant moves only off a draining node, {room}, or {consolidation}, \
+                 make-before-break."
+            ),
+        }
+    }
+}
+
+/// The rule of a placement policy in one honest sentence, with what moves a placed tenant.
+pub fn policy_rule(policy: placement::Policy, moves: Moves) -> String {
     use placement::Policy;
-    const MOVES: &str = "nothing placed is moved (no rebalancing), except off a draining node: its \
-                         tenants go to other nodes by this same rule, make-before-break.";
+    let moves = moves.clause();
     match policy {
         Policy::FirstFit => format!(
             "Each tenant goes to the first Online node, by name, with room in all three \
-             dimensions (threads, memory, storage); {MOVES}"
+             dimensions (threads, memory, storage); {moves}"
         ),
         Policy::BestFit => format!(
             "Each tenant goes to the Online node with room in all three dimensions that it leaves \
              fullest (least room left, each dimension as a share of the node's capacity; ties go \
-             to the first name), packing tenants tightly; {MOVES}"
+             to the first name), packing tenants tightly; {moves}"
         ),
         Policy::LeastLoaded => format!(
             "Each tenant goes to the Online node with room in all three dimensions that has the \
              most room left after placing it (each dimension as a share of the node's capacity; \
-             ties go to the first name), spreading tenants out; {MOVES}"
+             ties go to the first name), spreading tenants out; {moves}"
         ),
         Policy::RoundRobin => format!(
             "Tenants take turns over the Online nodes in name order: each goes to the first node \
              with room in all three dimensions, starting from the next node in turn and wrapping \
-             around; {MOVES}"
+             around; {moves}"
         ),
     }
 }
@@ -1036,16 +1079,55 @@ mod tests {
     }
 
     #[test]
-    fn every_policy_has_a_sentence_that_admits_only_drains_move_tenants() {
+    fn every_policy_says_what_moves_a_placed_tenant_as_the_controller_runs() {
+        let only_drains = Moves {
+            make_room: 0,
+            consolidation: false,
+        };
+        // (moves, what the sentence ends with)
+        let cases = [
+            (
+                only_drains,
+                "nothing placed is moved (no rebalancing), except off a draining node: its \
+                 tenants go to other nodes by this same rule, make-before-break.",
+            ),
+            (
+                Moves {
+                    make_room: 4,
+                    ..only_drains
+                },
+                "a placed tenant moves only off a draining node or to make room for a waiting \
+                 tenant that fits nowhere (at most 4 moved for it), make-before-break.",
+            ),
+            (
+                Moves {
+                    consolidation: true,
+                    ..only_drains
+                },
+                "a placed tenant moves only off a draining node or to empty an underused node \
+                 for consolidation, make-before-break.",
+            ),
+            (
+                Moves {
+                    make_room: 1,
+                    consolidation: true,
+                },
+                "a placed tenant moves only off a draining node, to make room for a waiting \
+                 tenant that fits nowhere (at most 1 moved for it), or to empty an underused \
+                 node for consolidation, make-before-break.",
+            ),
+        ];
         for policy in placement::Policy::ALL {
-            let rule = policy_rule(policy);
-            assert!(
-                rule.contains("no rebalancing") && rule.contains("except off a draining node"),
-                "{policy}: {rule}"
-            );
+            for (moves, ends) in cases {
+                let rule = policy_rule(policy, moves);
+                assert!(
+                    rule.ends_with(&format!("; {ends}")),
+                    "{policy} {moves:?}: {rule}"
+                );
+            }
         }
         assert!(
-            policy_rule(placement::Policy::FirstFit)
+            policy_rule(placement::Policy::FirstFit, only_drains)
                 .starts_with("Each tenant goes to the first Online node, by name")
         );
     }
