@@ -123,6 +123,20 @@ async fn room_made_by_two(h: &Harness, created: &AtomicUsize) {
     h.assert_invariants();
 }
 
+/// The movers' (t1, t2) first status writes wait 300 ms: each move stays in flight (its target
+/// written, its status not) a while.
+fn movers_status_held_back(h: &Harness) {
+    for mover in ["t1", "t2"] {
+        h.fleet.api.inject(
+            inmem_apiserver::Fault::on(inmem_apiserver::Verb::Patch)
+                .resource("tenants")
+                .subresource("status")
+                .name(mover)
+                .delay(Duration::from_millis(300)),
+        );
+    }
+}
+
 /// Boxes to buy, then `w` (7 threads): it is placed on a box bought for it, and no tenant moved
 /// to make room.
 async fn w_gets_a_machine(h: &Harness) {
@@ -185,15 +199,7 @@ async fn a_waiter_gets_room_by_two_moves_and_nothing_is_bought() {
     let said = messages(&h);
     // The movers' first status writes wait a little, so that the waiter, woken with them, is
     // told who moves for it before its room is made (under load it could come after).
-    for mover in ["t1", "t2"] {
-        h.fleet.api.inject(
-            inmem_apiserver::Fault::on(inmem_apiserver::Verb::Patch)
-                .resource("tenants")
-                .subresource("status")
-                .name(mover)
-                .delay(Duration::from_millis(300)),
-        );
-    }
+    movers_status_held_back(&h);
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
     room_made_on_a(&h, &created).await;
     assert!(requests(&h).is_empty());
@@ -361,4 +367,34 @@ async fn a_controller_killed_at_any_write_of_making_room_ends_with_room_made_and
         "make-room: killed at each of {writes} writes ({runs:?} writes each run), room made \
          and nothing bought every time"
     );
+}
+
+/// [`two_hosts_and_pinned`] given `w`; as soon as a mover's entry is written on c (its status
+/// held back, so the move is in flight), a person sets c to `state`. Room can no
+/// longer be made as ordered: the order is dropped at once (the move rolled back, or not asked),
+/// and w is placed within 10 s, on a if the moves finished first, else on a machine.
+async fn target_set_to_while_room_is_made(state: &str) {
+    let h = two_hosts_and_pinned().await;
+    buy_boxes(&h, 8).await;
+    movers_status_held_back(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("a move to c under way", || h.allocated_threads("c") > 2)
+        .await;
+    h.apply(&[node_spec("c", json!({"state": state}))]);
+    let served = h.until("w placed", || !node_of(&h, "w").is_empty());
+    if tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .is_err()
+    {
+        panic!("c {state}: w not placed within 10 s\n{}", h.describe());
+    }
+    h.settle().await;
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_cordoned_offline_or_draining_while_room_is_made_drops_the_order_at_once() {
+    for state in ["Cordoned", "Offline", "Draining"] {
+        target_set_to_while_room_is_made(state).await;
+    }
 }
