@@ -71,11 +71,12 @@ fn messages(h: &Harness) -> Arc<std::sync::Mutex<Vec<(String, String)>>> {
 /// At rest after `w` (7 threads) came to [`two_hosts_and_pinned`]: w on a, t1 and t2 moved to
 /// c, nothing else moved, nothing bought, every invariant kept.
 async fn room_made_on_a(h: &Harness, created: &AtomicUsize) {
-    h.until("w placed on a", || node_of(h, "w") == "a").await;
+    h.until("w placed", || !node_of(h, "w").is_empty()).await;
     h.settle().await;
     assert_eq!(
-        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(h, t)),
-        ["c", "c", "b", "b", "c"]
+        ["w", "t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(h, t)),
+        ["a", "c", "c", "b", "b", "c"],
+        "w, t1, t2, t3, t4, pinned"
     );
     assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
     h.assert_invariants();
@@ -158,11 +159,17 @@ async fn place(h: &Harness, tenants: &[(&str, i64)]) {
     }
 }
 
-/// a and b (8 threads) each hold two 3-thread tenants (t1, t2 on a; t3, t4 on b); c (8,
-/// zone=c) holds `pinned` (2 threads, do-not-disrupt). A 7-thread waiter fits nowhere; moving
-/// a's two tenants to c makes room on a (b's would too; a comes first by name; pinned may not
-/// move).
+/// a and b (8 threads) each hold two 3-thread tenants (t1, t2 on a; t3, t4 on b); c (8) holds
+/// `pinned` (2 threads, do-not-disrupt, no node selector: placed while a and b were cordoned). A
+/// 7-thread waiter fits nowhere. The least-moving room would be on c, pinned moving alone to a or
+/// b; only its annotation keeps it, so the room is made on a by moving t1 and t2 to c (b's would
+/// do too; a comes first by name).
 async fn two_hosts_and_pinned() -> Harness {
+    two_hosts_and_on_c("true").await
+}
+
+/// [`two_hosts_and_pinned`] with `pinned`'s do-not-disrupt annotation set to `do_not_disrupt`.
+async fn two_hosts_and_on_c(do_not_disrupt: &str) -> Harness {
     let h = Harness::start_on(
         ApiServer::new(),
         &[
@@ -173,16 +180,14 @@ async fn two_hosts_and_pinned() -> Harness {
     )
     .await;
     place(&h, &[("t1", 3), ("t2", 3), ("t3", 3), ("t4", 3)]).await;
-    h.apply(&[node("c")
-        .capacity(8, 256, 8000)
-        .label("zone", "c")
-        .manifest()]);
-    let mut pinned = tenant("pinned")
-        .resources(2, 1, 1)
-        .node_selector(&[("zone", "c")])
-        .manifest();
-    pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT_ANNOTATION: "true"});
+    h.apply(&[node("c").capacity(8, 256, 8000).manifest()]);
+    let states = |state: &str| ["a", "b"].map(|n| node_spec(n, json!({"state": state})));
+    h.apply(&states("Cordoned"));
+    let mut pinned = tenant("pinned").resources(2, 1, 1).manifest();
+    pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT_ANNOTATION: do_not_disrupt});
     h.apply(&[pinned]);
+    h.settle().await;
+    h.apply(&states("Online"));
     h.settle().await;
     assert_eq!(
         ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
@@ -224,6 +229,32 @@ async fn a_waiter_gets_room_by_two_moves_and_nothing_is_bought() {
         note.contains("default/t1 moves to c") && note.contains("default/t2 moves to c"),
         "{note}"
     );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn do_not_disrupt_alone_keeps_a_tenant_from_moving_alone_for_room() {
+    // Kept: pinned stays on c, and room is made on a by two moves.
+    let h = two_hosts_and_pinned().await;
+    buy_boxes(&h, 8).await;
+    let created = count_requests(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    room_made_on_a(&h, &created).await;
+    assert_eq!(h.handles.metrics.make_room_moves(), 2);
+    // Not kept (nothing else differs): pinned moves alone and w takes c, one move.
+    let h = two_hosts_and_on_c("false").await;
+    buy_boxes(&h, 8).await;
+    let created = count_requests(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("w placed on c", || node_of(&h, "w") == "c").await;
+    h.settle().await;
+    assert_eq!(
+        ["t1", "t2", "t3", "t4"].map(|t| node_of(&h, t)),
+        ["a", "a", "b", "b"]
+    );
+    assert!(["a", "b"].contains(&node_of(&h, "pinned").as_str()));
+    assert_eq!(h.handles.metrics.make_room_moves(), 1);
+    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
     h.assert_invariants();
 }
 
