@@ -71,11 +71,12 @@ fn messages(h: &Harness) -> Arc<std::sync::Mutex<Vec<(String, String)>>> {
 /// At rest after `w` (7 threads) came to [`two_hosts_and_pinned`]: w on a, t1 and t2 moved to
 /// c, nothing else moved, nothing bought, every invariant kept.
 async fn room_made_on_a(h: &Harness, created: &AtomicUsize) {
-    h.until("w placed on a", || node_of(h, "w") == "a").await;
+    h.until("w placed", || !node_of(h, "w").is_empty()).await;
     h.settle().await;
     assert_eq!(
-        ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(h, t)),
-        ["c", "c", "b", "b", "c"]
+        ["w", "t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(h, t)),
+        ["a", "c", "c", "b", "b", "c"],
+        "w, t1, t2, t3, t4, pinned"
     );
     assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
     h.assert_invariants();
@@ -123,6 +124,20 @@ async fn room_made_by_two(h: &Harness, created: &AtomicUsize) {
     h.assert_invariants();
 }
 
+/// The movers' (t1, t2) first status writes wait 300 ms: each move stays in flight (its target
+/// written, its status not) a while.
+fn movers_status_held_back(h: &Harness) {
+    for mover in ["t1", "t2"] {
+        h.fleet.api.inject(
+            inmem_apiserver::Fault::on(inmem_apiserver::Verb::Patch)
+                .resource("tenants")
+                .subresource("status")
+                .name(mover)
+                .delay(Duration::from_millis(300)),
+        );
+    }
+}
+
 /// Boxes to buy, then `w` (7 threads): it is placed on a box bought for it, and no tenant moved
 /// to make room.
 async fn w_gets_a_machine(h: &Harness) {
@@ -144,11 +159,17 @@ async fn place(h: &Harness, tenants: &[(&str, i64)]) {
     }
 }
 
-/// a and b (8 threads) each hold two 3-thread tenants (t1, t2 on a; t3, t4 on b); c (8,
-/// zone=c) holds `pinned` (2 threads, do-not-disrupt). A 7-thread waiter fits nowhere; moving
-/// a's two tenants to c makes room on a (b's would too; a comes first by name; pinned may not
-/// move).
+/// a and b (8 threads) each hold two 3-thread tenants (t1, t2 on a; t3, t4 on b); c (8) holds
+/// `pinned` (2 threads, do-not-disrupt, no node selector: placed while a and b were cordoned). A
+/// 7-thread waiter fits nowhere. The least-moving room would be on c, pinned moving alone to a or
+/// b; only its annotation keeps it, so the room is made on a by moving t1 and t2 to c (b's would
+/// do too; a comes first by name).
 async fn two_hosts_and_pinned() -> Harness {
+    two_hosts_and_on_c("true").await
+}
+
+/// [`two_hosts_and_pinned`] with `pinned`'s do-not-disrupt annotation set to `do_not_disrupt`.
+async fn two_hosts_and_on_c(do_not_disrupt: &str) -> Harness {
     let h = Harness::start_on(
         ApiServer::new(),
         &[
@@ -159,16 +180,14 @@ async fn two_hosts_and_pinned() -> Harness {
     )
     .await;
     place(&h, &[("t1", 3), ("t2", 3), ("t3", 3), ("t4", 3)]).await;
-    h.apply(&[node("c")
-        .capacity(8, 256, 8000)
-        .label("zone", "c")
-        .manifest()]);
-    let mut pinned = tenant("pinned")
-        .resources(2, 1, 1)
-        .node_selector(&[("zone", "c")])
-        .manifest();
-    pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT_ANNOTATION: "true"});
+    h.apply(&[node("c").capacity(8, 256, 8000).manifest()]);
+    let states = |state: &str| ["a", "b"].map(|n| node_spec(n, json!({"state": state})));
+    h.apply(&states("Cordoned"));
+    let mut pinned = tenant("pinned").resources(2, 1, 1).manifest();
+    pinned["metadata"]["annotations"] = json!({DO_NOT_DISRUPT_ANNOTATION: do_not_disrupt});
     h.apply(&[pinned]);
+    h.settle().await;
+    h.apply(&states("Online"));
     h.settle().await;
     assert_eq!(
         ["t1", "t2", "t3", "t4", "pinned"].map(|t| node_of(&h, t)),
@@ -185,15 +204,7 @@ async fn a_waiter_gets_room_by_two_moves_and_nothing_is_bought() {
     let said = messages(&h);
     // The movers' first status writes wait a little, so that the waiter, woken with them, is
     // told who moves for it before its room is made (under load it could come after).
-    for mover in ["t1", "t2"] {
-        h.fleet.api.inject(
-            inmem_apiserver::Fault::on(inmem_apiserver::Verb::Patch)
-                .resource("tenants")
-                .subresource("status")
-                .name(mover)
-                .delay(Duration::from_millis(300)),
-        );
-    }
+    movers_status_held_back(&h);
     h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
     room_made_on_a(&h, &created).await;
     assert!(requests(&h).is_empty());
@@ -218,6 +229,32 @@ async fn a_waiter_gets_room_by_two_moves_and_nothing_is_bought() {
         note.contains("default/t1 moves to c") && note.contains("default/t2 moves to c"),
         "{note}"
     );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn do_not_disrupt_alone_keeps_a_tenant_from_moving_alone_for_room() {
+    // Kept: pinned stays on c, and room is made on a by two moves.
+    let h = two_hosts_and_pinned().await;
+    buy_boxes(&h, 8).await;
+    let created = count_requests(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    room_made_on_a(&h, &created).await;
+    assert_eq!(h.handles.metrics.make_room_moves(), 2);
+    // Not kept (nothing else differs): pinned moves alone and w takes c, one move.
+    let h = two_hosts_and_on_c("false").await;
+    buy_boxes(&h, 8).await;
+    let created = count_requests(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("w placed on c", || node_of(&h, "w") == "c").await;
+    h.settle().await;
+    assert_eq!(
+        ["t1", "t2", "t3", "t4"].map(|t| node_of(&h, t)),
+        ["a", "a", "b", "b"]
+    );
+    assert!(["a", "b"].contains(&node_of(&h, "pinned").as_str()));
+    assert_eq!(h.handles.metrics.make_room_moves(), 1);
+    assert_eq!(created.load(Ordering::SeqCst), 0, "nothing bought");
     h.assert_invariants();
 }
 
@@ -361,4 +398,34 @@ async fn a_controller_killed_at_any_write_of_making_room_ends_with_room_made_and
         "make-room: killed at each of {writes} writes ({runs:?} writes each run), room made \
          and nothing bought every time"
     );
+}
+
+/// [`two_hosts_and_pinned`] given `w`; as soon as a mover's entry is written on c (its status
+/// held back, so the move is in flight), a person sets c to `state`. Room can no
+/// longer be made as ordered: the order is dropped at once (the move rolled back, or not asked),
+/// and w is placed within 10 s, on a if the moves finished first, else on a machine.
+async fn target_set_to_while_room_is_made(state: &str) {
+    let h = two_hosts_and_pinned().await;
+    buy_boxes(&h, 8).await;
+    movers_status_held_back(&h);
+    h.apply(&[tenant("w").resources(7, 1, 1).manifest()]);
+    h.until("a move to c under way", || h.allocated_threads("c") > 2)
+        .await;
+    h.apply(&[node_spec("c", json!({"state": state}))]);
+    let served = h.until("w placed", || !node_of(&h, "w").is_empty());
+    if tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .is_err()
+    {
+        panic!("c {state}: w not placed within 10 s\n{}", h.describe());
+    }
+    h.settle().await;
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_cordoned_offline_or_draining_while_room_is_made_drops_the_order_at_once() {
+    for state in ["Cordoned", "Offline", "Draining"] {
+        target_set_to_while_room_is_made(state).await;
+    }
 }

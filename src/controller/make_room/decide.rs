@@ -5,8 +5,11 @@
 //! Rules enforced here:
 //! - an order in force is kept while its waiter still waits for its first placement, its host
 //!   still takes new tenants and every move not made yet can still be made as asked (its target
-//!   takes new tenants and has room for it and the other pending moves there, counted together);
-//!   otherwise it is dropped, and its waiter is planned again;
+//!   takes new tenants and has room for it and the other pending moves there, counted together)
+//!   and it still brings the waiter its room: the host, once the movers still on it have left,
+//!   has room for the whole footprint, or the waiter already holds an entry (its placement is
+//!   being written); otherwise it is dropped, and its waiter is planned again (an order whose
+//!   room someone else took meanwhile is short for good);
 //! - waiters are served oldest first; each gets the least-moving room (`placement::make_room`)
 //!   over the fleet as the orders before it leave it: their pending moves made, and their
 //!   waiters' footprints held on their hosts, so two orders never count on the same room;
@@ -121,6 +124,7 @@ pub fn decide<'s>(
         let fresh = now.saturating_duration_since(order.since) < ORDER_KEPT;
         if let Some(waiter) = waits.filter(|_| fresh)
             && let Some(pending) = pending_moves(&fleet, order)
+            && brings_room(&fleet, order, waiter)
         {
             commit(fleet.to_mut(), &pending, &order.host, waiter);
             decision.orders.push(order.clone());
@@ -203,6 +207,28 @@ fn pending_moves(fleet: &[NodeLedger], order: &Order) -> Option<Vec<placement::M
         added.insert(m.to.as_str(), sum);
     }
     Some(pending)
+}
+
+/// Whether `order` still brings `waiter` its room (see the module rules): an order short for
+/// good would hold its waiter, with nothing bought for it, for [`ORDER_KEPT`].
+fn brings_room(fleet: &[NodeLedger], order: &Order, waiter: &Waiter) -> bool {
+    // NB: a waiter whose entry is written but whose status is not yet still waits here; a
+    // dropped order would leave it to be bought for.
+    if fleet.iter().any(|n| n.entry_of(&waiter.uid).is_some()) {
+        return true;
+    }
+    let Some(host) = fleet.iter().find(|n| n.name() == order.host) else {
+        return false;
+    };
+    let leaving = order
+        .moves
+        .iter()
+        .filter_map(|m| host.entry_of(&m.uid))
+        .map(|e| e.resources);
+    std::iter::once(host.view().free())
+        .chain(leaving)
+        .try_fold(Resources::ZERO, Resources::checked_add)
+        .is_some_and(|room| waiter.footprint.fits_within(&room))
 }
 
 /// The fleet as the order leaves it: its moves made, and as much of the waiter's footprint as
@@ -482,6 +508,28 @@ mod tests {
             later,
         );
         assert_eq!(d.orders.len(), 1);
+        let moved_and = |a: &[(&str, u64)]| {
+            let mut nodes = moved.clone();
+            nodes[0] = a
+                .iter()
+                .fold(node("a"), |n, (t, threads)| n.holding(t, (*threads, 1, 1)))
+                .build();
+            decide(
+                &nodes,
+                &[waiter("w1", 5)],
+                &orders,
+                rule,
+                &controls(),
+                later,
+            )
+        };
+        // a1 gone, w1's entry written on a (3 + 5 = 8 of 8), its status not yet: kept.
+        assert_eq!(moved_and(&[("a2", 3), ("w1", 5)]).orders, orders);
+        // a1 gone, but x (3) took its room: a has 8 - 6 = 2 free of the 5 w1 needs, and no mover
+        // is left to go: dropped (kept, it held w1 waiting and unbought for ORDER_KEPT), and no
+        // new room (a2 or x would need 3 free elsewhere: b has 2, c has 1).
+        let d = moved_and(&[("a2", 3), ("x", 3)]);
+        assert!(d.orders.is_empty() && d.new.is_empty(), "{d:?}");
         // c filled by someone else meanwhile: a1 can no longer go there, the order is dropped
         // and w1 planned again (nothing else works: no order).
         let full = fleet_with_c(7);
