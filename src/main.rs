@@ -616,8 +616,8 @@ async fn settle(
     };
     let settings = placement.settings();
     // With a provisioner, quiet means also that no tenant is about to be planned for: wait past
-    // the request delay and one look of the request loop.
-    // Without one, the request loop's looks still make room and consolidate: wait for two.
+    // the request delay and one look of the capacity tick.
+    // Without one, the capacity tick's looks still make room and consolidate: wait for two.
     let purchase_wait = match (placement.provisioner.is_some(), settings.request_after) {
         (true, Some(after)) => after.saturating_add(settings.request_check.saturating_mul(2)),
         (false, Some(_)) => settings.request_check.saturating_mul(2),

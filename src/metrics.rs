@@ -47,7 +47,7 @@ struct ReconcileLabels {
     result: &'static str,
 }
 
-/// What the request loop was doing when the API refused it.
+/// What the capacity tick was doing when the API refused it.
 const REQUEST_ACTIONS: [&str; 5] = ["create", "retire", "withdraw", "hand_back", "use"];
 
 /// What the registration was doing when the API refused it.
@@ -153,7 +153,7 @@ pub struct Metrics {
     /// NodeRequest creates and deletes the API refused, by action (each retried at the next
     /// look; one never stops the others).
     request_errors: Family<ActionLabel, Counter>,
-    /// Looks of the node-request loop done (not exported: a test's sign that a look ran).
+    /// Ticks of the capacity tick done (not exported: a test's sign that a look ran).
     request_looks: Counter,
     /// Registration writes and reads the API refused, by action (each tried again; one never
     /// stops the others).
@@ -350,12 +350,12 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// The node-request loop finished a look.
+    /// The capacity tick finished a tick.
     pub fn request_look_done(&self) {
         self.request_looks.inc();
     }
 
-    /// How many looks the node-request loop has finished.
+    /// How many ticks the capacity tick has finished.
     pub fn request_looks_done(&self) -> u64 {
         self.request_looks.get()
     }

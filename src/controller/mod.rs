@@ -6,7 +6,7 @@
 //!        ▲ reconcile_on                               │
 //!   WaitingRoom ◀── node::reconcile ◀── watch Nodes    ├──▶ engine::Engine (the only
 //!                   (could this node take a waiter?)  ┘     Node-status writer)
-//!   beside them, when on: the request loop (NodeClasses, NodeRequests) and the registration
+//!   beside them, when on: the capacity tick (NodeClasses, NodeRequests) and the registration
 //!   (core v1 Nodes ──▶ placement Nodes: register::run)
 //! ```
 //!
@@ -489,7 +489,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // Fed by the request watch (node requests on): delivered machines' room is held for the
     // tenants they were bought for.
     let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
-    // The room made by moves, by the request loop's look (node requests on, make-room on).
+    // The room made by moves, by the capacity tick's look (node requests on, make-room on).
     let room =
         (settings.make_room_moves_in_force() > 0).then(|| Arc::new(state::RoomOrders::default()));
     let engine = Arc::new(Engine::start(
@@ -800,7 +800,7 @@ fn tenant_events(
     })
 }
 
-/// The NodeClass and NodeRequest watches and the request loop, as two tasks. The request watch
+/// The NodeClass and NodeRequest watches and the capacity tick, as two tasks. The request watch
 /// shows every event, not only the cache, to the loop's memory (a request Failed or gone between
 /// looks is seen) and to `bought`.
 fn purchases(

@@ -96,7 +96,7 @@ impl Settings {
         }
     }
 
-    /// Whether consolidation drains underused nodes (`WhenUnderutilized`, in the purchase loop).
+    /// Whether consolidation drains underused nodes (`WhenUnderutilized`, in the capacity tick).
     pub fn consolidates_underused(&self) -> bool {
         self.request_after.is_some()
             && self.consolidation == super::disruption::Consolidation::WhenUnderutilized

@@ -56,9 +56,9 @@ pub struct TenantLoop {
     pub tenant_copies: Arc<newest::Newest<Tenant>>,
     /// Tenants waiting for room, re-queued by node changes (shared with the engine's queue).
     pub waiting: Arc<WaitingRoom>,
-    /// What a waiting tenant's status adds about machines (the request loop writes them).
+    /// What a waiting tenant's status adds about machines (the capacity tick writes them).
     pub notes: Arc<PurchaseNotes>,
-    /// The moves asked to make room for waiting tenants (the request loop gives them). `None`:
+    /// The moves asked to make room for waiting tenants (the capacity tick gives them). `None`:
     /// make-room is off.
     pub room: Option<Arc<RoomOrders>>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).

@@ -8,7 +8,11 @@
 //!   controllers running at once without leader election decide from their own memories (a
 //!   class one of them rests after a failure, say) and may both buy for one need; the later of
 //!   two purchases for the same tenants is withdrawn, other pairs go back idle once delivered.
-//!   Pairs both made while two controllers ran are counted as reached, not as violations.
+//!   Pairs both made while two controllers ran are counted as reached, not as violations; so
+//!   is a pair whose earlier request can no longer hold the tenant (it grew: bought again), and
+//!   one for a tenant queued behind a StrictFIFO head (the head takes the room bought for those
+//!   behind it, and they are bought for again: two needs, two machines), and one for a tenant
+//!   deleted since (whatever it was bought, the idle rule sees it go back).
 //! - **No request is left without a machine**: a Ready request whose Node is not there (or not
 //!   labelled for it) is gone within the hand-back delay plus [`SLACK`].
 //! - **No machine stays idle**: a Node a Ready request owns that holds nothing, while no tenant
@@ -135,7 +139,8 @@ impl MoneyModel {
         let now = Instant::now();
         let requests = crate::requests::requests(h);
         let nodes = h.fleet.nodes();
-        let anyone_waits = h.fleet.api.list(GROUP, "tenants").iter().any(waits);
+        let tenants = h.fleet.api.list(GROUP, "tenants");
+        let anyone_waits = tenants.iter().any(waits);
         let mut orphans = HashSet::new();
         let mut idle = HashSet::new();
         let mut findings = self.findings.lock().unwrap();
@@ -159,6 +164,38 @@ impl MoneyModel {
                     findings.reach("bought twice while two controllers ran");
                     continue;
                 }
+                let tenant = tenants.iter().find(|x| tenant_key(x) == *t);
+                if tenant.is_none() {
+                    // Deleted since: both go back idle once delivered (the idle rule's).
+                    findings.reach("bought for a tenant deleted since");
+                    continue;
+                }
+                let outgrown = |name: &str| {
+                    let Some(earlier) = requests.iter().find(|r| r.name_any() == name) else {
+                        return false;
+                    };
+                    let capacity = serde_json::to_value(earlier.spec.capacity).unwrap_or_default();
+                    tenant.is_some_and(|x| {
+                        let replicas = x["spec"]["replicas"].as_i64().unwrap_or(1);
+                        ["threads", "memoryGb", "storageGb"].iter().any(|d| {
+                            x["spec"]["resources"][d].as_i64().unwrap_or(0) * replicas
+                                > capacity[d].as_i64().unwrap_or(0)
+                        })
+                    })
+                };
+                if outgrown(&other) || outgrown(&r.name_any()) {
+                    findings.reach("bought again for a tenant that grew");
+                    continue;
+                }
+                let behind_head = tenant.is_some_and(|x| {
+                    x["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|c| c["reason"] == "QueuedBehindOlder"))
+                });
+                if behind_head {
+                    findings.reach("bought again behind a StrictFIFO head");
+                    continue;
+                }
                 {
                     let said = |name: &str| {
                         requests
@@ -174,11 +211,8 @@ impl MoneyModel {
                             })
                             .unwrap_or_default()
                     };
-                    let status = h
-                        .fleet
-                        .api
-                        .list(GROUP, "tenants")
-                        .into_iter()
+                    let status = tenants
+                        .iter()
                         .find(|x| tenant_key(x) == *t)
                         .map(|x| x["status"].to_string())
                         .unwrap_or_default();

@@ -66,6 +66,11 @@ impl Accounts {
         self.uses.values().filter(|(u, _)| *u == wanted).count()
     }
 
+    /// A request's use and the Node it owns, as judged.
+    pub fn of(&self, request: &crate::api::NodeRequest) -> Option<&(Use, Option<String>)> {
+        self.uses.get(request.metadata.name.as_deref()?)
+    }
+
     /// Whether `node` is owned by a live request (so consolidation may hand it back).
     pub fn owns(&self, node: &str) -> bool {
         self.uses

@@ -502,12 +502,7 @@ pub(super) fn returns<'a>(
     let mut returns = Returns::default();
     let mut still = HashSet::new();
     for request in live {
-        let Some((use_, owned)) = request
-            .metadata
-            .name
-            .as_ref()
-            .and_then(|name| accounts.uses.get(name))
-        else {
+        let Some((use_, owned)) = accounts.of(request) else {
             continue;
         };
         let node = owned.as_ref().and_then(|n| bought.get(n));

@@ -9,7 +9,7 @@
 
 use super::*;
 
-/// What the request loop remembers between looks.
+/// What the capacity tick remembers between looks.
 #[derive(Debug, Default)]
 pub struct Memory(Mutex<Remembered>);
 

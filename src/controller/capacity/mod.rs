@@ -110,7 +110,7 @@ use crate::api::{
 use crate::error::Error;
 use crate::metrics::Metrics;
 
-/// What the request loop reads and writes through.
+/// What the capacity tick reads and writes through.
 pub struct CapacityLoop {
     pub client: kube::Client,
     /// The placement engine: its view of the nodes (what a machine holds).

@@ -79,36 +79,45 @@ pub(super) async fn retire_failed(ctx: &CapacityLoop, snap: &Snapshot) {
 /// the class was the leave to buy. Their tenants are planned again; a provisioner that took one
 /// up at the same time treats the deletion as a hand-back.
 pub(super) async fn withdraw_classless(ctx: &CapacityLoop, snap: &Snapshot) {
-    let api = requests_api(ctx);
     let names: HashSet<String> = snap.classes.iter().map(|c| c.name_any()).collect();
     for request in classless(&snap.requests, &names).filter(|r| snap.pool.owns(r)) {
-        let name = request.name_any();
-        // Guarded: one taken up since the cache showed it is left to its provisioner.
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: request.resource_version(),
-                uid: request.metadata.uid.clone(),
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&name, &params).await {
-            Ok(_) => {
-                ctx.metrics.money_decision("withdraw", "class_gone");
-                tracing::info!(
-                    request = %name,
-                    class = %request.spec.node_class,
-                    "node request withdrawn: its class was deleted before a provisioner took it up"
-                );
-            }
-            Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
-            Err(source) => refused(
-                ctx,
-                "withdraw",
-                name,
-                source,
-                "could not withdraw a node request whose class is gone; will try again",
-            ),
+        // Guarded by its resourceVersion too: one taken up since is left to its provisioner.
+        let why = "its class was deleted before a provisioner took it up";
+        withdraw(ctx, request, request.resource_version(), "class_gone", why).await;
+    }
+}
+
+/// Deletes a request not to be bought after all, under its UID (and `resource_version` when
+/// given), counted as a money decision `withdraw` for `reason`; a refused delete is tried again
+/// at the next tick.
+async fn withdraw(
+    ctx: &CapacityLoop,
+    request: &NodeRequest,
+    resource_version: Option<String>,
+    reason: &'static str,
+    why: &str,
+) {
+    let name = request.name_any();
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            resource_version,
+            uid: request.metadata.uid.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    match requests_api(ctx).delete(&name, &params).await {
+        Ok(_) => {
+            ctx.metrics.money_decision("withdraw", reason);
+            tracing::info!(request = %name, class = %request.spec.node_class, "node request withdrawn: {why}");
         }
+        Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
+        Err(source) => refused(
+            ctx,
+            "withdraw",
+            name,
+            source,
+            "could not withdraw a node request; will try again",
+        ),
     }
 }
 
@@ -546,34 +555,9 @@ pub(super) async fn publish<K: Resource<DynamicType = ()>>(
 /// Withdraws a request in flight that buys again what an earlier one buys ([`duplicates`]),
 /// under its UID: a provisioner that took it up treats the delete as a hand-back.
 pub(super) async fn withdraw_duplicates(ctx: &CapacityLoop, snap: &Snapshot) {
-    let api = requests_api(ctx);
     for request in duplicates(&snap.live, &snap.waiters) {
-        let name = request.name_any();
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: request.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&name, &params).await {
-            Ok(_) => {
-                ctx.metrics.money_decision("withdraw", "duplicate");
-                tracing::info!(
-                    request = %name,
-                    tenants = ?request.spec.tenants,
-                    "node request withdrawn: an earlier one in flight buys for the same tenants"
-                );
-            }
-            Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
-            Err(source) => refused(
-                ctx,
-                "withdraw",
-                name,
-                source,
-                "could not withdraw a node request bought twice; will try again",
-            ),
-        }
+        let why = "an earlier one in flight buys for the same tenants";
+        withdraw(ctx, request, None, "duplicate", why).await;
     }
 }
 
@@ -583,12 +567,7 @@ pub(super) async fn withdraw_duplicates(ctx: &CapacityLoop, snap: &Snapshot) {
 pub(super) async fn record_uses(ctx: &CapacityLoop, snap: &Snapshot, accounts: &Accounts) {
     let api = requests_api(ctx);
     for request in &snap.live {
-        let Some((use_, _)) = request
-            .metadata
-            .name
-            .as_ref()
-            .and_then(|name| accounts.uses.get(name))
-        else {
+        let Some((use_, _)) = accounts.of(request) else {
             continue;
         };
         if request.status.as_ref().and_then(|s| s.use_) == Some(*use_) {

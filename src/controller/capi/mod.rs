@@ -17,7 +17,7 @@
 //!   one ends that deployment's look, to be read again at the next;
 //! - a class whose MachineDeployment cannot be used (missing, forbidden, Cluster API not
 //!   installed, at cluster-autoscaler's max size) says so in its `Available` condition and a
-//!   Warning Event; the request loop buys no machine of it meanwhile, and its requests not yet
+//!   Warning Event; the capacity tick buys no machine of it meanwhile, and its requests not yet
 //!   taken up fail with that message;
 //! - a Machine whose Node offers less than the class promises gives the placement Node the
 //!   smaller capacity and its request a Warning Event.

@@ -2,7 +2,7 @@
 //! drained make-before-break and handed back, within the disruption budget and windows.
 //!
 //! ```text
-//!   every look of the request loop (leader only), --consolidation WhenUnderutilized:
+//!   every capacity tick (leader only), --consolidation WhenUnderutilized:
 //!     the pool's Nodes (engine), do-not-disrupt Tenants and Nodes, classes' costs ──▶ decide (pure)
 //!       drain:  Node spec.state Draining + the consolidating mark (guarded by resourceVersion)
 //!       cancel: Node back Online, the mark removed (it became do-not-disrupt)

@@ -4,7 +4,7 @@
 //! for it.
 //!
 //! ```text
-//!   every look of the request loop (leader only), before its purchase plan:
+//!   every capacity tick (leader only), before its purchase plan:
 //!     waiters (first placements), the pool's Nodes (engine), the Tenants ──▶ decide (pure)
 //!       new order: the moves asked (RoomOrders), each mover and the waiter woken, an Event on
 //!                  the waiter, tenant_placer_make_room_moves_total

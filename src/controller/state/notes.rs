@@ -1,5 +1,5 @@
 //! What each waiting tenant's status adds about machines: the node request it waits for, or why
-//! none is bought. The request loop replaces them all at each look; the tenant loop reads one.
+//! none is bought. The capacity tick replaces them all at each look; the tenant loop reads one.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};

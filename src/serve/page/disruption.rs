@@ -1,7 +1,7 @@
 //! What the page shows of consolidation and make-room: the nodes being emptied to go back and
 //! what they cost a month, the nodes the plan could free that are kept and why, what was saved,
 //! and the room being made for waiting tenants. Pure, from the watch caches and what the
-//! request loop's looks remember.
+//! capacity tick's looks remember.
 //!
 //! Rules enforced here:
 //! - a node is being consolidated while it is `Draining` with the consolidating mark (the record
