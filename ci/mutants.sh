@@ -49,6 +49,7 @@ if [ "$mode" = diff ]; then
     git diff "$base" -- '*.rs' >"$diff_file"
 fi
 
+mkdir -p mutants.out
 for part in "${parts[@]}"; do
     IFS='|' read -r package files tests timeout <<<"$part"
     out="mutants.out/$package"

@@ -287,10 +287,14 @@ async fn buy(
         );
     }
     // A name is never reused while a request or a Node of that name exists: a provisioner
-    // would take the Node there for the new request's machine (a zombie).
-    let mut taken: HashSet<String> = snap.requests.iter().map(|r| r.name_any()).collect();
-    taken.extend(ctx.memory.lock().created.keys().cloned());
-    taken.extend(snap.node_names.iter().cloned());
+    // would take the Node there for the new request's machine (a zombie). Read only when
+    // buying: at rest with many Nodes, a set of every name each tick would cost for nothing.
+    let mut taken: HashSet<String> = HashSet::new();
+    if !purchase.requests.is_empty() {
+        taken.extend(snap.requests.iter().map(|r| r.name_any()));
+        taken.extend(ctx.memory.lock().created.keys().cloned());
+        taken.extend(ctx.engine.cache().state().iter().map(|n| n.name_any()));
+    }
     for new in purchase.requests.iter().filter(|_| !again) {
         create(ctx, new, &offers, &mut taken).await;
     }

@@ -21,8 +21,6 @@ pub(super) struct Snapshot {
     /// The placement Nodes made for requests (they carry the request label), newest copies, by
     /// name.
     pub(super) bought: HashMap<String, Arc<Node>>,
-    /// Every placement Node's name: none is given to a new request.
-    pub(super) node_names: HashSet<String>,
     /// The tenants waiting for room a machine could give, in no order.
     pub(super) waiters: Vec<Waiter>,
     pub(super) now: Timestamp,
@@ -44,16 +42,14 @@ impl Snapshot {
             .filter(|r| r.phase() != NodeRequestPhase::Failed)
             .cloned()
             .collect();
-        let mut node_names = HashSet::new();
         let mut bought = HashMap::new();
         for cached in ctx.engine.cache().state() {
-            let name = cached.name_any();
             if cached.labels().contains_key(NODE_REQUEST_LABEL) {
+                let name = cached.name_any();
                 // The newest copy: our own last write may not be in the cache yet.
                 let newest = ctx.engine.node(&name).unwrap_or(cached);
-                bought.insert(name.clone(), newest);
+                bought.insert(name, newest);
             }
-            node_names.insert(name);
         }
         Snapshot {
             classes,
@@ -61,7 +57,6 @@ impl Snapshot {
             pool,
             live,
             bought,
-            node_names,
             waiters: waiters(ctx),
             now: Timestamp::now(),
         }
