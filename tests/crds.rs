@@ -180,7 +180,7 @@ fn node_classes_and_node_requests_are_cluster_scoped_with_the_designs_names_and_
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(columns, ["Class", "Phase", "Node", "Tenants", "Age"]);
+    assert_eq!(columns, ["Class", "Phase", "Node", "Use", "Tenants", "Age"]);
 }
 
 /// A real API server estimates the cost of each CEL rule from the bounds of what it reads, and

@@ -421,6 +421,17 @@ impl NodeRequestUse {
 }
 
 impl NodeRequest {
+    /// The Node a Ready request made: the one its status names (a provisioner may name it
+    /// otherwise), else the one named after it.
+    pub fn made_node(&self) -> &str {
+        self.status
+            .as_ref()
+            .map(|s| s.node_name.as_str())
+            .filter(|n| !n.is_empty())
+            .or(self.metadata.name.as_deref())
+            .unwrap_or_default()
+    }
+
     /// The phase its status says (Pending without a status: no provisioner has seen it yet).
     pub fn phase(&self) -> NodeRequestPhase {
         self.status.as_ref().map(|s| s.phase).unwrap_or_default()

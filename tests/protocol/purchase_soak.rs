@@ -280,8 +280,20 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                 }
             }
             10 => {
-                // A person deletes a live request: its machine goes back, its tenants wait.
-                let live = requests(&h);
+                // A person deletes a live request: its machine goes back, its tenants wait. Not
+                // one whose Machine is going or gone: deleted with it in the same second, its
+                // replacement cannot be told from ours (docs/node-requests.md).
+                let machines = capi_objects(&h, capi_sim::CapiKind::Machine);
+                let steady = |r: &NodeRequest| {
+                    let recorded = r.status.as_ref().map(|s| s.machine.as_str()).unwrap_or("");
+                    recorded.is_empty()
+                        || machines.iter().any(|m| {
+                            format!("{CAPI_NS}/{}", m["metadata"]["name"].as_str().unwrap_or(""))
+                                == recorded
+                                && m["metadata"]["deletionTimestamp"].is_null()
+                        })
+                };
+                let live: Vec<NodeRequest> = requests(&h).into_iter().filter(steady).collect();
                 if !live.is_empty() {
                     let name = live[rng.usize(0..live.len())].name_any();
                     let _ = h.fleet.api.delete(GROUP, "noderequests", None, &name);

@@ -125,6 +125,9 @@ pub fn judge(requests: &[RequestSeen<'_>], nodes: &HashMap<&str, NodeSeen<'_>>) 
         .filter_map(|(node, seen)| {
             let labelled_for = seen.labelled_for?;
             let request = live.get(labelled_for)?;
+            // A request in flight owns no Node yet: the one labelled for it is its coming
+            // machine (made before the request is Ready), not a stray.
+            request.node?;
             (owned_by.get(node) != Some(&labelled_for)).then(|| Stray {
                 node: (*node).to_owned(),
                 labelled_for: labelled_for.to_owned(),
@@ -235,6 +238,16 @@ mod tests {
                 owned: Some("r-live".into()),
             }]
         );
+        // A request in flight owns no Node yet: the one labelled for it is coming, no stray.
+        let coming = judge(
+            &[RequestSeen {
+                name: "r-flight",
+                class: "m16",
+                node: None,
+            }],
+            &HashMap::from([("r-flight", node("r-flight", false))]),
+        );
+        assert!(coming.strays.is_empty());
         // A request whose record names a Node labelled for another owns nothing: orphaned.
         let accounts = judge(
             &[ready("r-live", "copy2")],

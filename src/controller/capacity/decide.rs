@@ -4,7 +4,23 @@
 //!
 //! Rules enforced here: see the module rules of [`super`], each stated where it is decided.
 
-use super::*;
+use super::accounts;
+use super::accounts::{Accounts, NodeSeen, RequestSeen, Use};
+use super::memory::Requested;
+use super::snapshot::{Pool, Wait, Waiter};
+use crate::api::{
+    NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase, NodeRequestSpec, NodeState,
+};
+use crate::controller::{consolidation, make_room};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use placement::{
+    InFlightRequest, Labels, NodeClassOffer, Policy, Purchase, QueueMode, Resources,
+    SelectiveTenant, WaitingTenant,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A hash of what the planner reads.
 pub(super) fn fingerprint(
@@ -417,7 +433,7 @@ pub(super) fn account(
         .map(|r| RequestSeen {
             name: r.metadata.name.as_deref().unwrap_or_default(),
             class: &r.spec.node_class,
-            node: (r.phase() == NodeRequestPhase::Ready).then(|| made_node(r)),
+            node: (r.phase() == NodeRequestPhase::Ready).then(|| r.made_node()),
         })
         .collect();
     accounts::judge(&requests, &seen)

@@ -7,7 +7,12 @@
 //!   gone), at most [`CREATED_KEPT`]: nothing is requested twice;
 //! - a class rests after a failure, doubling per failure in a row, at most [`LONGEST_REST`].
 
-use super::*;
+use crate::api::{NodeRequest, NodeRequestPhase, NodeRequestSpec};
+use kube::ResourceExt;
+use kube::runtime::watcher;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// What the capacity tick remembers between looks.
 #[derive(Debug, Default)]
@@ -111,7 +116,7 @@ impl Memory {
             .map(|r| Requested {
                 name: r.name_any(),
                 spec: r.spec.clone(),
-                node: (r.phase() == NodeRequestPhase::Ready).then(|| made_node(r).to_owned()),
+                node: (r.phase() == NodeRequestPhase::Ready).then(|| r.made_node().to_owned()),
             })
             .chain(
                 remembered

@@ -70,78 +70,37 @@
 //!   pool's own (the tenant cache holds no other).
 
 pub mod accounts;
+mod context;
 mod decide;
 mod memory;
 mod snapshot;
 mod write;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::BuildHasherDefault;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::EventType;
+use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
-use placement::{
-    InFlightRequest, Labels, NewNode, NodeClassOffer, Policy, Purchase, QueueMode, Resources,
-    SelectiveTenant, WaitingTenant,
-};
+use placement::InFlightRequest;
 
-use self::accounts::{Accounts, NodeSeen, RequestSeen, Use};
-#[allow(clippy::wildcard_imports)]
-use self::{decide::*, memory::*, snapshot::*, write::*};
+use self::accounts::Accounts;
+pub use self::context::CapacityLoop;
+use self::decide::{
+    Demand, Room, fingerprint, notes, returns, still_waiting, with_short_classes, with_unavailable,
+};
+use self::decide::{account, offers};
+pub use self::memory::Memory;
+use self::snapshot::{Snapshot, Wait, Waiter, room_of};
+use self::write::{
+    create, hand_back, learn_delivered, record_uses, report_strays, retire_failed, wake_changed,
+    withdraw_classless, withdraw_duplicates,
+};
 use super::consolidation;
-use super::engine::Engine;
 use super::make_room;
-use super::publisher::{EventPublisher, Occurrence};
-use super::settings::Settings;
 use super::state::Synced;
-use super::state::{Glance, PurchaseNotes, RoomOrders, TenantCache, WaitingRoom};
-use crate::api::{
-    CONSOLIDATING_ANNOTATION, Condition, DELIVERS_CONDITION, NODE_CLASS_LABEL, NODE_REQUEST_LABEL,
-    Node, NodeClass, NodeRequest, NodeRequestPhase, NodeRequestSpec, NodeState, PLACED_CONDITION,
-    ResourceAmounts, Tenant, TenantPhase,
-};
-use crate::error::Error;
-use crate::metrics::Metrics;
-
-/// What the capacity tick reads and writes through.
-pub struct CapacityLoop {
-    pub client: kube::Client,
-    /// The placement engine: its view of the nodes (what a machine holds).
-    pub engine: Arc<Engine>,
-    /// The tenant watch cache: who waits.
-    pub tenants: TenantCache,
-    /// Raised once the tenant cache holds its first full list.
-    pub tenants_synced: Synced,
-    /// Tenants waiting for room: one whose note changed is woken.
-    pub waiting: Arc<WaitingRoom>,
-    /// What the loop remembers between looks (the request watch feeds it too).
-    pub memory: Arc<Memory>,
-    /// What each waiting tenant's status adds (the tenant loop reads them).
-    pub notes: Arc<PurchaseNotes>,
-    /// What consolidation remembers between looks.
-    pub consolidation: Arc<consolidation::Memory>,
-    /// The room being made by moves (`None`: make-room is off).
-    pub room: Option<Arc<RoomOrders>>,
-    /// Publishes Kubernetes Events; `None` publishes nothing.
-    pub events: Option<EventPublisher>,
-    pub metrics: Arc<Metrics>,
-    pub settings: Settings,
-}
-
-impl std::fmt::Debug for CapacityLoop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CapacityLoop")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+use crate::api::{NodeClass, NodeRequest};
 
 /// Runs the looks until the task is dropped (it runs while this replica leads). Nothing is
 /// planned before every cache has synced: a request the watch has not listed yet would be

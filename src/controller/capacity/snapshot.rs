@@ -6,7 +6,21 @@
 //! does not wait (planning for it would buy its room twice); a Node counts as bought only
 //! through the request that owns it (`accounts`), never for its label alone.
 
-use super::*;
+use super::context::CapacityLoop;
+use super::memory::Requested;
+use crate::api::{
+    NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest, NodeRequestPhase,
+    PLACED_CONDITION, Tenant, TenantPhase,
+};
+use crate::controller::consolidation;
+use crate::controller::state::Glance;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use placement::{Labels, Resources};
+use std::collections::{HashMap, HashSet};
+use std::hash::BuildHasherDefault;
+use std::sync::Arc;
 
 /// Everything one tick decides from, read once at its start.
 #[derive(Debug)]
@@ -100,18 +114,6 @@ pub(super) fn room_of(
             .effective_capacity()
             .saturating_sub(ledger.allocated())
     })
-}
-
-/// The Node a Ready request made: the one its status names (a provisioner may name it
-/// otherwise), else the one named after it.
-pub(super) fn made_node(request: &NodeRequest) -> &str {
-    request
-        .status
-        .as_ref()
-        .map(|s| s.node_name.as_str())
-        .filter(|n| !n.is_empty())
-        .or(request.metadata.name.as_deref())
-        .unwrap_or_default()
 }
 
 /// The NodeClasses of this controller's pool: `None` when it has no node selector (all are).

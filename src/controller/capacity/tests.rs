@@ -1,9 +1,27 @@
 //! The capacity tick's pure parts, table-tested.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::wildcard_imports)]
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::*;
+use super::accounts::{Accounts, Use};
+use super::decide::*;
+use super::memory::*;
+use super::snapshot::*;
+
 use crate::api::{AllocationEntry, NodeRequestStatus, NodeSpec, NodeStatus};
+use crate::api::{
+    CONSOLIDATING_ANNOTATION, NODE_CLASS_LABEL, NODE_REQUEST_LABEL, Node, NodeClass, NodeRequest,
+    NodeRequestPhase, NodeRequestSpec, NodeState, ResourceAmounts, Tenant, TenantPhase,
+};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::watcher;
+use placement::{
+    InFlightRequest, Labels, NodeClassOffer, Policy, QueueMode, Resources, SelectiveTenant,
+    WaitingTenant,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Whether `name` is a DNS-1123 label, as a Node name and a label value must be.
 fn is_dns_label(name: &str) -> bool {
@@ -105,13 +123,13 @@ fn a_waiting_tenants_note_names_its_request_and_phase() {
     );
     assert_eq!(notes.len(), 1);
     // A Ready request counts the Node its status names, else the one named after it.
-    assert_eq!(made_node(&request), "box-0000abcd");
+    assert_eq!(request.made_node(), "box-0000abcd");
     request.status = Some(NodeRequestStatus {
         phase: NodeRequestPhase::Ready,
         node_name: "lab-17".into(),
         ..NodeRequestStatus::default()
     });
-    assert_eq!(made_node(&request), "lab-17");
+    assert_eq!(request.made_node(), "lab-17");
 }
 
 fn box_request(name: &str, phase: NodeRequestPhase) -> NodeRequest {
@@ -833,7 +851,6 @@ fn a_requests_room_goes_first_to_the_tenants_it_was_bought_for() {
 /// consolidation drained its node.
 #[test]
 fn an_idle_machine_goes_back_after_the_delay_a_drained_one_at_once_an_orphan_is_retired() {
-    use accounts::Use;
     let delay = Duration::from_secs(10);
     let t0 = Instant::now();
     let request = |name: &str| {

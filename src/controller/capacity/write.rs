@@ -3,7 +3,27 @@
 //! (`tenant_placer_node_request_errors_total{action}`) and decided again at the next tick; it
 //! never stops the others.
 
-use super::*;
+use super::accounts::Accounts;
+use super::context::CapacityLoop;
+use super::decide::{
+    Demand, GoesBack, Returns, classless, duplicates, is_in_flight_for, request_name,
+};
+use super::memory::{NAME_ATTEMPTS, RETIRED_KEPT, rest_after};
+use super::snapshot::Snapshot;
+use crate::api::{
+    CONSOLIDATING_ANNOTATION, Condition, DELIVERS_CONDITION, NODE_REQUEST_LABEL, Node, NodeClass,
+    NodeRequest, NodeRequestPhase, NodeRequestSpec, NodeState, ResourceAmounts, Tenant,
+};
+use crate::controller::publisher::{EventPublisher, Occurrence};
+use crate::error::Error;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use placement::{Labels, NewNode, NodeClassOffer};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The NodeRequest API, cluster-wide.
 fn requests_api(ctx: &CapacityLoop) -> Api<NodeRequest> {
@@ -478,7 +498,7 @@ pub(super) async fn give_back(
             let note = format!(
                 "Ready, but the Node it names ({}) is not there (or is not labelled for it) \
                  after {} s: retired, so its machine is given back",
-                made_node(request),
+                request.made_node(),
                 ctx.settings.empty_node_after.as_secs()
             );
             tracing::warn!(request = %name, "an orphaned node request is retired");

@@ -239,14 +239,13 @@ pub fn plan<'a>(
         r.scale_generation
             .is_some_and(|g| deployment.generation > g)
     };
-    // The request's recorded Machine is being deleted by someone else (no mark), or is gone:
-    // its MachineSet makes a replacement unless replicas were lowered with it (our give-back).
+    // The request's recorded Machine is being deleted by someone else (no mark): its
+    // MachineSet makes a replacement once it is gone. (Once gone, it cannot be told from one
+    // our own give-back took: docs/node-requests.md, "What it cannot tell apart".)
     let replaced = |r: &Request<'_>| {
-        !r.machine.is_empty()
-            && machines
-                .iter()
-                .find(|m| m.name == r.machine)
-                .is_none_or(|m| m.deleting && !m.marked)
+        machines
+            .iter()
+            .any(|m| m.name == r.machine && m.deleting && !m.marked)
     };
     // A deleted request is owed a Machine when it was raised for and its Machine has not come
     // yet, or when its Machine is being replaced.
@@ -892,29 +891,18 @@ mod tests {
             steps(&[other.clone()], 1, &[]),
             vec![Step::Release { request: s("r1") }]
         );
-        // Gone while replicas say more Machines than there are: it may have been deleted by
-        // someone else, and its replacement is coming or made. A Machine made after the request
-        // beyond what live requests wait for is given back; one coming is not made (replicas
-        // lowered). (Someone else's Machine made or replaced at that moment looks the same and
-        // goes too: docs/node-requests.md says so.)
+        // Nor is it owed one for someone else's Machine, new or deleted by hand meanwhile.
         let mut newer = machine("theirs-new");
         newer.created = at(300);
         assert_eq!(
             steps(&[other.clone(), newer], 2, &[]),
-            vec![
-                Step::Claim {
-                    machine: s("theirs-new"),
-                    request: s("r1"),
-                    give_back: true
-                },
-                Step::Scale { from: 2, to: 1 }
-            ]
+            vec![Step::Release { request: s("r1") }]
         );
         let mut going_by_hand = machine("theirs-going");
         going_by_hand.deleting = true;
         assert_eq!(
             steps(&[other, going_by_hand], 2, &[]),
-            vec![Step::Scale { from: 2, to: 1 }]
+            vec![Step::Release { request: s("r1") }]
         );
         // Its Node first, whatever became of its Machine: deleted once, then waited for.
         assert_eq!(
