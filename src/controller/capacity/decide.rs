@@ -526,10 +526,17 @@ pub(super) fn returns<'a>(
         if *use_ == Use::Awaited && consolidated {
             returns.take_back.extend(node);
         }
+        // A request whose provisioner records its Machine (Cluster API) is left to it when its
+        // Node is gone: its Machine may be being replaced, and the provisioner fails the request
+        // when nothing replaces it.
+        let machine_recorded = request
+            .status
+            .as_ref()
+            .is_some_and(|s| !s.machine.is_empty());
         let why = match (use_, consolidated) {
             (Use::Idle, true) => GoesBack::Consolidated,
             (Use::Idle, false) => GoesBack::Idle,
-            (Use::Orphaned, _) => GoesBack::Orphaned,
+            (Use::Orphaned, _) if !machine_recorded => GoesBack::Orphaned,
             _ => continue,
         };
         if *use_ == Use::Idle {

@@ -6,6 +6,7 @@ use super::accounts::{Accounts, Use};
 use super::decide::*;
 use super::memory::*;
 use super::snapshot::*;
+use crate::controller::make_room;
 
 use crate::api::{AllocationEntry, NodeRequestStatus, NodeSpec, NodeStatus};
 use crate::api::{
@@ -954,6 +955,23 @@ fn an_idle_machine_goes_back_after_the_delay_a_drained_one_at_once_an_orphan_is_
     );
     // Each reason is counted as its own money decision.
     assert_eq!(GoesBack::Orphaned.decision(), ("retire", "orphaned"));
+    // An orphan whose provisioner records its Machine (Cluster API) is left to it: its Machine
+    // may be being replaced.
+    let mut recorded = (*live[2]).clone();
+    recorded.status.as_mut().unwrap().machine = "fleet/m1".into();
+    let live = [Arc::new(recorded)];
+    let mut since = HashMap::new();
+    assert!(
+        returns(&live, &accounts, &bought, &mut since, (due, delay))
+            .give_back
+            .is_empty()
+    );
+    let later = due + delay + delay;
+    assert!(
+        returns(&live, &accounts, &bought, &mut since, (later, delay))
+            .give_back
+            .is_empty()
+    );
 }
 
 #[test]
@@ -1025,5 +1043,104 @@ fn the_later_of_two_requests_in_flight_for_the_same_tenants_is_a_duplicate_unles
             request("z", 12, 64, &["d/a"], Pending),
         ]),
         ["y", "z"]
+    );
+}
+
+#[test]
+fn a_tenant_that_fits_a_class_as_promised_but_not_as_delivered_is_told_so() {
+    // b-big promises 64 threads and delivers 32 (its Delivers condition for its generation 1);
+    // a-small promises and delivers 32.
+    let class = |name: &str, threads: i64, delivered: Option<i64>| {
+        let mut class = NodeClass::new(
+            name,
+            crate::api::NodeClassSpec {
+                capacity: ResourceAmounts::new(threads, 256, 8000),
+                provider: "test".into(),
+                monthly_cost: Some(1),
+                limit: None,
+                labels: Default::default(),
+                cluster_api: None,
+            },
+        );
+        class.metadata.generation = Some(1);
+        class.status = delivered.map(|t| crate::api::NodeClassStatus {
+            conditions: vec![crate::api::Condition {
+                type_: crate::api::DELIVERS_CONDITION.into(),
+                status: "False".into(),
+                reason: "DeliversLess".into(),
+                message: String::new(),
+                last_transition_time: crate::api::Condition::UNREADABLE_TIME,
+                observed_generation: Some(1),
+            }],
+            delivered: Some(ResourceAmounts::new(t, 256, 8000)),
+        });
+        Arc::new(class)
+    };
+    let classes = [class("a-small", 32, None), class("b-big", 64, Some(32))];
+    // wide (40) fits b-big's promise only; huge (100) fits none; fine (8) fits both delivered.
+    let demand = Demand::of(
+        &[
+            first("d/wide", 1, 40, 1),
+            first("d/huge", 2, 100, 1),
+            first("d/fine", 3, 8, 1),
+        ],
+        QueueMode::BestEffortFifo,
+        Duration::ZERO,
+        at(100),
+    );
+    let unplaceable: HashMap<String, String> = ["d/wide", "d/huge", "d/other"]
+        .iter()
+        .map(|t| {
+            (
+                (*t).to_owned(),
+                "no node can be requested for it".to_owned(),
+            )
+        })
+        .collect();
+    let notes = with_short_classes(unplaceable, &classes, &demand, &Pool(None));
+    assert_eq!(
+        notes["d/wide"],
+        "no node can be requested for it (NodeClass b-big promises 64 threads, 256 GB memory, \
+         8000 GB storage but its Nodes deliver 32 threads, 256 GB memory, 8000 GB storage: none \
+         is bought for it)"
+    );
+    assert_eq!(notes["d/huge"], "no node can be requested for it");
+    assert_eq!(notes["d/other"], "no node can be requested for it");
+    assert_eq!(notes.len(), 3);
+    // Outside the pool, b-big says nothing.
+    let pool = Pool(Some(HashSet::from(["a-small".to_owned()])));
+    let unplaceable = HashMap::from([("d/wide".to_owned(), "x".to_owned())]);
+    assert_eq!(
+        with_short_classes(unplaceable, &classes, &demand, &pool)["d/wide"],
+        "x"
+    );
+}
+
+#[test]
+fn make_room_takes_the_first_placements_it_serves_out_of_the_purchase_and_never_a_move() {
+    let waiters = [
+        first("d/held", 1, 8, 1),
+        first("d/fits", 2, 8, 1),
+        first("d/buy", 3, 8, 1),
+        moving("d/move", 4, 8),
+    ];
+    let keys = |w: Vec<Waiter>| w.into_iter().map(|w| w.key).collect::<Vec<_>>();
+    let made = make_room::Made {
+        held: HashSet::from(["d/held".to_owned(), "d/move".to_owned()]),
+        fits: HashSet::from(["d/fits".to_owned()]),
+        ..make_room::Made::default()
+    };
+    // held and fits are served by room: only buy is bought for; a move always is.
+    assert_eq!(keys(still_waiting(&waiters, &made)), ["d/buy", "d/move"]);
+    // A move to make room in flight: no first placement is bought for this look.
+    let moving_now = make_room::Made {
+        moving: true,
+        ..make_room::Made::default()
+    };
+    assert_eq!(keys(still_waiting(&waiters, &moving_now)), ["d/move"]);
+    // Nothing made: everyone waits.
+    assert_eq!(
+        keys(still_waiting(&waiters, &make_room::Made::default())),
+        ["d/held", "d/fits", "d/buy", "d/move"]
     );
 }
