@@ -158,23 +158,25 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
     }
     // A machine asked for the tenant that waits (create), reported Failed by a provisioner
     // (played here by hand), and deleted by the controller (delete).
-    h.apply(&[
-        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "box"},
-                     "spec": {"capacity": {"threads": 1024, "memoryGb": 64, "storageGb": 100},
-                              "provider": "lab"}}),
-    ]);
     let requests = || h.fleet.api.list(GROUP, "noderequests");
-    for _ in 0..100 {
-        if !requests().is_empty() {
-            break;
+    // A class of 1024 threads applied, and the name of the request the controller then makes.
+    let bought = |class: &'static str| {
+        h.apply(&[
+            json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": class},
+                         "spec": {"capacity": {"threads": 1024, "memoryGb": 64, "storageGb": 100},
+                                  "provider": "lab"}}),
+        ]);
+        async move {
+            for _ in 0..100 {
+                if let Some(request) = requests().first() {
+                    return request["metadata"]["name"].as_str().unwrap().to_owned();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("no request of {class} for the tenant that waits");
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let request = requests()
-        .first()
-        .cloned()
-        .expect("a request for the tenant that waits");
-    let name = request["metadata"]["name"].as_str().unwrap().to_owned();
+    };
+    let name = bought("box").await;
     h.apply(&[
         json!({"apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": name},
                      "status": {"phase": "Failed", "message": "out of stock"}}),
@@ -188,22 +190,7 @@ async fn the_charts_rbac_allows_exactly_the_calls_the_controller_makes_and_no_wi
     assert!(requests().is_empty(), "the failed request is deleted");
     // While box rests, a `short` is bought; its Node (played here by hand) reports half what the
     // class promises: the controller writes what the class delivers (nodeclasses/status).
-    h.apply(&[
-        json!({"apiVersion": VERSION, "kind": "NodeClass", "metadata": {"name": "short"},
-                     "spec": {"capacity": {"threads": 1024, "memoryGb": 64, "storageGb": 100},
-                              "provider": "lab"}}),
-    ]);
-    for _ in 0..100 {
-        if !requests().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let request = requests()
-        .first()
-        .cloned()
-        .expect("a request of short for the tenant that waits");
-    let name = request["metadata"]["name"].as_str().unwrap().to_owned();
+    let name = bought("short").await;
     h.apply(&[node(&name)
         .capacity(512, 64, 100)
         .label("placement.tenant-placer.dev/node-request", &name)

@@ -307,21 +307,25 @@ fn a_class_rests_after_a_failure_and_is_forgotten_a_longest_rest_later() {
     assert_eq!(kept, ["ends-now", "rested", "resting"]);
 }
 
+/// A NodeClass of `capacity` at 1 a month, no limit, no labels.
+fn class_of(name: &str, capacity: ResourceAmounts) -> NodeClass {
+    NodeClass::new(
+        name,
+        crate::api::NodeClassSpec {
+            capacity,
+            provider: "test".into(),
+            monthly_cost: Some(1),
+            limit: None,
+            labels: Default::default(),
+            cluster_api: None,
+        },
+    )
+}
+
 #[test]
 fn offers_are_the_pools_classes_not_resting_by_name_with_their_machines_in_use() {
-    let class = |name: &str, threads| {
-        Arc::new(NodeClass::new(
-            name,
-            crate::api::NodeClassSpec {
-                capacity: ResourceAmounts::new(threads, 64, 1000),
-                provider: "test".into(),
-                monthly_cost: Some(1),
-                limit: None,
-                labels: Default::default(),
-                cluster_api: None,
-            },
-        ))
-    };
+    let class =
+        |name: &str, threads| Arc::new(class_of(name, ResourceAmounts::new(threads, 64, 1000)));
     let classes = [
         class("c", 16),
         class("a", 16),
@@ -376,19 +380,7 @@ fn unavailable(class: Arc<NodeClass>) -> Arc<NodeClass> {
 
 #[test]
 fn why_nothing_is_bought_names_the_pools_classes_that_cannot_be_bought_now() {
-    let class = |name: &str| {
-        Arc::new(NodeClass::new(
-            name,
-            crate::api::NodeClassSpec {
-                capacity: ResourceAmounts::new(16, 64, 1000),
-                provider: "test".into(),
-                monthly_cost: Some(1),
-                limit: None,
-                labels: Default::default(),
-                cluster_api: None,
-            },
-        ))
-    };
+    let class = |name: &str| Arc::new(class_of(name, ResourceAmounts::new(16, 64, 1000)));
     let classes = [
         class("up"),
         unavailable(class("down")),
@@ -1051,17 +1043,7 @@ fn a_tenant_that_fits_a_class_as_promised_but_not_as_delivered_is_told_so() {
     // b-big promises 64 threads and delivers 32 (its Delivers condition for its generation 1);
     // a-small promises and delivers 32.
     let class = |name: &str, threads: i64, delivered: Option<i64>| {
-        let mut class = NodeClass::new(
-            name,
-            crate::api::NodeClassSpec {
-                capacity: ResourceAmounts::new(threads, 256, 8000),
-                provider: "test".into(),
-                monthly_cost: Some(1),
-                limit: None,
-                labels: Default::default(),
-                cluster_api: None,
-            },
-        );
+        let mut class = class_of(name, ResourceAmounts::new(threads, 256, 8000));
         class.metadata.generation = Some(1);
         class.status = delivered.map(|t| crate::api::NodeClassStatus {
             conditions: vec![crate::api::Condition {
