@@ -171,3 +171,41 @@ fn class_status(h: &Harness, name: &str) -> Option<NodeClass> {
     let found = h.fleet.api.get(GROUP, "nodeclasses", None, name)?;
     serde_json::from_value(found).ok()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_answered_already_exists_by_another_purchase_is_not_taken_as_made() {
+    use std::hash::{Hash, Hasher};
+    // No provisioner: the requests stay as made. The controller's first create is held 1.5 s.
+    let h = crate::requests::unprovisioned(&[class("box", 64, 100, None)]).await;
+    h.fleet.api.inject(
+        inmem_apiserver::Fault::on(Verb::Create)
+            .resource("noderequests")
+            .times(1)
+            .delay(Duration::from_millis(1500)),
+    );
+    h.apply(&[tenant("big").resources(32, 64, 100).manifest()]);
+    h.until("the controller's create sent", || {
+        h.fleet.api.stats().count(Verb::Create, "noderequests") == 1
+    })
+    .await;
+    // Meanwhile another purchase (of another tenant, too small for big: it is no room for it)
+    // takes the name the controller asked for:
+    // `<class>-<8 hex digits of the hash of the class and its tenants>`.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    ("box", &["default/big".to_owned()][..]).hash(&mut hasher);
+    let name = format!("box-{:08x}", hasher.finish() & 0xffff_ffff);
+    h.apply(&[serde_json::json!({
+        "apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": name},
+        "spec": {"nodeClass": "box", "capacity": {"threads": 8, "memoryGb": 8, "storageGb": 8},
+                 "tenants": ["other/someone"]}})]);
+    // Its create answered AlreadyExists, the controller reads what is there: not its purchase.
+    // It buys for big under the next name, well before a created request would be forgotten
+    // (60 s).
+    until(&h, "a request for big under another name", |h| {
+        requests(h)
+            .iter()
+            .any(|r| r.spec.tenants == ["default/big"] && r.metadata.name.as_deref() != Some(&name))
+    })
+    .await;
+    assert_eq!(h.handles.metrics.node_request_errors("create"), 0);
+}

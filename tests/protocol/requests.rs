@@ -92,7 +92,7 @@ pub(crate) async fn small_fleet(provisioner_config: Simulated, classes: &[Value]
 
 /// A fleet with one 8-thread node and the controller buying; no provisioner runs (the test
 /// plays it, or starts one later).
-async fn unprovisioned(classes: &[Value]) -> Harness {
+pub(crate) async fn unprovisioned(classes: &[Value]) -> Harness {
     let h = Harness::start_on(
         ApiServer::new(),
         &[node("small").capacity(8, 32, 1000).manifest()],
