@@ -408,18 +408,6 @@ pub enum NodeRequestUse {
     Orphaned,
 }
 
-impl NodeRequestUse {
-    /// The word, as the API, metrics and logs say it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeRequestUse::Awaited => "Awaited",
-            NodeRequestUse::InUse => "InUse",
-            NodeRequestUse::Idle => "Idle",
-            NodeRequestUse::Orphaned => "Orphaned",
-        }
-    }
-}
-
 impl NodeRequest {
     /// The Node a Ready request made: the one its status names (a provisioner may name it
     /// otherwise), else the one named after it.

@@ -61,11 +61,6 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    /// How many requests of each use.
-    pub fn count(&self, wanted: Use) -> usize {
-        self.uses.values().filter(|(u, _)| *u == wanted).count()
-    }
-
     /// A request's use and the Node it owns, as judged.
     pub fn of(&self, request: &crate::api::NodeRequest) -> Option<&(Use, Option<String>)> {
         self.uses.get(request.metadata.name.as_deref()?)
@@ -213,10 +208,6 @@ mod tests {
         );
         assert!(accounts.strays.is_empty());
         assert!(accounts.owns("lab-7") && !accounts.owns("r-zombie"));
-        assert_eq!(
-            (accounts.count(Use::Awaited), accounts.count(Use::Idle)),
-            (2, 1)
-        );
     }
 
     #[test]

@@ -187,7 +187,7 @@ async fn tick(
     wake_changed(ctx, notes);
     // 7. What goes back, decided from the accounts, then written with the precondition of
     // what was judged; a Node only labelled for a request is reported, never handed back.
-    report_strays(ctx, &accounts, &snap.bought).await;
+    report_strays(ctx, &snap, &accounts).await;
     let judged = (Instant::now(), ctx.settings.empty_node_after);
     let returns = returns(
         &snap.live,

@@ -365,18 +365,25 @@ pub(super) async fn learn_delivered(
 }
 
 /// Reports, once each, a Node whose label names a live request that does not own it (a copied
-/// manifest): it is never handed back for that request.
-pub(super) async fn report_strays(
-    ctx: &CapacityLoop,
-    accounts: &Accounts,
-    nodes: &HashMap<String, Arc<Node>>,
-) {
+/// manifest): it is never handed back for that request. What was reported is forgotten once it
+/// is no longer a stray or a live request (an orphan's UID), so the set stays bounded.
+pub(super) async fn report_strays(ctx: &CapacityLoop, snap: &Snapshot, accounts: &Accounts) {
+    let key = |stray: &super::accounts::Stray| format!("{} {}", stray.node, stray.labelled_for);
+    {
+        let current: HashSet<String> = accounts
+            .strays
+            .iter()
+            .map(key)
+            .chain(snap.live.iter().filter_map(|r| r.metadata.uid.clone()))
+            .collect();
+        ctx.memory.lock().reported.retain(|k| current.contains(k));
+    }
     for stray in &accounts.strays {
-        let key = format!("{} {}", stray.node, stray.labelled_for);
+        let key = key(stray);
         if !ctx.memory.lock().reported.insert(key) {
             continue;
         }
-        let Some(node) = nodes.get(&stray.node) else {
+        let Some(node) = snap.bought.get(&stray.node) else {
             continue;
         };
         let owned = stray
