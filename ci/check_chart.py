@@ -169,7 +169,8 @@ MONITORING_SCHEMAS = {
 ALERTS = {"TenantPlacerTenantsPendingTooLong", "TenantPlacerNodeRequestsFailing",
           "TenantPlacerNodeRequestsInFlightTooLong", "TenantPlacerReservationLostOrRestored",
           "TenantPlacerUndecodableObjects", "TenantPlacerNodeStatusConflictsPersist",
-          "TenantPlacerNoLeader", "TenantPlacerConsolidationBlockedByBudget"}
+          "TenantPlacerNoLeader", "TenantPlacerConsolidationBlockedByBudget",
+          "TenantPlacerMachinesIdle"}
 
 # The admission guards (admissionregistration.k8s.io/v1), cluster-scoped, and the first Kubernetes
 # version with each kind at v1: ValidatingAdmissionPolicy went GA in 1.30, MutatingAdmissionPolicy
@@ -404,6 +405,9 @@ def cases() -> tuple[list[Case], list[BadCase]]:
         BadCase("prometheusRule.alerts.pendingMinutes=0",
                 {"metrics": {"prometheusRule": {"alerts": {"pendingMinutes": 0}}}},
                 "pendingMinutes"),
+        BadCase("prometheusRule.alerts.idleMachineMinutes=0",
+                {"metrics": {"prometheusRule": {"alerts": {"idleMachineMinutes": 0}}}},
+                "idleMachineMinutes"),
         BadCase("tracing.otlpEndpoint without a scheme",
                 {"tracing": {"otlpEndpoint": "otel-collector:4318"}}, "otlpEndpoint"),
         BadCase("tracing.otlpEndpoint over https (no TLS is linked)",
