@@ -65,6 +65,23 @@ pub fn entry(name: &str, amounts: impl Amounts) -> AllocationEntry {
     }
 }
 
+/// A NodeClass named `name` of provider `lab/x`: `threads` threads, 64 GB memory, 100 GB
+/// storage, costing `monthly_cost` when given.
+pub fn node_class(name: &str, threads: u32, monthly_cost: Option<i64>) -> crate::api::NodeClass {
+    let mut spec = serde_json::json!({
+        "capacity": {"threads": threads, "memoryGb": 64, "storageGb": 100},
+        "provider": "lab/x"
+    });
+    if let Some(cost) = monthly_cost {
+        spec["monthlyCost"] = cost.into();
+    }
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "NodeClass",
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap_or_else(|e| panic!("a NodeClass fixture that does not decode: {e}"))
+}
+
 /// A Node named `name`: Online, capacity 0 until `capacity` says otherwise, holding nothing.
 pub fn node(name: &str) -> NodeBuilder {
     let mut node = Node::new(

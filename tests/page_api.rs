@@ -637,6 +637,28 @@ async fn api_fleet_lists_the_machine_asked_for_a_waiting_tenant_and_where_it_is(
     assert_eq!(request["tenants"], json!(["default/big"]));
     assert_eq!(request["node"], "");
     assert_eq!(request["capacity"]["threads"], 384);
+    // The tick's published view counts it as awaited under its class, and every class has a line.
+    let view = wait_for_view(&state, "the machines of each class by use", |v| {
+        v["disruption"]["machines"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|c| c["awaited"] == 1))
+    })
+    .await;
+    let machines = view["disruption"]["machines"].as_array().unwrap();
+    let line = machines
+        .iter()
+        .find(|c| c["class"] == "hetzner-ax162")
+        .unwrap();
+    assert_eq!(
+        (
+            &line["awaited"],
+            &line["inUse"],
+            &line["idle"],
+            &line["orphaned"]
+        ),
+        (&json!(1), &json!(0), &json!(0), &json!(0))
+    );
+    assert_eq!(view["disruption"]["strays"], json!([]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -60,8 +60,6 @@ use crate::error::Error;
 use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
 pub use capacity::CapacityLoop;
-/// What consolidation knows now, as the page reads it.
-pub use consolidation::Snapshot as ConsolidationSnapshot;
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
 pub use node::NodeLoop;
 pub use register::RegisterLoop;
@@ -306,11 +304,8 @@ pub struct Caches {
     stores: Arc<Mutex<Option<Stores>>>,
     purchases: Arc<Mutex<Option<PurchaseStores>>>,
     registered: Arc<Mutex<Option<Store<Node>>>>,
-    disruption: Arc<Mutex<Option<Disruption>>>,
+    tick: Arc<Mutex<Option<Arc<state::tick::Published>>>>,
 }
-
-/// What consolidation and make-room know between looks, for the page (node requests on).
-pub type Disruption = (Arc<consolidation::Memory>, Option<Arc<state::RoomOrders>>);
 
 /// The node and tenant watch caches of one term.
 pub type Stores = (Store<Node>, TenantCache);
@@ -357,20 +352,18 @@ impl Caches {
             .clone()
     }
 
-    /// Hands out what consolidation and make-room know from now on.
-    pub fn set_disruption(&self, disruption: Disruption) {
-        *self
-            .disruption
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(disruption);
+    /// Hands out where the capacity tick publishes its view from now on (node requests on).
+    pub fn set_tick(&self, published: Arc<state::tick::Published>) {
+        *self.tick.lock().unwrap_or_else(PoisonError::into_inner) = Some(published);
     }
 
-    /// What consolidation and make-room know, once the controller has set it.
-    pub fn disruption(&self) -> Option<Disruption> {
-        self.disruption
+    /// The last capacity tick's view, once a tick has run.
+    pub fn tick(&self) -> Option<Arc<state::tick::TickView>> {
+        self.tick
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .as_ref()?
+            .get()
     }
 
     /// Hands out the registration's store of placement Nodes (every one, without its status)
@@ -540,8 +533,8 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         requeue_window: settings.requeue_window,
     })));
     let _purchases = settings.request_after.is_some().then(|| {
-        let memory: Arc<consolidation::Memory> = Arc::default();
-        caches.set_disruption((memory.clone(), room.clone()));
+        let published: Arc<state::tick::Published> = Arc::default();
+        caches.set_tick(published.clone());
         let buyer = CapacityLoop {
             client: client.clone(),
             engine: engine.clone(),
@@ -550,8 +543,9 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             waiting: waiting.clone(),
             memory: Arc::default(),
             notes: notes.clone(),
-            consolidation: memory,
+            consolidation: Arc::default(),
             room: room.clone(),
+            published,
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
             settings: settings.clone(),

@@ -43,14 +43,13 @@ impl Collector for Gauges {
         if let Some((classes, requests)) = self.caches.purchases() {
             encode_requests(&mut encoder, &classes.state(), &requests.state())?;
         }
-        if let Some((memory, _)) = self.caches.disruption() {
-            let snapshot = memory.snapshot();
-            let kept: Vec<(&'static str, u64)> = snapshot
+        if let Some(tick) = self.caches.tick() {
+            let kept: Vec<(&'static str, u64)> = tick
                 .kept
                 .iter()
-                .map(|(_, why, secs)| (why.reason(), *secs))
+                .map(|k| (k.reason, k.freeable_seconds))
                 .collect();
-            encode_consolidation(&mut encoder, &kept, snapshot.saved)?;
+            encode_consolidation(&mut encoder, &kept, tick.saved_monthly)?;
         }
         if let Some(nodes) = self.caches.registered() {
             let registered = nodes.state().iter().filter(|n| n.is_registered()).count();

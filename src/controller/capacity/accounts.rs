@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use placement::Resources;
 
+use crate::api::NodeClass;
 pub use crate::api::NodeRequestUse as Use;
 
 /// A live request as the look sees it.
@@ -136,6 +137,24 @@ pub fn judge(requests: &[RequestSeen<'_>], nodes: &HashMap<&str, NodeSeen<'_>>) 
     strays.sort_by(|a, b| a.node.cmp(&b.node));
     accounts.strays = strays;
     accounts
+}
+
+/// What a class is known to deliver when less than it promises: the smallest of what its Nodes
+/// report now and what its status learned for the class as it is.
+pub fn delivers_less(class: &NodeClass, accounts: &Accounts) -> Option<Resources> {
+    let promised = class.spec.capacity.to_resources().ok()?;
+    let stored = class.delivered().and_then(|d| d.to_resources().ok());
+    let seen = class
+        .metadata
+        .name
+        .as_ref()
+        .and_then(|name| accounts.delivered.get(name))
+        .copied();
+    let known = [stored, seen]
+        .into_iter()
+        .flatten()
+        .fold(promised, Resources::min_each);
+    (known != promised).then_some(known)
 }
 
 #[cfg(test)]

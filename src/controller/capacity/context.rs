@@ -7,6 +7,7 @@ use crate::controller::consolidation;
 use crate::controller::engine::Engine;
 use crate::controller::publisher::EventPublisher;
 use crate::controller::settings::Settings;
+use crate::controller::state::tick::Published;
 use crate::controller::state::{PurchaseNotes, RoomOrders, Synced, TenantCache, WaitingRoom};
 use crate::metrics::Metrics;
 
@@ -29,6 +30,8 @@ pub struct CapacityLoop {
     pub consolidation: Arc<consolidation::Memory>,
     /// The room being made by moves (`None`: make-room is off).
     pub room: Option<Arc<RoomOrders>>,
+    /// The last tick's view, for readers (the page).
+    pub published: Arc<Published>,
     /// Publishes Kubernetes Events; `None` publishes nothing.
     pub events: Option<EventPublisher>,
     pub metrics: Arc<Metrics>,

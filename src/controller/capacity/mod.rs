@@ -16,6 +16,8 @@
 //!      of what was judged: the Node cordoned at its resourceVersion, the request
 //!      deleted at its UID and resourceVersion                                   write.rs
 //!   8. consolidation's look (WhenUnderutilized), over the Nodes requests own
+//!   9. the tick's view published for readers (the page): machines by use, strays,
+//!      what classes deliver, what consolidation keeps, the room being made       view.rs
 //!   memory.rs: what the tick remembers between ticks, in one type
 //! ```
 //!
@@ -74,6 +76,7 @@ mod context;
 mod decide;
 mod memory;
 mod snapshot;
+mod view;
 mod write;
 
 use std::collections::{HashMap, HashSet};
@@ -169,7 +172,9 @@ async fn tick(
         span.record("outcome", "no_classes");
         wake_changed(ctx, made.notes);
         ctx.metrics.set_machines_idle([]);
-        return consolidate(ctx, &snap.classes, anyone_waits, &Accounts::default()).await;
+        let accounts = Accounts::default();
+        consolidate(ctx, &snap.classes, anyone_waits, &accounts).await;
+        return publish(ctx, &snap, &accounts);
     }
     // 4. What every purchase is used for, and what each class really delivers: a class is
     // planned with what it delivers before anything more is bought of it.
@@ -199,6 +204,21 @@ async fn tick(
     hand_back(ctx, &snap, returns, &demand).await;
     // 8. Consolidation (`--consolidation WhenUnderutilized`) of what the requests own.
     consolidate(ctx, &snap.classes, anyone_waits, &accounts).await;
+    // 9. What readers see of this tick.
+    publish(ctx, &snap, &accounts);
+}
+
+/// Step 9: the tick's view, published whole.
+fn publish(ctx: &CapacityLoop, snap: &Snapshot, accounts: &Accounts) {
+    let orders = ctx.room.as_ref().map(|r| r.orders()).unwrap_or_default();
+    ctx.published.set(view::view(
+        &snap.classes,
+        |class| snap.pool.has_class(class),
+        &snap.live,
+        accounts,
+        ctx.consolidation.snapshot(),
+        orders,
+    ));
 }
 
 /// Step 5: the purchase for the demand, with the room on the way promised first; returns the

@@ -3,7 +3,7 @@
 //! (`tenant_placer_node_request_errors_total{action}`) and decided again at the next tick; it
 //! never stops the others.
 
-use super::accounts::Accounts;
+use super::accounts::{Accounts, delivers_less};
 use super::context::CapacityLoop;
 use super::decide::{
     Demand, GoesBack, Returns, classless, duplicates, is_in_flight_for, request_name,
@@ -300,19 +300,19 @@ pub(super) async fn learn_delivered(
 ) {
     for class in classes {
         let name = class.name_any();
-        let Some(seen) = accounts.delivered.get(&name) else {
-            continue;
+        if !accounts.delivered.contains_key(&name) {
+            continue; // no Node of it seen this tick: nothing new learned
+        }
+        let Some(known) = delivers_less(class, accounts) else {
+            continue; // it delivers what it promises
         };
+        let stored = class.delivered().and_then(|d| d.to_resources().ok());
+        if stored == Some(known) {
+            continue; // known already
+        }
         let Ok(promised) = class.spec.capacity.to_resources() else {
             continue;
         };
-        let stored = class.delivered().and_then(|d| d.to_resources().ok());
-        let known = stored
-            .map_or(*seen, |d| d.min_each(*seen))
-            .min_each(promised);
-        if known == promised || stored == Some(known) {
-            continue; // it delivers what it promises, or this is known already
-        }
         let amounts = ResourceAmounts::from(known);
         let note = format!(
             "its Nodes report {known}, less than its spec.capacity ({promised}): machines of it \

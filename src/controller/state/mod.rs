@@ -1,7 +1,8 @@
 //! What the controller knows between reconciles: the watch caches and how objects enter them
 //! (decode, strip, the tenant cache), copies newer than the cache (newest), what each tenant's
 //! status claims (claims), who waits for room (waiting), what a waiting tenant's status says
-//! about machines (notes) and the room being made for waiters by moves (room). It knows no loop and no engine: the
+//! about machines (notes), the room being made for waiters by moves (room) and the last capacity
+//! tick's view for readers (tick). It knows no loop and no engine: the
 //! loops and the engine read and feed it (`tests/layers.rs` keeps it so).
 
 pub mod claims;
@@ -12,6 +13,7 @@ pub mod room;
 pub mod strip;
 mod synced;
 pub mod tenant_cache;
+pub mod tick;
 pub mod waiting;
 
 pub use notes::PurchaseNotes;

@@ -1,13 +1,14 @@
-//! What the page shows of consolidation and make-room: the nodes being emptied to go back and
-//! what they cost a month, the nodes the plan could free that are kept and why, what was saved,
-//! and the room being made for waiting tenants. Pure, from the watch caches and what the
-//! capacity tick's looks remember.
+//! What the page shows of the capacity tick: the machines of each class by use and the Nodes
+//! labelled for a request that is not theirs; the nodes being emptied to go back and what they
+//! cost a month, the nodes the plan could free that are kept and why, what was saved, and the
+//! room being made for waiting tenants. Pure, from the watch caches and the view the last tick
+//! published (`state::tick`): never from a loop's memory.
 //!
 //! Rules enforced here:
 //! - a node is being consolidated while it is `Draining` with the consolidating mark (the record
 //!   consolidation keeps on the Node); its cost is its class's `monthlyCost` (its class label),
 //!   unknown when the class is not in the cache;
-//! - a kept node is one the last look reported blocked and that is not being consolidated;
+//! - a kept node is one the last tick reported blocked and that is not being consolidated;
 //! - every list is in name order (waiters by `namespace/name`); sums saturate.
 
 use std::collections::HashMap;
@@ -16,9 +17,9 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use serde::Serialize;
 
+use crate::api::ResourceAmounts;
 use crate::api::{CONSOLIDATING_ANNOTATION, NODE_CLASS_LABEL, Node, NodeClass, NodeState};
-use crate::controller::ConsolidationSnapshot as Snapshot;
-use crate::controller::state::room::Order;
+use crate::controller::state::tick::{ClassMachines, TickView};
 
 /// Consolidation and make-room, as `/api/fleet` answers them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -34,6 +35,29 @@ pub struct DisruptionView {
     pub kept: Vec<KeptNode>,
     /// Room being made for waiting tenants by moving smaller ones.
     pub rooms: Vec<RoomView>,
+    /// The machines of each class by use, as the last tick judged them.
+    pub machines: Vec<MachinesView>,
+    /// Nodes labelled as made for a request that does not own them: never handed back for it.
+    pub strays: Vec<StrayView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachinesView {
+    pub class: String,
+    pub awaited: u32,
+    pub in_use: u32,
+    pub idle: u32,
+    pub orphaned: u32,
+    /// What its Nodes deliver when less than the class promises; null otherwise.
+    pub delivers_less: Option<ResourceAmounts>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StrayView {
+    pub node: String,
+    pub labelled_for: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -75,13 +99,12 @@ pub struct RoomMove {
     pub to: String,
 }
 
-/// The view of these nodes and classes, and of what the looks remember (`None`: node requests
-/// are off, nothing is remembered).
+/// The view of these nodes and classes, and of the last tick's view (`None`: node requests are
+/// off, or no tick has run yet).
 pub fn disruption(
     nodes: &[Arc<Node>],
     classes: &[Arc<NodeClass>],
-    snapshot: Option<&Snapshot>,
-    orders: &[Order],
+    tick: Option<&TickView>,
 ) -> DisruptionView {
     let cost: HashMap<String, u64> = classes
         .iter()
@@ -108,20 +131,21 @@ pub fn disruption(
         .iter()
         .filter_map(|c| c.monthly_cost)
         .fold(0u64, u64::saturating_add);
-    let kept = snapshot
-        .map(|s| {
-            s.kept
+    let kept = tick
+        .map(|t| {
+            t.kept
                 .iter()
-                .filter(|(node, _, _)| !consolidating.iter().any(|c| &c.node == node))
-                .map(|(node, why, secs)| KeptNode {
-                    node: node.clone(),
-                    reason: why.reason(),
-                    why: why.words(),
-                    freeable_seconds: *secs,
+                .filter(|k| !consolidating.iter().any(|c| c.node == k.node))
+                .map(|k| KeptNode {
+                    node: k.node.clone(),
+                    reason: k.reason,
+                    why: k.why,
+                    freeable_seconds: k.freeable_seconds,
                 })
                 .collect()
         })
         .unwrap_or_default();
+    let orders = tick.map(|t| t.orders.as_slice()).unwrap_or_default();
     let mut rooms: Vec<RoomView> = orders
         .iter()
         .map(|o| {
@@ -145,9 +169,34 @@ pub fn disruption(
     DisruptionView {
         consolidating,
         saving_monthly,
-        saved_monthly: snapshot.map_or(0, |s| s.saved),
+        saved_monthly: tick.map_or(0, |t| t.saved_monthly),
         kept,
         rooms,
+        machines: tick
+            .map(|t| t.machines.iter().map(machines).collect())
+            .unwrap_or_default(),
+        strays: tick
+            .map(|t| {
+                t.strays
+                    .iter()
+                    .map(|s| StrayView {
+                        node: s.node.clone(),
+                        labelled_for: s.labelled_for.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn machines(line: &ClassMachines) -> MachinesView {
+    MachinesView {
+        class: line.class.clone(),
+        awaited: line.awaited,
+        in_use: line.in_use,
+        idle: line.idle,
+        orphaned: line.orphaned,
+        delivers_less: line.delivers_less.map(ResourceAmounts::from),
     }
 }
 
@@ -155,19 +204,11 @@ pub fn disruption(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::controller::consolidation::Blocked;
+    use crate::controller::state::tick::{KeptNode as Kept, StrayNode};
     use crate::testing::node;
 
     fn class(name: &str, cost: i64) -> Arc<NodeClass> {
-        Arc::new(
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "placement.tenant-placer.dev/v1alpha1", "kind": "NodeClass",
-                "metadata": {"name": name},
-                "spec": {"capacity": {"threads": 8, "memoryGb": 8, "storageGb": 8},
-                         "provider": "lab/x", "monthlyCost": cost}
-            }))
-            .unwrap(),
-        )
+        Arc::new(crate::testing::node_class(name, 8, Some(cost)))
     }
 
     #[test]
@@ -191,16 +232,41 @@ mod tests {
             Arc::new(node("p").state(NodeState::Draining).build()),
         ];
         let classes = [class("small", 100), class("big", 250)];
-        let snapshot = Snapshot {
-            kept: vec![
-                ("k1".into(), Blocked::Budget, 40),
-                ("m1".into(), Blocked::Young, 1),
-            ],
-            saved: 300,
+        let kept = |node: &str, reason, why, secs| Kept {
+            node: node.into(),
+            reason,
+            why,
+            freeable_seconds: secs,
         };
-        let order =
-            crate::controller::state::room::order("d/w", "a", &[("d/y", "c"), ("d/x", "c")]);
-        let view = disruption(&nodes, &classes, Some(&snapshot), &[order]);
+        let tick = TickView {
+            kept: vec![
+                kept(
+                    "k1",
+                    "BudgetExhausted",
+                    "the disruption budget is in use",
+                    40,
+                ),
+                kept("m1", "TooYoung", "young", 1),
+            ],
+            saved_monthly: 300,
+            orders: vec![crate::controller::state::room::order(
+                "d/w",
+                "a",
+                &[("d/y", "c"), ("d/x", "c")],
+            )],
+            machines: vec![ClassMachines {
+                class: "small".into(),
+                in_use: 2,
+                idle: 1,
+                delivers_less: Some(placement::Resources::new(7, 8, 8)),
+                ..ClassMachines::default()
+            }],
+            strays: vec![StrayNode {
+                node: "copy".into(),
+                labelled_for: "small-x".into(),
+            }],
+        };
+        let view = disruption(&nodes, &classes, Some(&tick));
         let costs: Vec<(&str, Option<u64>, usize)> = view
             .consolidating
             .iter()
@@ -230,8 +296,26 @@ mod tests {
             (view.rooms[0].node.as_str(), moved),
             ("a", vec!["d/x", "d/y"])
         );
-        // Node requests off: nothing remembered, only what the Nodes say.
-        let off = disruption(&nodes, &[], None, &[]);
+        assert_eq!(
+            view.machines,
+            [MachinesView {
+                class: "small".into(),
+                awaited: 0,
+                in_use: 2,
+                idle: 1,
+                orphaned: 0,
+                delivers_less: Some(placement::Resources::new(7, 8, 8).into()),
+            }]
+        );
+        assert_eq!(
+            (
+                view.strays[0].node.as_str(),
+                view.strays[0].labelled_for.as_str()
+            ),
+            ("copy", "small-x")
+        );
+        // Node requests off: no tick, only what the Nodes say.
+        let off = disruption(&nodes, &[], None);
         assert_eq!(
             (off.kept.len(), off.saved_monthly, off.consolidating.len()),
             (0, 0, 3)

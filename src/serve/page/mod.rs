@@ -42,8 +42,7 @@ use kube::Resource;
 use tokio::sync::Semaphore;
 
 use crate::api::{Node, NodeClass, NodeRequest, Tenant};
-use crate::controller::ConsolidationSnapshot as Snapshot;
-use crate::controller::state::room::Order;
+use crate::controller::state::tick::TickView;
 use crate::controller::{Caches, Health, Role};
 pub use view::FleetView;
 
@@ -147,8 +146,8 @@ struct Observed {
     tenants: Vec<Arc<Tenant>>,
     requests: Vec<Arc<NodeRequest>>,
     classes: Vec<Arc<NodeClass>>,
-    /// What consolidation remembers, and the room being made (node requests on).
-    remembered: Option<(Snapshot, Vec<Order>)>,
+    /// The last capacity tick's view (node requests on).
+    tick: Option<Arc<TickView>>,
 }
 
 /// Reads the caches (cheap: shared pointers) and finds the generation of what they hold.
@@ -164,14 +163,7 @@ fn observe(page: &Page) -> Observed {
         Some((classes, requests)) if live => (classes.state(), requests.state()),
         _ => (Vec::new(), Vec::new()),
     };
-    let remembered = page
-        .caches
-        .disruption()
-        .filter(|_| live)
-        .map(|(memory, room)| {
-            let orders = room.map(|r| r.orders()).unwrap_or_default();
-            (memory.snapshot(), orders)
-        });
+    let tick = page.caches.tick().filter(|_| live);
     let mut hasher = std::hash::DefaultHasher::new();
     (role_name(role), live, &page.policy).hash(&mut hasher);
     // Order-independent: the stores hand objects out in no particular order.
@@ -196,11 +188,10 @@ fn observe(page: &Page) -> Observed {
     for class in &classes {
         (&class.metadata.name, &class.metadata.resource_version).hash(&mut hasher);
     }
-    if let Some((snapshot, orders)) = &remembered {
-        snapshot.hash(&mut hasher);
-        for order in orders {
-            (&order.waiter, &order.host, order.moves.len()).hash(&mut hasher);
-        }
+    // No tick yet shows what an empty one does: the first tick is no change.
+    match tick.as_deref() {
+        Some(view) => view.hash(&mut hasher),
+        None => TickView::default().hash(&mut hasher),
     }
     Observed {
         generation: page.feed.generation_of(hasher.finish()),
@@ -210,7 +201,7 @@ fn observe(page: &Page) -> Observed {
         tenants,
         requests,
         classes,
-        remembered,
+        tick,
     }
 }
 
@@ -264,12 +255,10 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
         moves: rows.moves,
         requests: view::requests(&observed.requests),
         blocked: rows.blocked,
-        disruption: match &observed.remembered {
-            _ if !observed.live => disruption::DisruptionView::default(),
-            Some((snapshot, orders)) => {
-                disruption::disruption(&observed.nodes, &observed.classes, Some(snapshot), orders)
-            }
-            None => disruption::disruption(&observed.nodes, &observed.classes, None, &[]),
+        disruption: if observed.live {
+            disruption::disruption(&observed.nodes, &observed.classes, observed.tick.as_deref())
+        } else {
+            disruption::DisruptionView::default()
         },
     }
 }

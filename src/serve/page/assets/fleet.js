@@ -334,7 +334,28 @@
     return items;
   }
 
+  // What the last capacity tick judged each class's machines to be used for, and the Nodes
+  // labelled for a request that does not own them (never handed back for it).
+  function machinesLines(d) {
+    const lines = (d && d.machines || []).map((m) => {
+      const uses = `${fmt(m.inUse)} in use, ${fmt(m.idle)} idle, ${fmt(m.awaited)} awaited, ${fmt(m.orphaned)} orphaned`;
+      const less = m.deliversLess ? `; its Nodes deliver ${amounts(m.deliversLess)}, less than it promises` : '';
+      return el('li', { class: 'move-item', 'data-machines': m.class },
+        el('span', { class: 'tn', text: m.class }), el('span', { class: 'move-path', text: `: ${uses}${less}` }));
+    });
+    for (const s of d && d.strays || []) {
+      lines.push(el('li', { class: 'move-item', 'data-stray': s.node },
+        el('span', { class: 'tn', text: s.node }), ' ', badge('Not its request\'s', 'over'),
+        el('span', { class: 'move-path', text: ` is labelled for ${s.labelledFor}, which does not own it: never handed back for it` })));
+    }
+    return lines;
+  }
+
   function renderDisruption(d) {
+    const machines = machinesLines(d);
+    $('machines').replaceChildren(...machines);
+    $('machines').hidden = machines.length === 0;
+    if (machines.length > 0) $('requests-section').hidden = false;
     const items = d ? disruptionItems(d) : [];
     renderList('disruption-section', 'disruption-count', 'disruption', items);
     const saving = d && (d.savingMonthly > 0 || d.savedMonthly > 0)
