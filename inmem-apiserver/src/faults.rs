@@ -212,6 +212,10 @@ pub enum FaultAction {
     /// [`Stall`], then never answer: the client is left waiting, as when its
     /// process dies right after the write (the test then aborts it).
     CommitThenStall(Stall),
+    /// Tell the test through the [`Gate`] that the request arrived, wait until the test opens
+    /// it, then serve the request normally: the test acts while the request is in flight, as
+    /// another actor would in that moment.
+    Hold(Gate),
 }
 
 /// The signal of a [`FaultAction::CommitThenStall`]: notified once the write
@@ -226,6 +230,39 @@ impl PartialEq for Stall {
 }
 
 impl Eq for Stall {}
+
+/// The gate of a [`FaultAction::Hold`]. Two gates are equal when they are the same gate.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    arrived: std::sync::Arc<tokio::sync::Notify>,
+    open: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl Gate {
+    /// Waits until the held request has arrived (at once if it already has).
+    pub async fn arrived(&self) {
+        self.arrived.notified().await;
+    }
+
+    /// Lets the held request through (now, or as soon as it arrives).
+    pub fn open(&self) {
+        self.open.notify_one();
+    }
+
+    /// The handler's side: says it arrived, then waits to be let through.
+    pub(crate) async fn pass(&self) {
+        self.arrived.notify_one();
+        self.open.notified().await;
+    }
+}
+
+impl PartialEq for Gate {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.arrived, &other.arrived)
+    }
+}
+
+impl Eq for Gate {}
 
 /// Which subresource a fault matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -377,6 +414,12 @@ impl Fault {
     #[must_use]
     pub fn delay(self, by: Duration) -> Self {
         self.then(FaultAction::Delay(by))
+    }
+
+    /// Hold the request at `gate` until the test opens it, then serve normally.
+    #[must_use]
+    pub fn hold(self, gate: &Gate) -> Self {
+        self.then(FaultAction::Hold(gate.clone()))
     }
 
     /// Commit the write, then answer 500.

@@ -317,6 +317,7 @@ impl ApiServer {
             Some(FaultAction::Delay(by)) if tokio::runtime::Handle::try_current().is_ok() => {
                 tokio::time::sleep(by).await;
             }
+            Some(FaultAction::Hold(ref gate)) => gate.pass().await,
             Some(FaultAction::Respond {
                 code,
                 retry_after_seconds,

@@ -183,7 +183,7 @@ use serde_json::Value;
 
 pub use body::ResponseBody;
 pub use cost::CostModel;
-pub use faults::{ByteCounts, Fault, FaultAction, RequestKey, Stall, Stats, Verb};
+pub use faults::{ByteCounts, Fault, FaultAction, Gate, RequestKey, Stall, Stats, Verb};
 pub use host::{ForeignHost, check_host};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};

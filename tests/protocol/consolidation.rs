@@ -354,3 +354,67 @@ async fn a_tenant_resizing_in_place_holds_consolidation_back_as_a_waiting_one_do
     }
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_consolidation_emptied_is_taken_back_into_service_for_a_new_waiter_not_bought_again()
+ {
+    let settings = Settings {
+        empty_node_after: Duration::from_secs(3600),
+        ..consolidating(1, &[])
+    };
+    let h = Harness::start_on(
+        ApiServer::new(),
+        &[node("owned").capacity(64, 256, 8000).manifest()],
+        settings,
+    )
+    .await;
+    buy_boxes(&h, 64).await;
+    h.apply(&[tenant("t1").resources(40, 1, 1).manifest()]);
+    h.settle().await;
+    h.apply(&[tenant("t2").resources(40, 1, 1).manifest()]);
+    h.until("t2 placed on a box bought for it", || {
+        h.tenant("t2")
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.node_name.starts_with("box-"))
+    })
+    .await;
+    let the_box = h.tenant("t2").unwrap().status.unwrap().node_name;
+    // The box's hand-back is refused while it is empty and drained: a new waiter that fits only
+    // there arrives in that moment.
+    h.fleet.api.inject(
+        inmem_apiserver::Fault::on(inmem_apiserver::Verb::Delete)
+            .resource("noderequests")
+            .always()
+            .internal_error(),
+    );
+    h.delete_tenant("t1");
+    h.until(
+        "t2 moved onto the owned node, the box drained empty",
+        || h.allocated_threads("owned") == 40 && drained(&h, &the_box),
+    )
+    .await;
+    h.apply(&[tenant("t3").resources(40, 1, 1).manifest()]);
+    h.until("t3 placed on the box, taken back into service", || {
+        h.tenant("t3")
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.node_name == the_box)
+    })
+    .await;
+    h.fleet.api.clear_faults();
+    crate::requests::more_looks(&h, 40).await;
+    h.settle().await;
+    assert_eq!(
+        h.node(&the_box).spec.state,
+        tenant_placer::api::NodeState::Online
+    );
+    assert_eq!(requests(&h).len(), 1, "the box kept for t3");
+    assert_eq!(
+        h.fleet
+            .api
+            .stats()
+            .count(inmem_apiserver::Verb::Create, "noderequests"),
+        1,
+        "nothing bought again for t3"
+    );
+    h.assert_invariants();
+}

@@ -209,3 +209,41 @@ async fn a_create_answered_already_exists_by_another_purchase_is_not_taken_as_ma
     .await;
     assert_eq!(h.handles.metrics.node_request_errors("create"), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_placed_while_its_machine_is_being_handed_back_keeps_it() {
+    let h = small_fleet(provisioner(100, &[]), &[class("box", 64, 100, None)]).await;
+    h.apply(&[tenant("first").resources(32, 64, 100).manifest()]);
+    let machine = placed_on_a_machine(&h, "first", "").await;
+    // The hand-back's cordon (the Node's own resource, not its status) is held in flight: the
+    // machine was judged empty, and a tenant is placed on it in that moment.
+    let gate = inmem_apiserver::Gate::default();
+    h.fleet.api.inject(
+        inmem_apiserver::Fault::on(Verb::Patch)
+            .resource("nodes")
+            .main_resource()
+            .name(&machine)
+            .hold(&gate),
+    );
+    h.delete_tenant("first");
+    gate.arrived().await;
+    h.apply(&[tenant("second").resources(32, 64, 100).manifest()]);
+    until(&h, "second Active on the machine being handed back", |h| {
+        placed(h, "second") == Some((TenantPhase::Active, machine.clone()))
+    })
+    .await;
+    gate.open();
+    // Past the hand-back delay (300 ms; 40 looks at 20 ms at least): the machine is in use.
+    more_looks(&h, 40).await;
+    let live = requests(&h);
+    assert_eq!(live.len(), 1, "the machine kept for second: {live:#?}");
+    assert_eq!(
+        placed(&h, "second"),
+        Some((TenantPhase::Active, machine.clone()))
+    );
+    let node = h.node(&machine);
+    assert_eq!(node.spec.state, NodeState::Online, "the cordon was refused");
+    assert_eq!(h.handles.metrics.nodes_handed_back(), 0);
+    assert_eq!(h.fleet.api.stats().faults_fired, 1);
+    h.assert_invariants();
+}
