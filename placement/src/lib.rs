@@ -14,6 +14,8 @@
 //!   fit              NodeView ─first_fit─▶ Choice: Place(node) | NoFit(shortfall per dimension)
 //!   index            FirstFitIndex: first fit in O(log n) per decision and per update
 //!   overcommit       Overcommit (ratio per dimension, in thousandths) ─effective─▶ capacity
+//!   spread           ZonedNodes + Spread (Nodes | Zones) ─place_spread─▶ a node per replica,
+//!                    all or none (one per node; zones balanced, skew at most one)
 //!   policy           Policy (FirstFit | BestFit | LeastLoaded | RoundRobin) ─place─▶ Choice
 //!   best_fit         BestFitIndex: BestFit among changing nodes without a scan, per shape
 //!   ledger           NodeLedger ─apply(Edit)─▶ NodeLedger; TenantWants, Plan: a plan's words
@@ -53,6 +55,7 @@ pub mod queue;
 pub mod rebalance;
 pub mod resources;
 pub mod selector;
+pub mod spread;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -80,3 +83,4 @@ pub use rebalance::{
 };
 pub use resources::{Dimension, Resources};
 pub use selector::{Labels, Pairs};
+pub use spread::{Replica, Spread, SpreadNoFit, ZonedNode, place_spread};
