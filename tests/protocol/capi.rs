@@ -570,3 +570,46 @@ async fn a_machine_deleted_by_hand_is_replaced_and_its_request_keeps_its_node() 
     capi.stop();
     h.assert_invariants();
 }
+
+#[tokio::test]
+async fn a_node_being_deleted_by_hand_records_the_machine_that_replaces_its_own() {
+    let capi = start().await;
+    let h = &capi.h;
+    let request = capi.bought_and_placed_big("t").await;
+    // A person deletes the placement Node: its finalizer keeps it while `t` holds it, and the
+    // machine bought for `t`'s move never comes (Cluster API stalls from now on).
+    *capi.delivery.lock().unwrap() = Delivery::Stalled;
+    h.fleet.api.delete(GROUP, "nodes", None, &request).unwrap();
+    h.until("the Node being deleted", || {
+        h.node(&request).metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    // Then its Machine is deleted by hand too: the MachineSet's replacement is the request's,
+    // and the Node, still there, must say so.
+    h.fleet
+        .api
+        .delete(CAPI, "machines", Some(NS), &format!("{MD}-1"))
+        .unwrap();
+    let original = format!("{NS}/{MD}-1");
+    h.until(
+        "the replacement recorded on the request and on its Node being deleted",
+        || {
+            let recorded: Option<NodeRequest> = h
+                .fleet
+                .api
+                .get(GROUP, "noderequests", None, &request)
+                .and_then(|r| serde_json::from_value(r).ok());
+            let Some(machine) = recorded.and_then(|r| r.status).map(|s| s.machine) else {
+                return false;
+            };
+            let node = h.node(&request);
+            machine != original
+                && !machine.is_empty()
+                && node.metadata.deletion_timestamp.is_some()
+                && node.metadata.annotations.as_ref().unwrap()[MACHINE_ANNOTATION] == machine
+        },
+    )
+    .await;
+    capi.stop();
+    h.assert_invariants();
+}

@@ -132,10 +132,11 @@ impl CapiLoop {
         if groups.is_empty() {
             return Ok(());
         }
-        let nodes: BTreeMap<String, NodeSeen> = Api::<Node>::all(self.client.clone())
+        let listed = Api::<Node>::all(self.client.clone())
             .list_metadata(&ListParams::default().labels(NODE_REQUEST_LABEL))
-            .await?
-            .into_iter()
+            .await?;
+        let nodes: BTreeMap<String, NodeSeen> = listed
+            .iter()
             .map(|n| {
                 let seen = if n.metadata.deletion_timestamp.is_some() {
                     NodeSeen::Deleting
@@ -145,6 +146,25 @@ impl CapiLoop {
                 (n.name_any(), seen)
             })
             .collect();
+        let recorded: BTreeMap<String, String> = listed
+            .iter()
+            .filter_map(|n| {
+                Some((
+                    n.name_any(),
+                    n.annotations().get(MACHINE_ANNOTATION)?.clone(),
+                ))
+            })
+            .collect();
+        let ours_adopted = groups
+            .values()
+            .flat_map(|(_, mine)| mine.iter())
+            .filter_map(|r| {
+                let status = r.status.as_ref()?;
+                Some((r.made_node(), status.machine.as_str()))
+            });
+        for (node, machine) in plan::stale_records(ours_adopted, &recorded) {
+            self.record_on_node(&node, &machine).await?;
+        }
         let served = self.served().await;
         for (key, (classes, mine)) in groups {
             if let Err(error) = self.deployment(&key, &classes, &mine, &nodes, served).await {
@@ -595,21 +615,27 @@ impl CapiLoop {
         machine: &str,
     ) -> Result<(), kube::Error> {
         let key = format!("{}/{machine}", look.key.namespace);
-        if look.nodes.get(request) == Some(&NodeSeen::Present) {
-            let nodes: Api<Node> = Api::all(self.client.clone());
-            let patch = json!({"metadata": {"annotations": {MACHINE_ANNOTATION: key}}});
-            match nodes
-                .patch(request, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {}
-                Err(error) if is_not_found(&error) => {}
-                Err(error) => return Err(error),
-            }
+        if look.nodes.contains_key(request) {
+            self.record_on_node(request, &key).await?;
         }
         let message = format!("Machine {key} is being made for it");
         self.status(request, json!({"machine": key, "message": message}))
             .await
+    }
+
+    /// Records `machine` (`namespace/name`) on the placement Node `node`, being deleted or not
+    /// (its finalizer may keep it while tenants leave; it still says which Machine it is).
+    async fn record_on_node(&self, node: &str, machine: &str) -> Result<(), kube::Error> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({"metadata": {"annotations": {MACHINE_ANNOTATION: machine}}});
+        match nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(error) if is_not_found(&error) => Ok(()),
+            Err(error) => Err(error),
+        }
     }
 
     async fn status(&self, request: &str, status: serde_json::Value) -> Result<(), kube::Error> {

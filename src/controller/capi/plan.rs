@@ -446,6 +446,27 @@ pub fn plan<'a>(
     steps
 }
 
+/// Placement Nodes whose recorded Machine (`MACHINE_ANNOTATION`) is not the one their request
+/// records (`status.machine`): the Machine was replaced while the Node could not be written (it
+/// was being deleted), or the Node was made from an older look. Each with the Machine to record,
+/// by Node name. A request that records no Machine, or whose Node is not there, asks nothing.
+/// Pure.
+pub fn stale_records<'a>(
+    requests: impl IntoIterator<Item = (&'a str, &'a str)>,
+    recorded: &BTreeMap<String, String>,
+) -> Vec<(String, String)> {
+    let mut stale: Vec<(String, String)> = requests
+        .into_iter()
+        .filter(|(_, machine)| !machine.is_empty())
+        .filter_map(|(node, machine)| {
+            let found = recorded.get(node)?;
+            (found != machine).then(|| (node.to_owned(), machine.to_owned()))
+        })
+        .collect();
+    stale.sort();
+    stale
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1247,6 +1268,27 @@ mod tests {
                 request: s("r1"),
                 give_back: false
             }]
+        );
+    }
+
+    #[test]
+    fn a_node_recording_another_machine_than_its_request_is_told_the_requests() {
+        let recorded = BTreeMap::from([
+            ("agrees".to_owned(), "fleet/m1".to_owned()),
+            ("stale".to_owned(), "fleet/m-old".to_owned()),
+            ("unrecorded-request".to_owned(), "fleet/m3".to_owned()),
+        ]);
+        let requests = [
+            ("agrees", "fleet/m1"),
+            ("stale", "fleet/m2"),
+            // The request records no Machine yet: nothing to say.
+            ("unrecorded-request", ""),
+            // No Node: nothing to write.
+            ("no-node", "fleet/m4"),
+        ];
+        assert_eq!(
+            stale_records(requests, &recorded),
+            [("stale".to_owned(), "fleet/m2".to_owned())]
         );
     }
 }
