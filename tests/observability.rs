@@ -9,8 +9,10 @@
 )]
 
 mod common;
-// The alerts under promtool (a crate root looks for its
+// The alerts under promtool and a real Prometheus scraping a sandbox (a crate root looks for its
 // modules beside it, hence the paths).
+#[path = "observability/prometheus.rs"]
+mod prometheus;
 #[path = "observability/promtool.rs"]
 mod promtool;
 
