@@ -14,22 +14,9 @@ if command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "prometheus-setup: no apt-get here; install Prometheus (prometheus and promtool on PATH) yourself" >&2
+# Recommends (node exporter and the like) are not needed: only the two binaries are used.
+if ! bash "$(dirname "$0")/apt-install.sh" prometheus-setup prometheus; then
+    echo "prometheus-setup: install Prometheus yourself (prometheus and promtool on PATH)" >&2
     exit 1
 fi
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then
-    if ! command -v sudo >/dev/null 2>&1; then
-        echo "prometheus-setup: installing Prometheus needs root (or sudo)" >&2
-        exit 1
-    fi
-    sudo=(sudo)
-fi
-
-echo "prometheus-setup: installing Debian's prometheus (apt-get)"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-# Recommends (node exporter and the like) are not needed: only the two binaries are used.
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends prometheus
 echo "prometheus-setup: $(prometheus --version 2>/dev/null | head -1)"
