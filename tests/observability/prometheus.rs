@@ -465,10 +465,13 @@ fn a_real_prometheus_scraping_a_sandbox_answers_every_panel_and_evaluates_every_
             }
             counts.push(series.len());
             if std::env::var_os("TP_DASHBOARD_DATA").is_some() {
+                // Whole seconds back from now, so that the last step is now, which the
+                // instant queries above saw.
+                let end = now();
+                let start = end - (end - start_time).ceil();
                 let range = prometheus.api(&format!(
-                    "/api/v1/query_range?query={}&start={start_time}&end={}&step=1",
+                    "/api/v1/query_range?query={}&start={start}&end={end}&step=1",
                     encode(&expr),
-                    now()
                 ));
                 targets.push(serde_json::json!({
                     "expr": expr, "legendFormat": target["legendFormat"], "result": range["result"],
