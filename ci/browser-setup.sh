@@ -12,22 +12,9 @@ if command -v chromium >/dev/null 2>&1 && version=$(chromium --version 2>/dev/nu
     exit 0
 fi
 
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "browser-setup: no apt-get here; install Chromium yourself and set TP_CHROMIUM to its binary" >&2
+# The fonts are what the page's screenshots are rendered with; recommends are not needed headless.
+if ! bash "$(dirname "$0")/apt-install.sh" browser-setup chromium fonts-dejavu-core fonts-liberation; then
+    echo "browser-setup: install Chromium yourself and set TP_CHROMIUM to its binary" >&2
     exit 1
 fi
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then
-    if ! command -v sudo >/dev/null 2>&1; then
-        echo "browser-setup: installing Chromium needs root (or sudo)" >&2
-        exit 1
-    fi
-    sudo=(sudo)
-fi
-
-echo "browser-setup: installing Debian's chromium (apt-get)"
-export DEBIAN_FRONTEND=noninteractive
-"${sudo[@]}" apt-get update -qq
-# The fonts are what the page's screenshots are rendered with; recommends are not needed headless.
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core fonts-liberation
 echo "browser-setup: $(chromium --version 2>/dev/null)"

@@ -9,6 +9,12 @@
 )]
 
 mod common;
+// The alerts under promtool and a real Prometheus scraping a sandbox (a crate root looks for its
+// modules beside it, hence the paths).
+#[path = "observability/prometheus.rs"]
+mod prometheus;
+#[path = "observability/promtool.rs"]
+mod promtool;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -48,12 +54,17 @@ fn alert_rules() -> Vec<Rule> {
     serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("alerts.yaml: {e}\n{yaml}"))
 }
 
+/// The dashboard's panels, as its JSON has them.
+fn dashboard_panels() -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(Path::new(MONITORING).join("dashboard.json")).unwrap();
+    let mut dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
+    dashboard["panels"].as_array_mut().unwrap().split_off(0)
+}
+
 /// Every target expression of the dashboard, with its panel's title.
 fn dashboard_queries() -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(Path::new(MONITORING).join("dashboard.json")).unwrap();
-    let dashboard: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut queries = Vec::new();
-    for panel in dashboard["panels"].as_array().unwrap() {
+    for panel in dashboard_panels() {
         for target in panel["targets"].as_array().unwrap() {
             let title = panel["title"].as_str().unwrap().to_owned();
             queries.push((title, target["expr"].as_str().unwrap().to_owned()));

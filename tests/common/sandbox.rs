@@ -106,6 +106,11 @@ impl Sandbox {
         sandbox
     }
 
+    /// The kubeconfig it wrote, for another client (e.g. a second controller) of its API.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
     /// Everything it printed so far.
     pub fn printed(&self) -> String {
         self.stdout.lock().unwrap().join("\n")
