@@ -9,10 +9,11 @@
 //!   metrics     the counters the controller reports into (prometheus-client)
 //!   serve       the HTTP side: /healthz, /readyz, /metrics (gauges read from the watch caches)
 //!     └ page    the read-only fleet page and /api/fleet
-//!   invariants  the protocol's invariants, checked over API objects (tests, soak, simulate)
-//!   provisioner a simulated provisioner: NodeRequests become Nodes (simulate, sandbox)
 //!   sandbox     the in-memory API over HTTP for the real kubectl, with the controller running
-//!   sim         an in-process fleet: in-memory API + the real controller (simulate, tests)
+//!   sim         the stand-ins for the world (simulate, sandbox, tests; never production):
+//!     ├ fleet   in-process: in-memory API + the real controller
+//!     ├ provisioner, capi   a simulated provisioner and a simulated Cluster API
+//!     └ invariants  the protocol's invariants, checked over API objects
 //!   telemetry   traces over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set
 //!   testing     test fixtures: one builder for Nodes and Tenants (tests only, feature `testing`)
 //! ```
@@ -21,16 +22,13 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod capi_sim;
 pub mod client;
 pub mod controller;
 pub mod disruption_plan;
 pub mod error;
-pub mod invariants;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
-pub mod provisioner;
 pub mod report;
 pub mod sandbox;
 pub mod serve;

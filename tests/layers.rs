@@ -22,26 +22,23 @@ const LAYERS: &[&[&str]] = &[
     // The one error type; the CRD types and their conversions.
     &["error", "api"],
     // Each stands alone over the types: leader election, the metrics the controller counts into,
-    // the invariants, the fleet report, manifest reading, the simulated provisioner (another
-    // actor, which knows nothing of the controller), the trace export (which names no span's
-    // maker), the client for the API server (kube's, with a bound on the requests in flight).
-    // Test fixtures (compiled for tests only) are built from the types too; so is the simulated
-    // Cluster API's schema (capi_sim: its CRDs, naming nothing).
+    // the fleet report, manifest reading, the trace export (which names no span's maker), the
+    // client for the API server (kube's, with a bound on the requests in flight). Test fixtures
+    // (compiled for tests only) are built from the types too.
     &[
-        "capi_sim",
         "client",
         "leader",
         "metrics",
-        "invariants",
         "report",
         "manifests",
-        "provisioner",
         "telemetry",
         "testing",
     ],
     // The run loop: knows nothing of HTTP, the page or metrics formatting.
     &["controller"],
-    // What reads a running controller (the HTTP server and its page), and the in-process fleet.
+    // What reads a running controller (the HTTP server and its page), and the stand-ins for the
+    // world (sim: the in-process fleet, the simulated provisioner and Cluster API, the
+    // invariants).
     &["serve", "sim", "disruption_plan"],
     // The in-memory API for kubectl, with the controller and the server.
     &["sandbox"],
