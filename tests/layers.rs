@@ -5,7 +5,8 @@
 //!
 //! `super::` paths are not followed: from a top-level module's files they stay inside it.
 //!
-//! Three more checks: inside `src/controller/`, its parts depend one way (state < engine <
+//! Four more checks: no production module names the stand-ins for the world (`src/sim/`), even
+//! one of a layer above them; inside `src/controller/`, its parts depend one way (state < engine <
 //! settings < loops < wiring); `src/serve/` names no loop and no engine; and in every crate of
 //! the workspace no two files import each other, directly or round a circle.
 #![allow(
@@ -38,7 +39,7 @@ const LAYERS: &[&[&str]] = &[
     &["controller"],
     // What reads a running controller (the HTTP server and its page), and the stand-ins for the
     // world (sim: the in-process fleet, the simulated provisioner and Cluster API, the
-    // invariants).
+    // invariants), which production code never names (`production_never_names_the_stand_ins`).
     &["serve", "sim", "disruption_plan"],
     // The in-memory API for kubectl, with the controller and the server.
     &["sandbox"],
@@ -239,6 +240,78 @@ fn a_back_edge_is_reported() {
     assert!(
         found[0].contains("`metrics` names `controller`"),
         "{found:?}"
+    );
+}
+
+/// The modules that may name the stand-ins for the world (`crate::sim`: the in-process fleet, the
+/// simulated provisioner and Cluster API, the invariants): the stand-ins themselves, the sandbox
+/// and the binary (`simulate`, `plan`). Every other module is production code, and production
+/// never runs on a fake. Unit tests (`#[cfg(test)]`) may use them, as the integration tests do.
+const STAND_IN_USERS: &[&str] = &["sim", "sandbox", "main"];
+
+/// Every shipped file of a production module that names `sim`.
+fn production_naming_stand_ins(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut found = Vec::new();
+    for file in &files {
+        let Some(module) = top_level_module(src, file) else {
+            continue;
+        };
+        if STAND_IN_USERS.contains(&module.as_str()) {
+            continue;
+        }
+        let text = without_plain_comments(shipped(&std::fs::read_to_string(file).unwrap()));
+        if named_modules(&text, "crate").contains("sim")
+            || named_modules(&text, "tenant_placer").contains("sim")
+        {
+            let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
+            found.push(format!("{shown}: `{module}` names `sim`"));
+        }
+    }
+    found
+}
+
+#[test]
+fn production_never_names_the_stand_ins() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = production_naming_stand_ins(&src);
+    assert!(
+        found.is_empty(),
+        "production code names the stand-ins for the world (src/sim/: only {STAND_IN_USERS:?} \
+         may):\n  {}",
+        found.join("\n  ")
+    );
+}
+
+#[test]
+fn a_production_module_naming_the_stand_ins_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    for dir in ["serve", "controller", "sim"] {
+        std::fs::create_dir_all(src.join(dir)).unwrap();
+    }
+    let write = |file: &str, text: &str| std::fs::write(src.join(file), text).unwrap();
+    write("serve/mod.rs", "use crate::{api::Node, sim::invariants};\n");
+    write(
+        "controller/tenant.rs",
+        "fn f() { crate::sim::provisioner::run() }\n",
+    );
+    // Unit tests, the sandbox and the stand-ins themselves may.
+    write(
+        "controller/node.rs",
+        "fn f() {}\n#[cfg(test)]\nmod tests { use crate::sim::Fleet; }\n",
+    );
+    write("sandbox.rs", "use crate::sim::Fleet;\n");
+    write("sim/fleet.rs", "use crate::sim::capi;\n");
+    let found = production_naming_stand_ins(&src);
+    assert_eq!(
+        found,
+        [
+            "src/controller/tenant.rs: `controller` names `sim`",
+            "src/serve/mod.rs: `serve` names `sim`"
+        ]
     );
 }
 
