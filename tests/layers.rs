@@ -151,24 +151,51 @@ fn shipped(text: &str) -> &str {
     text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at])
 }
 
-/// Every edge `(from, to)` that breaks the layering, with the file that names it.
-fn violations(src: &Path) -> Vec<String> {
+/// A file of the crate at `src`, read for the top-level modules it names.
+struct ModuleFile {
+    /// Its path from the crate's folder (`src/controller/node.rs`).
+    shown: String,
+    /// Its top-level module (`controller`).
+    module: String,
+    /// Its shipped code, without plain comments.
+    text: String,
+}
+
+/// Every file of the crate at `src` but its root, in path order.
+fn module_files_of(src: &Path) -> Vec<ModuleFile> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
+    files
+        .iter()
+        .filter_map(|file| {
+            let module = top_level_module(src, file)?;
+            let shown = file.strip_prefix(src.parent().unwrap()).unwrap();
+            let text = std::fs::read_to_string(file).unwrap();
+            Some(ModuleFile {
+                shown: shown.display().to_string(),
+                module,
+                text: without_plain_comments(shipped(&text)),
+            })
+        })
+        .collect()
+}
+
+/// Every edge `(from, to)` that breaks the layering, with the file that names it.
+fn violations(src: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    for file in &files {
-        let Some(module) = top_level_module(src, file) else {
-            continue;
-        };
-        let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
+    for ModuleFile {
+        shown,
+        module,
+        text,
+    } in module_files_of(src)
+    {
         let Some(own) = layer_of(&module) else {
             found.push(format!(
                 "{shown}: module `{module}` has no layer: declare it in LAYERS (tests/layers.rs)"
             ));
             continue;
         };
-        let text = without_plain_comments(shipped(&std::fs::read_to_string(file).unwrap()));
         let root = if module == "main" {
             "tenant_placer"
         } else {
@@ -251,26 +278,15 @@ const STAND_IN_USERS: &[&str] = &["sim", "sandbox", "main"];
 
 /// Every shipped file of a production module that names `sim`.
 fn production_naming_stand_ins(src: &Path) -> Vec<String> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    files.sort();
-    let mut found = Vec::new();
-    for file in &files {
-        let Some(module) = top_level_module(src, file) else {
-            continue;
-        };
-        if STAND_IN_USERS.contains(&module.as_str()) {
-            continue;
-        }
-        let text = without_plain_comments(shipped(&std::fs::read_to_string(file).unwrap()));
-        if named_modules(&text, "crate").contains("sim")
-            || named_modules(&text, "tenant_placer").contains("sim")
-        {
-            let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
-            found.push(format!("{shown}: `{module}` names `sim`"));
-        }
-    }
-    found
+    module_files_of(src)
+        .into_iter()
+        .filter(|file| !STAND_IN_USERS.contains(&file.module.as_str()))
+        .filter(|file| {
+            named_modules(&file.text, "crate").contains("sim")
+                || named_modules(&file.text, "tenant_placer").contains("sim")
+        })
+        .map(|file| format!("{}: `{}` names `sim`", file.shown, file.module))
+        .collect()
 }
 
 #[test]
@@ -280,8 +296,7 @@ fn production_never_names_the_stand_ins() {
     assert!(
         found.is_empty(),
         "production code names the stand-ins for the world (src/sim/: only {STAND_IN_USERS:?} \
-         may):\n  {}",
-        found.join("\n  ")
+         may): {found:#?}"
     );
 }
 
