@@ -13,11 +13,12 @@ ENV CARGO_TERM_COLOR=never \
 COPY Cargo.toml Cargo.lock ./
 COPY placement/Cargo.toml placement/
 COPY inmem-apiserver/Cargo.toml inmem-apiserver/
-RUN mkdir -p src placement/src inmem-apiserver/src \
+COPY host-check/Cargo.toml host-check/
+RUN mkdir -p src placement/src inmem-apiserver/src host-check/src \
  && echo 'fn main() {}' > src/main.rs \
- && touch src/lib.rs placement/src/lib.rs inmem-apiserver/src/lib.rs \
+ && touch src/lib.rs placement/src/lib.rs inmem-apiserver/src/lib.rs host-check/src/lib.rs \
  && cargo build --release --locked --bin tenant-placer \
- && rm -rf src placement/src inmem-apiserver/src
+ && rm -rf src placement/src inmem-apiserver/src host-check/src
 
 # Then the sources. src/manifests.rs embeds examples/ with include_str!. The crate roots are
 # touched so that cargo rebuilds the workspace crates over the stubs (COPY keeps the files'
@@ -25,8 +26,9 @@ RUN mkdir -p src placement/src inmem-apiserver/src \
 COPY src src
 COPY placement/src placement/src
 COPY inmem-apiserver/src inmem-apiserver/src
+COPY host-check/src host-check/src
 COPY examples examples
-RUN touch src/main.rs src/lib.rs placement/src/lib.rs inmem-apiserver/src/lib.rs \
+RUN touch src/main.rs src/lib.rs placement/src/lib.rs inmem-apiserver/src/lib.rs host-check/src/lib.rs \
  && cargo build --release --locked --bin tenant-placer \
  && cp target/release/tenant-placer /tenant-placer
 

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tenant_placer::api::{GROUP, TenantPhase};
 use tenant_placer::controller::{EventLevel, Handles, Settings};
-use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
+use tenant_placer::sim::invariants::{self, Quiescence};
 use tenant_placer::testing;
 
 mod common;

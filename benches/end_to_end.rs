@@ -38,8 +38,8 @@ use std::time::{Duration, Instant};
 
 use inmem_apiserver::Verb;
 use tenant_placer::api::{GROUP, Node, Tenant};
-use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
+use tenant_placer::sim::invariants::{self, Quiescence};
 use tenant_placer::testing;
 
 mod common;

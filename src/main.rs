@@ -11,9 +11,9 @@ use tenant_placer::api::{LabelSelector, Node, NodeClass, Tenant};
 use tenant_placer::controller::disruption::{Budget, Consolidation, Window};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::disruption_plan::DisruptionPlan;
-use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::leader::LeaseConfig;
 use tenant_placer::report::{ConsolidationReport, FleetReport};
+use tenant_placer::sim::invariants::{self, Quiescence};
 use tenant_placer::sim::{Fleet, Simulated};
 use tenant_placer::telemetry::Traces;
 use tenant_placer::{manifests, serve};
@@ -368,7 +368,7 @@ impl PlacementArgs {
         let failing = self.provisioner_fails.iter().cloned().collect();
         match self.provisioner? {
             ProvisionerKind::Simulated => Some(Simulated::Contract(
-                tenant_placer::provisioner::ProvisionerConfig {
+                tenant_placer::sim::provisioner::ProvisionerConfig {
                     delay,
                     failing,
                     every: Duration::from_millis(100),
@@ -376,7 +376,7 @@ impl PlacementArgs {
                 },
             )),
             ProvisionerKind::ClusterApi => Some(Simulated::ClusterApi(
-                tenant_placer::capi_sim::CapiSimConfig {
+                tenant_placer::sim::capi::CapiSimConfig {
                     step: delay.checked_div(3).unwrap_or_default(),
                     every: Duration::from_millis(100),
                     failing_classes: failing,

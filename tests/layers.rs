@@ -5,8 +5,10 @@
 //!
 //! `super::` paths are not followed: from a top-level module's files they stay inside it.
 //!
-//! Three more checks: inside `src/controller/`, its parts depend one way (state < engine <
-//! settings < loops < wiring); `src/serve/` names no loop and no engine (nor what the controller re-exports of them); and in every crate of
+//! Four more checks: no production module names the stand-ins for the world (`src/sim/`), even
+//! one of a layer above them; inside `src/controller/`, its parts depend one way (state < engine <
+//! settings < loops < wiring); `src/serve/` names no loop and no engine (nor what the controller
+//! re-exports of them); and in every crate of
 //! the workspace no two files import each other, directly or round a circle.
 #![allow(
     clippy::unwrap_used,
@@ -22,26 +24,23 @@ const LAYERS: &[&[&str]] = &[
     // The one error type; the CRD types and their conversions.
     &["error", "api"],
     // Each stands alone over the types: leader election, the metrics the controller counts into,
-    // the invariants, the fleet report, manifest reading, the simulated provisioner (another
-    // actor, which knows nothing of the controller), the trace export (which names no span's
-    // maker), the client for the API server (kube's, with a bound on the requests in flight).
-    // Test fixtures (compiled for tests only) are built from the types too; so is the simulated
-    // Cluster API's schema (capi_sim: its CRDs, naming nothing).
+    // the fleet report, manifest reading, the trace export (which names no span's maker), the
+    // client for the API server (kube's, with a bound on the requests in flight). Test fixtures
+    // (compiled for tests only) are built from the types too.
     &[
-        "capi_sim",
         "client",
         "leader",
         "metrics",
-        "invariants",
         "report",
         "manifests",
-        "provisioner",
         "telemetry",
         "testing",
     ],
     // The run loop: knows nothing of HTTP, the page or metrics formatting.
     &["controller"],
-    // What reads a running controller (the HTTP server and its page), and the in-process fleet.
+    // What reads a running controller (the HTTP server and its page), and the stand-ins for the
+    // world (sim: the in-process fleet, the simulated provisioner and Cluster API, the
+    // invariants), which production code never names (`production_never_names_the_stand_ins`).
     &["serve", "sim", "disruption_plan"],
     // The in-memory API for kubectl, with the controller and the server.
     &["sandbox"],
@@ -153,24 +152,51 @@ fn shipped(text: &str) -> &str {
     text.find("\n#[cfg(test)]").map_or(text, |at| &text[..at])
 }
 
-/// Every edge `(from, to)` that breaks the layering, with the file that names it.
-fn violations(src: &Path) -> Vec<String> {
+/// A file of the crate at `src`, read for the top-level modules it names.
+struct ModuleFile {
+    /// Its path from the crate's folder (`src/controller/node.rs`).
+    shown: String,
+    /// Its top-level module (`controller`).
+    module: String,
+    /// Its shipped code, without plain comments.
+    text: String,
+}
+
+/// Every file of the crate at `src` but its root, in path order.
+fn module_files_of(src: &Path) -> Vec<ModuleFile> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
+    files
+        .iter()
+        .filter_map(|file| {
+            let module = top_level_module(src, file)?;
+            let shown = file.strip_prefix(src.parent().unwrap()).unwrap();
+            let text = std::fs::read_to_string(file).unwrap();
+            Some(ModuleFile {
+                shown: shown.display().to_string(),
+                module,
+                text: without_plain_comments(shipped(&text)),
+            })
+        })
+        .collect()
+}
+
+/// Every edge `(from, to)` that breaks the layering, with the file that names it.
+fn violations(src: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    for file in &files {
-        let Some(module) = top_level_module(src, file) else {
-            continue;
-        };
-        let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
+    for ModuleFile {
+        shown,
+        module,
+        text,
+    } in module_files_of(src)
+    {
         let Some(own) = layer_of(&module) else {
             found.push(format!(
                 "{shown}: module `{module}` has no layer: declare it in LAYERS (tests/layers.rs)"
             ));
             continue;
         };
-        let text = without_plain_comments(shipped(&std::fs::read_to_string(file).unwrap()));
         let root = if module == "main" {
             "tenant_placer"
         } else {
@@ -242,6 +268,66 @@ fn a_back_edge_is_reported() {
     assert!(
         found[0].contains("`metrics` names `controller`"),
         "{found:?}"
+    );
+}
+
+/// The modules that may name the stand-ins for the world (`crate::sim`: the in-process fleet, the
+/// simulated provisioner and Cluster API, the invariants): the stand-ins themselves, the sandbox
+/// and the binary (`simulate`, `plan`). Every other module is production code, and production
+/// never runs on a fake. Unit tests (`#[cfg(test)]`) may use them, as the integration tests do.
+const STAND_IN_USERS: &[&str] = &["sim", "sandbox", "main"];
+
+/// Every shipped file of a production module that names `sim`.
+fn production_naming_stand_ins(src: &Path) -> Vec<String> {
+    module_files_of(src)
+        .into_iter()
+        .filter(|file| !STAND_IN_USERS.contains(&file.module.as_str()))
+        .filter(|file| {
+            named_modules(&file.text, "crate").contains("sim")
+                || named_modules(&file.text, "tenant_placer").contains("sim")
+        })
+        .map(|file| format!("{}: `{}` names `sim`", file.shown, file.module))
+        .collect()
+}
+
+#[test]
+fn production_never_names_the_stand_ins() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = production_naming_stand_ins(&src);
+    assert!(
+        found.is_empty(),
+        "production code names the stand-ins for the world (src/sim/: only {STAND_IN_USERS:?} \
+         may): {found:#?}"
+    );
+}
+
+#[test]
+fn a_production_module_naming_the_stand_ins_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    for dir in ["serve", "controller", "sim"] {
+        std::fs::create_dir_all(src.join(dir)).unwrap();
+    }
+    let write = |file: &str, text: &str| std::fs::write(src.join(file), text).unwrap();
+    write("serve/mod.rs", "use crate::{api::Node, sim::invariants};\n");
+    write(
+        "controller/tenant.rs",
+        "fn f() { crate::sim::provisioner::run() }\n",
+    );
+    // Unit tests, the sandbox and the stand-ins themselves may.
+    write(
+        "controller/node.rs",
+        "fn f() {}\n#[cfg(test)]\nmod tests { use crate::sim::Fleet; }\n",
+    );
+    write("sandbox.rs", "use crate::sim::Fleet;\n");
+    write("sim/fleet.rs", "use crate::sim::capi;\n");
+    let found = production_naming_stand_ins(&src);
+    assert_eq!(
+        found,
+        [
+            "src/controller/tenant.rs: `controller` names `sim`",
+            "src/serve/mod.rs: `serve` names `sim`"
+        ]
     );
 }
 
@@ -786,7 +872,12 @@ fn strongly_connected(
 fn no_file_of_any_crate_imports_another_that_imports_it_back() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut found = Vec::new();
-    for src in ["src", "placement/src", "inmem-apiserver/src"] {
+    for src in [
+        "src",
+        "placement/src",
+        "inmem-apiserver/src",
+        "host-check/src",
+    ] {
         for (circle, edges) in import_circles(&root.join(src)) {
             found.push(format!(
                 "{src}: {} ({})",

@@ -14,10 +14,12 @@
 //! served, each under its group, and kubectl's `nodes` is the core one, as
 //! the core group comes first in discovery.
 //!
-//! Over HTTP it answers only a `Host` naming this server ([`check_host`]: `localhost`, loopback
-//! addresses, the bound address; bound to every address, also any IP and `*.svc` names); any
-//! other, such as a DNS-rebinding page's name, is `403 Forbidden`: a guard a real apiserver,
-//! behind TLS and authentication, does not need.
+//! Over HTTP it answers only a `Host` naming this server
+//! ([`host_check::check_host`], the same rule as the controller's own server:
+//! `localhost`, loopback addresses, the bound address; bound to every address,
+//! also any IP and `*.svc` names); any other, such as a DNS-rebinding page's
+//! name, is `403 Forbidden`: a guard a real apiserver, behind TLS and
+//! authentication, does not need.
 //!
 //! # Rules it enforces, as the apiserver does
 //!
@@ -154,7 +156,6 @@ mod discovery;
 mod events;
 mod faults;
 mod handler;
-mod host;
 mod kinds;
 mod managed;
 mod meta;
@@ -184,7 +185,6 @@ use serde_json::Value;
 pub use body::ResponseBody;
 pub use cost::CostModel;
 pub use faults::{ByteCounts, Fault, FaultAction, Gate, RequestKey, Stall, Stats, Verb};
-pub use host::{ForeignHost, check_host};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use store::{CommitEvent, CommitHook, Config, EventType};
 

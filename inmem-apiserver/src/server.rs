@@ -6,9 +6,9 @@
 //! now). A response carrying [`DroppedConnection`] closes the connection
 //! without an answer, as a broken connection would.
 //!
-//! Only `Host`s naming this server are answered ([`crate::check_host`]: localhost, loopback, the
-//! bound address); any other is a `403` Status saying why, and nothing is done (a DNS-rebinding
-//! page could otherwise write objects).
+//! Only `Host`s naming this server are answered ([`host_check::check_host`]: localhost,
+//! loopback, the bound address); any other is a `403` Status saying why, and nothing is done (a
+//! DNS-rebinding page could otherwise write objects).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -21,7 +21,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::{ApiServer, DroppedConnection, ResponseBody, ServiceError, Status, check_host};
+use host_check::check_host;
+
+use crate::{ApiServer, DroppedConnection, ResponseBody, ServiceError, Status};
 
 /// Serves `api` on `listener` until the returned future is dropped (which
 /// stops accepting; connections already open are served to their end).

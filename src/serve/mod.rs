@@ -22,7 +22,7 @@
 //! - `/metrics` is the Prometheus text format, version 0.0.4 (what every Prometheus scrapes), with
 //!   label values escaped as the format requires;
 //! - with the page off, its paths answer 404 like any unknown path;
-//! - only `Host`s naming this server are answered (`inmem_apiserver::check_host`: localhost,
+//! - only `Host`s naming this server are answered (`host_check::check_host`: localhost,
 //!   loopback, the bound address; bound to every address, as in a Pod, also any IP, which
 //!   Prometheus and the kubelet use, and cluster Service names); another name is 403, saying why
 //!   (a DNS-rebinding page could otherwise read the fleet page and the metrics).
@@ -34,10 +34,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use host_check::{ForeignHost, check_host};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use inmem_apiserver::{ForeignHost, check_host};
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::registry::Registry;
 

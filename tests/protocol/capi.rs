@@ -79,7 +79,7 @@ async fn start_with(deployment_exists: bool) -> Capi {
     let api = ApiServer::new();
     let crds = tenant_placer::manifests::parse_manifests(
         Path::new("crds.yaml"),
-        tenant_placer::capi_sim::CRDS,
+        tenant_placer::sim::capi::CRDS,
     )
     .unwrap();
     for crd in crds {

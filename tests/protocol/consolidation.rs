@@ -11,8 +11,8 @@ use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, NO
 use tenant_placer::controller::disruption::{Budget, Consolidation, Window};
 
 use kube::ResourceExt;
-use tenant_placer::provisioner::ProvisionerConfig;
 use tenant_placer::sim::Simulated;
+use tenant_placer::sim::provisioner::ProvisionerConfig;
 
 use crate::guards::events_with_reason;
 use crate::requests::requests;

@@ -1,6 +1,6 @@
 //! The controller's real run loop against the in-memory API: seed scenarios, races, crashes,
 //! faults, watch breaks and a seeded soak. Every test checks the invariants of
-//! `tenant_placer::invariants`, and every committed Node write is checked as it happens.
+//! `tenant_placer::sim::invariants`, and every committed Node write is checked as it happens.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -41,8 +41,8 @@ use inmem_apiserver::ApiServer;
 use serde_json::{Value, json};
 use tenant_placer::api::{GROUP, Node, Tenant};
 use tenant_placer::controller::{Handles, RetryPolicy, Settings};
-use tenant_placer::invariants::{self, Quiescence};
 use tenant_placer::sim::Fleet;
+use tenant_placer::sim::invariants::{self, Quiescence};
 /// Nodes and tenants are the crate's fixtures, sent as the manifests a client applies.
 pub use tenant_placer::testing::{entry, node, tenant};
 

@@ -10,8 +10,8 @@ use tenant_placer::api::{
     DELIVERS_CONDITION, GROUP, NODE_REQUEST_LABEL, NodeClass, NodeState, ResourceAmounts,
     TenantPhase,
 };
-use tenant_placer::provisioner::ProvisionerConfig;
 use tenant_placer::sim::Simulated;
+use tenant_placer::sim::provisioner::ProvisionerConfig;
 
 use crate::guards::events_with_reason;
 use crate::requests::{class, more_looks, placed, provisioner, requests, small_fleet, until};

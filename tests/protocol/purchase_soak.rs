@@ -44,10 +44,10 @@ use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION};
 use tenant_placer::api::{
     GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, ResourceAmounts, TenantPhase,
 };
-use tenant_placer::capi_sim::{self, CapiSimConfig};
 use tenant_placer::controller::disruption::{Budget, Consolidation};
-use tenant_placer::provisioner::ProvisionerConfig;
 use tenant_placer::sim::Simulated;
+use tenant_placer::sim::capi::{self, CapiSimConfig};
+use tenant_placer::sim::provisioner::ProvisionerConfig;
 
 use tenant_placer::controller::Handles;
 
@@ -99,8 +99,8 @@ fn machine_deployment(class: &str) -> Value {
 }
 
 /// The objects of a Cluster API kind, as stored.
-fn capi_objects(h: &Harness, kind: capi_sim::CapiKind) -> Vec<Value> {
-    h.fleet.api.list(capi_sim::GROUP, kind.plural())
+fn capi_objects(h: &Harness, kind: capi::CapiKind) -> Vec<Value> {
+    h.fleet.api.list(capi::GROUP, kind.plural())
 }
 
 fn requests(h: &Harness) -> Vec<NodeRequest> {
@@ -144,7 +144,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
     let history = Arc::new(Mutex::new(Vec::new()));
     let sink = history.clone();
     api.on_commit(move |c| {
-        if c.group == capi_sim::GROUP || c.resource == "noderequests" {
+        if c.group == capi::GROUP || c.resource == "noderequests" {
             let o = c.object;
             sink.lock().unwrap().push(format!(
                 "rv {} {:?} {} {} replicas {} phase {} annotations {} finalizers {} deleting {} status.machine {} status.phase {} message {}",
@@ -274,11 +274,11 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
             }
             9 if buyer == Buyer::ClusterApi => {
                 // A person deletes a Machine (its MachineSet replaces it).
-                let machines = capi_objects(&h, capi_sim::CapiKind::Machine);
+                let machines = capi_objects(&h, capi::CapiKind::Machine);
                 if !machines.is_empty() {
                     let machine = &machines[rng.usize(0..machines.len())];
                     let _ = h.fleet.api.delete(
-                        capi_sim::GROUP,
+                        capi::GROUP,
                         "machines",
                         Some(CAPI_NS),
                         machine["metadata"]["name"].as_str().unwrap(),
@@ -289,7 +289,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                 // A person deletes a live request: its machine goes back, its tenants wait. Not
                 // one whose Machine is going or gone: deleted with it in the same second, its
                 // replacement cannot be told from ours (docs/node-requests.md).
-                let machines = capi_objects(&h, capi_sim::CapiKind::Machine);
+                let machines = capi_objects(&h, capi::CapiKind::Machine);
                 let steady = |r: &NodeRequest| {
                     let recorded = r.status.as_ref().map(|s| s.machine.as_str()).unwrap_or("");
                     recorded.is_empty()
@@ -321,7 +321,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
             }
             12 if buyer == Buyer::ClusterApi => {
                 // A person re-points a claimed Machine at another live request.
-                let machines = capi_objects(&h, capi_sim::CapiKind::Machine);
+                let machines = capi_objects(&h, capi::CapiKind::Machine);
                 let live = requests(&h);
                 let claimed: Vec<&Value> = machines
                     .iter()
@@ -360,7 +360,7 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
                 if let Some(md) =
                     h.fleet
                         .api
-                        .get(capi_sim::GROUP, "machinedeployments", Some(CAPI_NS), &name)
+                        .get(capi::GROUP, "machinedeployments", Some(CAPI_NS), &name)
                 {
                     let replicas = md["spec"]["replicas"].as_i64().unwrap_or(0);
                     let to = if rng.bool() {
@@ -599,19 +599,19 @@ fn watch_disruptions(api: &ApiServer, budget: Budget) -> Arc<Mutex<Vec<String>>>
 
 /// Every MachineDeployment has as many Machines as replicas, and none is being deleted.
 fn capi_at_rest(h: &Harness) -> bool {
-    let machines = capi_objects(h, capi_sim::CapiKind::Machine);
+    let machines = capi_objects(h, capi::CapiKind::Machine);
     let being_deleted = machines
         .iter()
         .any(|m| !m["metadata"]["deletionTimestamp"].is_null());
     !being_deleted
-        && capi_objects(h, capi_sim::CapiKind::MachineDeployment)
+        && capi_objects(h, capi::CapiKind::MachineDeployment)
             .iter()
             .all(|md| {
                 let name = md["metadata"]["name"].as_str().unwrap();
                 let replicas = md["spec"]["replicas"].as_i64().unwrap_or(1);
                 let of_it = machines
                     .iter()
-                    .filter(|m| m["metadata"]["labels"][capi_sim::DEPLOYMENT_NAME_LABEL] == name)
+                    .filter(|m| m["metadata"]["labels"][capi::DEPLOYMENT_NAME_LABEL] == name)
                     .count();
                 i64::try_from(of_it).unwrap() == replicas
             })
@@ -620,13 +620,13 @@ fn capi_at_rest(h: &Harness) -> bool {
 /// What the deployments, Machines and requests say, for a failure's message.
 fn capi_state(h: &Harness) -> String {
     let mut lines = Vec::new();
-    for md in capi_objects(h, capi_sim::CapiKind::MachineDeployment) {
+    for md in capi_objects(h, capi::CapiKind::MachineDeployment) {
         lines.push(format!(
             "MachineDeployment {} replicas {}",
             md["metadata"]["name"], md["spec"]["replicas"]
         ));
     }
-    for m in capi_objects(h, capi_sim::CapiKind::Machine) {
+    for m in capi_objects(h, capi::CapiKind::Machine) {
         lines.push(format!(
             "Machine {} created {} phase {} claim {} annotations {}",
             m["metadata"]["name"],
@@ -666,7 +666,7 @@ fn check_machines(h: &Harness, seed: u64, by_hand: &HashMap<String, i64>) {
     let requests = requests(h);
     let mut claims: HashMap<String, String> = HashMap::new();
     let mut unclaimed: HashMap<String, i64> = HashMap::new();
-    for machine in capi_objects(h, capi_sim::CapiKind::Machine) {
+    for machine in capi_objects(h, capi::CapiKind::Machine) {
         let name = machine["metadata"]["name"].as_str().unwrap().to_owned();
         let Some(claim) = machine["metadata"]["annotations"][CLAIM_ANNOTATION].as_str() else {
             let md = machine["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"]

@@ -7,8 +7,8 @@ use std::time::Duration;
 use inmem_apiserver::{Fault, Verb};
 use serde_json::{Value, json};
 use tenant_placer::api::{GROUP, NodeRequest, TenantPhase};
-use tenant_placer::provisioner::ProvisionerConfig;
 use tenant_placer::sim::Simulated;
+use tenant_placer::sim::provisioner::ProvisionerConfig;
 
 use crate::guards::{events_with_reason, phase};
 use crate::*;

@@ -277,7 +277,7 @@ enum Message {
 }
 
 /// The status message of a tenant holding `reserved` on `node`, as the controller writes it
-/// (`controller::tenant::wanted_status`); `None` for amounts no reservation can hold. Should
+/// (`controller::tenant::status::wanted_status`); `None` for amounts no reservation can hold. Should
 /// that sentence change, messages are held as text again: nothing is lost.
 fn holds(reserved: &ResourceAmounts, node: &str) -> Option<String> {
     let reserved = reserved.to_resources().ok()?;

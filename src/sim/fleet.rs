@@ -26,10 +26,10 @@ use tokio::task::JoinHandle;
 
 use k8s_openapi::api::core::v1::Node as CoreNode;
 
+use super::capi;
 use crate::api::{
     GROUP, LabelSelector, Node, NodeClass, NodeRequest, NodeRequestPhase, Registration, Tenant,
 };
-use crate::capi_sim;
 use crate::controller::{self, Settings};
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
@@ -46,9 +46,9 @@ fn name_of(object: &Value) -> String {
 #[derive(Clone, Debug)]
 pub enum Simulated {
     /// The provisioner contract, played directly (`--provisioner simulated`).
-    Contract(crate::provisioner::ProvisionerConfig),
+    Contract(super::provisioner::ProvisionerConfig),
     /// Cluster API, simulated, for the controller's `--provisioner cluster-api`.
-    ClusterApi(capi_sim::CapiSimConfig),
+    ClusterApi(capi::CapiSimConfig),
 }
 
 /// Why a fleet could not be set up, fed or settled.
@@ -217,16 +217,16 @@ impl Fleet {
     pub async fn start_provisioner(&self, provisioner: Simulated) -> Result<(), FleetError> {
         let task = match provisioner {
             Simulated::Contract(config) => {
-                tokio::spawn(crate::provisioner::run(self.client.clone(), config))
+                tokio::spawn(super::provisioner::run(self.client.clone(), config))
             }
             Simulated::ClusterApi(config) => {
-                capi_sim::install_crds(&self.client)
+                capi::install_crds(&self.client)
                     .await
                     .map_err(|e| FleetError::InstallCrd {
-                        crd: format!("Cluster API ({})", capi_sim::GROUP),
+                        crd: format!("Cluster API ({})", capi::GROUP),
                         message: e.to_string(),
                     })?;
-                tokio::spawn(capi_sim::run(self.client.clone(), config))
+                tokio::spawn(capi::run(self.client.clone(), config))
             }
         };
         let mut slot = self
@@ -267,11 +267,11 @@ impl Fleet {
             }
             let machine_deployment = object["apiVersion"]
                 .as_str()
-                .and_then(|v| v.strip_prefix(capi_sim::GROUP)?.strip_prefix('/'))
-                .filter(|_| kind == capi_sim::CapiKind::MachineDeployment.kind());
+                .and_then(|v| v.strip_prefix(capi::GROUP)?.strip_prefix('/'))
+                .filter(|_| kind == capi::CapiKind::MachineDeployment.kind());
             let (resource, namespaced) = match (kind.as_str(), machine_deployment) {
                 (_, Some(version)) => (
-                    capi_sim::CapiKind::MachineDeployment.api_resource_at(version),
+                    capi::CapiKind::MachineDeployment.api_resource_at(version),
                     true,
                 ),
                 ("Tenant", _) => (ApiResource::erase::<Tenant>(&()), true),

@@ -13,6 +13,16 @@
 //! Any other name is refused. The port is not looked at (a rebinding page names its own name,
 //! whatever the port). A request without a `Host` (HTTP/1.0) is answered: browsers, which carry
 //! rebinding attacks, always send one.
+//!
+//! Why a crate of its own: the in-memory API (`inmem-apiserver`, served to kubectl by the
+//! sandbox) and the controller's own server (`tenant-placer`'s `serve`: health, metrics, the page)
+//! both answer plain HTTP on this machine and must refuse the same Hosts. The controller depends
+//! on the in-memory API, not the other way round, so the rule cannot live in the controller; and
+//! it cannot live in the in-memory API either, or the production server would depend on a fake.
+//! Both depend on this crate, which depends on `http` only.
+
+// A guard has no use for unsafe code.
+#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
