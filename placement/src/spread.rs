@@ -3,8 +3,16 @@
 //! either every replica has a node, or the answer says why none is placed.
 //!
 //! Rules enforced here (docs/placement.md, "Spread"):
-//! - only nodes that take new tenants are considered (`NodeView::takes_new_tenants`); the caller
-//!   has already kept only the nodes carrying the tenant's node selector;
+//! - only nodes that take new tenants are considered (`NodeView::takes_new_tenants`), and the
+//!   nodes that hold the tenant already unless they are draining (a cordoned or over-full node
+//!   keeps what it holds); the caller has already kept only the nodes carrying the tenant's node
+//!   selector;
+//! - what the tenant holds is kept where the rules allow (after a crash between writes, a
+//!   replicas change, a resize, a mode change): a node holding it has room for one replica when
+//!   the footprint fits in its free room plus the tenant's own entry there; held nodes are
+//!   chosen first, so no placement moves more than it must. Under `Zones` the zones that get one
+//!   replica more are those holding the most already, then by name: fewer replicas are taken
+//!   from the zone with the most;
 //! - a spread replica holds one footprint on its node, and no node holds two replicas of one
 //!   tenant;
 //! - `Nodes`: the first `replicas` nodes by name with room for one replica each;
@@ -12,8 +20,9 @@
 //!   spread replica. The zones are those of the nodes considered, room or not (a zone that is
 //!   full still counts: placing around it would break the balance). With `R` replicas over `Z`
 //!   zones each zone gets `R / Z` or one more, so no zone holds more than one replica above
-//!   another; the zones that get one more are the first, by name, with room for it. Inside a
-//!   zone, replicas go to its first nodes by name with room (first fit, where spread allows it);
+//!   another; the zones that get one more are (after those holding the most) the first, by name,
+//!   with room for it. Inside a zone, replicas go to its first nodes by name with room, after
+//!   the ones holding the tenant (first fit, where spread allows it);
 //! - no fit is data: how many replicas were asked, with what footprint, and which zones (or how
 //!   many nodes) had room.
 //!
@@ -40,11 +49,33 @@ pub enum Spread {
     Zones,
 }
 
-/// A node as spreading reads it: its view and its zone label, if any.
+/// A node as spreading reads it: its view, its zone label, if any, and the tenant's own entry on
+/// it, if it holds one (any number of replicas: `None` spread holds them all on one node).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ZonedNode<'a> {
     pub view: NodeView<'a>,
     pub zone: Option<&'a str>,
+    pub held: Option<Resources>,
+}
+
+impl ZonedNode<'_> {
+    /// Considered for the tenant: it takes new tenants, or it holds the tenant and is not
+    /// draining.
+    fn considered(&self) -> bool {
+        self.view.takes_new_tenants()
+            || (self.held.is_some() && self.view.state != crate::fit::NodeState::Draining)
+    }
+
+    /// Room for one replica of `footprint`, its own entry there counted as free.
+    fn has_room(&self, footprint: Resources) -> bool {
+        let own = self.held.unwrap_or(Resources::ZERO);
+        let free = self
+            .view
+            .free()
+            .checked_add(own)
+            .unwrap_or(self.view.capacity);
+        footprint.fits_within(&free)
+    }
 }
 
 /// One replica's place.
@@ -112,14 +143,16 @@ pub fn place_spread<'a>(
 ) -> Result<Vec<Replica<'a>>, SpreadNoFit> {
     let mut considered: Vec<&ZonedNode<'a>> = nodes
         .iter()
-        .filter(|n| n.view.takes_new_tenants())
+        .filter(|n| n.considered())
         .filter(|n| spread != Spread::Zones || n.zone.is_some())
         .collect();
-    considered.sort_by(|a, b| a.view.name.cmp(b.view.name));
+    // Held nodes first, then by name: what the tenant holds is kept before anything is added.
+    considered
+        .sort_by(|a, b| (a.held.is_none(), a.view.name).cmp(&(b.held.is_none(), b.view.name)));
     let with_room: Vec<&ZonedNode<'a>> = considered
         .iter()
         .copied()
-        .filter(|n| footprint.fits_within(&n.view.free()))
+        .filter(|n| n.has_room(footprint))
         .collect();
     let wanted = usize::try_from(replicas).unwrap_or(usize::MAX);
     if wanted == 0 {
@@ -164,9 +197,15 @@ pub fn place_spread<'a>(
             let each = wanted.checked_div(count).unwrap_or(0);
             let mut extra = wanted.checked_rem(count).unwrap_or(0);
             let mut chosen: Vec<&ZonedNode<'a>> = Vec::with_capacity(wanted);
-            // Every zone takes `each`; the first zones by name with room for one more take the
-            // `extra` (a zone that cannot is passed over, never overfilled).
-            for room in zones.values() {
+            // Every zone takes `each`; the zones holding the most, then the first by name, with
+            // room for one more take the `extra` (a zone that cannot is passed over, never
+            // overfilled).
+            let mut order: Vec<(&&'a str, &Vec<&ZonedNode<'a>>)> = zones.iter().collect();
+            order.sort_by_key(|(zone, room)| {
+                let held = room.iter().filter(|n| n.held.is_some()).count();
+                (std::cmp::Reverse(held), **zone)
+            });
+            for (_, room) in order {
                 let take = match room.get(..each) {
                     None => return Err(no_fit(count.min(wanted))),
                     Some(_) if extra > 0 && room.len() > each => {
@@ -180,10 +219,11 @@ pub fn place_spread<'a>(
             if extra > 0 {
                 return Err(no_fit(count.min(wanted)));
             }
-            chosen.sort_by(|a, b| a.view.name.cmp(b.view.name));
             chosen
         }
     };
+    let mut chosen = chosen;
+    chosen.sort_by(|a, b| a.view.name.cmp(b.view.name));
     Ok(chosen
         .into_iter()
         .map(|n| Replica {
@@ -208,6 +248,7 @@ mod tests {
                 allocated: Resources::new(8 - free, 0, 0),
             },
             zone,
+            held: None,
         }
     }
 
@@ -275,6 +316,48 @@ mod tests {
         // Two replicas need two zones of three: hel1 and nbg1 take them.
         let got = place_spread(&fleet, Spread::Zones, 2, Resources::new(2, 1, 1)).unwrap();
         assert_eq!(placed(&got), ["b1", "c1"]);
+    }
+
+    #[test]
+    fn what_the_tenant_holds_is_kept_where_the_rules_allow() {
+        let one = Resources::new(2, 1, 1);
+        let holding = |mut n: ZonedNode<'static>, own: Resources| {
+            n.held = Some(own);
+            n
+        };
+        // Half placed before a crash: b2 and c1 hold a replica each; a full cordoned node that
+        // holds one keeps it.
+        let mut cordoned = zoned("a9", Some("fsn1"), 0);
+        cordoned.view.state = NodeState::Cordoned;
+        let fleet = [
+            zoned("a1", Some("fsn1"), 8),
+            holding(cordoned, one),
+            zoned("b1", Some("nbg1"), 8),
+            holding(zoned("b2", Some("nbg1"), 8), one),
+            holding(zoned("c1", Some("hel1"), 8), one),
+        ];
+        let got = place_spread(&fleet, Spread::Zones, 3, one).unwrap();
+        assert_eq!(placed(&got), ["a9", "b2", "c1"]);
+        // Four: the extra replica goes to a zone holding one already (fsn1 first by name), on a
+        // node with room. Two: every zone holds one, so the first two by name keep theirs.
+        let got = place_spread(&fleet, Spread::Zones, 4, one).unwrap();
+        assert_eq!(placed(&got), ["a1", "a9", "b2", "c1"]);
+        let got = place_spread(&fleet, Spread::Zones, 2, one).unwrap();
+        assert_eq!(placed(&got), ["a9", "c1"]);
+        // Nodes: held first, then the first by name.
+        let got = place_spread(&fleet, Spread::Nodes, 4, one).unwrap();
+        assert_eq!(placed(&got), ["a1", "a9", "b2", "c1"]);
+        // A resize to 9 threads: a9 (cordoned, full) cannot take it, whatever it holds.
+        let got = place_spread(&fleet, Spread::Zones, 3, Resources::new(9, 1, 1));
+        assert!(got.is_err());
+        // Switching from None: all three replicas held on b1, which keeps one.
+        let fleet = [
+            zoned("a1", Some("fsn1"), 8),
+            holding(zoned("b1", Some("nbg1"), 2), Resources::new(6, 3, 3)),
+            zoned("c1", Some("hel1"), 8),
+        ];
+        let got = place_spread(&fleet, Spread::Zones, 3, one).unwrap();
+        assert_eq!(placed(&got), ["a1", "b1", "c1"]);
     }
 
     #[test]

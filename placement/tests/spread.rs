@@ -3,7 +3,9 @@
 //! rules (never two replicas on one node, zone skew at most one, no node over-committed), what
 //! it places keeps them, and it is first fit where spread allows it: under `Nodes` the first
 //! nodes by name; under `Zones` the earliest zones by name take the replica more, and inside a
-//! zone its first nodes by name.
+//! zone its first nodes by name. When the tenant already holds entries (a crash between writes,
+//! a replicas change, a resize), it keeps as many of them as any set that keeps the rules does,
+//! and what it adds is still first fit.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -26,6 +28,8 @@ struct OwnedNode {
     zone: Option<&'static str>,
     capacity: Resources,
     allocated: Resources,
+    /// The tenant's own entry on it.
+    held: Option<Resources>,
 }
 
 impl OwnedNode {
@@ -38,41 +42,73 @@ impl OwnedNode {
                 allocated: self.allocated,
             },
             zone: self.zone,
+            held: self.held,
         }
+    }
+
+    /// Considered by the rules: takes new tenants, or holds the tenant and is not draining.
+    fn considered(&self) -> bool {
+        let takes = self.state == NodeState::Online && self.allocated.fits_within(&self.capacity);
+        takes || (self.held.is_some() && self.state != NodeState::Draining)
+    }
+
+    /// Room for one replica, its own entry counted as free.
+    fn room_for(&self, footprint: Resources) -> bool {
+        let free = self.capacity.saturating_sub(self.allocated);
+        let own = self.held.unwrap_or(Resources::ZERO);
+        footprint.fits_within(&free.checked_add(own).unwrap())
     }
 }
 
-fn node() -> impl Strategy<Value = (NodeState, Option<&'static str>, u64, u64)> {
+type NodeParts = (NodeState, Option<&'static str>, u64, u64, Option<u64>);
+
+fn node(holding: bool) -> impl Strategy<Value = NodeParts> {
+    let held = if holding {
+        prop_oneof![2 => Just(None), 1 => (1..=5u64).prop_map(Some)].boxed()
+    } else {
+        Just(None).boxed()
+    };
     (
-        prop_oneof![6 => Just(NodeState::Online), 1 => Just(NodeState::Cordoned)],
+        prop_oneof![
+            6 => Just(NodeState::Online),
+            1 => Just(NodeState::Cordoned),
+            1 => Just(NodeState::Draining)
+        ],
         prop_oneof![6 => (0..3usize).prop_map(|z| Some(ZONES[z])), 1 => Just(None)],
         4..=8u64,
         0..=8u64,
+        held,
     )
 }
 
-fn fleet() -> impl Strategy<Value = Vec<OwnedNode>> {
-    prop::collection::vec(node(), 0..=7).prop_map(|parts| {
+/// Up to seven nodes; with `holding`, some hold an entry of the tenant (counted in allocated).
+fn fleet_of(holding: bool) -> impl Strategy<Value = Vec<OwnedNode>> {
+    prop::collection::vec(node(holding), 0..=7).prop_map(|parts| {
         parts
             .into_iter()
             .enumerate()
             // Names distinct and out of order: placement sorts them.
-            .map(|(i, (state, zone, capacity, allocated))| OwnedNode {
+            .map(|(i, (state, zone, capacity, allocated, held))| OwnedNode {
                 name: format!("n{}", (i * 5) % 7),
                 state,
                 zone,
                 capacity: Resources::new(capacity, 16, 16),
-                allocated: Resources::new(allocated, 0, 0),
+                allocated: Resources::new(allocated + held.unwrap_or(0), 0, 0),
+                held: held.map(|t| Resources::new(t, 0, 0)),
             })
             .collect()
     })
+}
+
+fn fleet() -> impl Strategy<Value = Vec<OwnedNode>> {
+    fleet_of(false)
 }
 
 /// The zones the rules count (those of the nodes considered), and each set's replicas per zone.
 fn considered(fleet: &[OwnedNode], spread: Spread) -> Vec<&OwnedNode> {
     fleet
         .iter()
-        .filter(|n| n.zoned().view.takes_new_tenants())
+        .filter(|n| n.considered())
         .filter(|n| spread != Spread::Zones || n.zone.is_some())
         .collect()
 }
@@ -107,9 +143,7 @@ fn valid_sets(
             .filter(|i| mask & (1 << i) != 0)
             .map(|i| considered[i])
             .collect();
-        let room = set
-            .iter()
-            .all(|n| footprint.fits_within(&n.zoned().view.free()));
+        let room = set.iter().all(|n| n.room_for(footprint));
         let balanced = spread != Spread::Zones || {
             let counts = per_zone(&considered, &set);
             counts.iter().max().unwrap_or(&0) - counts.iter().min().unwrap_or(&0) <= 1
@@ -166,6 +200,51 @@ proptest! {
     }
 }
 
+fn kept(set: &[&OwnedNode]) -> usize {
+    set.iter().filter(|n| n.held.is_some()).count()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn what_a_tenant_holds_is_kept_as_far_as_any_placement_could_and_the_rest_is_first_fit(
+        fleet in fleet_of(true),
+        zones in any::<bool>(),
+        replicas in 0..=6u32,
+        threads in 1..=5u64,
+    ) {
+        let spread = if zones { Spread::Zones } else { Spread::Nodes };
+        let footprint = Resources::new(threads, 0, 0);
+        let views: Vec<ZonedNode<'_>> = fleet.iter().map(OwnedNode::zoned).collect();
+        let got = place_spread(&views, spread, replicas, footprint);
+        let sets = valid_sets(&fleet, spread, replicas as usize, footprint);
+        let Ok(placed) = got else {
+            prop_assert!(sets.is_empty(), "no fit, but {:?} keeps the rules", names(&sets[0]));
+            return Ok(());
+        };
+        let placed: Vec<&OwnedNode> = placed
+            .iter()
+            .map(|r| fleet.iter().find(|n| n.name == r.node).unwrap())
+            .collect();
+        prop_assert!(sets.iter().any(|s| names(s) == names(&placed)), "{:?} breaks the rules", names(&placed));
+        let most = sets.iter().map(|s| kept(s)).max().unwrap_or(0);
+        prop_assert_eq!(kept(&placed), most, "kept fewer of what it holds than {}", most);
+        // What it adds in a zone (or anywhere, under Nodes) is the first by name with room there.
+        let considered = considered(&fleet, spread);
+        for added in placed.iter().filter(|n| n.held.is_none()) {
+            let passed_over = considered.iter().any(|n| {
+                n.held.is_none()
+                    && n.name < added.name
+                    && (spread == Spread::Nodes || n.zone == added.zone)
+                    && n.room_for(footprint)
+                    && !placed.iter().any(|p| p.name == n.name)
+            });
+            prop_assert!(!passed_over, "{} added past a node before it with room", added.name);
+        }
+    }
+}
+
 #[test]
 fn the_reference_meets_every_kind_of_answer() {
     // The properties above are about fleets where spreading places, where it does not, and
@@ -191,5 +270,30 @@ fn the_reference_meets_every_kind_of_answer() {
     assert!(
         placed > 50 && refused > 50 && two_in_a_zone > 10,
         "{placed} placed, {refused} refused, {two_in_a_zone} with two in a zone"
+    );
+}
+
+#[test]
+fn the_held_fleets_meet_kept_added_and_dropped_entries() {
+    let cases = common::sample((fleet_of(true), 1..=6u32), 500);
+    let (mut kept_some, mut added_some, mut dropped_some) = (0, 0, 0);
+    for (fleet, replicas) in &cases {
+        let views: Vec<ZonedNode<'_>> = fleet.iter().map(OwnedNode::zoned).collect();
+        let Ok(got) = place_spread(&views, Spread::Zones, *replicas, Resources::new(2, 0, 0))
+        else {
+            continue;
+        };
+        let held = |name: &str| fleet.iter().any(|n| n.name == name && n.held.is_some());
+        kept_some += usize::from(got.iter().any(|r| held(r.node)));
+        added_some += usize::from(got.iter().any(|r| !held(r.node)));
+        dropped_some += usize::from(
+            fleet
+                .iter()
+                .any(|n| n.held.is_some() && !got.iter().any(|r| r.node == n.name)),
+        );
+    }
+    assert!(
+        kept_some > 50 && added_some > 50 && dropped_some > 20,
+        "{kept_some} kept, {added_some} added, {dropped_some} dropped"
     );
 }
