@@ -613,3 +613,26 @@ async fn a_node_being_deleted_by_hand_records_the_machine_that_replaces_its_own(
     capi.stop();
     h.assert_invariants();
 }
+
+#[tokio::test]
+async fn a_request_taken_up_whose_class_went_before_any_machine_was_asked_is_withdrawn() {
+    let capi = start().await;
+    let h = &capi.h;
+    // As left by a class deleted between the take-up and the raise: Provisioning, this
+    // provisioner's finalizer, no MachineDeployment recorded, its class gone.
+    h.apply(&[json!({"apiVersion": VERSION, "kind": "NodeRequest",
+        "metadata": {"name": "gone-1", "finalizers": [tenant_placer::controller::capi::FINALIZER]},
+        "spec": {"nodeClass": "gone", "tenants": ["default/t"],
+                 "capacity": {"threads": 32, "memoryGb": 128, "storageGb": 1000}},
+        "status": {"phase": "Provisioning", "message": "asking MachineDeployment fleet/md-gone for a machine"}})]);
+    h.until("the untaken request withdrawn", || requests(h).is_empty())
+        .await;
+    assert!(machines(&h.fleet.api).is_empty());
+    assert!(
+        capi.replicas().is_empty(),
+        "nothing raised: {:?}",
+        capi.replicas()
+    );
+    capi.stop();
+    h.assert_invariants();
+}

@@ -128,6 +128,7 @@ impl CapiLoop {
             .await?
             .items;
         let all: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        self.hand_back_untaken(&requests, &all).await;
         let groups = by_deployment(&ours, &all, &requests);
         if groups.is_empty() {
             return Ok(());
@@ -163,7 +164,10 @@ impl CapiLoop {
                 Some((r.made_node(), status.machine.as_str()))
             });
         for (node, machine) in plan::stale_records(ours_adopted, &recorded) {
-            self.record_on_node(&node, &machine).await?;
+            // One Node that cannot be written must not hold back every deployment's look.
+            if let Err(error) = self.record_on_node(&node, &machine).await {
+                tracing::info!(%node, %machine, %error, "cluster-api provisioner: could not record a Node's Machine; will look again");
+            }
         }
         let served = self.served().await;
         for (key, (classes, mine)) in groups {
@@ -621,6 +625,61 @@ impl CapiLoop {
         let message = format!("Machine {key} is being made for it");
         self.status(request, json!({"machine": key, "message": message}))
             .await
+    }
+
+    /// Hands back the requests [`plan::untaken`] finds: back to `Pending` (unless being deleted)
+    /// with a note, then without this provisioner's finalizer, each guarded by what was read.
+    /// A refused write is logged and tried again at the next look.
+    async fn hand_back_untaken(&self, requests: &[NodeRequest], classes: &BTreeSet<&str>) {
+        let seen = requests.iter().map(|r| plan::Seen {
+            name: r.name_any_str(),
+            adopted: r.finalizers().iter().any(|f| f == FINALIZER),
+            deleting: r.metadata.deletion_timestamp.is_some(),
+            class_known: classes.contains(r.spec.node_class.as_str()),
+            deployment_recorded: r
+                .status
+                .as_ref()
+                .is_some_and(|s| !s.machine_deployment.is_empty()),
+        });
+        let api: Api<NodeRequest> = Api::all(self.client.clone());
+        for (name, deleting) in plan::untaken(seen) {
+            let Some(found) = requests.iter().find(|r| r.name_any_str() == name) else {
+                continue;
+            };
+            let mut rv = found.resource_version();
+            let mut written = Ok(());
+            if !deleting {
+                let message = format!(
+                    "NodeClass {} was deleted before a Machine was asked for: not taken up",
+                    found.spec.node_class
+                );
+                let patch = json!({"metadata": {"resourceVersion": rv},
+                                   "status": {"phase": NodeRequestPhase::Pending, "message": message}});
+                written = api
+                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(|r| rv = r.resource_version());
+            }
+            let finalizers: Vec<&String> = found
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .collect();
+            let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": finalizers}});
+            if written.is_ok() {
+                written = api
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map(drop);
+            }
+            match written {
+                Ok(()) => {}
+                Err(error) if is_not_found(&error) => {}
+                Err(error) => {
+                    tracing::info!(request = name, %error, "cluster-api provisioner: could not hand back an untaken request; will look again")
+                }
+            }
+        }
     }
 
     /// Records `machine` (`namespace/name`) on the placement Node `node`, being deleted or not

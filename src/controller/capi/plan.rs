@@ -446,6 +446,32 @@ pub fn plan<'a>(
     steps
 }
 
+/// A request as the search for untaken ones reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    pub name: &'a str,
+    /// It carries this provisioner's finalizer.
+    pub adopted: bool,
+    pub deleting: bool,
+    /// Its NodeClass exists (any provisioner's, in any pool).
+    pub class_known: bool,
+    /// Its status records the MachineDeployment it was raised for.
+    pub deployment_recorded: bool,
+}
+
+/// Requests this provisioner adopted whose NodeClass is gone before it asked any
+/// MachineDeployment for them (none recorded): no deployment's look reaches them, so they are
+/// handed back untaken, each with whether it is being deleted (then only its finalizer goes;
+/// else it goes back to `Pending` too, and the capacity tick withdraws a Pending request of a
+/// deleted class). Pure.
+pub fn untaken<'a>(requests: impl IntoIterator<Item = Seen<'a>>) -> Vec<(&'a str, bool)> {
+    requests
+        .into_iter()
+        .filter(|r| r.adopted && !r.class_known && !r.deployment_recorded)
+        .map(|r| (r.name, r.deleting))
+        .collect()
+}
+
 /// Placement Nodes whose recorded Machine (`MACHINE_ANNOTATION`) is not the one their request
 /// records (`status.machine`): the Machine was replaced while the Node could not be written (it
 /// was being deleted), or the Node was made from an older look. Each with the Machine to record,
@@ -1289,6 +1315,31 @@ mod tests {
         assert_eq!(
             stale_records(requests, &recorded),
             [("stale".to_owned(), "fleet/m2".to_owned())]
+        );
+    }
+
+    #[test]
+    fn an_adopted_request_whose_class_went_before_any_raise_is_handed_back_untaken() {
+        let seen = |name, adopted, deleting, class_known, deployment_recorded| Seen {
+            name,
+            adopted,
+            deleting,
+            class_known,
+            deployment_recorded,
+        };
+        let requests = [
+            seen("untaken", true, false, false, false),
+            seen("untaken-deleting", true, true, false, false),
+            // Raised for: its deployment's look settles it.
+            seen("raised", true, false, false, true),
+            // Its class is there: its deployment's look (or another provisioner) has it.
+            seen("classed", true, false, true, false),
+            // Never adopted: the capacity tick withdraws it.
+            seen("not-ours", false, false, false, false),
+        ];
+        assert_eq!(
+            untaken(requests),
+            [("untaken", false), ("untaken-deleting", true)]
         );
     }
 }
