@@ -22,6 +22,8 @@
 //!   fleet            Fleet: what planning reads (a slice scans, place_ledgers; IndexedFleet
 //!                    keeps first-fit indexes)
 //!   migration        plan_move, plan_in_flight: a move off a draining node, make-before-break
+//!   spread_plan      SpreadWants + ZonedNodes ─plan_spread─▶ SpreadPlan: one edit at a time
+//!                    toward every replica placed, or back to none (or to what it held)
 //!   plan             TenantWants + Fleet ─plan_tenant(_with)─▶ Plan (one node edit at a time)
 //!   queue            FifoQueue: a batch decided oldest first, room held for older waiting tenants
 //!   rebalance        NodeLedgers ─consolidate─▶ Consolidation: the Moves that empty whole nodes
@@ -56,6 +58,7 @@ pub mod rebalance;
 pub mod resources;
 pub mod selector;
 pub mod spread;
+pub mod spread_plan;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
@@ -84,3 +87,4 @@ pub use rebalance::{
 pub use resources::{Dimension, Resources};
 pub use selector::{Labels, Pairs};
 pub use spread::{Replica, Spread, SpreadNoFit, ZonedNode, place_spread};
+pub use spread_plan::{SpreadPlan, SpreadWants, plan_spread};

@@ -67,7 +67,7 @@ impl ZonedNode<'_> {
     }
 
     /// Room for one replica of `footprint`, its own entry there counted as free.
-    fn has_room(&self, footprint: Resources) -> bool {
+    pub(crate) fn has_room(&self, footprint: Resources) -> bool {
         let own = self.held.unwrap_or(Resources::ZERO);
         let free = self
             .view
