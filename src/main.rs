@@ -632,6 +632,9 @@ async fn settle(
     }
     let handles = controller::Handles::default();
     let metrics = handles.metrics.clone();
+    // The invariants hold over the pool the controller serves: a node or tenant outside it is
+    // another controller's (`--node-selector`, `--tenant-selector`).
+    let (pool_nodes, pool_tenants) = (settings.pool_nodes.clone(), settings.pool_tenants.clone());
     fleet.start_with(settings, handles);
     // Nodes first, so that first fit sees the whole fleet as the manifests describe it.
     let (nodes, others): (Vec<_>, Vec<_>) = manifests
@@ -653,7 +656,25 @@ async fn settle(
     if let Some(unreadable) = fleet.undecodable().first() {
         return Err(format!("the API holds an object simulate cannot read: {unreadable}").into());
     }
-    let checked = invariants::check(&nodes, &tenants, &HashSet::new(), Quiescence::Settled);
+    let in_pool = |pool: &Option<tenant_placer::api::LabelSelector>, labels| {
+        pool.as_ref().is_none_or(|p| p.matches(labels))
+    };
+    let pool_nodes: Vec<_> = nodes
+        .iter()
+        .filter(|n| in_pool(&pool_nodes, kube::ResourceExt::labels(*n)))
+        .cloned()
+        .collect();
+    let pool_tenants: Vec<_> = tenants
+        .iter()
+        .filter(|t| in_pool(&pool_tenants, kube::ResourceExt::labels(*t)))
+        .cloned()
+        .collect();
+    let checked = invariants::check(
+        &pool_nodes,
+        &pool_tenants,
+        &HashSet::new(),
+        Quiescence::Settled,
+    );
     let classes = fleet
         .api
         .list(tenant_placer::api::GROUP, "nodeclasses")

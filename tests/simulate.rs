@@ -128,3 +128,21 @@ fn simulate_takes_the_placement_flags_and_says_which_it_used() {
     let out = simulate(&["--output", "json"]);
     let _: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
 }
+
+#[test]
+fn simulate_checks_the_invariants_over_the_pool_it_serves() {
+    // The examples' nodes carry no `pool` label: outside the pool, they are another
+    // controller's, and acme waiting while they have room breaks nothing.
+    let out = simulate(&["--node-selector", "pool=eu"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("invariants: ok"), "{stdout}");
+    assert!(
+        stdout.contains("no node is Online with room to take new tenants"),
+        "{stdout}"
+    );
+}
