@@ -576,8 +576,17 @@ async fn a_node_being_deleted_by_hand_records_the_machine_that_replaces_its_own(
     let capi = start().await;
     let h = &capi.h;
     let request = capi.bought_and_placed_big("t").await;
-    // A person deletes the placement Node: its finalizer keeps it while `t` holds it, and the
-    // machine bought for `t`'s move never comes (Cluster API stalls from now on).
+    // A person deletes the placement Node: its finalizer keeps it while `t` holds it (once the
+    // node loop has put it there), and the machine bought for `t`'s move never comes (Cluster
+    // API stalls from now on).
+    h.until("the Node's finalizer", || {
+        h.node(&request)
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == tenant_placer::api::NODE_FINALIZER))
+    })
+    .await;
     *capi.delivery.lock().unwrap() = Delivery::Stalled;
     h.fleet.api.delete(GROUP, "nodes", None, &request).unwrap();
     h.until("the Node being deleted", || {
