@@ -29,7 +29,6 @@ pub mod disruption;
 pub mod engine;
 pub mod make_room;
 pub mod node;
-pub mod passes;
 pub mod patch;
 pub mod publisher;
 pub mod register;
@@ -37,6 +36,7 @@ pub mod runner;
 pub mod settings;
 pub mod state;
 pub mod tenant;
+pub mod wake;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -483,7 +483,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     // tenants they were bought for.
     let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
     // The room made by moves, by the capacity tick's look (node requests on, make-room on).
-    let room =
+    let orders =
         (settings.make_room_moves_in_force() > 0).then(|| Arc::new(state::RoomOrders::default()));
     let engine = Arc::new(Engine::start(
         Api::all(client.clone()),
@@ -497,7 +497,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             max_migrations: usize::from(settings.max_migrations),
             node_changes: Some(node_changes),
             bought: bought.clone(),
-            room: room.clone(),
+            orders: orders.clone(),
         },
     ));
     let tenant_cache = TenantCache::default();
@@ -525,7 +525,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let publisher =
         publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());
     let notes: Arc<state::PurchaseNotes> = Arc::default();
-    let _passes = AbortOnDrop(tokio::spawn(passes::run(passes::Passes {
+    let _wake = AbortOnDrop(tokio::spawn(wake::run(wake::WakeLoop {
         waiting: waiting.clone(),
         claims: claims.clone(),
         engine: engine.clone(),
@@ -544,7 +544,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             memory: Arc::default(),
             notes: notes.clone(),
             consolidation: Arc::default(),
-            room: room.clone(),
+            orders: orders.clone(),
             published,
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
@@ -590,7 +590,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
     let ctx = Arc::new(TenantLoop {
         tenant_copies,
         notes,
-        room,
+        orders,
         events: Some(publisher),
         metrics,
         ..TenantLoop::new(client, engine, tenant_cache, waiting, settings)

@@ -71,7 +71,7 @@ pub struct Settings {
     /// A machine not delivered this long after its request fails it (`--provisioning-timeout-seconds`).
     pub provisioning_timeout: Duration,
     /// What is done with nodes the controller could do without (`--consolidation`).
-    pub consolidation: super::disruption::Consolidation,
+    pub consolidation: super::disruption::ConsolidationPolicy,
     /// How long a node stays freeable before it is drained (`--consolidate-after-seconds`).
     pub consolidate_after: Duration,
     /// Consolidate registered nodes too (`--consolidate-registered`).
@@ -99,7 +99,7 @@ impl Settings {
     /// Whether consolidation drains underused nodes (`WhenUnderutilized`, in the capacity tick).
     pub fn consolidates_underused(&self) -> bool {
         self.request_after.is_some()
-            && self.consolidation == super::disruption::Consolidation::WhenUnderutilized
+            && self.consolidation == super::disruption::ConsolidationPolicy::WhenUnderutilized
     }
 }
 
@@ -144,7 +144,7 @@ impl Default for Settings {
             register_resync: Duration::from_secs(60),
             cluster_api: false,
             provisioning_timeout: Duration::from_secs(1800),
-            consolidation: super::disruption::Consolidation::WhenEmpty,
+            consolidation: super::disruption::ConsolidationPolicy::WhenEmpty,
             consolidate_after: Duration::from_secs(300),
             consolidate_registered: false,
             disruption_budget: super::disruption::Budget::default(),

@@ -29,7 +29,7 @@ pub struct CapacityLoop {
     /// What consolidation remembers between looks.
     pub consolidation: Arc<consolidation::Memory>,
     /// The room being made by moves (`None`: make-room is off).
-    pub room: Option<Arc<RoomOrders>>,
+    pub orders: Option<Arc<RoomOrders>>,
     /// The last tick's view, for readers (the page).
     pub published: Arc<Published>,
     /// Publishes Kubernetes Events; `None` publishes nothing.

@@ -6,7 +6,7 @@
 //!   1. snapshot (read once): NodeClasses, NodeRequests, bought Nodes, waiters   snapshot.rs
 //!   2. Failed requests reported and deleted (the class rests); a deleted class's
 //!      untaken requests withdrawn                                               write.rs
-//!   3. make room by moves (make_room's look): a waiter given room is not bought for
+//!   3. make room by moves (make_room's step): a waiter given room is not bought for
 //!   4. accounts: each request Awaited | InUse | Idle | Orphaned, by its record;
 //!      what each class delivers (learned, written to its status)                accounts.rs
 //!   5. the purchase (placement::purchase, pure, only when its input changed)    decide.rs
@@ -15,7 +15,7 @@
 //!   7. what goes back (decide::returns, pure) ──▶ written with the precondition
 //!      of what was judged: the Node cordoned at its resourceVersion, the request
 //!      deleted at its UID and resourceVersion                                   write.rs
-//!   8. consolidation's look (WhenUnderutilized), over the Nodes requests own
+//!   8. consolidation's step (WhenUnderutilized), over the Nodes requests own
 //!   9. the tick's view published for readers (the page): machines by use, strays,
 //!      what classes deliver, what consolidation keeps, the room being made       view.rs
 //!   memory.rs: what the tick remembers between ticks, in one type
@@ -91,7 +91,8 @@ use placement::InFlightRequest;
 use self::accounts::Accounts;
 pub use self::context::CapacityLoop;
 use self::decide::{
-    Demand, Room, fingerprint, notes, returns, still_waiting, with_short_classes, with_unavailable,
+    Demand, Incoming, fingerprint, notes, returns, still_waiting, with_short_classes,
+    with_unavailable,
 };
 use self::decide::{account, offers};
 pub use self::memory::Memory;
@@ -210,7 +211,7 @@ async fn tick(
 
 /// Step 9: the tick's view, published whole.
 fn publish(ctx: &CapacityLoop, snap: &Snapshot, accounts: &Accounts) {
-    let orders = ctx.room.as_ref().map(|r| r.orders()).unwrap_or_default();
+    let orders = ctx.orders.as_ref().map(|r| r.orders()).unwrap_or_default();
     ctx.published.set(view::view(
         &snap.classes,
         |class| snap.pool.has_class(class),
@@ -233,10 +234,10 @@ async fn buy(
     let specs = ctx.memory.requested(&snap.live);
     let resting = ctx.memory.lock().resting_classes(Instant::now());
     let offers = offers(&snap.classes, &resting, &specs, &snap.pool, accounts);
-    let rooms: Vec<Room<'_>> = specs
+    let incoming: Vec<Incoming<'_>> = specs
         .iter()
         .filter_map(|r| {
-            Some(Room {
+            Some(Incoming {
                 request: InFlightRequest {
                     name: r.name.clone(),
                     capacity: room_of(&snap.bought, r)?,
@@ -246,7 +247,7 @@ async fn buy(
             })
         })
         .collect();
-    let (demand, in_flight) = demand.promise(rooms);
+    let (demand, in_flight) = demand.promise(incoming);
     // The planner can take a while under BestFit with many waiters: plan only when what it
     // reads changed since the last tick.
     let input = fingerprint(&demand.planned, &offers, &in_flight);
@@ -284,11 +285,11 @@ async fn buy(
     (demand, unplaceable)
 }
 
-/// Make-room's look over the waiters for a first placement (`--make-room-moves`): the notes of
+/// Make-room's step over the waiters for a first placement (`--make-room-moves`): the notes of
 /// those room is being made for (or could be, but not now), by `namespace/name`, and whether a
 /// move to make room is in flight.
 async fn make_room(ctx: &CapacityLoop, waiters: &[Waiter]) -> make_room::Made {
-    let Some(room) = &ctx.room else {
+    let Some(orders) = &ctx.orders else {
         return make_room::Made::default();
     };
     let mut first: Vec<&Waiter> = waiters
@@ -312,20 +313,20 @@ async fn make_room(ctx: &CapacityLoop, waiters: &[Waiter]) -> make_room::Made {
         .iter()
         .filter(|n| consolidation::consolidating(n) && !n.allocations().is_empty())
         .count();
-    let look = make_room::Look {
+    let step = make_room::Step {
         engine: &ctx.engine,
         tenants: &ctx.tenants,
         waiting: &ctx.waiting,
-        room,
+        orders,
         events: ctx.events.as_ref(),
         metrics: &ctx.metrics,
         settings: &ctx.settings,
         emptying,
     };
-    make_room::look(look, &first).await
+    make_room::step(step, &first).await
 }
 
-/// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases';
+/// Consolidation's step (`--consolidation WhenUnderutilized`), after the purchases';
 /// `waiting`: whether a tenant waits.
 async fn consolidate(
     ctx: &CapacityLoop,
@@ -333,10 +334,10 @@ async fn consolidate(
     waiting: bool,
     accounts: &Accounts,
 ) {
-    if ctx.settings.consolidation != consolidation::Consolidation::WhenUnderutilized {
+    if ctx.settings.consolidation != consolidation::ConsolidationPolicy::WhenUnderutilized {
         return;
     }
-    consolidation::look(consolidation::Look {
+    consolidation::step(consolidation::Step {
         client: &ctx.client,
         engine: &ctx.engine,
         tenants: &ctx.tenants,

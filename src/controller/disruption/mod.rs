@@ -8,7 +8,7 @@ pub use window::{Budget, Window, open};
 
 /// `--consolidation`: what the controller does with nodes it could do without.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Consolidation {
+pub enum ConsolidationPolicy {
     /// Nothing: not even an empty machine is handed back.
     #[value(name = "Never")]
     Never,
@@ -21,9 +21,9 @@ pub enum Consolidation {
     WhenUnderutilized,
 }
 
-impl Consolidation {
+impl ConsolidationPolicy {
     /// Whether empty bought machines are handed back.
     pub fn hands_back(self) -> bool {
-        self != Consolidation::Never
+        self != ConsolidationPolicy::Never
     }
 }

@@ -67,7 +67,7 @@ pub struct TenantLoop {
     pub notes: Arc<PurchaseNotes>,
     /// The moves asked to make room for waiting tenants (the capacity tick gives them). `None`:
     /// make-room is off.
-    pub room: Option<Arc<RoomOrders>>,
+    pub orders: Option<Arc<RoomOrders>>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
     pub events: Option<EventPublisher>,
     pub metrics: Arc<Metrics>,
@@ -134,7 +134,7 @@ impl TenantLoop {
             tenant_copies: Arc::default(),
             waiting,
             notes: Arc::default(),
-            room: None,
+            orders: None,
             events: None,
             metrics: Arc::default(),
             pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
@@ -212,7 +212,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         // The target entry is written: record the move, then finish it (the source goes). A
         // crash in between leaves a recorded move, which the next decision finishes.
         let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
-        if let Some(asked) = ctx.room.as_ref().and_then(|room| room.asked(&uid)) {
+        if let Some(asked) = ctx.orders.as_ref().and_then(|orders| orders.asked(&uid)) {
             asked_for(&mut wanted, &asked);
         }
         let recorded = write_status(&api, &tenant, &wanted, &key, &ctx).await?;
@@ -394,7 +394,7 @@ async fn decide(
     ctx: &TenantLoop,
 ) -> Result<Option<Committed>, Error> {
     let status = tenant.status.as_ref();
-    let asked = ctx.room.as_ref().and_then(|room| room.asked(uid));
+    let asked = ctx.orders.as_ref().and_then(|orders| orders.asked(uid));
     let wants = TenantWants {
         uid,
         tenant: key,
