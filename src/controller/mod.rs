@@ -59,15 +59,15 @@ use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
-pub use capacity::CapacityLoop;
+pub use capacity::{CapacityLoop, CapacitySettings};
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
-pub use node::NodeLoop;
-pub use register::RegisterLoop;
-pub use settings::{Backoff, EventLevel, Settings};
+pub use node::{NodeLoop, NodeSettings};
+pub use register::{RegisterLoop, RegisterSettings};
+pub use settings::{Backoff, Doubling, EventLevel, Settings};
 pub use state::tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
 pub use state::{Synced, WaitingRoom};
 use state::{claims, decode, newest, strip};
-pub use tenant::TenantLoop;
+pub use tenant::{TenantLoop, TenantSettings};
 
 /// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
 /// tenants the watch runs behind the writes by as many tenants as wait to be placed, and a copy
@@ -532,7 +532,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         tenants: tenant_cache.clone(),
         requeue_window: settings.requeue_window,
     })));
-    let _purchases = settings.request_after.is_some().then(|| {
+    let _purchases = CapacitySettings::of(&settings).map(|capacity| {
         let published: Arc<state::tick::Published> = Arc::default();
         caches.set_tick(published.clone());
         let buyer = CapacityLoop {
@@ -548,15 +548,15 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             published,
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
-            settings: settings.clone(),
+            settings: capacity,
         };
         purchases(buyer, &caches, bought, skipped.clone())
     });
-    let _registration = settings.register_nodes.clone().map(|selector| {
+    let _registration = RegisterSettings::of(&settings).map(|register| {
         let registrar = RegisterLoop {
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
-            ..RegisterLoop::new(client.clone(), selector, &settings)
+            ..RegisterLoop::new(client.clone(), register)
         };
         registration(registrar, &caches, skipped.clone())
     });
@@ -584,7 +584,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
             engine.clone(),
             (tenant_cache.clone(), tenants_synced.clone()),
             waiting.clone(),
-            settings.clone(),
+            NodeSettings::from(&settings),
         )
     });
     let ctx = Arc::new(TenantLoop {
@@ -593,7 +593,13 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         orders,
         events: Some(publisher),
         metrics,
-        ..TenantLoop::new(client, engine, tenant_cache, waiting, settings)
+        ..TenantLoop::new(
+            client,
+            engine,
+            tenant_cache,
+            waiting,
+            TenantSettings::from(&settings),
+        )
     });
     let released_on_delete = ctx.clone();
     let _releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(

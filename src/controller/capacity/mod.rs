@@ -81,7 +81,7 @@ mod write;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::Instrument;
 
 use kube::ResourceExt;
@@ -89,7 +89,7 @@ use kube::runtime::reflector::Store;
 use placement::InFlightRequest;
 
 use self::accounts::Accounts;
-pub use self::context::CapacityLoop;
+pub use self::context::{CapacityLoop, CapacitySettings};
 use self::decide::{
     Demand, Incoming, fingerprint, notes, returns, still_waiting, with_short_classes,
     with_unavailable,
@@ -114,11 +114,8 @@ pub async fn run(
     (classes, classes_synced): (Store<NodeClass>, Synced),
     (requests, requests_synced): (Store<NodeRequest>, Synced),
 ) {
-    let Some(request_after) = ctx.settings.request_after else {
-        return;
-    };
     loop {
-        tokio::time::sleep(ctx.settings.request_check).await;
+        tokio::time::sleep(ctx.settings.every).await;
         let caches = [
             ctx.engine.synced(),
             &ctx.tenants_synced,
@@ -137,21 +134,14 @@ pub async fn run(
             requested = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
-        tick(&ctx, &classes, &requests, request_after)
-            .instrument(span)
-            .await;
+        tick(&ctx, &classes, &requests).instrument(span).await;
         ctx.metrics.request_look_done();
     }
 }
 
 /// One tick, in numbered steps over one snapshot (the module doc). A refused write is logged
 /// and counted, and never stops the rest of the tick.
-async fn tick(
-    ctx: &CapacityLoop,
-    classes: &Store<NodeClass>,
-    requests: &Store<NodeRequest>,
-    request_after: Duration,
-) {
+async fn tick(ctx: &CapacityLoop, classes: &Store<NodeClass>, requests: &Store<NodeRequest>) {
     // 1. Read once what the tick decides from.
     let snap = Snapshot::read(ctx, classes, requests);
     let span = tracing::Span::current();
@@ -179,7 +169,8 @@ async fn tick(
     }
     // 4. What every purchase is used for, and what each class really delivers: a class is
     // planned with what it delivers before anything more is bought of it.
-    let demand = Demand::of(&waiters, ctx.settings.queue, request_after, snap.now);
+    let settings = &ctx.settings;
+    let demand = Demand::of(&waiters, settings.queue, settings.request_after, snap.now);
     let accounts = account(&snap.live, &snap.bought, &demand);
     record_uses(ctx, &snap, &accounts).await;
     learn_delivered(ctx, &snap.classes, &accounts).await;
@@ -320,7 +311,8 @@ async fn make_room(ctx: &CapacityLoop, waiters: &[Waiter]) -> make_room::Made {
         orders,
         events: ctx.events.as_ref(),
         metrics: &ctx.metrics,
-        settings: &ctx.settings,
+        max_moves: ctx.settings.make_room_moves,
+        limits: &ctx.settings.limits,
         emptying,
     };
     make_room::step(step, &first).await
@@ -334,7 +326,7 @@ async fn consolidate(
     waiting: bool,
     accounts: &Accounts,
 ) {
-    if ctx.settings.consolidation != consolidation::ConsolidationPolicy::WhenUnderutilized {
+    if ctx.settings.consolidation.policy != consolidation::ConsolidationPolicy::WhenUnderutilized {
         return;
     }
     consolidation::step(consolidation::Step {
@@ -344,7 +336,8 @@ async fn consolidate(
         classes,
         events: ctx.events.as_ref(),
         metrics: &ctx.metrics,
-        settings: &ctx.settings,
+        settings: &ctx.settings.consolidation,
+        limits: &ctx.settings.limits,
         memory: &ctx.consolidation,
         waiting,
         bought: &|node: &str| accounts.owns(node),

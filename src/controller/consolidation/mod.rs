@@ -38,6 +38,7 @@ use serde_json::json;
 pub use super::disruption::{Budget, Window};
 pub use decide::{Blocked, Candidate, ConsolidationPolicy, Controls, Decision, decide};
 
+use super::disruption::Limits;
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
@@ -116,6 +117,27 @@ impl Memory {
     }
 }
 
+/// What consolidation reads of the settings, taken once by the wiring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsolidationSettings {
+    /// `--consolidation`: only `WhenUnderutilized` drains.
+    pub policy: ConsolidationPolicy,
+    /// Registered nodes may be emptied too (`--consolidate-registered`).
+    pub registered: bool,
+    /// How long a node stays freeable before it is drained (`--consolidate-after-seconds`).
+    pub after: Duration,
+}
+
+impl From<&Settings> for ConsolidationSettings {
+    fn from(settings: &Settings) -> Self {
+        ConsolidationSettings {
+            policy: settings.consolidation,
+            registered: settings.consolidate_registered,
+            after: settings.consolidate_after,
+        }
+    }
+}
+
 /// What consolidation reads and writes with, as one step of a capacity tick.
 pub struct Step<'a> {
     pub client: &'a kube::Client,
@@ -124,7 +146,9 @@ pub struct Step<'a> {
     pub classes: &'a [Arc<NodeClass>],
     pub events: Option<&'a EventPublisher>,
     pub metrics: &'a Metrics,
-    pub settings: &'a Settings,
+    pub settings: &'a ConsolidationSettings,
+    /// The disruption budget and windows.
+    pub limits: &'a Limits,
     pub memory: &'a Memory,
     /// A tenant of the pool waits for room.
     pub waiting: bool,
@@ -149,7 +173,7 @@ pub fn consolidating(node: &Node) -> bool {
 
 /// The step (see the module doc).
 pub async fn step(step: Step<'_>) {
-    if step.settings.consolidation != ConsolidationPolicy::WhenUnderutilized {
+    if step.settings.policy != ConsolidationPolicy::WhenUnderutilized {
         return;
     }
     let nodes: Vec<Arc<Node>> = step
@@ -177,7 +201,7 @@ pub async fn step(step: Step<'_>) {
                 "annotations": {CONSOLIDATING_ANNOTATION: null},
             },
         });
-        write(&step, &node.name_any(), &patch).await;
+        write(step.client, &node.name_any(), &patch).await;
     }
     // Drains this process began count until the cache shows them (then the mark counts).
     let began: HashSet<String> = {
@@ -202,11 +226,11 @@ pub async fn step(step: Step<'_>) {
     let ledgers = step.engine.ledgers(None);
     let settings = step.settings;
     let controls = Controls {
-        mode: settings.consolidation,
-        registered: settings.consolidate_registered,
-        after: settings.consolidate_after,
-        allowed: settings.disruption_budget.allowed(nodes.len()),
-        window_open: super::disruption::open(&settings.disruption_schedule, Timestamp::now()),
+        mode: settings.policy,
+        registered: settings.registered,
+        after: settings.after,
+        allowed: step.limits.budget.allowed(nodes.len()),
+        window_open: step.limits.open_at(Timestamp::now()),
         waiting: step.waiting || resizing,
     };
     let now = Instant::now();
@@ -362,7 +386,7 @@ async fn drain(step: &Step<'_>, node: &Node, monthly_cost: u64) {
         },
         "spec": {"state": "Draining"},
     });
-    if !write(step, &name, &patch).await {
+    if !write(step.client, &name, &patch).await {
         return;
     }
     {
@@ -396,7 +420,7 @@ async fn cancel(step: &Step<'_>, node: &Node) {
         },
         "spec": {"state": "Online"},
     });
-    if !write(step, &name, &patch).await {
+    if !write(step.client, &name, &patch).await {
         return;
     }
     step.metrics.consolidation_action("cancel");
@@ -410,8 +434,8 @@ async fn cancel(step: &Step<'_>, node: &Node) {
 }
 
 /// A merge patch of the Node; false (logged) when refused: the next look decides again.
-async fn write(step: &Step<'_>, name: &str, patch: &serde_json::Value) -> bool {
-    let api: Api<Node> = Api::all(step.client.clone());
+async fn write(client: &kube::Client, name: &str, patch: &serde_json::Value) -> bool {
+    let api: Api<Node> = Api::all(client.clone());
     match api
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
@@ -451,11 +475,7 @@ async fn report_blocked(step: &Step<'_>, decision: &Decision, nodes: &HashMap<St
                 "not drained although its tenants fit elsewhere: {}",
                 why.words()
             ),
-            Blocked::Budget => format!(
-                "not drained yet: {} ({})",
-                why.words(),
-                step.settings.disruption_budget
-            ),
+            Blocked::Budget => format!("not drained yet: {} ({})", why.words(), step.limits.budget),
             _ => format!("not drained yet: {}", why.words()),
         };
         let occurrence = Occurrence {

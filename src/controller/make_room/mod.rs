@@ -42,9 +42,9 @@ use placement::{Entry, Labels, Mover, NameHasher};
 
 pub use decide::{Controls, Decision, RoomBlocked, Waiter};
 
+use super::disruption::{Budget, Limits};
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
-use super::settings::Settings;
 use super::state::orders::Order;
 use super::state::{RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{DO_NOT_DISRUPT_ANNOTATION, Resting, Tenant};
@@ -58,7 +58,10 @@ pub struct Step<'a> {
     pub orders: &'a RoomOrders,
     pub events: Option<&'a EventPublisher>,
     pub metrics: &'a Metrics,
-    pub settings: &'a Settings,
+    /// Tenants moved at most to make room for one waiter (`--make-room-moves`; 0: none).
+    pub max_moves: u16,
+    /// The disruption budget and windows.
+    pub limits: &'a Limits,
     /// Nodes of the pool consolidation is emptying now (they share the budget).
     pub emptying: usize,
 }
@@ -90,7 +93,7 @@ pub struct Made {
 
 /// The step over `waiters` (first placements, oldest first).
 pub async fn step(step: Step<'_>, waiters: &[Waiter]) -> Made {
-    let max_moves = usize::from(step.settings.make_room_moves);
+    let max_moves = usize::from(step.max_moves);
     if max_moves == 0 || (waiters.is_empty() && step.orders.is_empty()) {
         step.orders.replace(Vec::new());
         return Made::default();
@@ -130,12 +133,12 @@ pub async fn step(step: Step<'_>, waiters: &[Waiter]) -> Made {
         .orders
         .holds_purchases(recorded || twice, Instant::now());
     let mover = |entry: &Entry| -> Mover<'_> { movers.get(&*entry.uid).map(Option::as_ref) };
-    let settings = step.settings;
+    let budget = &step.limits.budget;
     let controls = Controls {
         max_moves,
-        allowed: settings.disruption_budget.allowed(ledgers.len()),
+        allowed: budget.allowed(ledgers.len()),
         emptying: step.emptying,
-        window_open: super::disruption::open(&settings.disruption_schedule, Timestamp::now()),
+        window_open: step.limits.open_at(Timestamp::now()),
     };
     let decision = decide::decide(
         &ledgers,
@@ -179,7 +182,7 @@ pub async fn step(step: Step<'_>, waiters: &[Waiter]) -> Made {
             .blocked
             .iter()
             .find(|(w, _)| *w == waiter)
-            .map(|(_, why)| held_back(*why, settings))
+            .map(|(_, why)| held_back(*why, budget))
             .unwrap_or_default();
         let found = Tenant::reference(&waiter).and_then(|r| step.tenants.get(&r));
         if let Some(tenant) = found {
@@ -205,7 +208,7 @@ pub async fn step(step: Step<'_>, waiters: &[Waiter]) -> Made {
         )
         .collect();
     Made {
-        notes: notes(&decision, settings),
+        notes: notes(&decision, budget),
         held,
         moving,
         fits: decision.fits.into_iter().collect(),
@@ -229,7 +232,7 @@ pub fn may_move(tenant: &Tenant) -> bool {
 }
 
 /// The note on each waiter's status. Pure.
-fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
+fn notes(decision: &Decision, budget: &Budget) -> HashMap<String, String> {
     let mut notes: HashMap<String, String> = decision
         .orders
         .iter()
@@ -241,19 +244,16 @@ fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
         })
         .collect();
     for (waiter, why) in &decision.blocked {
-        notes.insert(waiter.clone(), held_back(*why, settings));
+        notes.insert(waiter.clone(), held_back(*why, budget));
     }
     notes
 }
 
 /// What a waiter room is not made for now is told, in words.
-fn held_back(why: RoomBlocked, settings: &Settings) -> String {
+fn held_back(why: RoomBlocked, budget: &Budget) -> String {
     let why = match why {
         RoomBlocked::Window => "outside every --disruption-schedule window".to_owned(),
-        RoomBlocked::Budget => format!(
-            "the disruption budget ({}) is in use",
-            settings.disruption_budget
-        ),
+        RoomBlocked::Budget => format!("the disruption budget ({budget}) is in use"),
     };
     format!("room could be made for it by moving smaller tenants, but not now: {why}")
 }
@@ -309,7 +309,7 @@ mod tests {
             ],
             fits: vec![],
         };
-        let notes = notes(&decision, &Settings::default());
+        let notes = notes(&decision, &Budget::default());
         assert_eq!(
             notes["d/w1"],
             "room is being made for it on a: d/x moves to b, d/y moves to c"
