@@ -650,6 +650,23 @@ impl Running {
             until_shutdown: None,
         }
     }
+
+    /// A loop and the watches that feed it, as two tasks.
+    fn watching(
+        watches: impl Future + Send + 'static,
+        run: impl Future<Output = ()> + Send + 'static,
+    ) -> Running {
+        let watches = async move {
+            watches.await;
+        };
+        Running {
+            tasks: vec![
+                AbortOnDrop(tokio::spawn(watches)),
+                AbortOnDrop(tokio::spawn(run)),
+            ],
+            until_shutdown: None,
+        }
+    }
 }
 
 /// Runs until every loop that stops at the shutdown signal has stopped; the other tasks are
@@ -1014,15 +1031,7 @@ fn purchases(
         (class_cache, classes_synced),
         (request_cache, requests_synced),
     );
-    Running {
-        tasks: vec![
-            AbortOnDrop(tokio::spawn(async move {
-                watches.await;
-            })),
-            AbortOnDrop(tokio::spawn(tick)),
-        ],
-        until_shutdown: None,
-    }
+    Running::watching(watches, tick)
 }
 
 /// The registration's watches (the core Nodes its selector takes; every placement Node, kept
@@ -1066,15 +1075,7 @@ fn registration(registrar: RegisterLoop, caches: &Caches, skipped: Skips) -> Run
         (node_cache, nodes_synced),
         changed,
     );
-    Running {
-        tasks: vec![
-            AbortOnDrop(tokio::spawn(async move {
-                watches.await;
-            })),
-            AbortOnDrop(tokio::spawn(rounds)),
-        ],
-        until_shutdown: None,
-    }
+    Running::watching(watches, rounds)
 }
 
 /// Runs one reconcile in a span naming the object, and counts and times it.
