@@ -304,7 +304,7 @@ async fn make_room(ctx: &CapacityLoop, waiters: &[Waiter]) -> make_room::Made {
         .iter()
         .filter(|n| consolidation::consolidating(n) && !n.allocations().is_empty())
         .count();
-    let step = make_room::Step {
+    let step = make_room::MakeRoom {
         engine: &ctx.engine,
         tenants: &ctx.tenants,
         waiting: &ctx.waiting,
@@ -315,7 +315,7 @@ async fn make_room(ctx: &CapacityLoop, waiters: &[Waiter]) -> make_room::Made {
         limits: &ctx.settings.limits,
         emptying,
     };
-    make_room::step(step, &first).await
+    make_room::run(step, &first).await
 }
 
 /// Consolidation's step (`--consolidation WhenUnderutilized`), after the purchases';
@@ -329,7 +329,7 @@ async fn consolidate(
     if ctx.settings.consolidation.policy != consolidation::ConsolidationPolicy::WhenUnderutilized {
         return;
     }
-    consolidation::step(consolidation::Step {
+    consolidation::run(consolidation::Consolidate {
         client: &ctx.client,
         engine: &ctx.engine,
         tenants: &ctx.tenants,

@@ -139,7 +139,7 @@ impl From<&Settings> for ConsolidationSettings {
 }
 
 /// What consolidation reads and writes with, as one step of a capacity tick.
-pub struct Step<'a> {
+pub struct Consolidate<'a> {
     pub client: &'a kube::Client,
     pub engine: &'a Engine,
     pub tenants: &'a TenantCache,
@@ -157,9 +157,9 @@ pub struct Step<'a> {
     pub bought: &'a (dyn Fn(&str) -> bool + Sync),
 }
 
-impl std::fmt::Debug for Step<'_> {
+impl std::fmt::Debug for Consolidate<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Step")
+        f.debug_struct("Consolidate")
             .field("waiting", &self.waiting)
             .finish_non_exhaustive()
     }
@@ -172,7 +172,7 @@ pub fn consolidating(node: &Node) -> bool {
 }
 
 /// The step (see the module doc).
-pub async fn step(step: Step<'_>) {
+pub async fn run(step: Consolidate<'_>) {
     if step.settings.policy != ConsolidationPolicy::WhenUnderutilized {
         return;
     }
@@ -354,7 +354,7 @@ fn unreadable(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> Vec<(ObjectRefere
     nodes.chain(tenants).collect()
 }
 
-async fn warn_unreadable(step: &Step<'_>, object: &ObjectReference, value: &str) {
+async fn warn_unreadable(step: &Consolidate<'_>, object: &ObjectReference, value: &str) {
     let uid = object.uid.clone().unwrap_or_default();
     {
         let mut remembered = step.memory.lock();
@@ -377,7 +377,7 @@ async fn warn_unreadable(step: &Step<'_>, object: &ObjectReference, value: &str)
 }
 
 /// Drains a node to hand it back: Draining with the mark, guarded by its resourceVersion.
-async fn drain(step: &Step<'_>, node: &Node, monthly_cost: u64) {
+async fn drain(step: &Consolidate<'_>, node: &Node, monthly_cost: u64) {
     let name = node.name_any();
     let patch = json!({
         "metadata": {
@@ -411,7 +411,7 @@ async fn drain(step: &Step<'_>, node: &Node, monthly_cost: u64) {
 }
 
 /// Gives a node consolidation drains back to service (it became `do-not-disrupt`).
-async fn cancel(step: &Step<'_>, node: &Node) {
+async fn cancel(step: &Consolidate<'_>, node: &Node) {
     let name = node.name_any();
     let patch = json!({
         "metadata": {
@@ -449,7 +449,11 @@ async fn write(client: &kube::Client, name: &str, patch: &serde_json::Value) -> 
 }
 
 /// An Event and the metric for each node blocked for a reason it was not blocked for last.
-async fn report_blocked(step: &Step<'_>, decision: &Decision, nodes: &HashMap<String, &Arc<Node>>) {
+async fn report_blocked(
+    step: &Consolidate<'_>,
+    decision: &Decision,
+    nodes: &HashMap<String, &Arc<Node>>,
+) {
     let fresh: Vec<(String, Blocked)> = {
         let mut remembered = step.memory.lock();
         let now: HashMap<&String, Blocked> =

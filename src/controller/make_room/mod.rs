@@ -51,7 +51,7 @@ use crate::api::{DO_NOT_DISRUPT_ANNOTATION, Resting, Tenant};
 use crate::metrics::Metrics;
 
 /// What make-room reads and writes with, as one step of a capacity tick.
-pub struct Step<'a> {
+pub struct MakeRoom<'a> {
     pub engine: &'a Engine,
     pub tenants: &'a TenantCache,
     pub waiting: &'a WaitingRoom,
@@ -66,9 +66,9 @@ pub struct Step<'a> {
     pub emptying: usize,
 }
 
-impl std::fmt::Debug for Step<'_> {
+impl std::fmt::Debug for MakeRoom<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Step")
+        f.debug_struct("MakeRoom")
             .field("emptying", &self.emptying)
             .finish_non_exhaustive()
     }
@@ -92,7 +92,7 @@ pub struct Made {
 }
 
 /// The step over `waiters` (first placements, oldest first).
-pub async fn step(step: Step<'_>, waiters: &[Waiter]) -> Made {
+pub async fn run(step: MakeRoom<'_>, waiters: &[Waiter]) -> Made {
     let max_moves = usize::from(step.max_moves);
     if max_moves == 0 || (waiters.is_empty() && step.orders.is_empty()) {
         step.orders.replace(Vec::new());
@@ -269,7 +269,7 @@ fn moving(order: &Order) -> String {
         .join(", ")
 }
 
-async fn announce(step: &Step<'_>, order: &Order) {
+async fn announce(step: &MakeRoom<'_>, order: &Order) {
     step.metrics.make_room_moved(order.moves.len());
     tracing::info!(tenant = %order.waiter, host = %order.host, moves = order.moves.len(), "make-room: moving smaller tenants so a waiting one fits");
     let Some(reference) = Tenant::reference(&order.waiter) else {
