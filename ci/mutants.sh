@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing with cargo-mutants over the parts whose tests must catch a broken line: the
-# placement crate, the engine, the claims, the capacity tick, the cluster-api provisioner and the
+# placement crate, the Host check, the engine, the claims, the loops' pure views and plans (the
+# tenant status, the registration plan), the capacity tick, the cluster-api provisioner and the
 # in-memory API's schema and rules. Each mutant is one small change to the code (a `>` made `>=`, a body replaced by a
 # default); a mutant the tests still pass is "missed": a line no test guards.
 #
@@ -9,7 +10,7 @@
 #   bash ci/mutants.sh BASE        the lines changed since the git ref BASE
 #   bash ci/mutants.sh --all       every mutant of those parts (hours on 2 cores; on demand only)
 #   bash ci/mutants.sh --iterate   only the mutants the last run missed (after sharper tests)
-# Results: mutants.out/<package>[-capacity-decide|-capacity|-capi]/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
+# Results: mutants.out/<package>[-capacity-decide|-capacity|-capi|-loops]/mutants.out/ (caught.txt, missed.txt, timeout.txt, unviable.txt);
 # docs/testing.md says how the misses are judged. cargo-mutants builds in a copy of the tree (the
 # first build there is cold). Not part of .ci/run: too slow for CI.
 set -euo pipefail
@@ -28,8 +29,10 @@ fi
 parts=(
     "placement|placement/src/*.rs|--lib --test *|300"
     "inmem-apiserver|inmem-apiserver/src/schema.rs inmem-apiserver/src/rules.rs|--lib --test *|300"
+    "host-check|host-check/src/*.rs|--lib|60"
     "tenant-placer|src/controller/engine/batch.rs src/controller/engine/conflicts.rs src/controller/engine/bought.rs src/controller/state/claims.rs|--lib|300"
-    "tenant-placer|src/controller/capacity/decide.rs src/controller/capacity/accounts.rs|--lib -- controller::capacity|120"
+    "tenant-placer|src/controller/capacity/decide.rs src/controller/capacity/accounts.rs src/controller/capacity/view.rs|--lib -- controller::capacity|120"
+    "tenant-placer|src/controller/tenant/status.rs src/controller/register/plan.rs|--lib -- controller::tenant controller::register|120"
     "tenant-placer|src/controller/capacity/write.rs src/controller/capacity/memory.rs src/controller/capacity/snapshot.rs src/controller/capacity/mod.rs|--lib --test protocol -- controller::capacity requests:: money::|90"
     "tenant-placer|src/controller/capi/*.rs src/api/capi.rs src/api/allocatable.rs|--lib --test protocol -- capi allocatable|90"
 )
@@ -57,6 +60,7 @@ for part in "${parts[@]}"; do
         *capacity/decide.rs*) out="$out-capacity-decide" ;;
         *capacity/write.rs*) out="$out-capacity" ;;
         *capi*) out="$out-capi" ;;
+        *tenant/status.rs*) out="$out-loops" ;;
     esac
     args=(-p "$package" --timeout "$timeout" --profile mutants --output "$out")
     for file in $files; do

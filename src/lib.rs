@@ -8,11 +8,12 @@
 //!     ├ engine     the single Node-status writer: decide, write (guarded), resolve
 //!     ├ tenant     a Tenant's reconcile (mod.rs) and its status view (status.rs, pure)
 //!     ├ node       a Node's reconcile: its derived status, wakes waiters when room appears
-//!     ├ passes     the waiting room's passes
-//!     ├ capacity   the capacity tick: snapshot, decide (make room, buy, consolidate), write
+//!     ├ wake       the wake loop: the waiting room's passes wake who a changed node could take
+//!     ├ capacity   the capacity tick: snapshot, decide (make room, buy, consolidate), write,
+//!     │            publish a view for the page
 //!     ├ consolidation, make_room   the tick's steps: nodes drained and handed back, tenants
 //!     │            moved to make room for a waiter (decide.rs pure in each)
-//!     ├ disruption the disruption controls (--consolidation, budgets, windows)
+//!     ├ disruption the disruption controls (the consolidation policy, the budget, windows)
 //!     ├ register   nodes registered from core Nodes (plan.rs pure, mod.rs the writes)
 //!     ├ capi       the Cluster API provisioner (plan.rs pure, mod.rs the writes)
 //!     └ runner, settings, publisher, patch   the tenant runner, the tunables, Events, and
@@ -23,9 +24,9 @@
 //!   metrics        the counters the controller reports into (prometheus-client)
 //!   manifests      reading YAML manifests
 //!   report         the fleet report and the rebalance report (simulate, plan)
-//!   disruption_plan  what consolidation and make-room would do now (plan)
+//!   forecast       what consolidation and make-room would do now (plan)
 //!   serve          the HTTP side: /healthz, /readyz, /metrics (gauges read from the watch caches)
-//!     └ page       the read-only fleet page and /api/fleet
+//!     └ page       the read-only fleet page and /api/fleet (capacity.rs: the tick's view)
 //!   sim            the stand-ins for the world (sandbox, simulate, plan, tests; never production)
 //!     ├ fleet      in-process: the in-memory API + the real controller
 //!     ├ provisioner  a simulated provisioner: NodeRequests become Nodes
@@ -42,8 +43,8 @@
 pub mod api;
 pub mod client;
 pub mod controller;
-pub mod disruption_plan;
 pub mod error;
+pub mod forecast;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;

@@ -8,9 +8,9 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
 use tenant_placer::api::{LabelSelector, Node, NodeClass, Tenant};
-use tenant_placer::controller::disruption::{Budget, Consolidation, Window};
+use tenant_placer::controller::disruption::{Budget, ConsolidationPolicy, Window};
 use tenant_placer::controller::{self, Settings};
-use tenant_placer::disruption_plan::DisruptionPlan;
+use tenant_placer::forecast::Forecast;
 use tenant_placer::leader::LeaseConfig;
 use tenant_placer::report::{ConsolidationReport, FleetReport};
 use tenant_placer::sim::invariants::{self, Quiescence};
@@ -145,8 +145,8 @@ struct PlacementArgs {
     /// bought machine goes back), `WhenEmpty` (an empty bought machine goes back after
     /// --empty-node-seconds), `WhenUnderutilized` (also drain the bought nodes the rebalance
     /// plan can empty, make-before-break, then hand them back).
-    #[arg(long, value_enum, default_value_t = Consolidation::WhenEmpty, env = "TENANT_PLACER_CONSOLIDATION")]
-    consolidation: Consolidation,
+    #[arg(long, value_enum, default_value_t = ConsolidationPolicy::WhenEmpty, env = "TENANT_PLACER_CONSOLIDATION")]
+    consolidation: ConsolidationPolicy,
     /// With WhenUnderutilized: seconds a node must stay freeable before it is drained.
     #[arg(long, default_value_t = 300, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(0..), env = "TENANT_PLACER_CONSOLIDATE_AFTER_SECONDS")]
     consolidate_after_seconds: i64,
@@ -712,7 +712,7 @@ async fn simulate(
                 metrics.consolidation_actions("hand_back"),
                 metrics.make_room_moves(),
             );
-            if placement.consolidation == Consolidation::WhenUnderutilized || moved > 0 {
+            if placement.consolidation == ConsolidationPolicy::WhenUnderutilized || moved > 0 {
                 println!(
                     "\nconsolidation and make-room during the run: {drained} node(s) drained, \
                      {handed_back} handed back; {moved} tenant(s) moved to make room"
@@ -749,7 +749,7 @@ async fn plan(
         .into());
     }
     let report = ConsolidationReport::new(&settled.nodes, &settled.tenants)?;
-    let disruption = DisruptionPlan::new(
+    let disruption = Forecast::new(
         &settled.nodes,
         &settled.tenants,
         &settled.classes,

@@ -41,7 +41,7 @@ const LAYERS: &[&[&str]] = &[
     // What reads a running controller (the HTTP server and its page), and the stand-ins for the
     // world (sim: the in-process fleet, the simulated provisioner and Cluster API, the
     // invariants), which production code never names (`production_never_names_the_stand_ins`).
-    &["serve", "sim", "disruption_plan"],
+    &["serve", "sim", "forecast"],
     // The in-memory API for kubectl, with the controller and the server.
     &["sandbox"],
     // The binary.
@@ -340,9 +340,9 @@ const CONTROLLER_LAYERS: &[&[&str]] = &[
     &["state", "publisher", "patch", "disruption"],
     &["engine", "runner"],
     &["settings"],
-    // Consolidation's look and make-room's, which the capacity tick runs as its steps.
+    // Consolidation and make-room, which the capacity tick runs as its steps.
     &["consolidation", "make_room"],
-    &["tenant", "node", "capacity", "passes", "register", "capi"],
+    &["tenant", "node", "capacity", "wake", "register", "capi"],
     &["mod"],
 ];
 

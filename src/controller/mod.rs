@@ -1,5 +1,8 @@
-//! Wiring: two controllers (Tenants: our own cache and runner; Nodes: kube's reflector and
-//! `Controller`) sharing one context and one placement engine.
+//! Wiring only: each term (the leader's, or the only replica's) starts the parts the loops share
+//! (the watches, the engine, the waiting room, the claims: `Term`), then the loops, one line
+//! each in `run_controllers`, each built from the few settings it reads (`TenantSettings`,
+//! `CapacitySettings`, …). Tenants run on our own cache and runner, Nodes on kube's reflector
+//! and `Controller`; both decide through the one placement engine.
 //!
 //! ```text
 //!   watch Tenants ──▶ tenant::reconcile ──────────────┐   (enters the WaitingRoom before deciding)
@@ -11,6 +14,8 @@
 //! ```
 //!
 //! Rules enforced here:
+//! - a loop is given its settings at construction, never the whole `Settings`, and nothing
+//!   configures it once it runs; adding a loop is one line of the list;
 //! - failed reconciles are re-queued with per-object exponential backoff;
 //! - a settled tenant is looked at again by the resync sweep ([`resyncs`]), a slice of the cache
 //!   at a time, never by a timer of its own;
@@ -29,7 +34,6 @@ pub mod disruption;
 pub mod engine;
 pub mod make_room;
 pub mod node;
-pub mod passes;
 pub mod patch;
 pub mod publisher;
 pub mod register;
@@ -37,6 +41,7 @@ pub mod runner;
 pub mod settings;
 pub mod state;
 pub mod tenant;
+pub mod wake;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,15 +64,15 @@ use crate::api::{LabelSelector, Node, NodeClass, NodeRequest, Tenant};
 use crate::error::Error;
 use crate::leader::{self, AbortOnDrop};
 use crate::metrics::Metrics;
-pub use capacity::CapacityLoop;
+pub use capacity::{CapacityLoop, CapacitySettings};
 pub use engine::{Bought, Engine, EngineConfig, NodeChanges, RetryPolicy};
-pub use node::NodeLoop;
-pub use register::RegisterLoop;
-pub use settings::{Backoff, EventLevel, Settings};
+pub use node::{NodeLoop, NodeSettings};
+pub use register::{RegisterLoop, RegisterSettings};
+pub use settings::{Backoff, Doubling, EventLevel, Settings};
 pub use state::tenant_cache::{Applied as TenantApplied, TenantCache, TenantKey, TenantName};
 pub use state::{Synced, WaitingRoom};
 use state::{claims, decode, newest, strip};
-pub use tenant::TenantLoop;
+pub use tenant::{TenantLoop, TenantSettings};
 
 /// Copies of our own Tenant writes kept a generation (two generations): in a flood of new
 /// tenants the watch runs behind the writes by as many tenants as wait to be placed, and a copy
@@ -447,198 +452,409 @@ pub async fn run_with(client: Client, settings: Settings, handles: Handles) {
 /// Where undecodable objects are reported (see [`report_skipped`]).
 type Skips = futures::channel::mpsc::UnboundedSender<decode::Skipped>;
 
-/// The watches, the engine and the loops of one term, built and run until shutdown.
+/// The watches, the engine and the loops of one term, built and run until shutdown: the parts
+/// the loops share, then one line per loop, each built from the settings it reads.
 async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
-    let Handles {
-        health,
-        metrics,
-        caches,
-    } = handles;
+    let health = handles.health.clone();
     // New caches start empty: not ready until they sync (a previous term's flag may remain,
     // e.g. after a task was aborted in-process).
     health.caches_synced.store(false, Ordering::SeqCst);
-    let (skipped, undecodable) = futures::channel::mpsc::unbounded::<decode::Skipped>();
-    let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
-    let waiting = Arc::new(waiting);
-    let claims: Arc<claims::Claims> = Arc::default();
-    // The engine looks only at the nodes this watch changed (the cache holds them by now).
-    let node_changes: Arc<NodeChanges> = Arc::default();
-    let (node_cache, node_feed) = reflector::store::<Node>();
-    let (raise_nodes, node_synced) = Synced::flag();
-    let node_controller = Controller::for_stream(
-        node_events(
-            &client,
-            settings.pool_nodes.as_ref(),
-            (node_feed, raise_nodes),
-            (node_changes.clone(), claims.clone(), waiting.clone()),
-            skipped.clone(),
-        )
-        .map_ok(strip::trigger),
-        node_cache.clone(),
-    );
-    // The engine decides nothing before both caches are synced and the waiting room holds every
-    // tenant that was waiting (a restart, or a new leader, keeps the queue's order).
-    let (raise_queue_ready, queue_ready) = Synced::flag();
-    // Fed by the request watch (node requests on): delivered machines' room is held for the
-    // tenants they were bought for.
-    let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
-    // The room made by moves, by the capacity tick's look (node requests on, make-room on).
-    let room =
-        (settings.make_room_moves_in_force() > 0).then(|| Arc::new(state::RoomOrders::default()));
-    let engine = Arc::new(Engine::start(
-        Api::all(client.clone()),
-        node_cache.clone(),
-        queue_ready,
-        EngineConfig {
-            retry: settings.retry,
-            policy: settings.policy,
-            waiting: Some(waiting.clone()),
-            metrics: metrics.clone(),
-            max_migrations: usize::from(settings.max_migrations),
-            node_changes: Some(node_changes),
-            bought: bought.clone(),
-            room: room.clone(),
-        },
-    ));
-    let tenant_cache = TenantCache::default();
-    let runner = Arc::new(runner::Runner::default());
-    let (raise_tenants, tenants_synced) = Synced::flag();
-    let tenant_copies = Arc::new(newest::Newest::<Tenant>::bounded(TENANT_COPIES));
-    let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
-    let _tenant_watch = AbortOnDrop(tokio::spawn(tenant_events(
-        TenantWatch {
-            cache: tenant_cache.clone(),
-            synced: raise_tenants,
-            due: runner.clone(),
-            copies: tenant_copies.clone(),
-            claims: claims.clone(),
-            waiting: waiting.clone(),
-            gone: engine.gone(),
-            deleted,
-        },
-        &client,
-        settings.pool_tenants.as_ref(),
-        skipped.clone(),
-    )));
-    caches.set(node_cache.clone(), tenant_cache.clone());
-    let concurrency = settings.concurrency;
-    let publisher =
-        publisher::EventPublisher::new(client.clone(), "tenant-placer", settings.instance.clone());
-    let notes: Arc<state::PurchaseNotes> = Arc::default();
-    let _passes = AbortOnDrop(tokio::spawn(passes::run(passes::Passes {
-        waiting: waiting.clone(),
-        claims: claims.clone(),
-        engine: engine.clone(),
-        tenants: tenant_cache.clone(),
-        requeue_window: settings.requeue_window,
-    })));
-    let _purchases = settings.request_after.is_some().then(|| {
-        let published: Arc<state::tick::Published> = Arc::default();
-        caches.set_tick(published.clone());
-        let buyer = CapacityLoop {
-            client: client.clone(),
-            engine: engine.clone(),
-            tenants: tenant_cache.clone(),
-            tenants_synced: tenants_synced.clone(),
-            waiting: waiting.clone(),
-            memory: Arc::default(),
-            notes: notes.clone(),
-            consolidation: Arc::default(),
-            room: room.clone(),
-            published,
-            events: Some(publisher.clone()),
-            metrics: metrics.clone(),
-            settings: settings.clone(),
-        };
-        purchases(buyer, &caches, bought, skipped.clone())
-    });
-    let _registration = settings.register_nodes.clone().map(|selector| {
-        let registrar = RegisterLoop {
-            events: Some(publisher.clone()),
-            metrics: metrics.clone(),
-            ..RegisterLoop::new(client.clone(), selector, &settings)
-        };
-        registration(registrar, &caches, skipped.clone())
-    });
-    let _cluster_api = settings.cluster_api.then(|| {
-        let provisioner = capi::CapiLoop {
-            client: client.clone(),
-            events: Some(publisher.clone()),
-            metrics: metrics.clone(),
-            timeout: settings.provisioning_timeout,
-            every: settings.request_check,
-            pool_nodes: settings.pool_nodes.clone(),
-        };
-        AbortOnDrop(tokio::spawn(provisioner.run()))
-    });
-    let _skipped = AbortOnDrop(tokio::spawn(report_skipped(
+    let (term, feeds) = Term::start(client, &settings, handles);
+    let Feeds {
+        node_controller,
+        nodes_synced,
+        tenants,
         undecodable,
-        metrics.clone(),
-        Some(publisher.clone()),
-    )));
-    let node_ctx = Arc::new(NodeLoop {
-        claims,
-        metrics: metrics.clone(),
-        ..NodeLoop::new(
+        raise_queue_ready,
+    } = feeds;
+    let loops = [
+        Some(skip_reports(&term, undecodable)),
+        Some(readiness(&term, nodes_synced, raise_queue_ready, health)),
+        Some(wake_loop(&term, settings.requeue_window)),
+        CapacitySettings::of(&settings).map(|capacity| capacity_loop(&term, capacity)),
+        RegisterSettings::of(&settings).map(|register| register_loop(&term, register)),
+        settings.cluster_api.then(|| capi_loop(&term, &settings)),
+        Some(node_loop(
+            &term,
+            node_controller,
+            NodeSettings::from(&settings),
+        )),
+        Some(tenant_loop(&term, tenants, TenantSettings::from(&settings))),
+    ];
+    run_all(loops.into_iter().flatten()).await;
+}
+
+/// What the loops of one term share, built once at its start: the client and what they report
+/// into, the watch caches and the engine over them, the waiting room and the claims, what the
+/// capacity tick gives the tenant loop, and Events.
+struct Term {
+    client: Client,
+    metrics: Arc<Metrics>,
+    caches: Caches,
+    events: publisher::EventPublisher,
+    skipped: Skips,
+    engine: Arc<Engine>,
+    waiting: Arc<WaitingRoom>,
+    claims: Arc<claims::Claims>,
+    nodes: Store<Node>,
+    tenants: TenantCache,
+    tenants_synced: Synced,
+    tenant_copies: Arc<newest::Newest<Tenant>>,
+    notes: Arc<state::PurchaseNotes>,
+    /// The room made by moves (node requests on, make-room on).
+    orders: Option<Arc<state::RoomOrders>>,
+    /// Fed by the request watch (node requests on): delivered machines' room is held for the
+    /// tenants they were bought for.
+    bought: Option<Arc<Bought>>,
+    /// The tenant watch, feeding the tenant cache for the term.
+    _tenant_watch: AbortOnDrop,
+}
+
+/// What exactly one loop takes at a term's start: streams and flags with one reader each.
+struct Feeds {
+    /// kube's controller over the node watch, for the node loop.
+    node_controller: Controller<Node>,
+    /// Raised at the node watch's first full list.
+    nodes_synced: Synced,
+    tenants: TenantFeeds,
+    undecodable: futures::channel::mpsc::UnboundedReceiver<decode::Skipped>,
+    /// Lets the engine decide (see [`readiness`]).
+    raise_queue_ready: watch::Sender<bool>,
+}
+
+/// What the tenant loop takes: the runner the tenant watch triggers, the waiting room's
+/// wake-ups, and each deleted tenant (to release its entry).
+struct TenantFeeds {
+    runner: Arc<runner::Runner>,
+    wake_ups: futures::channel::mpsc::UnboundedReceiver<ObjectRef<Tenant>>,
+    deletions: futures::channel::mpsc::UnboundedReceiver<Tenant>,
+}
+
+impl Term {
+    /// The shared parts of a term, its watches started.
+    fn start(client: Client, settings: &Settings, handles: Handles) -> (Term, Feeds) {
+        let Handles {
+            metrics, caches, ..
+        } = handles;
+        let (skipped, undecodable) = futures::channel::mpsc::unbounded::<decode::Skipped>();
+        let (waiting, wake_ups) = WaitingRoom::with_mode(settings.queue);
+        let waiting = Arc::new(waiting);
+        let claims: Arc<claims::Claims> = Arc::default();
+        // The engine looks only at the nodes this watch changed (the cache holds them by now).
+        let node_changes: Arc<NodeChanges> = Arc::default();
+        let (nodes, node_feed) = reflector::store::<Node>();
+        let (raise_nodes, nodes_synced) = Synced::flag();
+        let node_controller = Controller::for_stream(
+            node_events(
+                &client,
+                settings.pool_nodes.as_ref(),
+                (node_feed, raise_nodes),
+                (node_changes.clone(), claims.clone(), waiting.clone()),
+                skipped.clone(),
+            )
+            .map_ok(strip::trigger),
+            nodes.clone(),
+        );
+        // The engine decides nothing before both caches are synced and the waiting room holds
+        // every tenant that was waiting (a restart, or a new leader, keeps the queue's order).
+        let (raise_queue_ready, queue_ready) = Synced::flag();
+        let bought = settings.request_after.map(|_| Arc::new(Bought::default()));
+        let orders = (settings.make_room_moves_in_force() > 0)
+            .then(|| Arc::new(state::RoomOrders::default()));
+        let engine = Arc::new(Engine::start(
+            Api::all(client.clone()),
+            nodes.clone(),
+            queue_ready,
+            EngineConfig {
+                retry: settings.retry,
+                policy: settings.policy,
+                waiting: Some(waiting.clone()),
+                metrics: metrics.clone(),
+                max_migrations: usize::from(settings.max_migrations),
+                node_changes: Some(node_changes),
+                bought: bought.clone(),
+                orders: orders.clone(),
+            },
+        ));
+        let tenants = TenantCache::default();
+        let runner = Arc::new(runner::Runner::default());
+        let (raise_tenants, tenants_synced) = Synced::flag();
+        let tenant_copies = Arc::new(newest::Newest::<Tenant>::bounded(TENANT_COPIES));
+        let (deleted, deletions) = futures::channel::mpsc::unbounded::<Tenant>();
+        let tenant_watch = AbortOnDrop(tokio::spawn(tenant_events(
+            TenantWatch {
+                cache: tenants.clone(),
+                synced: raise_tenants,
+                due: runner.clone(),
+                copies: tenant_copies.clone(),
+                claims: claims.clone(),
+                waiting: waiting.clone(),
+                gone: engine.gone(),
+                deleted,
+            },
+            &client,
+            settings.pool_tenants.as_ref(),
+            skipped.clone(),
+        )));
+        caches.set(nodes.clone(), tenants.clone());
+        let events = publisher::EventPublisher::new(
             client.clone(),
-            engine.clone(),
-            (tenant_cache.clone(), tenants_synced.clone()),
-            waiting.clone(),
-            settings.clone(),
+            "tenant-placer",
+            settings.instance.clone(),
+        );
+        let term = Term {
+            client,
+            metrics,
+            caches,
+            events,
+            skipped,
+            engine,
+            waiting,
+            claims,
+            nodes,
+            tenants,
+            tenants_synced,
+            tenant_copies,
+            notes: Arc::default(),
+            orders,
+            bought,
+            _tenant_watch: tenant_watch,
+        };
+        let feeds = Feeds {
+            node_controller,
+            nodes_synced,
+            tenants: TenantFeeds {
+                runner,
+                wake_ups,
+                deletions,
+            },
+            undecodable,
+            raise_queue_ready,
+        };
+        (term, feeds)
+    }
+}
+
+/// One loop of a term, started: the tasks it runs (aborted when it is dropped), and, for the
+/// loops that stop at the shutdown signal (tenants, nodes), what ends then.
+struct Running {
+    tasks: Vec<AbortOnDrop>,
+    until_shutdown: Option<futures::future::BoxFuture<'static, ()>>,
+}
+
+impl Running {
+    /// A loop that is one task.
+    fn task(task: impl Future<Output = ()> + Send + 'static) -> Running {
+        Running {
+            tasks: vec![AbortOnDrop(tokio::spawn(task))],
+            until_shutdown: None,
+        }
+    }
+
+    /// A loop and the watches that feed it, as two tasks.
+    fn watching(
+        watches: impl Future + Send + 'static,
+        run: impl Future<Output = ()> + Send + 'static,
+    ) -> Running {
+        let watches = async move {
+            watches.await;
+        };
+        Running {
+            tasks: vec![
+                AbortOnDrop(tokio::spawn(watches)),
+                AbortOnDrop(tokio::spawn(run)),
+            ],
+            until_shutdown: None,
+        }
+    }
+}
+
+/// Runs until every loop that stops at the shutdown signal has stopped; the other tasks are
+/// aborted then.
+async fn run_all(loops: impl IntoIterator<Item = Running>) {
+    let (mut tasks, mut ends) = (Vec::new(), Vec::new());
+    for running in loops {
+        tasks.extend(running.tasks);
+        ends.extend(running.until_shutdown);
+    }
+    futures::future::join_all(ends).await;
+    drop(tasks);
+}
+
+/// The reports of undecodable objects (see [`report_skipped`]).
+fn skip_reports(
+    term: &Term,
+    undecodable: futures::channel::mpsc::UnboundedReceiver<decode::Skipped>,
+) -> Running {
+    let events = Some(term.events.clone());
+    Running::task(report_skipped(undecodable, term.metrics.clone(), events))
+}
+
+/// Once both caches have synced: the waiting room rebuilt from the tenant cache, then the
+/// engine may decide and this replica is ready.
+fn readiness(
+    term: &Term,
+    nodes_synced: Synced,
+    raise_queue_ready: watch::Sender<bool>,
+    health: Arc<Health>,
+) -> Running {
+    let (waiting, tenants) = (term.waiting.clone(), term.tenants.clone());
+    let tenants_synced = term.tenants_synced.clone();
+    Running::task(async move {
+        if nodes_synced.wait().await.is_ok() && tenants_synced.wait().await.is_ok() {
+            let waiting = waiting.rebuild_from(&tenants);
+            tracing::info!(waiting, "waiting room rebuilt from the tenant cache");
+            let _ = raise_queue_ready.send(true);
+            health.caches_synced.store(true, Ordering::SeqCst);
+        }
+    })
+}
+
+/// The wake loop: passes of the waiting room, at most one per `requeue_window`.
+fn wake_loop(term: &Term, requeue_window: Duration) -> Running {
+    Running::task(wake::run(wake::WakeLoop {
+        waiting: term.waiting.clone(),
+        claims: term.claims.clone(),
+        engine: term.engine.clone(),
+        tenants: term.tenants.clone(),
+        requeue_window,
+    }))
+}
+
+/// The capacity tick, with the class and request watches it reads.
+fn capacity_loop(term: &Term, settings: CapacitySettings) -> Running {
+    let published: Arc<state::tick::Published> = Arc::default();
+    term.caches.set_tick(published.clone());
+    let buyer = CapacityLoop {
+        client: term.client.clone(),
+        engine: term.engine.clone(),
+        tenants: term.tenants.clone(),
+        tenants_synced: term.tenants_synced.clone(),
+        waiting: term.waiting.clone(),
+        memory: Arc::default(),
+        notes: term.notes.clone(),
+        consolidation: Arc::default(),
+        orders: term.orders.clone(),
+        published,
+        events: Some(term.events.clone()),
+        metrics: term.metrics.clone(),
+        settings,
+    };
+    purchases(
+        buyer,
+        &term.caches,
+        term.bought.clone(),
+        term.skipped.clone(),
+    )
+}
+
+/// The registration, with the core Node and placement Node watches it reads.
+fn register_loop(term: &Term, settings: RegisterSettings) -> Running {
+    let registrar = RegisterLoop {
+        events: Some(term.events.clone()),
+        metrics: term.metrics.clone(),
+        ..RegisterLoop::new(term.client.clone(), settings)
+    };
+    registration(registrar, &term.caches, term.skipped.clone())
+}
+
+/// The Cluster API provisioner.
+fn capi_loop(term: &Term, settings: &Settings) -> Running {
+    let provisioner = capi::CapiLoop {
+        client: term.client.clone(),
+        events: Some(term.events.clone()),
+        metrics: term.metrics.clone(),
+        timeout: settings.provisioning_timeout,
+        every: settings.request_check,
+        pool_nodes: settings.pool_nodes.clone(),
+    };
+    Running::task(provisioner.run())
+}
+
+/// The node loop: kube's controller over the node watch, and every node again each
+/// `orphan_sweep`, bounded like the tenants' (in a flood every node changes, and an unbounded
+/// controller holds a reconcile in flight for each of them, about 1 KB each, waiting on the
+/// engine).
+fn node_loop(term: &Term, controller: Controller<Node>, settings: NodeSettings) -> Running {
+    let sweeps = node_sweeps(term.nodes.clone(), settings.orphan_sweep);
+    let concurrency = settings.concurrency;
+    let ctx = Arc::new(NodeLoop {
+        claims: term.claims.clone(),
+        metrics: term.metrics.clone(),
+        ..NodeLoop::new(
+            term.client.clone(),
+            term.engine.clone(),
+            (term.tenants.clone(), term.tenants_synced.clone()),
+            term.waiting.clone(),
+            settings,
         )
     });
+    let reconciles =
+        controller
+            .reconcile_on(sweeps)
+            .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
+            .shutdown_on_signal()
+            .run(
+                |node, ctx| {
+                    let metrics = ctx.metrics.clone();
+                    async move {
+                        observed("node", node.clone(), &metrics, node::reconcile(node, ctx)).await
+                    }
+                },
+                node::error_policy,
+                ctx,
+            )
+            .for_each(|result| async move { log_result("node", result) });
+    Running {
+        tasks: Vec::new(),
+        until_shutdown: Some(Box::pin(reconciles)),
+    }
+}
+
+/// The tenant loop: the runner reconciles each tenant that falls due (a watch change, a
+/// wake-up from the waiting room or the claims, its requeue, the resync sweep), `concurrency`
+/// at once, once the tenant cache has synced; beside it, each deleted tenant's entry released.
+fn tenant_loop(term: &Term, feeds: TenantFeeds, settings: TenantSettings) -> Running {
+    let TenantFeeds {
+        runner,
+        wake_ups,
+        deletions,
+    } = feeds;
     let ctx = Arc::new(TenantLoop {
-        tenant_copies,
-        notes,
-        room,
-        events: Some(publisher),
-        metrics,
-        ..TenantLoop::new(client, engine, tenant_cache, waiting, settings)
+        tenant_copies: term.tenant_copies.clone(),
+        notes: term.notes.clone(),
+        orders: term.orders.clone(),
+        events: Some(term.events.clone()),
+        metrics: term.metrics.clone(),
+        ..TenantLoop::new(
+            term.client.clone(),
+            term.engine.clone(),
+            term.tenants.clone(),
+            term.waiting.clone(),
+            settings,
+        )
     });
+    let concurrency = usize::from(ctx.settings.concurrency);
     let released_on_delete = ctx.clone();
-    let _releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(
-        usize::from(concurrency),
+    let releases = AbortOnDrop(tokio::spawn(deletions.for_each_concurrent(
+        concurrency,
         move |gone| {
             let ctx = released_on_delete.clone();
             async move { tenant::deleted(&gone, &ctx).await }
         },
     )));
-    let (seeded, reconcile_after) = (ctx.clone(), tenants_synced.clone());
-    let _readiness = AbortOnDrop(tokio::spawn(async move {
-        if node_synced.wait().await.is_ok() && tenants_synced.wait().await.is_ok() {
-            let waiting = seeded.waiting.rebuild_from(&seeded.tenants);
-            tracing::info!(waiting, "waiting room rebuilt from the tenant cache");
-            let _ = raise_queue_ready.send(true);
-            health.caches_synced.store(true, Ordering::SeqCst);
-        }
-    }));
-
-    let (_wakes, tenant_loop) = tenant_loop(ctx, runner, wake_ups, reconcile_after);
-    let node_loop = node_loop(node_controller, node_ctx, node_cache);
-    futures::join!(tenant_loop, node_loop);
-}
-
-/// The tenant loop: the runner reconciles each tenant that falls due (a watch change, a
-/// wake-up from the waiting room or the claims, its requeue, the resync sweep), `concurrency`
-/// at once, once the tenant cache is `synced`. Answers the wake-ups' task and the loop.
-fn tenant_loop(
-    ctx: Arc<TenantLoop>,
-    runner: Arc<runner::Runner>,
-    wake_ups: impl futures::Stream<Item = ObjectRef<Tenant>> + Send + 'static,
-    synced: Synced,
-) -> (AbortOnDrop, impl Future<Output = ()>) {
-    let (woken, resolved, sweep) = (runner.clone(), ctx.tenants.clone(), ctx.tenants.clone());
+    let (resolved, sweep) = (ctx.tenants.clone(), ctx.tenants.clone());
     let wakes = wake_ups
         .filter_map(move |tenant| std::future::ready(resolved.entry(&tenant).map(|(key, _)| key)))
         .chain(futures::stream::pending());
+    let woken = runner.clone();
     let wakes = AbortOnDrop(tokio::spawn(
         futures::stream::select(wakes, resyncs(sweep, ctx.settings.resync)).for_each(move |key| {
             woken.trigger(key);
             std::future::ready(())
         }),
     ));
-    let tenants = ctx.tenants.clone();
-    let concurrency = usize::from(ctx.settings.concurrency);
+    let (tenants, synced) = (ctx.tenants.clone(), term.tenants_synced.clone());
     let reconciles = async move {
         runner
             .run(
@@ -662,34 +878,10 @@ fn tenant_loop(
             )
             .await;
     };
-    (wakes, reconciles)
-}
-
-/// The node loop: kube's controller over the node watch, and every node again each
-/// `orphan_sweep`, bounded like the tenants' (in a flood every node changes, and an unbounded
-/// controller holds a reconcile in flight for each of them, about 1 KB each, waiting on the
-/// engine).
-fn node_loop(
-    controller: Controller<Node>,
-    ctx: Arc<NodeLoop>,
-    cache: Store<Node>,
-) -> impl Future<Output = ()> {
-    let concurrency = ctx.settings.concurrency;
-    controller
-        .reconcile_on(node_sweeps(cache, ctx.settings.orphan_sweep))
-        .with_config(kube::runtime::controller::Config::default().concurrency(concurrency))
-        .shutdown_on_signal()
-        .run(
-            |node, ctx| {
-                let metrics = ctx.metrics.clone();
-                async move {
-                    observed("node", node.clone(), &metrics, node::reconcile(node, ctx)).await
-                }
-            },
-            node::error_policy,
-            ctx,
-        )
-        .for_each(|result| async move { log_result("node", result) })
+    Running {
+        tasks: vec![releases, wakes],
+        until_shutdown: Some(Box::pin(reconciles)),
+    }
 }
 
 /// The node watch: feeds the cache (raising `synced` at each full list) and shows every change
@@ -802,7 +994,7 @@ fn purchases(
     caches: &Caches,
     bought: Option<Arc<Bought>>,
     skipped: Skips,
-) -> (AbortOnDrop, AbortOnDrop) {
+) -> Running {
     let (class_cache, class_feed) = reflector::store::<NodeClass>();
     let (request_cache, request_feed) = reflector::store::<NodeRequest>();
     caches.set_purchases(class_cache.clone(), request_cache.clone());
@@ -834,26 +1026,18 @@ fn purchases(
         classes.for_each(|_| std::future::ready(())),
         requests.for_each(|_| std::future::ready(())),
     );
-    (
-        AbortOnDrop(tokio::spawn(async move {
-            watches.await;
-        })),
-        AbortOnDrop(tokio::spawn(capacity::run(
-            Arc::new(buyer),
-            (class_cache, classes_synced),
-            (request_cache, requests_synced),
-        ))),
-    )
+    let tick = capacity::run(
+        Arc::new(buyer),
+        (class_cache, classes_synced),
+        (request_cache, requests_synced),
+    );
+    Running::watching(watches, tick)
 }
 
 /// The registration's watches (the core Nodes its selector takes; every placement Node, kept
 /// without its status) and its rounds, as two tasks. Every event of either watch asks for a
 /// round.
-fn registration(
-    registrar: RegisterLoop,
-    caches: &Caches,
-    skipped: Skips,
-) -> (AbortOnDrop, AbortOnDrop) {
+fn registration(registrar: RegisterLoop, caches: &Caches, skipped: Skips) -> Running {
     let (core_cache, core_feed) = reflector::store::<CoreNode>();
     let (node_cache, node_feed) = reflector::store::<Node>();
     caches.set_registered(node_cache.clone());
@@ -885,17 +1069,13 @@ fn registration(
         cores.for_each(|_| std::future::ready(())),
         nodes.for_each(|_| std::future::ready(())),
     );
-    (
-        AbortOnDrop(tokio::spawn(async move {
-            watches.await;
-        })),
-        AbortOnDrop(tokio::spawn(register::run(
-            Arc::new(registrar),
-            (core_cache, cores_synced),
-            (node_cache, nodes_synced),
-            changed,
-        ))),
-    )
+    let rounds = register::run(
+        Arc::new(registrar),
+        (core_cache, cores_synced),
+        (node_cache, nodes_synced),
+        changed,
+    );
+    Running::watching(watches, rounds)
 }
 
 /// Runs one reconcile in a span naming the object, and counts and times it.

@@ -35,14 +35,41 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 use super::engine::Engine;
-use super::settings::{Backoff, Settings, error_delay};
+use super::settings::{Backoff, Doubling, Settings, error_delay};
 use super::state::claims::Claims;
 use super::state::decode::Decoded;
 use super::state::tenant_cache::NameRef;
 use super::state::{Synced, TenantCache, WaitingRoom};
-use crate::api::{NODE_FINALIZER, Node, Tenant};
+use crate::api::{LabelSelector, NODE_FINALIZER, Node, Tenant};
 use crate::error::Error;
 use crate::metrics::Metrics;
+
+/// What the node loop reads of the settings, taken once by the wiring.
+#[derive(Clone, Debug)]
+pub struct NodeSettings {
+    /// Node reconciles running at once.
+    pub concurrency: u16,
+    /// Every node is looked at again once per this period (the orphan sweep).
+    pub orphan_sweep: std::time::Duration,
+    /// Moves off draining nodes in flight at once, at most.
+    pub max_migrations: u16,
+    /// The pool's Tenants: an entry of a live tenant outside them is never released.
+    pub pool_tenants: Option<LabelSelector>,
+    /// The retries after an error.
+    pub error_retries: Doubling,
+}
+
+impl From<&Settings> for NodeSettings {
+    fn from(settings: &Settings) -> Self {
+        NodeSettings {
+            concurrency: settings.concurrency,
+            orphan_sweep: settings.orphan_sweep,
+            max_migrations: settings.max_migrations,
+            pool_tenants: settings.pool_tenants.clone(),
+            error_retries: settings.error_retries(),
+        }
+    }
+}
 
 /// What the node loop reads and writes through.
 pub struct NodeLoop {
@@ -58,7 +85,7 @@ pub struct NodeLoop {
     /// What each tenant's status claims: a node change is shown to them.
     pub claims: Arc<Claims>,
     pub metrics: Arc<Metrics>,
-    pub settings: Settings,
+    pub settings: NodeSettings,
     /// The retries after an error.
     pub error_backoff: Backoff,
 }
@@ -78,7 +105,7 @@ impl NodeLoop {
         engine: Arc<Engine>,
         tenants: (TenantCache, Synced),
         waiting: Arc<WaitingRoom>,
-        settings: Settings,
+        settings: NodeSettings,
     ) -> Self {
         NodeLoop {
             client,
@@ -88,7 +115,7 @@ impl NodeLoop {
             waiting,
             claims: Arc::default(),
             metrics: Arc::default(),
-            error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
+            error_backoff: settings.error_retries.backoff(),
             settings,
         }
     }

@@ -71,7 +71,7 @@ pub struct Settings {
     /// A machine not delivered this long after its request fails it (`--provisioning-timeout-seconds`).
     pub provisioning_timeout: Duration,
     /// What is done with nodes the controller could do without (`--consolidation`).
-    pub consolidation: super::disruption::Consolidation,
+    pub consolidation: super::disruption::ConsolidationPolicy,
     /// How long a node stays freeable before it is drained (`--consolidate-after-seconds`).
     pub consolidate_after: Duration,
     /// Consolidate registered nodes too (`--consolidate-registered`).
@@ -86,6 +86,31 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The retries after an error: `error_backoff`, doubling up to `error_backoff_max`.
+    pub fn error_retries(&self) -> Doubling {
+        Doubling {
+            first: self.error_backoff,
+            most: self.error_backoff_max,
+        }
+    }
+
+    /// The fallback re-checks of a waiting tenant: `pending_recheck`, doubling up to
+    /// `pending_recheck_max`.
+    pub fn pending_rechecks(&self) -> Doubling {
+        Doubling {
+            first: self.pending_recheck,
+            most: self.pending_recheck_max,
+        }
+    }
+
+    /// The disruption budget and windows.
+    pub fn disruption_limits(&self) -> super::disruption::Limits {
+        super::disruption::Limits {
+            budget: self.disruption_budget,
+            schedule: self.disruption_schedule.clone(),
+        }
+    }
+
     /// Tenants moved at most to make room for one waiting tenant: `make_room_moves`, or 0 when
     /// the purchase look, where room is made, is off.
     pub fn make_room_moves_in_force(&self) -> u16 {
@@ -99,7 +124,7 @@ impl Settings {
     /// Whether consolidation drains underused nodes (`WhenUnderutilized`, in the capacity tick).
     pub fn consolidates_underused(&self) -> bool {
         self.request_after.is_some()
-            && self.consolidation == super::disruption::Consolidation::WhenUnderutilized
+            && self.consolidation == super::disruption::ConsolidationPolicy::WhenUnderutilized
     }
 }
 
@@ -144,13 +169,27 @@ impl Default for Settings {
             register_resync: Duration::from_secs(60),
             cluster_api: false,
             provisioning_timeout: Duration::from_secs(1800),
-            consolidation: super::disruption::Consolidation::WhenEmpty,
+            consolidation: super::disruption::ConsolidationPolicy::WhenEmpty,
             consolidate_after: Duration::from_secs(300),
             consolidate_registered: false,
             disruption_budget: super::disruption::Budget::default(),
             disruption_schedule: Vec::new(),
             make_room_moves: 4,
         }
+    }
+}
+
+/// A backoff's first delay and its longest: each failure doubles the delay, up to `most`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Doubling {
+    pub first: Duration,
+    pub most: Duration,
+}
+
+impl Doubling {
+    /// A backoff per key, with no key failed yet.
+    pub fn backoff(self) -> Backoff {
+        Backoff::new(self.first, self.most)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, NODE_REQUEST_LABEL};
-use tenant_placer::controller::disruption::{Budget, Consolidation, Window};
+use tenant_placer::controller::disruption::{Budget, ConsolidationPolicy, Window};
 
 use kube::ResourceExt;
 use tenant_placer::sim::Simulated;
@@ -25,7 +25,7 @@ fn consolidating(budget: u32, schedule: &[&str]) -> Settings {
     Settings {
         request_after: Some(Duration::ZERO),
         request_check: Duration::from_millis(20),
-        consolidation: Consolidation::WhenUnderutilized,
+        consolidation: ConsolidationPolicy::WhenUnderutilized,
         consolidate_after: Duration::ZERO,
         disruption_budget: Budget::Nodes(budget),
         disruption_schedule: schedule

@@ -44,7 +44,7 @@ use tenant_placer::api::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION};
 use tenant_placer::api::{
     GROUP, NODE_REQUEST_LABEL, NodeRequest, NodeRequestPhase, ResourceAmounts, TenantPhase,
 };
-use tenant_placer::controller::disruption::{Budget, Consolidation};
+use tenant_placer::controller::disruption::{Budget, ConsolidationPolicy};
 use tenant_placer::sim::Simulated;
 use tenant_placer::sim::capi::{self, CapiSimConfig};
 use tenant_placer::sim::provisioner::ProvisionerConfig;
@@ -127,9 +127,9 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
         empty_node_after: Duration::from_millis(200),
         cluster_api: buyer == Buyer::ClusterApi,
         consolidation: if rng.bool() {
-            Consolidation::WhenUnderutilized
+            ConsolidationPolicy::WhenUnderutilized
         } else {
-            Consolidation::WhenEmpty
+            ConsolidationPolicy::WhenEmpty
         },
         consolidate_after: Duration::from_millis(rng.u64(0..=100)),
         disruption_budget: Budget::Nodes(rng.u32(1..=2)),

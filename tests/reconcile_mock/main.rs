@@ -145,7 +145,13 @@ pub fn context(
     nodes: impl IntoIterator<Item = impl Into<Node>>,
 ) -> (Arc<TenantLoop>, Handle, Writer<Node>) {
     let (p, handle, writer) = parts(nodes);
-    let ctx = TenantLoop::new(p.client, p.engine, p.tenants, p.waiting, p.settings);
+    let ctx = TenantLoop::new(
+        p.client,
+        p.engine,
+        p.tenants,
+        p.waiting,
+        (&p.settings).into(),
+    );
     (Arc::new(ctx), handle, writer)
 }
 
@@ -155,7 +161,7 @@ pub fn node_context(
 ) -> (Arc<NodeLoop>, Handle, Writer<Node>) {
     let (p, handle, writer) = parts(nodes);
     let tenants = (p.tenants, Synced::already());
-    let ctx = NodeLoop::new(p.client, p.engine, tenants, p.waiting, p.settings);
+    let ctx = NodeLoop::new(p.client, p.engine, tenants, p.waiting, (&p.settings).into());
     (Arc::new(ctx), handle, writer)
 }
 

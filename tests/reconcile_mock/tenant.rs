@@ -110,7 +110,7 @@ async fn a_conflict_leads_to_a_fresh_get_and_when_node_eu_1_is_now_full_acme_goe
 async fn conflicts_past_the_retry_budget_fail_the_reconcile_so_it_is_requeued_with_backoff() {
     within(async move {
         let (ctx, mut api, _cache) = context([eu1(10)]);
-        let max = ctx.settings.retry.max_conflicts;
+        let max = RetryPolicy::default().max_conflicts;
         let run = tokio::spawn(reconcile(Arc::new(acme().build()), ctx));
         for attempt in 0..=max {
             expect(

@@ -69,9 +69,10 @@ pub(super) fn is_in_flight_for(found: &NodeRequest, spec: &NodeRequestSpec) -> b
         && found.phase() != NodeRequestPhase::Failed
 }
 
-/// A request's room as the plan counts it, and the tenants it was bought for.
+/// A request in flight (its machine not yet holding its tenants): the capacity the plan counts
+/// on, and the tenants it was bought for.
 #[derive(Debug)]
-pub(super) struct Room<'a> {
+pub(super) struct Incoming<'a> {
     pub(super) request: InFlightRequest,
     pub(super) labels: Labels,
     pub(super) bought_for: &'a [String],
@@ -160,15 +161,15 @@ impl Demand {
     /// request, for the others.
     pub(super) fn promise(
         mut self,
-        rooms: Vec<Room<'_>>,
+        incoming: Vec<Incoming<'_>>,
     ) -> (Demand, Vec<(InFlightRequest, Labels)>) {
         let mut promised: HashSet<&str> = HashSet::new();
-        let mut in_flight = Vec::with_capacity(rooms.len());
-        for Room {
+        let mut in_flight = Vec::with_capacity(incoming.len());
+        for Incoming {
             mut request,
             labels,
             bought_for,
-        } in rooms
+        } in incoming
         {
             for waiter in &self.waiting {
                 // Under StrictFIFO the head comes first, even onto room bought for those behind

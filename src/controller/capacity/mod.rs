@@ -6,7 +6,7 @@
 //!   1. snapshot (read once): NodeClasses, NodeRequests, bought Nodes, waiters   snapshot.rs
 //!   2. Failed requests reported and deleted (the class rests); a deleted class's
 //!      untaken requests withdrawn                                               write.rs
-//!   3. make room by moves (make_room's look): a waiter given room is not bought for
+//!   3. make room by moves (make_room's step): a waiter given room is not bought for
 //!   4. accounts: each request Awaited | InUse | Idle | Orphaned, by its record;
 //!      what each class delivers (learned, written to its status)                accounts.rs
 //!   5. the purchase (placement::purchase, pure, only when its input changed)    decide.rs
@@ -15,7 +15,7 @@
 //!   7. what goes back (decide::returns, pure) ──▶ written with the precondition
 //!      of what was judged: the Node cordoned at its resourceVersion, the request
 //!      deleted at its UID and resourceVersion                                   write.rs
-//!   8. consolidation's look (WhenUnderutilized), over the Nodes requests own
+//!   8. consolidation's step (WhenUnderutilized), over the Nodes requests own
 //!   9. the tick's view published for readers (the page): machines by use, strays,
 //!      what classes deliver, what consolidation keeps, the room being made       view.rs
 //!   memory.rs: what the tick remembers between ticks, in one type
@@ -81,7 +81,7 @@ mod write;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::Instrument;
 
 use kube::ResourceExt;
@@ -89,9 +89,10 @@ use kube::runtime::reflector::Store;
 use placement::InFlightRequest;
 
 use self::accounts::Accounts;
-pub use self::context::CapacityLoop;
+pub use self::context::{CapacityLoop, CapacitySettings};
 use self::decide::{
-    Demand, Room, fingerprint, notes, returns, still_waiting, with_short_classes, with_unavailable,
+    Demand, Incoming, fingerprint, notes, returns, still_waiting, with_short_classes,
+    with_unavailable,
 };
 use self::decide::{account, offers};
 pub use self::memory::Memory;
@@ -113,11 +114,8 @@ pub async fn run(
     (classes, classes_synced): (Store<NodeClass>, Synced),
     (requests, requests_synced): (Store<NodeRequest>, Synced),
 ) {
-    let Some(request_after) = ctx.settings.request_after else {
-        return;
-    };
     loop {
-        tokio::time::sleep(ctx.settings.request_check).await;
+        tokio::time::sleep(ctx.settings.every).await;
         let caches = [
             ctx.engine.synced(),
             &ctx.tenants_synced,
@@ -136,21 +134,14 @@ pub async fn run(
             requested = tracing::field::Empty,
             outcome = tracing::field::Empty,
         );
-        tick(&ctx, &classes, &requests, request_after)
-            .instrument(span)
-            .await;
+        tick(&ctx, &classes, &requests).instrument(span).await;
         ctx.metrics.request_look_done();
     }
 }
 
 /// One tick, in numbered steps over one snapshot (the module doc). A refused write is logged
 /// and counted, and never stops the rest of the tick.
-async fn tick(
-    ctx: &CapacityLoop,
-    classes: &Store<NodeClass>,
-    requests: &Store<NodeRequest>,
-    request_after: Duration,
-) {
+async fn tick(ctx: &CapacityLoop, classes: &Store<NodeClass>, requests: &Store<NodeRequest>) {
     // 1. Read once what the tick decides from.
     let snap = Snapshot::read(ctx, classes, requests);
     let span = tracing::Span::current();
@@ -178,7 +169,8 @@ async fn tick(
     }
     // 4. What every purchase is used for, and what each class really delivers: a class is
     // planned with what it delivers before anything more is bought of it.
-    let demand = Demand::of(&waiters, ctx.settings.queue, request_after, snap.now);
+    let settings = &ctx.settings;
+    let demand = Demand::of(&waiters, settings.queue, settings.request_after, snap.now);
     let accounts = account(&snap.live, &snap.bought, &demand);
     record_uses(ctx, &snap, &accounts).await;
     learn_delivered(ctx, &snap.classes, &accounts).await;
@@ -210,7 +202,7 @@ async fn tick(
 
 /// Step 9: the tick's view, published whole.
 fn publish(ctx: &CapacityLoop, snap: &Snapshot, accounts: &Accounts) {
-    let orders = ctx.room.as_ref().map(|r| r.orders()).unwrap_or_default();
+    let orders = ctx.orders.as_ref().map(|r| r.orders()).unwrap_or_default();
     ctx.published.set(view::view(
         &snap.classes,
         |class| snap.pool.has_class(class),
@@ -233,10 +225,10 @@ async fn buy(
     let specs = ctx.memory.requested(&snap.live);
     let resting = ctx.memory.lock().resting_classes(Instant::now());
     let offers = offers(&snap.classes, &resting, &specs, &snap.pool, accounts);
-    let rooms: Vec<Room<'_>> = specs
+    let incoming: Vec<Incoming<'_>> = specs
         .iter()
         .filter_map(|r| {
-            Some(Room {
+            Some(Incoming {
                 request: InFlightRequest {
                     name: r.name.clone(),
                     capacity: room_of(&snap.bought, r)?,
@@ -246,7 +238,7 @@ async fn buy(
             })
         })
         .collect();
-    let (demand, in_flight) = demand.promise(rooms);
+    let (demand, in_flight) = demand.promise(incoming);
     // The planner can take a while under BestFit with many waiters: plan only when what it
     // reads changed since the last tick.
     let input = fingerprint(&demand.planned, &offers, &in_flight);
@@ -284,11 +276,11 @@ async fn buy(
     (demand, unplaceable)
 }
 
-/// Make-room's look over the waiters for a first placement (`--make-room-moves`): the notes of
+/// Make-room's step over the waiters for a first placement (`--make-room-moves`): the notes of
 /// those room is being made for (or could be, but not now), by `namespace/name`, and whether a
 /// move to make room is in flight.
 async fn make_room(ctx: &CapacityLoop, waiters: &[Waiter]) -> make_room::Made {
-    let Some(room) = &ctx.room else {
+    let Some(orders) = &ctx.orders else {
         return make_room::Made::default();
     };
     let mut first: Vec<&Waiter> = waiters
@@ -312,20 +304,21 @@ async fn make_room(ctx: &CapacityLoop, waiters: &[Waiter]) -> make_room::Made {
         .iter()
         .filter(|n| consolidation::consolidating(n) && !n.allocations().is_empty())
         .count();
-    let look = make_room::Look {
+    let step = make_room::MakeRoom {
         engine: &ctx.engine,
         tenants: &ctx.tenants,
         waiting: &ctx.waiting,
-        room,
+        orders,
         events: ctx.events.as_ref(),
         metrics: &ctx.metrics,
-        settings: &ctx.settings,
+        max_moves: ctx.settings.make_room_moves,
+        limits: &ctx.settings.limits,
         emptying,
     };
-    make_room::look(look, &first).await
+    make_room::run(step, &first).await
 }
 
-/// Consolidation's look (`--consolidation WhenUnderutilized`), after the purchases';
+/// Consolidation's step (`--consolidation WhenUnderutilized`), after the purchases';
 /// `waiting`: whether a tenant waits.
 async fn consolidate(
     ctx: &CapacityLoop,
@@ -333,17 +326,18 @@ async fn consolidate(
     waiting: bool,
     accounts: &Accounts,
 ) {
-    if ctx.settings.consolidation != consolidation::Consolidation::WhenUnderutilized {
+    if ctx.settings.consolidation.policy != consolidation::ConsolidationPolicy::WhenUnderutilized {
         return;
     }
-    consolidation::look(consolidation::Look {
+    consolidation::run(consolidation::Consolidate {
         client: &ctx.client,
         engine: &ctx.engine,
         tenants: &ctx.tenants,
         classes,
         events: ctx.events.as_ref(),
         metrics: &ctx.metrics,
-        settings: &ctx.settings,
+        settings: &ctx.settings.consolidation,
+        limits: &ctx.settings.limits,
         memory: &ctx.consolidation,
         waiting,
         bought: &|node: &str| accounts.owns(node),

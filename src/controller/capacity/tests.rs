@@ -794,8 +794,8 @@ fn a_requests_room_goes_first_to_the_tenants_it_was_bought_for() {
         mars,
     ];
     let demand = Demand::of(&waiters, QueueMode::BestEffortFifo, after, now);
-    fn room<'a>(name: &str, threads: u64, bought_for: &'a [String]) -> Room<'a> {
-        Room {
+    fn incoming<'a>(name: &str, threads: u64, bought_for: &'a [String]) -> Incoming<'a> {
+        Incoming {
             request: InFlightRequest {
                 name: name.into(),
                 capacity: Resources::new(threads, 64, 1000),
@@ -806,7 +806,8 @@ fn a_requests_room_goes_first_to_the_tenants_it_was_bought_for() {
     }
     let r1 = ["d/mine", "d/mars", "d/grown"].map(String::from);
     let r2 = ["d/gone".to_owned()];
-    let (demand, in_flight) = demand.promise(vec![room("r1", 16, &r1), room("r2", 16, &r2)]);
+    let (demand, in_flight) =
+        demand.promise(vec![incoming("r1", 16, &r1), incoming("r2", 16, &r2)]);
     // mine is r1's (4 threads left). mars's selector is not r1's labels, and grown (bought
     // for when it was smaller) no longer fits: both are planned as usual, with older and
     // small, on what is left.
@@ -835,7 +836,7 @@ fn a_requests_room_goes_first_to_the_tenants_it_was_bought_for() {
     // Behind a StrictFIFO head, mine's room is not promised: the head comes first.
     let waiters = [first("d/head", 1, 10, 0), first("d/mine", 5, 12, 0)];
     let strict = Demand::of(&waiters, QueueMode::StrictFifo, after, now);
-    let (strict, in_flight) = strict.promise(vec![room("r1", 16, &r1)]);
+    let (strict, in_flight) = strict.promise(vec![incoming("r1", 16, &r1)]);
     assert_eq!(in_flight[0].0.capacity.threads, 16);
     assert_eq!(planned(&strict), ["d/head", "d/mine"]);
 }

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use super::accounts::{Accounts, Use, delivers_less};
 use crate::api::{NodeClass, NodeRequest};
 use crate::controller::consolidation;
-use crate::controller::state::room::Order;
+use crate::controller::state::orders::Order;
 use crate::controller::state::tick::{ClassMachines, KeptNode, StrayNode, TickView};
 
 /// The view of one tick: `in_pool` says which classes are the pool's.

@@ -16,6 +16,7 @@ use crate::api::{
 };
 use crate::controller::publisher::{EventPublisher, Occurrence};
 use crate::error::Error;
+use crate::metrics::Metrics;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::EventType;
@@ -26,14 +27,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The NodeRequest API, cluster-wide.
-fn requests_api(ctx: &CapacityLoop) -> Api<NodeRequest> {
-    Api::all(ctx.client.clone())
+fn requests_api(client: &kube::Client) -> Api<NodeRequest> {
+    Api::all(client.clone())
 }
 
 /// Reports each Failed request once (a Warning Event, the metric, its class rests), and deletes
 /// it: those the cache shows and those the watch showed Failed since the last look, gone or not.
 pub(super) async fn retire_failed(ctx: &CapacityLoop, snap: &Snapshot) {
-    let (api, pool) = (requests_api(ctx), &snap.pool);
+    let (api, pool) = (requests_api(&ctx.client), &snap.pool);
     let seen = std::mem::take(&mut ctx.memory.lock().failed);
     let mut failed: Vec<(NodeRequest, bool)> = seen
         .into_values()
@@ -84,7 +85,7 @@ pub(super) async fn retire_failed(ctx: &CapacityLoop, snap: &Snapshot) {
             Err(kube::Error::Api(status)) if status.is_not_found() => {}
             Err(source) => {
                 refused(
-                    ctx,
+                    &ctx.metrics,
                     "retire",
                     name,
                     source,
@@ -125,14 +126,14 @@ async fn withdraw(
         }),
         ..DeleteParams::default()
     };
-    match requests_api(ctx).delete(&name, &params).await {
+    match requests_api(&ctx.client).delete(&name, &params).await {
         Ok(_) => {
             ctx.metrics.money_decision("withdraw", reason);
             tracing::info!(request = %name, class = %request.spec.node_class, "node request withdrawn: {why}");
         }
         Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
         Err(source) => refused(
-            ctx,
+            &ctx.metrics,
             "withdraw",
             name,
             source,
@@ -170,7 +171,14 @@ pub(super) async fn report_failure(ctx: &CapacityLoop, failed: &NodeRequest) {
          for {} s, and its tenants are planned on another class meanwhile",
         rest.as_secs()
     );
-    publish(ctx, failed, EventType::Warning, "ProvisioningFailed", note).await;
+    publish(
+        ctx.events.as_ref(),
+        failed,
+        EventType::Warning,
+        "ProvisioningFailed",
+        note,
+    )
+    .await;
 }
 
 /// Creates one request. Its name is the stable one unless another request holds it (then the
@@ -187,7 +195,7 @@ pub(super) async fn create(
         return;
     };
     let (class, tenants) = (new.class.as_str(), &new.tenants);
-    let api = requests_api(ctx);
+    let api = requests_api(&ctx.client);
     let spec = NodeRequestSpec {
         node_class: class.to_owned(),
         capacity: ResourceAmounts::from(offer.capacity),
@@ -230,13 +238,19 @@ pub(super) async fn create(
                     tracing::info!(request = %name, "node requests: the name is another request's; planned again at the next look");
                 }
                 Err(source) => {
-                    refused(ctx, "create", name, source, "could not read a node request");
+                    refused(
+                        &ctx.metrics,
+                        "create",
+                        name,
+                        source,
+                        "could not read a node request",
+                    );
                 }
             }
         }
         Err(source) => {
             refused(
-                ctx,
+                &ctx.metrics,
                 "create",
                 name,
                 source,
@@ -259,7 +273,14 @@ pub(super) async fn announce(
         tenants.len(),
         tenants.join(", ")
     );
-    publish(ctx, created, EventType::Normal, "NodeRequested", note).await;
+    publish(
+        ctx.events.as_ref(),
+        created,
+        EventType::Normal,
+        "NodeRequested",
+        note,
+    )
+    .await;
     for key in tenants {
         let Some(reference) = Tenant::reference(key) else {
             continue;
@@ -267,7 +288,7 @@ pub(super) async fn announce(
         if let Some(tenant) = ctx.tenants.get(&reference) {
             let note = format!("node request {name} asks for a {class} for it");
             publish(
-                ctx,
+                ctx.events.as_ref(),
                 tenant.as_ref(),
                 EventType::Normal,
                 "NodeRequested",
@@ -349,7 +370,7 @@ pub(super) async fn learn_delivered(
             Ok(_) => {
                 tracing::warn!(class = %name, %known, %promised, "a NodeClass delivers less than it promises");
                 publish(
-                    ctx,
+                    ctx.events.as_ref(),
                     class.as_ref(),
                     EventType::Warning,
                     "DeliversLess",
@@ -397,7 +418,7 @@ pub(super) async fn report_strays(ctx: &CapacityLoop, snap: &Snapshot, accounts:
         );
         tracing::warn!(node = %stray.node, request = %stray.labelled_for, "a Node names a request that does not own it");
         publish(
-            ctx,
+            ctx.events.as_ref(),
             node.as_ref(),
             EventType::Warning,
             "NotRequestsNode",
@@ -428,7 +449,7 @@ pub(super) async fn hand_back(
     }
     ctx.metrics
         .set_machines_idle(idle.iter().map(|(c, n)| (c.as_str(), *n)));
-    if !ctx.settings.consolidation.hands_back() {
+    if !ctx.settings.consolidation.policy.hands_back() {
         return;
     }
     for node in returns.take_back {
@@ -480,7 +501,7 @@ pub(super) async fn give_back(
     why: GoesBack,
 ) -> bool {
     let name = request.name_any();
-    let api = requests_api(ctx);
+    let api = requests_api(&ctx.client);
     if let Some(node) = node.filter(|n| n.spec.state == NodeState::Online) {
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": node.resource_version()},
@@ -509,7 +530,14 @@ pub(super) async fn give_back(
                 ctx.settings.empty_node_after.as_secs()
             );
             tracing::warn!(request = %name, "an orphaned node request is retired");
-            publish(ctx, request, EventType::Warning, "Orphaned", note).await;
+            publish(
+                ctx.events.as_ref(),
+                request,
+                EventType::Warning,
+                "Orphaned",
+                note,
+            )
+            .await;
         }
     }
     let params = DeleteParams {
@@ -536,7 +564,7 @@ pub(super) async fn give_back(
         Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => false,
         Err(source) => {
             refused(
-                ctx,
+                &ctx.metrics,
                 "hand_back",
                 name,
                 source,
@@ -550,7 +578,7 @@ pub(super) async fn give_back(
 /// A NodeRequest write the API refused: logged with what was being done, counted by action, and
 /// tried again at the next look (it never stops the others).
 pub(super) fn refused(
-    ctx: &CapacityLoop,
+    metrics: &Metrics,
     action: &'static str,
     request: String,
     source: kube::Error,
@@ -558,12 +586,12 @@ pub(super) fn refused(
 ) {
     let error = Error::NodeRequest { request, source };
     tracing::warn!(%error, action, "{what}");
-    ctx.metrics.node_request_error(action);
+    metrics.node_request_error(action);
 }
 
 /// Publishes one Event on a request or a tenant; a failure to publish is logged, never fatal.
 pub(super) async fn publish<K: Resource<DynamicType = ()>>(
-    ctx: &CapacityLoop,
+    events: Option<&EventPublisher>,
     regarding: &K,
     type_: EventType,
     reason: &str,
@@ -575,8 +603,7 @@ pub(super) async fn publish<K: Resource<DynamicType = ()>>(
         action: "Request",
         note,
     };
-    EventPublisher::publish_or_log(ctx.events.as_ref(), occurrence, regarding.object_ref(&()))
-        .await;
+    EventPublisher::publish_or_log(events, occurrence, regarding.object_ref(&())).await;
 }
 
 /// Withdraws a request in flight that buys again what an earlier one buys ([`duplicates`]),
@@ -592,7 +619,7 @@ pub(super) async fn withdraw_duplicates(ctx: &CapacityLoop, snap: &Snapshot) {
 /// `useSince`), guarded by the resourceVersion it was judged at: a request a provisioner wrote
 /// since is judged again at the next tick.
 pub(super) async fn record_uses(ctx: &CapacityLoop, snap: &Snapshot, accounts: &Accounts) {
-    let api = requests_api(ctx);
+    let api = requests_api(&ctx.client);
     for request in &snap.live {
         let Some((use_, _)) = accounts.of(request) else {
             continue;
@@ -615,7 +642,7 @@ pub(super) async fn record_uses(ctx: &CapacityLoop, snap: &Snapshot, accounts: &
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.is_not_found() || status.code == 409 => {}
             Err(source) => refused(
-                ctx,
+                &ctx.metrics,
                 "use",
                 name,
                 source,

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use placement::{Entry, Labels, NodeLedger};
 
-pub use crate::controller::disruption::Consolidation;
+pub use crate::controller::disruption::ConsolidationPolicy;
 
 /// One of the pool's nodes, as consolidation sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -42,7 +42,7 @@ pub struct Candidate {
 /// The disruption controls in force at this look.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Controls {
-    pub mode: Consolidation,
+    pub mode: ConsolidationPolicy,
     pub registered: bool,
     pub after: Duration,
     /// Nodes that may be emptied at once (the budget over the pool's nodes).
@@ -115,7 +115,7 @@ pub fn decide<'s>(
     selector: impl Fn(&Entry) -> Option<&'s Labels> + Copy,
 ) -> Decision {
     let mut decision = Decision::default();
-    if controls.mode != Consolidation::WhenUnderutilized {
+    if controls.mode != ConsolidationPolicy::WhenUnderutilized {
         return decision;
     }
     let ours = |c: &Candidate| c.bought || (controls.registered && c.registered);
@@ -210,7 +210,7 @@ mod tests {
 
     fn controls() -> Controls {
         Controls {
-            mode: Consolidation::WhenUnderutilized,
+            mode: ConsolidationPolicy::WhenUnderutilized,
             registered: false,
             after: AFTER,
             allowed: 2,
@@ -368,14 +368,14 @@ mod tests {
         n01.kept = true;
         let d = decide(&nodes, &candidates, due, &controls(), any);
         assert_eq!(d.cancel, ["n01"]);
-        for mode in [Consolidation::Never, Consolidation::WhenEmpty] {
+        for mode in [ConsolidationPolicy::Never, ConsolidationPolicy::WhenEmpty] {
             let controls = Controls { mode, ..controls() };
             assert_eq!(
                 decide(&nodes, &candidates, due, &controls, any),
                 Decision::default()
             );
         }
-        assert!(!Consolidation::Never.hands_back());
-        assert!(Consolidation::WhenEmpty.hands_back());
+        assert!(!ConsolidationPolicy::Never.hands_back());
+        assert!(ConsolidationPolicy::WhenEmpty.hands_back());
     }
 }

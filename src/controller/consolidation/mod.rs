@@ -36,8 +36,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 pub use super::disruption::{Budget, Window};
-pub use decide::{Blocked, Candidate, Consolidation, Controls, Decision, decide};
+pub use decide::{Blocked, Candidate, ConsolidationPolicy, Controls, Decision, decide};
 
+use super::disruption::Limits;
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
@@ -116,15 +117,38 @@ impl Memory {
     }
 }
 
-/// What one look reads and writes with.
-pub struct Look<'a> {
+/// What consolidation reads of the settings, taken once by the wiring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsolidationSettings {
+    /// `--consolidation`: only `WhenUnderutilized` drains.
+    pub policy: ConsolidationPolicy,
+    /// Registered nodes may be emptied too (`--consolidate-registered`).
+    pub registered: bool,
+    /// How long a node stays freeable before it is drained (`--consolidate-after-seconds`).
+    pub after: Duration,
+}
+
+impl From<&Settings> for ConsolidationSettings {
+    fn from(settings: &Settings) -> Self {
+        ConsolidationSettings {
+            policy: settings.consolidation,
+            registered: settings.consolidate_registered,
+            after: settings.consolidate_after,
+        }
+    }
+}
+
+/// What consolidation reads and writes with, as one step of a capacity tick.
+pub struct Consolidate<'a> {
     pub client: &'a kube::Client,
     pub engine: &'a Engine,
     pub tenants: &'a TenantCache,
     pub classes: &'a [Arc<NodeClass>],
     pub events: Option<&'a EventPublisher>,
     pub metrics: &'a Metrics,
-    pub settings: &'a Settings,
+    pub settings: &'a ConsolidationSettings,
+    /// The disruption budget and windows.
+    pub limits: &'a Limits,
     pub memory: &'a Memory,
     /// A tenant of the pool waits for room.
     pub waiting: bool,
@@ -133,9 +157,9 @@ pub struct Look<'a> {
     pub bought: &'a (dyn Fn(&str) -> bool + Sync),
 }
 
-impl std::fmt::Debug for Look<'_> {
+impl std::fmt::Debug for Consolidate<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Look")
+        f.debug_struct("Consolidate")
             .field("waiting", &self.waiting)
             .finish_non_exhaustive()
     }
@@ -147,24 +171,24 @@ pub fn consolidating(node: &Node) -> bool {
         && node.annotations().contains_key(CONSOLIDATING_ANNOTATION)
 }
 
-/// One look (see the module doc).
-pub async fn look(look: Look<'_>) {
-    if look.settings.consolidation != Consolidation::WhenUnderutilized {
+/// The step (see the module doc).
+pub async fn run(step: Consolidate<'_>) {
+    if step.settings.policy != ConsolidationPolicy::WhenUnderutilized {
         return;
     }
-    let nodes: Vec<Arc<Node>> = look
+    let nodes: Vec<Arc<Node>> = step
         .engine
         .cache()
         .state()
         .into_iter()
-        .map(|cached| look.engine.node(&cached.name_any()).unwrap_or(cached))
+        .map(|cached| step.engine.node(&cached.name_any()).unwrap_or(cached))
         .collect();
-    let tenants = look.tenants.state();
+    let tenants = step.tenants.state();
     for (object, value) in unreadable(&nodes, &tenants) {
-        warn_unreadable(&look, &object, &value).await;
+        warn_unreadable(&step, &object, &value).await;
     }
     let kept_by_tenants = kept_by_tenants(&tenants);
-    let cost = class_costs(look.classes);
+    let cost = class_costs(step.classes);
     // A mark on a node no longer Draining: a person took it back into service. The mark goes,
     // so that a later drain of theirs is not taken for ours.
     for node in nodes.iter().filter(|n| {
@@ -177,11 +201,11 @@ pub async fn look(look: Look<'_>) {
                 "annotations": {CONSOLIDATING_ANNOTATION: null},
             },
         });
-        write(&look, &node.name_any(), &patch).await;
+        write(step.client, &node.name_any(), &patch).await;
     }
     // Drains this process began count until the cache shows them (then the mark counts).
     let began: HashSet<String> = {
-        let mut remembered = look.memory.lock();
+        let mut remembered = step.memory.lock();
         remembered.began.retain(|name, at| {
             at.elapsed() < BEGAN_KEPT
                 && nodes
@@ -191,7 +215,7 @@ pub async fn look(look: Look<'_>) {
         remembered.began.keys().cloned().collect()
     };
     let candidates = candidates(&nodes, &kept_by_tenants, &cost, &began, |node| {
-        (look.bought)(node.metadata.name.as_deref().unwrap_or_default())
+        (step.bought)(node.metadata.name.as_deref().unwrap_or_default())
     });
     // A tenant growing in place waits for room too: no node is emptied under it.
     let resizing = tenants.iter().any(|t| {
@@ -199,19 +223,19 @@ pub async fn look(look: Look<'_>) {
             .as_ref()
             .is_some_and(|s| s.phase == TenantPhase::Resizing)
     });
-    let ledgers = look.engine.ledgers(None);
-    let settings = look.settings;
+    let ledgers = step.engine.ledgers(None);
+    let settings = step.settings;
     let controls = Controls {
-        mode: settings.consolidation,
-        registered: settings.consolidate_registered,
-        after: settings.consolidate_after,
-        allowed: settings.disruption_budget.allowed(nodes.len()),
-        window_open: super::disruption::open(&settings.disruption_schedule, Timestamp::now()),
-        waiting: look.waiting || resizing,
+        mode: settings.policy,
+        registered: settings.registered,
+        after: settings.after,
+        allowed: step.limits.budget.allowed(nodes.len()),
+        window_open: step.limits.open_at(Timestamp::now()),
+        waiting: step.waiting || resizing,
     };
     let now = Instant::now();
     let decision = {
-        let remembered = look.memory.lock();
+        let remembered = step.memory.lock();
         let freeable_for = |name: &str| {
             remembered
                 .freeable_since
@@ -225,7 +249,7 @@ pub async fn look(look: Look<'_>) {
         decide(&ledgers, &candidates, freeable_for, &controls, selector)
     };
     {
-        let mut remembered = look.memory.lock();
+        let mut remembered = step.memory.lock();
         let freeable: HashSet<&String> = decision.freeable.iter().collect();
         remembered
             .freeable_since
@@ -237,15 +261,15 @@ pub async fn look(look: Look<'_>) {
     let by_name: HashMap<String, &Arc<Node>> = nodes.iter().map(|n| (n.name_any(), n)).collect();
     for name in &decision.drain {
         if let Some(node) = by_name.get(name) {
-            drain(&look, node, cost_of(&candidates, name)).await;
+            drain(&step, node, cost_of(&candidates, name)).await;
         }
     }
     for name in &decision.cancel {
         if let Some(node) = by_name.get(name) {
-            cancel(&look, node).await;
+            cancel(&step, node).await;
         }
     }
-    report_blocked(&look, &decision, &by_name).await;
+    report_blocked(&step, &decision, &by_name).await;
 }
 
 fn cost_of(candidates: &BTreeMap<String, Candidate>, name: &str) -> u64 {
@@ -330,10 +354,10 @@ fn unreadable(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> Vec<(ObjectRefere
     nodes.chain(tenants).collect()
 }
 
-async fn warn_unreadable(look: &Look<'_>, object: &ObjectReference, value: &str) {
+async fn warn_unreadable(step: &Consolidate<'_>, object: &ObjectReference, value: &str) {
     let uid = object.uid.clone().unwrap_or_default();
     {
-        let mut remembered = look.memory.lock();
+        let mut remembered = step.memory.lock();
         if remembered.warned.get(&uid).is_some_and(|v| v == value) {
             return;
         }
@@ -349,11 +373,11 @@ async fn warn_unreadable(look: &Look<'_>, object: &ObjectReference, value: &str)
         action: "Consolidate",
         note,
     };
-    EventPublisher::publish_or_log(look.events, occurrence, object.clone()).await;
+    EventPublisher::publish_or_log(step.events, occurrence, object.clone()).await;
 }
 
 /// Drains a node to hand it back: Draining with the mark, guarded by its resourceVersion.
-async fn drain(look: &Look<'_>, node: &Node, monthly_cost: u64) {
+async fn drain(step: &Consolidate<'_>, node: &Node, monthly_cost: u64) {
     let name = node.name_any();
     let patch = json!({
         "metadata": {
@@ -362,15 +386,15 @@ async fn drain(look: &Look<'_>, node: &Node, monthly_cost: u64) {
         },
         "spec": {"state": "Draining"},
     });
-    if !write(look, &name, &patch).await {
+    if !write(step.client, &name, &patch).await {
         return;
     }
     {
-        let mut remembered = look.memory.lock();
+        let mut remembered = step.memory.lock();
         remembered.began.insert(name.clone(), Instant::now());
         remembered.draining_cost.insert(name.clone(), monthly_cost);
     }
-    look.metrics.consolidation_action("drain");
+    step.metrics.consolidation_action("drain");
     tracing::info!(node = %name, "consolidation: draining a node its tenants can leave");
     let saves = if monthly_cost > 0 {
         format!("; handing it back saves {monthly_cost} a month")
@@ -383,11 +407,11 @@ async fn drain(look: &Look<'_>, node: &Node, monthly_cost: u64) {
         action: "Consolidate",
         note: format!("draining: its tenants fit on other nodes{saves}"),
     };
-    EventPublisher::publish_or_log(look.events, occurrence, node.object_ref(&())).await;
+    EventPublisher::publish_or_log(step.events, occurrence, node.object_ref(&())).await;
 }
 
 /// Gives a node consolidation drains back to service (it became `do-not-disrupt`).
-async fn cancel(look: &Look<'_>, node: &Node) {
+async fn cancel(step: &Consolidate<'_>, node: &Node) {
     let name = node.name_any();
     let patch = json!({
         "metadata": {
@@ -396,22 +420,22 @@ async fn cancel(look: &Look<'_>, node: &Node) {
         },
         "spec": {"state": "Online"},
     });
-    if !write(look, &name, &patch).await {
+    if !write(step.client, &name, &patch).await {
         return;
     }
-    look.metrics.consolidation_action("cancel");
+    step.metrics.consolidation_action("cancel");
     let occurrence = Occurrence {
         type_: EventType::Normal,
         reason: "ConsolidationCancelled",
         action: "Consolidate",
         note: "back Online: it, or a tenant on it, is do-not-disrupt".to_owned(),
     };
-    EventPublisher::publish_or_log(look.events, occurrence, node.object_ref(&())).await;
+    EventPublisher::publish_or_log(step.events, occurrence, node.object_ref(&())).await;
 }
 
 /// A merge patch of the Node; false (logged) when refused: the next look decides again.
-async fn write(look: &Look<'_>, name: &str, patch: &serde_json::Value) -> bool {
-    let api: Api<Node> = Api::all(look.client.clone());
+async fn write(client: &kube::Client, name: &str, patch: &serde_json::Value) -> bool {
+    let api: Api<Node> = Api::all(client.clone());
     match api
         .patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
@@ -425,9 +449,13 @@ async fn write(look: &Look<'_>, name: &str, patch: &serde_json::Value) -> bool {
 }
 
 /// An Event and the metric for each node blocked for a reason it was not blocked for last.
-async fn report_blocked(look: &Look<'_>, decision: &Decision, nodes: &HashMap<String, &Arc<Node>>) {
+async fn report_blocked(
+    step: &Consolidate<'_>,
+    decision: &Decision,
+    nodes: &HashMap<String, &Arc<Node>>,
+) {
     let fresh: Vec<(String, Blocked)> = {
-        let mut remembered = look.memory.lock();
+        let mut remembered = step.memory.lock();
         let now: HashMap<&String, Blocked> =
             decision.blocked.iter().map(|(n, b)| (n, *b)).collect();
         remembered.reported.retain(|name, _| now.contains_key(name));
@@ -442,7 +470,7 @@ async fn report_blocked(look: &Look<'_>, decision: &Decision, nodes: &HashMap<St
         if why == Blocked::Young {
             continue;
         }
-        look.metrics.disruption_blocked(why.reason());
+        step.metrics.disruption_blocked(why.reason());
         let Some(node) = nodes.get(&name) else {
             continue;
         };
@@ -451,11 +479,7 @@ async fn report_blocked(look: &Look<'_>, decision: &Decision, nodes: &HashMap<St
                 "not drained although its tenants fit elsewhere: {}",
                 why.words()
             ),
-            Blocked::Budget => format!(
-                "not drained yet: {} ({})",
-                why.words(),
-                look.settings.disruption_budget
-            ),
+            Blocked::Budget => format!("not drained yet: {} ({})", why.words(), step.limits.budget),
             _ => format!("not drained yet: {}", why.words()),
         };
         let occurrence = Occurrence {
@@ -464,6 +488,6 @@ async fn report_blocked(look: &Look<'_>, decision: &Decision, nodes: &HashMap<St
             action: "Consolidate",
             note,
         };
-        EventPublisher::publish_or_log(look.events, occurrence, node.object_ref(&())).await;
+        EventPublisher::publish_or_log(step.events, occurrence, node.object_ref(&())).await;
     }
 }

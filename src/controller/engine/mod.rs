@@ -108,7 +108,7 @@ pub struct EngineConfig {
     /// is held for its waiting tenants. `None`: node requests are off.
     pub bought: Option<Arc<Bought>>,
     /// The room being made by moves: held for each waiter on its host. `None`: make-room is off.
-    pub room: Option<Arc<RoomOrders>>,
+    pub orders: Option<Arc<RoomOrders>>,
 }
 
 /// The names of nodes changed since the engine last looked, as the node watch reports them.
@@ -573,14 +573,15 @@ impl EngineTask {
 
     /// Each host room is being made on, with its waiter, while the waiter holds nothing.
     fn made_for(&self) -> Vec<(String, Wants)> {
-        let (Some(orders), Some(room)) = (&self.config.room, &self.config.waiting) else {
+        let (Some(orders), Some(waiting)) = (&self.config.orders, &self.config.waiting) else {
             return Vec::new();
         };
         if orders.is_empty() {
             return Vec::new();
         }
         let hosts = orders.hosts();
-        room.waiters_named(|tenant| hosts.contains_key(tenant))
+        waiting
+            .waiters_named(|tenant| hosts.contains_key(tenant))
             .into_iter()
             .filter(|w| self.view.held_at(&w.uid).is_none())
             .filter_map(|w| Some((hosts.get(&*w.tenant)?.clone(), w)))

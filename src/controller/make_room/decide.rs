@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use placement::{Edit, EditKind, Entry, Labels, Mover, NodeLedger, Resources, make_room};
 
-use crate::controller::state::room::Order;
+use crate::controller::state::orders::Order;
 
 /// An order that has not brought its waiter room within this long is dropped and planned again.
 pub const ORDER_KEPT: Duration = Duration::from_secs(300);

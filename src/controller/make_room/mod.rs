@@ -42,30 +42,33 @@ use placement::{Entry, Labels, Mover, NameHasher};
 
 pub use decide::{Controls, Decision, RoomBlocked, Waiter};
 
+use super::disruption::{Budget, Limits};
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
-use super::settings::Settings;
-use super::state::room::Order;
+use super::state::orders::Order;
 use super::state::{RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{DO_NOT_DISRUPT_ANNOTATION, Resting, Tenant};
 use crate::metrics::Metrics;
 
-/// What one look reads and writes with.
-pub struct Look<'a> {
+/// What make-room reads and writes with, as one step of a capacity tick.
+pub struct MakeRoom<'a> {
     pub engine: &'a Engine,
     pub tenants: &'a TenantCache,
     pub waiting: &'a WaitingRoom,
-    pub room: &'a RoomOrders,
+    pub orders: &'a RoomOrders,
     pub events: Option<&'a EventPublisher>,
     pub metrics: &'a Metrics,
-    pub settings: &'a Settings,
+    /// Tenants moved at most to make room for one waiter (`--make-room-moves`; 0: none).
+    pub max_moves: u16,
+    /// The disruption budget and windows.
+    pub limits: &'a Limits,
     /// Nodes of the pool consolidation is emptying now (they share the budget).
     pub emptying: usize,
 }
 
-impl std::fmt::Debug for Look<'_> {
+impl std::fmt::Debug for MakeRoom<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Look")
+        f.debug_struct("MakeRoom")
             .field("emptying", &self.emptying)
             .finish_non_exhaustive()
     }
@@ -88,14 +91,14 @@ pub struct Made {
     pub fits: HashSet<String>,
 }
 
-/// One look over `waiters` (first placements, oldest first).
-pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
-    let max_moves = usize::from(look.settings.make_room_moves);
-    if max_moves == 0 || (waiters.is_empty() && look.room.is_empty()) {
-        look.room.replace(Vec::new());
+/// The step over `waiters` (first placements, oldest first).
+pub async fn run(step: MakeRoom<'_>, waiters: &[Waiter]) -> Made {
+    let max_moves = usize::from(step.max_moves);
+    if max_moves == 0 || (waiters.is_empty() && step.orders.is_empty()) {
+        step.orders.replace(Vec::new());
         return Made::default();
     }
-    let ledgers = look.engine.ledgers(None);
+    let ledgers = step.engine.ledgers(None);
     let draining: HashSet<&str> = ledgers
         .iter()
         .filter(|l| l.state() == placement::NodeState::Draining)
@@ -108,14 +111,14 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
     // A move to make room in flight: its status records it, or (the Node written first, its
     // status not yet) its tenant is held on two nodes.
     let mut recorded = false;
-    look.tenants
+    step.tenants
         .each_move_from(|from| recorded |= !draining.contains(from));
     // Only waiters some node could hold are planned for, and the movers are read only for them.
     let waiters = decide::hopeful(&ledgers, waiters);
     let mut movers: HashMap<String, Option<Labels>, BuildHasherDefault<NameHasher>> =
         HashMap::default();
     if !waiters.is_empty() {
-        look.tenants.each_resting(|uid, selector| {
+        step.tenants.each_resting(|uid, selector| {
             if !waiting.contains(&*uid) {
                 movers.insert(uid.into_owned(), selector.cloned());
             }
@@ -126,30 +129,32 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         .iter()
         .flat_map(|l| l.entries())
         .any(|e| !held.insert(&*e.uid));
-    let moving = look.room.holds_purchases(recorded || twice, Instant::now());
+    let moving = step
+        .orders
+        .holds_purchases(recorded || twice, Instant::now());
     let mover = |entry: &Entry| -> Mover<'_> { movers.get(&*entry.uid).map(Option::as_ref) };
-    let settings = look.settings;
+    let budget = &step.limits.budget;
     let controls = Controls {
         max_moves,
-        allowed: settings.disruption_budget.allowed(ledgers.len()),
-        emptying: look.emptying,
-        window_open: super::disruption::open(&settings.disruption_schedule, Timestamp::now()),
+        allowed: budget.allowed(ledgers.len()),
+        emptying: step.emptying,
+        window_open: step.limits.open_at(Timestamp::now()),
     };
     let decision = decide::decide(
         &ledgers,
         &waiters,
-        &look.room.orders(),
+        &step.orders.orders(),
         mover,
         &controls,
         Instant::now(),
     );
-    look.room.replace(decision.orders.clone());
+    step.orders.replace(decision.orders.clone());
     for order in decision
         .orders
         .iter()
         .filter(|o| decision.new.contains(&o.uid))
     {
-        announce(&look, order).await;
+        announce(&step, order).await;
     }
     // The movers and the waiters are woken at every look: a wake-up lost (a reconcile that was
     // running) costs one look, not the order.
@@ -161,7 +166,7 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
             .chain([order.waiter.as_str()]);
         for name in names {
             if let Some(tenant) = Tenant::reference(name) {
-                look.waiting.wake(tenant);
+                step.waiting.wake(tenant);
             }
         }
     }
@@ -170,16 +175,16 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         .iter()
         .map(|(waiter, why)| (waiter.clone(), why.reason()))
         .collect();
-    for (waiter, reason) in look.room.report(&blocked) {
-        look.metrics.disruption_blocked(reason);
+    for (waiter, reason) in step.orders.report(&blocked) {
+        step.metrics.disruption_blocked(reason);
         tracing::info!(tenant = %waiter, reason, "make-room: room could be made by moves, not now");
         let note = decision
             .blocked
             .iter()
             .find(|(w, _)| *w == waiter)
-            .map(|(_, why)| held_back(*why, settings))
+            .map(|(_, why)| held_back(*why, budget))
             .unwrap_or_default();
-        let found = Tenant::reference(&waiter).and_then(|r| look.tenants.get(&r));
+        let found = Tenant::reference(&waiter).and_then(|r| step.tenants.get(&r));
         if let Some(tenant) = found {
             let occurrence = Occurrence {
                 type_: EventType::Normal,
@@ -187,7 +192,7 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
                 action: "MakeRoom",
                 note,
             };
-            EventPublisher::publish_or_log(look.events, occurrence, tenant.object_ref(&())).await;
+            EventPublisher::publish_or_log(step.events, occurrence, tenant.object_ref(&())).await;
         }
     }
     let held = decision
@@ -203,7 +208,7 @@ pub async fn look(look: Look<'_>, waiters: &[Waiter]) -> Made {
         )
         .collect();
     Made {
-        notes: notes(&decision, settings),
+        notes: notes(&decision, budget),
         held,
         moving,
         fits: decision.fits.into_iter().collect(),
@@ -227,7 +232,7 @@ pub fn may_move(tenant: &Tenant) -> bool {
 }
 
 /// The note on each waiter's status. Pure.
-fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
+fn notes(decision: &Decision, budget: &Budget) -> HashMap<String, String> {
     let mut notes: HashMap<String, String> = decision
         .orders
         .iter()
@@ -239,19 +244,16 @@ fn notes(decision: &Decision, settings: &Settings) -> HashMap<String, String> {
         })
         .collect();
     for (waiter, why) in &decision.blocked {
-        notes.insert(waiter.clone(), held_back(*why, settings));
+        notes.insert(waiter.clone(), held_back(*why, budget));
     }
     notes
 }
 
 /// What a waiter room is not made for now is told, in words.
-fn held_back(why: RoomBlocked, settings: &Settings) -> String {
+fn held_back(why: RoomBlocked, budget: &Budget) -> String {
     let why = match why {
         RoomBlocked::Window => "outside every --disruption-schedule window".to_owned(),
-        RoomBlocked::Budget => format!(
-            "the disruption budget ({}) is in use",
-            settings.disruption_budget
-        ),
+        RoomBlocked::Budget => format!("the disruption budget ({budget}) is in use"),
     };
     format!("room could be made for it by moving smaller tenants, but not now: {why}")
 }
@@ -267,13 +269,13 @@ fn moving(order: &Order) -> String {
         .join(", ")
 }
 
-async fn announce(look: &Look<'_>, order: &Order) {
-    look.metrics.make_room_moved(order.moves.len());
+async fn announce(step: &MakeRoom<'_>, order: &Order) {
+    step.metrics.make_room_moved(order.moves.len());
     tracing::info!(tenant = %order.waiter, host = %order.host, moves = order.moves.len(), "make-room: moving smaller tenants so a waiting one fits");
     let Some(reference) = Tenant::reference(&order.waiter) else {
         return;
     };
-    let Some(waiter) = look.tenants.get(&reference) else {
+    let Some(waiter) = step.tenants.get(&reference) else {
         return;
     };
     let occurrence = Occurrence {
@@ -286,14 +288,14 @@ async fn announce(look: &Look<'_>, order: &Order) {
             moving(order)
         ),
     };
-    EventPublisher::publish_or_log(look.events, occurrence, waiter.object_ref(&())).await;
+    EventPublisher::publish_or_log(step.events, occurrence, waiter.object_ref(&())).await;
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::controller::state::room::order;
+    use crate::controller::state::orders::order;
 
     #[test]
     fn each_waiter_is_told_who_moves_for_it_or_why_nobody_does_now() {
@@ -307,7 +309,7 @@ mod tests {
             ],
             fits: vec![],
         };
-        let notes = notes(&decision, &Settings::default());
+        let notes = notes(&decision, &Budget::default());
         assert_eq!(
             notes["d/w1"],
             "room is being made for it on a: d/x moves to b, d/y moves to c"

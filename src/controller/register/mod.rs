@@ -54,7 +54,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::publisher::{EventPublisher, Occurrence};
-use super::settings::{Backoff, Settings};
+use super::settings::{Backoff, Doubling, Settings};
 use super::state::Synced;
 use crate::api::{LabelSelector, Node, NodeSpec};
 use crate::metrics::Metrics;
@@ -62,6 +62,31 @@ use plan::{Action, Problem, Wrote, decide, plan};
 
 /// Writes of one placement Node per round: the first, and after each conflict one more.
 pub const ATTEMPTS: u32 = 3;
+
+/// What the registration reads of the settings, taken once by the wiring.
+#[derive(Clone, Debug)]
+pub struct RegisterSettings {
+    /// The core Nodes registered (`--register-nodes`).
+    pub selector: LabelSelector,
+    /// With nothing changed, a round this often.
+    pub resync: Duration,
+    /// Changes are gathered this long before a round.
+    pub window: Duration,
+    /// After a round with a failed write, the next comes after this backoff.
+    pub error_retries: Doubling,
+}
+
+impl RegisterSettings {
+    /// The registration's settings; `None` when nothing is registered.
+    pub fn of(settings: &Settings) -> Option<Self> {
+        Some(RegisterSettings {
+            selector: settings.register_nodes.clone()?,
+            resync: settings.register_resync,
+            window: settings.requeue_window,
+            error_retries: settings.error_retries(),
+        })
+    }
+}
 
 /// What the registration reads and writes through.
 pub struct RegisterLoop {
@@ -92,16 +117,17 @@ impl std::fmt::Debug for RegisterLoop {
 }
 
 impl RegisterLoop {
-    /// The registration of the core Nodes `selector` takes, with these settings' timings.
-    pub fn new(client: kube::Client, selector: LabelSelector, settings: &Settings) -> Self {
+    /// The registration these settings describe, publishing no Events and counting into its
+    /// own metrics (the wiring sets them).
+    pub fn new(client: kube::Client, settings: RegisterSettings) -> Self {
         RegisterLoop {
             client,
-            selector,
+            selector: settings.selector,
             events: None,
             metrics: Arc::default(),
-            resync: settings.register_resync,
-            window: settings.requeue_window,
-            error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
+            resync: settings.resync,
+            window: settings.window,
+            error_backoff: settings.error_retries.backoff(),
             reported: Mutex::default(),
             in_flight: Mutex::default(),
         }
@@ -224,7 +250,7 @@ async fn settle(
             Ok(current) => current,
             Err(error) => {
                 refused(
-                    ctx,
+                    &ctx.metrics,
                     "read",
                     &name,
                     &error,
@@ -273,7 +299,7 @@ async fn write(ctx: &RegisterLoop, api: &Api<Node>, action: &Action) -> Written 
                 Err(kube::Error::Api(status)) if status.is_already_exists() => Written::Stale,
                 Err(error) => {
                     refused(
-                        ctx,
+                        &ctx.metrics,
                         "create",
                         name,
                         &error,
@@ -302,7 +328,7 @@ async fn write(ctx: &RegisterLoop, api: &Api<Node>, action: &Action) -> Written 
                 }
                 Err(error) => {
                     refused(
-                        ctx,
+                        &ctx.metrics,
                         "update",
                         name,
                         &error,
@@ -323,7 +349,7 @@ async fn write(ctx: &RegisterLoop, api: &Api<Node>, action: &Action) -> Written 
                 Ok(false) => return Written::Done(None),
                 Err(error) => {
                     refused(
-                        ctx,
+                        &ctx.metrics,
                         "read",
                         name,
                         &error,
@@ -349,7 +375,7 @@ async fn write(ctx: &RegisterLoop, api: &Api<Node>, action: &Action) -> Written 
                 Err(kube::Error::Api(status)) if status.is_conflict() => Written::Stale,
                 Err(error) => {
                     refused(
-                        ctx,
+                        &ctx.metrics,
                         "delete",
                         name,
                         &error,
@@ -374,9 +400,9 @@ async fn core_gone(ctx: &RegisterLoop, name: &str) -> Result<bool, kube::Error> 
 }
 
 /// Logs and counts a call the API refused.
-fn refused(ctx: &RegisterLoop, action: &'static str, name: &str, error: &kube::Error, what: &str) {
+fn refused(metrics: &Metrics, action: &'static str, name: &str, error: &kube::Error, what: &str) {
     tracing::warn!(node = %name, %error, action, "registration: {what}; tried again after a backoff");
-    ctx.metrics.register_error(action);
+    metrics.register_error(action);
 }
 
 /// Reports each problem that is new or changed since the last round (a log line, the metric, a

@@ -9,7 +9,7 @@ pub mod claims;
 pub mod decode;
 pub mod newest;
 pub mod notes;
-pub mod room;
+pub mod orders;
 pub mod strip;
 mod synced;
 pub mod tenant_cache;
@@ -17,7 +17,7 @@ pub mod tick;
 pub mod waiting;
 
 pub use notes::PurchaseNotes;
-pub use room::RoomOrders;
+pub use orders::RoomOrders;
 pub use synced::Synced;
 pub use tenant_cache::{Glance, TenantCache, TenantKey};
 pub use waiting::WaitingRoom;

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use placement::Resources;
 
-use super::room::Order;
+use super::orders::Order;
 
 /// One tick's view.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The waiting room: tenants waiting for room (PendingCapacity, Resizing, or held on a draining
 //! node that no other node can take yet: `MigrationBlocked`), and the passes
 //! that re-queue them, oldest first, as soon as a node could take them (run by
-//! `controller::passes`).
+//! `controller::wake`).
 //!
 //! Rules enforced here (docs/design.md, rule 6 and "The queue"):
 //! - a tenant enters before its decision reads the node view, so a node change is either in the

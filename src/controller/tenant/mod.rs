@@ -39,11 +39,12 @@ use serde_json::json;
 use super::engine::Committed;
 use super::engine::Engine;
 use super::publisher::{EventPublisher, Occurrence};
-use super::settings::{Backoff, EventLevel, Settings, error_delay};
+use super::settings::{Backoff, Doubling, EventLevel, Settings, error_delay};
 use super::state::newest;
 use super::state::{PurchaseNotes, RoomOrders, TenantCache, WaitingRoom};
 use crate::api::{
-    MigrationStatus, PlacedReason, TENANT_FINALIZER, Tenant, TenantPhase, TenantStatus,
+    LabelSelector, MigrationStatus, PlacedReason, TENANT_FINALIZER, Tenant, TenantPhase,
+    TenantStatus,
 };
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -51,6 +52,45 @@ use status::{
     WantedStatus, asked_for, lost_note, lost_on, status_for, undecided, unusable_spec,
     wanted_status,
 };
+
+/// What the tenant loop reads of the settings, taken once by the wiring.
+#[derive(Clone, Debug)]
+pub struct TenantSettings {
+    /// Reconciles running at once.
+    pub concurrency: u16,
+    /// A settled tenant is looked at again once per this period (the resync sweep).
+    pub resync: std::time::Duration,
+    /// The fallback re-checks of a waiting tenant.
+    pub pending_rechecks: Doubling,
+    /// The retries after an error.
+    pub error_retries: Doubling,
+    /// Put the reservation finalizer on every Tenant (see the module rules).
+    pub finalizer: bool,
+    /// Which Events to publish.
+    pub events: EventLevel,
+    /// A tenant kept from room held for an older one is looked at again after five of these.
+    pub requeue_window: std::time::Duration,
+    /// The pool's Nodes: a tenant holding a node outside them stays there.
+    pub pool_nodes: Option<LabelSelector>,
+    /// The pool's Tenants: a delete event may only mean that a tenant left them.
+    pub pool_tenants: Option<LabelSelector>,
+}
+
+impl From<&Settings> for TenantSettings {
+    fn from(settings: &Settings) -> Self {
+        TenantSettings {
+            concurrency: settings.concurrency,
+            resync: settings.resync,
+            pending_rechecks: settings.pending_rechecks(),
+            error_retries: settings.error_retries(),
+            finalizer: settings.finalizer,
+            events: settings.events,
+            requeue_window: settings.requeue_window,
+            pool_nodes: settings.pool_nodes.clone(),
+            pool_tenants: settings.pool_tenants.clone(),
+        }
+    }
+}
 
 /// What the tenant loop reads and writes through.
 pub struct TenantLoop {
@@ -67,11 +107,11 @@ pub struct TenantLoop {
     pub notes: Arc<PurchaseNotes>,
     /// The moves asked to make room for waiting tenants (the capacity tick gives them). `None`:
     /// make-room is off.
-    pub room: Option<Arc<RoomOrders>>,
+    pub orders: Option<Arc<RoomOrders>>,
     /// Publishes Kubernetes Events; `None` publishes nothing (scripted-mock tests).
     pub events: Option<EventPublisher>,
     pub metrics: Arc<Metrics>,
-    pub settings: Settings,
+    pub settings: TenantSettings,
     /// The fallback re-checks of a waiting tenant.
     pub pending_backoff: Backoff,
     /// The retries after an error.
@@ -125,7 +165,7 @@ impl TenantLoop {
         engine: Arc<Engine>,
         tenants: TenantCache,
         waiting: Arc<WaitingRoom>,
-        settings: Settings,
+        settings: TenantSettings,
     ) -> Self {
         TenantLoop {
             client,
@@ -134,11 +174,11 @@ impl TenantLoop {
             tenant_copies: Arc::default(),
             waiting,
             notes: Arc::default(),
-            room: None,
+            orders: None,
             events: None,
             metrics: Arc::default(),
-            pending_backoff: Backoff::new(settings.pending_recheck, settings.pending_recheck_max),
-            error_backoff: Backoff::new(settings.error_backoff, settings.error_backoff_max),
+            pending_backoff: settings.pending_rechecks.backoff(),
+            error_backoff: settings.error_retries.backoff(),
             settings,
             apis: NamespaceApis::default(),
         }
@@ -191,7 +231,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
             ctx.waiting.withdraw(&uid);
             tracing::error!(tenant = %key, %problem, "tenant spec cannot be used");
             let wanted = unusable_spec(ctx.engine.holding(&uid), &problem);
-            write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+            write_status(&api, &tenant, &wanted, &key, &ctx.tenant_copies).await?;
             return Ok(Action::await_change());
         }
     };
@@ -200,7 +240,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         ctx.metrics.outside_pool();
         tracing::warn!(tenant = %key, node = wanted.node.as_deref().unwrap_or_default(),
             "the tenant holds a reservation outside this pool; it is left where it is");
-        write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+        write_status(&api, &tenant, &wanted, &key, &ctx.tenant_copies).await?;
         return Ok(Action::await_change());
     }
     let Some(mut committed) = decide(&api, &tenant, &uid, &key, footprint, created, &ctx).await?
@@ -212,10 +252,10 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         // The target entry is written: record the move, then finish it (the source goes). A
         // crash in between leaves a recorded move, which the next decision finishes.
         let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
-        if let Some(asked) = ctx.room.as_ref().and_then(|room| room.asked(&uid)) {
+        if let Some(asked) = ctx.orders.as_ref().and_then(|orders| orders.asked(&uid)) {
             asked_for(&mut wanted, &asked);
         }
-        let recorded = write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+        let recorded = write_status(&api, &tenant, &wanted, &key, &ctx.tenant_copies).await?;
         announce(&ctx, &tenant, &committed.writes, &wanted).await;
         if let Some(recorded) = recorded {
             tenant = recorded;
@@ -234,7 +274,14 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
              take it back now"
         );
         let reason = PlacedReason::ReservationLost.as_str();
-        publish(&ctx, &tenant, EventType::Warning, reason, note.clone()).await;
+        publish(
+            ctx.events.as_ref(),
+            &tenant,
+            EventType::Warning,
+            reason,
+            note.clone(),
+        )
+        .await;
         wanted.with_lost_note(&note);
     } else if !wanted.placed
         && let Some(note) = lost_note(&tenant)
@@ -248,7 +295,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         // Waiting for a machine: its request, or why none can be asked for.
         wanted.message = format!("{}; {note}", wanted.message);
     }
-    write_status(&api, &tenant, &wanted, &key, &ctx).await?;
+    write_status(&api, &tenant, &wanted, &key, &ctx.tenant_copies).await?;
     if let Some(node) = &wanted.node {
         tracing::Span::current().record("node", node.as_str());
     }
@@ -299,7 +346,7 @@ async fn freshest(
     {
         Some(tenant) => Ok(Some(tenant)),
         // Behind a write of ours whose copy is no longer kept (a flood): read it.
-        None => read(api, &tenant, key, ctx).await,
+        None => read(api, &tenant, key, &ctx.tenant_copies).await,
     }
 }
 
@@ -394,7 +441,7 @@ async fn decide(
     ctx: &TenantLoop,
 ) -> Result<Option<Committed>, Error> {
     let status = tenant.status.as_ref();
-    let asked = ctx.room.as_ref().and_then(|room| room.asked(uid));
+    let asked = ctx.orders.as_ref().and_then(|orders| orders.asked(uid));
     let wants = TenantWants {
         uid,
         tenant: key,
@@ -423,9 +470,9 @@ async fn decide(
             // Undecided: it holds no room against others while it cannot be decided, and its
             // status says why; the error requeues it with backoff (it enters again then).
             ctx.waiting.withdraw(uid);
-            announce_failure(ctx, tenant, &error).await;
+            announce_failure(ctx.events.as_ref(), tenant, &error).await;
             let wanted = undecided(tenant, &error);
-            write_status(api, tenant, &wanted, key, ctx).await?;
+            write_status(api, tenant, &wanted, key, &ctx.tenant_copies).await?;
             Err(error)
         }
     }
@@ -451,7 +498,7 @@ async fn finalize(
         announce_writes(ctx, tenant, writes).await;
     }
     if let Err(error) = released {
-        announce_failure(ctx, tenant, &error).await;
+        announce_failure(ctx.events.as_ref(), tenant, &error).await;
         // Say plainly why the tenant is stuck terminating; the error requeues it.
         let wanted = WantedStatus {
             phase: TenantPhase::Terminating,
@@ -470,7 +517,7 @@ async fn finalize(
             reason: PlacedReason::ReleaseFailed,
             migration: None,
         };
-        write_status(api, tenant, &wanted, key, ctx).await?;
+        write_status(api, tenant, &wanted, key, &ctx.tenant_copies).await?;
         return Err(error);
     }
     ctx.pending_backoff.reset(uid);
@@ -512,15 +559,14 @@ async fn read(
     api: &Api<Tenant>,
     tenant: &Tenant,
     key: &str,
-    ctx: &TenantLoop,
+    copies: &newest::Newest<Tenant>,
 ) -> Result<Option<Arc<Tenant>>, Error> {
     match api.get(&tenant.name_any()).await {
         // Deleted and made again since: the new object's own event reconciles it.
         Ok(fresh) if fresh.uid() != tenant.uid() => Ok(None),
-        Ok(fresh) => Ok(Some(ctx.tenant_copies.remember(fresh))),
+        Ok(fresh) => Ok(Some(copies.remember(fresh))),
         Err(error) if crate::error::is_not_found(&error) => {
-            ctx.tenant_copies
-                .forget(tenant.namespace().as_deref(), &tenant.name_any());
+            copies.forget(tenant.namespace().as_deref(), &tenant.name_any());
             Ok(None)
         }
         Err(source) => Err(Error::ReadTenant {
@@ -557,14 +603,21 @@ async fn announce(
     if wanted.reason == PlacedReason::MigrationBlocked && !was_blocked {
         let note = wanted.message.clone();
         let reason = PlacedReason::MigrationBlocked.as_str();
-        publish(ctx, tenant, EventType::Warning, reason, note).await;
+        publish(
+            ctx.events.as_ref(),
+            tenant,
+            EventType::Warning,
+            reason,
+            note,
+        )
+        .await;
     }
     let was = tenant.status.as_ref().map(|s| s.phase);
     if was != Some(wanted.phase) {
         match wanted.phase {
             TenantPhase::PendingCapacity => {
                 publish(
-                    ctx,
+                    ctx.events.as_ref(),
                     tenant,
                     EventType::Normal,
                     "Pending",
@@ -574,7 +627,7 @@ async fn announce(
             }
             TenantPhase::Resizing => {
                 publish(
-                    ctx,
+                    ctx.events.as_ref(),
                     tenant,
                     EventType::Warning,
                     "ResizeBlocked",
@@ -607,7 +660,7 @@ pub async fn deleted(tenant: &Tenant, ctx: &TenantLoop) {
         .is_some_and(|s| !s.is_everything())
     {
         // In a pool a delete event may only mean that the tenant's labels left the selector.
-        match still_there(tenant, &uid, ctx).await {
+        match still_there(tenant, &uid, &ctx.client).await {
             Ok(false) => ctx.engine.gone().insert(&uid),
             Ok(true) => {
                 tracing::warn!(tenant = %key, %uid,
@@ -634,9 +687,9 @@ pub async fn deleted(tenant: &Tenant, ctx: &TenantLoop) {
 }
 
 /// Whether a tenant reported deleted still exists under the same UID (read directly).
-async fn still_there(tenant: &Tenant, uid: &str, ctx: &TenantLoop) -> Result<bool, Error> {
+async fn still_there(tenant: &Tenant, uid: &str, client: &kube::Client) -> Result<bool, Error> {
     let api: Api<super::state::decode::Decoded<Tenant>> =
-        Api::namespaced(ctx.client.clone(), &tenant.namespace().unwrap_or_default());
+        Api::namespaced(client.clone(), &tenant.namespace().unwrap_or_default());
     match api.get_opt(&tenant.name_any()).await {
         Ok(found) => Ok(found.is_some_and(|t| t.uid().as_deref() == Some(uid))),
         Err(source) => Err(Error::ReadTenant {
@@ -714,29 +767,42 @@ async fn announce_writes(ctx: &TenantLoop, tenant: &Tenant, writes: &[placement:
                 ),
             ),
         };
-        publish(ctx, tenant, kind, reason, note).await;
+        publish(ctx.events.as_ref(), tenant, kind, reason, note).await;
     }
 }
 
 /// A Warning event for failures a person should see (the error is also logged and requeued).
-async fn announce_failure(ctx: &TenantLoop, tenant: &Tenant, error: &Error) {
+async fn announce_failure(events: Option<&EventPublisher>, tenant: &Tenant, error: &Error) {
     let reason = match error {
         Error::ConflictRetriesExhausted { .. } => "ConflictRetriesExhausted",
         Error::UnreadableNode { .. } => "UnreadableNode",
         _ => return,
     };
-    publish(ctx, tenant, EventType::Warning, reason, error.to_string()).await;
+    publish(
+        events,
+        tenant,
+        EventType::Warning,
+        reason,
+        error.to_string(),
+    )
+    .await;
 }
 
 /// Publishes one Event on the tenant; a failure to publish is logged, never fatal.
-async fn publish(ctx: &TenantLoop, tenant: &Tenant, type_: EventType, reason: &str, note: String) {
+async fn publish(
+    events: Option<&EventPublisher>,
+    tenant: &Tenant,
+    type_: EventType,
+    reason: &str,
+    note: String,
+) {
     let occurrence = Occurrence {
         type_,
         reason,
         action: "Reconcile",
         note,
     };
-    EventPublisher::publish_or_log(ctx.events.as_ref(), occurrence, tenant.object_ref(&())).await;
+    EventPublisher::publish_or_log(events, occurrence, tenant.object_ref(&())).await;
 }
 
 /// Writes the status when it differs from the current one (merge patch of the status
@@ -776,7 +842,7 @@ async fn write_status(
     tenant: &Tenant,
     wanted: &WantedStatus,
     key: &str,
-    ctx: &TenantLoop,
+    copies: &newest::Newest<Tenant>,
 ) -> Result<Option<Arc<Tenant>>, Error> {
     let status = status_for(tenant, wanted, &Time(k8s_openapi::jiff::Timestamp::now()));
     if tenant.status.as_ref() == Some(&status) {
@@ -790,7 +856,7 @@ async fn write_status(
         )
         .await
     {
-        Ok(patched) => Ok(Some(ctx.tenant_copies.remember(patched))),
+        Ok(patched) => Ok(Some(copies.remember(patched))),
         // Deleted meanwhile (without a finalizer nothing holds it): nothing left to tell.
         Err(error) if crate::error::is_not_found(&error) => Ok(None),
         Err(source) => Err(Error::WriteTenantStatus {

@@ -23,7 +23,7 @@ use placement::{MoveBlock, Plan, Resources};
 use crate::api::{
     Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, Tenant, TenantPhase, TenantStatus,
 };
-use crate::controller::state::room::Asked;
+use crate::controller::state::orders::Asked;
 use crate::error::Error;
 
 /// What the status should say, before it is merged with the current one.

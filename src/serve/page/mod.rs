@@ -24,7 +24,7 @@
 //! - the page reads what the controller reports into ([`Health`], [`Caches`]) and knows nothing
 //!   of the server that routes to it: the server hands it a request's method and path.
 
-pub mod disruption;
+pub mod capacity;
 mod events;
 mod routes;
 pub mod view;
@@ -255,10 +255,10 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
         moves: rows.moves,
         requests: view::requests(&observed.requests),
         blocked: rows.blocked,
-        disruption: if observed.live {
-            disruption::disruption(&observed.nodes, &observed.classes, observed.tick.as_deref())
+        capacity: if observed.live {
+            capacity::of(&observed.nodes, &observed.classes, observed.tick.as_deref())
         } else {
-            disruption::DisruptionView::default()
+            capacity::CapacityView::default()
         },
     }
 }

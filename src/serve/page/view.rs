@@ -63,7 +63,9 @@ pub struct FleetView {
     pub blocked: Vec<BlockedMove>,
     /// Consolidation and make-room: what is consolidated and what it saves, what is kept and
     /// why, the room being made for waiting tenants. Empty when the numbers are not live.
-    pub disruption: super::disruption::DisruptionView,
+    // NB: `/api/fleet` names it `disruption` (its readers rely on the name).
+    #[serde(rename = "disruption")]
+    pub capacity: super::capacity::CapacityView,
 }
 
 /// The placement policy in force and its rule in one sentence.

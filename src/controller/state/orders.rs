@@ -1,5 +1,5 @@
 //! Room being made for waiting tenants by moving smaller ones (`--make-room-moves`): the orders
-//! the capacity tick's make-room look gives, which the tenant loop reads (the move asked of a
+//! the capacity tick's make-room step gives, which the tenant loop reads (the move asked of a
 //! tenant, and why) and the engine reads (the room held for each waiter on its host).
 //!
 //! Rules enforced here:

@@ -1,6 +1,6 @@
-//! The waiting room's passes: one per requeue window at most, after a node changed, wakes the
-//! waiting tenants a changed node could take and the tenants whose claims their nodes do not back
-//! (see `state::waiting` and `state::claims` for the rules).
+//! The wake loop: after a node changed, one pass of the waiting room per requeue window at most,
+//! waking the waiting tenants a changed node could take and the tenants whose claims their nodes
+//! do not back (see `state::waiting` and `state::claims` for the rules).
 
 use std::sync::Arc;
 
@@ -8,9 +8,9 @@ use super::engine::Engine;
 use super::state::claims::Claims;
 use super::state::{TenantCache, WaitingRoom};
 
-/// What the passes read: the waiting room and claims they judge, through the engine's view.
+/// What the wake loop reads: the waiting room and claims it judges, through the engine's view.
 #[derive(Debug)]
-pub struct Passes {
+pub struct WakeLoop {
     pub waiting: Arc<WaitingRoom>,
     pub claims: Arc<Claims>,
     pub engine: Arc<Engine>,
@@ -19,10 +19,10 @@ pub struct Passes {
     pub requeue_window: std::time::Duration,
 }
 
-/// Runs the passes: wait for a change, judge the changed nodes as the engine sees them, wake
+/// Runs the wake loop: wait for a change, judge the changed nodes as the engine sees them, wake
 /// who they could take and whose claims they do not back (see `claims`), then let at least one
 /// requeue window pass before the next.
-pub async fn run(ctx: Passes) {
+pub async fn run(ctx: WakeLoop) {
     loop {
         let changed = ctx.waiting.next_changes().await;
         if ctx.engine.synced().wait().await.is_err() {

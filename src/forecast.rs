@@ -1,6 +1,7 @@
-//! What consolidation and make-room would do to a fleet now, under the flags given: the report
-//! `plan` prints after its rebalance plan. Computed with the controller's own pure decisions
-//! (`controller::consolidation::decide`, `controller::make_room::decide`), never executed.
+//! The forecast: what consolidation and make-room would do to a fleet now, under the flags
+//! given: the report `plan` prints after its rebalance plan. Computed with the controller's own
+//! pure decisions (`controller::consolidation::decide`, `controller::make_room::decide`), never
+//! executed.
 //!
 //! Rules enforced here:
 //! - consolidation is decided as the controller's next look would, with every freeable node
@@ -23,14 +24,14 @@ use serde::Serialize;
 
 use crate::api::{NODE_REQUEST_LABEL, Node, NodeClass, Tenant, TenantPhase};
 use crate::controller::Settings;
-use crate::controller::consolidation::{self, Consolidation, Controls};
+use crate::controller::consolidation::{self, ConsolidationPolicy, Controls};
 use crate::controller::disruption::open;
 use crate::controller::make_room;
 
 /// The report.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DisruptionPlan {
+pub struct Forecast {
     /// `--consolidation` in force.
     pub consolidation: String,
     /// `--make-room-moves` in force.
@@ -58,7 +59,7 @@ pub struct RoomRow {
     pub moves: Vec<(String, String)>,
 }
 
-impl DisruptionPlan {
+impl Forecast {
     /// The plan for these objects under `settings`, or which node cannot be read and why.
     pub fn new(
         nodes: &[Node],
@@ -162,7 +163,7 @@ impl DisruptionPlan {
             .filter(|w| !rooms.blocked.iter().any(|(key, _)| *key == w.key))
             .map(|w| w.key.clone())
             .collect();
-        Ok(DisruptionPlan {
+        Ok(Forecast {
             consolidation: format!("{:?}", settings.consolidation),
             make_room_moves: settings.make_room_moves,
             saving_monthly: drain.iter().map(|(_, c)| *c).fold(0, u64::saturating_add),
@@ -212,7 +213,7 @@ impl DisruptionPlan {
             "CONSOLIDATION (--consolidation {}; nothing is executed)",
             self.consolidation
         );
-        if self.consolidation != format!("{:?}", Consolidation::WhenUnderutilized) {
+        if self.consolidation != format!("{:?}", ConsolidationPolicy::WhenUnderutilized) {
             let _ = writeln!(
                 out,
                 "  off: only --consolidation WhenUnderutilized drains nodes to hand them back"

@@ -24,7 +24,7 @@ use crate::controller::state::tick::{ClassMachines, TickView};
 /// Consolidation and make-room, as `/api/fleet` answers them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DisruptionView {
+pub struct CapacityView {
     /// Nodes being emptied by consolidation, to be handed back.
     pub consolidating: Vec<ConsolidatingNode>,
     /// The monthly cost of the nodes being consolidated (known costs only).
@@ -101,11 +101,11 @@ pub struct RoomMove {
 
 /// The view of these nodes and classes, and of the last tick's view (`None`: node requests are
 /// off, or no tick has run yet).
-pub fn disruption(
+pub fn of(
     nodes: &[Arc<Node>],
     classes: &[Arc<NodeClass>],
     tick: Option<&TickView>,
-) -> DisruptionView {
+) -> CapacityView {
     let cost: HashMap<String, u64> = classes
         .iter()
         .filter_map(|c| Some((c.name_any(), u64::try_from(c.spec.monthly_cost?).ok()?)))
@@ -166,7 +166,7 @@ pub fn disruption(
         })
         .collect();
     rooms.sort_by(|a, b| a.waiter.cmp(&b.waiter));
-    DisruptionView {
+    CapacityView {
         consolidating,
         saving_monthly,
         saved_monthly: tick.map_or(0, |t| t.saved_monthly),
@@ -249,7 +249,7 @@ mod tests {
                 kept("m1", "TooYoung", "young", 1),
             ],
             saved_monthly: 300,
-            orders: vec![crate::controller::state::room::order(
+            orders: vec![crate::controller::state::orders::order(
                 "d/w",
                 "a",
                 &[("d/y", "c"), ("d/x", "c")],
@@ -266,7 +266,7 @@ mod tests {
                 labelled_for: "small-x".into(),
             }],
         };
-        let view = disruption(&nodes, &classes, Some(&tick));
+        let view = of(&nodes, &classes, Some(&tick));
         let costs: Vec<(&str, Option<u64>, usize)> = view
             .consolidating
             .iter()
@@ -315,7 +315,7 @@ mod tests {
             ("copy", "small-x")
         );
         // Node requests off: no tick, only what the Nodes say.
-        let off = disruption(&nodes, &[], None);
+        let off = of(&nodes, &[], None);
         assert_eq!(
             (off.kept.len(), off.saved_monthly, off.consolidating.len()),
             (0, 0, 3)
