@@ -957,6 +957,19 @@ fn tenant_events(
         match &event {
             watcher::Event::Apply(tenant) | watcher::Event::InitApply(tenant) => {
                 fed.copies.observed(tenant);
+                // A status that says it waits, written by someone else (another controller):
+                // decided here too, or nothing here would wake it when room appears. (The
+                // start of a term rebuilds the waiting room from the statuses instead.)
+                if matches!(event, watcher::Event::Apply(_))
+                    && tenant.is_waiting()
+                    && tenant
+                        .metadata
+                        .uid
+                        .as_deref()
+                        .is_some_and(|uid| !fed.waiting.holds(uid))
+                {
+                    fed.waiting.wake(ObjectRef::from_obj(tenant));
+                }
                 if let Some(key) = &applied.key
                     && fed.claims.observe(key, applied.before.as_ref(), tenant)
                 {

@@ -284,3 +284,33 @@ async fn two_controllers_racing_a_drain_move_every_tenant_once_and_never_over_co
     // the write checks too).
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_status_another_controller_wrote_is_decided_here_too() {
+    let h = Harness::start(&[node("x").capacity(8, 8, 8).manifest()]).await;
+    h.apply(&[tenant("t").resources(2, 1, 1).manifest()]);
+    h.settle().await;
+    assert_eq!(phase(&h, "t"), (TenantPhase::Active, "x".into()));
+    // Another controller (two at once, without leader election) found `t` blocked on a
+    // draining node and wrote so: only the status changes, which this controller does not
+    // decide from. Nothing here would wake `t` when room appears unless it decides it too.
+    let mut stored = h
+        .fleet
+        .api
+        .get(GROUP, "tenants", Some("default"), "t")
+        .unwrap();
+    stored["status"]["conditions"][0]["reason"] = json!("MigrationBlocked");
+    stored["status"]["message"] = json!("written by another controller");
+    h.fleet.api.apply(stored).unwrap();
+    let reason = |h: &Harness| {
+        h.tenant("t")
+            .and_then(|t| t.placed_reason())
+            .map(|r| format!("{r:?}"))
+    };
+    assert_eq!(reason(&h).as_deref(), Some("MigrationBlocked"));
+    h.until("t decided here: at rest on its Online node", || {
+        reason(&h).as_deref() == Some("Reserved")
+    })
+    .await;
+    h.assert_invariants();
+}

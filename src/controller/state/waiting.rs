@@ -23,6 +23,9 @@
 //! - a tenant left waiting by a decision that held room for older tenants looks again after five
 //!   requeue windows: the older tenant may take other room, or none, and then no node change
 //!   would wake the younger one (see `tenant::reconcile`);
+//! - a tenant whose status says it waits but that does not wait here (another controller decided
+//!   it, and this one saw only the status) is woken once: its decision enters it, so that it is
+//!   not left waiting with nobody to wake it (see `controller::tenant_events`);
 //! - triggering sends a reconcile request and nothing else; deciding stays with the engine.
 
 use std::collections::{HashMap, HashSet};
@@ -100,6 +103,11 @@ impl WaitingRoom {
         {
             self.everything_changed();
         }
+    }
+
+    /// Whether this tenant (by UID) waits here.
+    pub fn holds(&self, uid: &str) -> bool {
+        self.lock().contains_key(uid)
     }
 
     /// The tenant is at rest with what it wanted (placed, or holding its footprint).
