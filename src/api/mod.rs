@@ -19,8 +19,8 @@ mod amounts;
 pub mod capi;
 mod claim;
 mod condition;
-mod disruption;
 mod ledger;
+mod marks;
 mod node;
 mod node_request;
 mod registration;
@@ -32,7 +32,7 @@ pub use allocatable::{BadQuantity, allocatable_capacity};
 pub use amounts::{MAX_AMOUNT, NegativeAmount, ResourceAmounts};
 pub use claim::Claim;
 pub use condition::Condition;
-pub use disruption::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, DoNotDisrupt, Resting};
+pub use marks::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, DoNotDisrupt, Resting};
 pub use node::{
     AllocationEntry, DRAINED_CONDITION, NODE_FINALIZER, Node, NodeSpec, NodeState, NodeStatus,
     OVER_CAPACITY_CONDITION, OvercommitRatios,

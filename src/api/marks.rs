@@ -1,4 +1,4 @@
-//! The annotations consolidation reads and writes on Tenants and Nodes.
+//! The marks consolidation and make-room read and write on Tenants and Nodes (annotations).
 //!
 //! Rules enforced here:
 //! - `do-not-disrupt` is `"true"` or `"false"`; any other value is taken as `"true"`, the safe
