@@ -28,15 +28,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
 use k8s_openapi::api::core::v1::Node as CoreNode;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 
 use self::plan::{NodeSeen, Step};
+use super::patch::Merge;
 use super::publisher::{EventPublisher, Occurrence};
 use crate::api::capi::{
     CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL, MACHINE_ANNOTATION,
@@ -313,19 +314,21 @@ impl CapiLoop {
             .filter(|c| c.type_ != AVAILABLE_CONDITION)
             .collect();
         conditions.push(&condition);
-        let patch = json!({
-            "metadata": {"resourceVersion": class.metadata.resource_version},
-            "status": {"conditions": conditions},
-        });
         let api: Api<NodeClass> = Api::all(self.client.clone());
-        if let Err(error) = api
-            .patch_status(
-                class.name_any_str(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
+        let written = match Merge::guarded(class.metadata.resource_version.as_deref())
+            .status(&ClassConditions { conditions })
         {
+            Ok(patch) => {
+                api.patch_status(
+                    class.name_any_str(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            }
+            Err(error) => Err(kube::Error::SerdeError(error)),
+        };
+        if let Err(error) = written {
             tracing::info!(class = class.name_any_str(), %error, "could not write the class's condition");
             return;
         }
@@ -347,11 +350,8 @@ impl CapiLoop {
             let untaken = request.phase() == NodeRequestPhase::Pending
                 && request.metadata.deletion_timestamp.is_none();
             if untaken {
-                self.status(
-                    request.name_any_str(),
-                    json!({"phase": "Failed", "message": why}),
-                )
-                .await?;
+                self.status(request.name_any_str(), StatusWrite::failed(why.to_owned()))
+                    .await?;
             }
         }
         Ok(())
@@ -366,50 +366,47 @@ impl CapiLoop {
                     return Ok(());
                 };
                 if !found.finalizers().iter().any(|f| f == FINALIZER) {
-                    let mut finalizers = found.finalizers().to_vec();
-                    finalizers.push(FINALIZER.to_owned());
-                    let patch = json!({"metadata": {
-                        "resourceVersion": found.resource_version(),
-                        "finalizers": finalizers,
-                    }});
+                    let finalizers = found.finalizers().iter().map(String::as_str);
+                    let patch = Merge::guarded(found.meta().resource_version.as_deref())
+                        .finalizers(finalizers.chain([FINALIZER]));
                     requests
                         .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
                         .await?;
                 }
                 if found.phase() == NodeRequestPhase::Pending {
                     let message = format!("asking MachineDeployment {} for a machine", look.key);
-                    self.status(
-                        &request,
-                        json!({"phase": "Provisioning", "message": message}),
-                    )
-                    .await?;
+                    let write = StatusWrite {
+                        phase: Some(NodeRequestPhase::Provisioning),
+                        message: Some(message),
+                        ..StatusWrite::default()
+                    };
+                    self.status(&request, write).await?;
                 }
             }
             Step::Intend {
                 request,
                 generation,
             } => {
-                let status = json!({
-                    "scaleGeneration": generation,
-                    "machineDeployment": look.key.to_string(),
-                });
-                self.status(&request, status).await?;
+                let write = StatusWrite {
+                    scale_generation: Some(generation),
+                    machine_deployment: Some(look.key.to_string()),
+                    ..StatusWrite::default()
+                };
+                self.status(&request, write).await?;
             }
             Step::Scale { from, to } => {
                 let api: Api<MachineDeployment> =
                     Api::namespaced(self.client.clone(), &look.key.namespace);
-                let scale = json!({
-                    "apiVersion": "autoscaling/v1",
-                    "kind": "Scale",
-                    "metadata": {
-                        "name": look.key.name,
-                        "namespace": look.key.namespace,
-                        "resourceVersion": look.deployment.resource_version(),
+                let scale = Scale {
+                    metadata: ObjectMeta {
+                        name: Some(look.key.name.clone()),
+                        namespace: Some(look.key.namespace.clone()),
+                        resource_version: look.deployment.resource_version(),
+                        ..ObjectMeta::default()
                     },
-                    "spec": {"replicas": to},
-                });
-                let scale: Scale =
-                    serde_json::from_value(scale).map_err(kube::Error::SerdeError)?;
+                    spec: Some(ScaleSpec { replicas: Some(to) }),
+                    status: None,
+                };
                 api.replace_scale(&look.key.name, &PostParams::default(), &scale)
                     .await?;
                 tracing::info!(deployment = %look.key, from, to, "cluster-api provisioner: replicas set");
@@ -422,15 +419,11 @@ impl CapiLoop {
                 let Some(found) = look.machines.get(machine.as_str()) else {
                     return Ok(());
                 };
-                let mut annotations = serde_json::Map::new();
-                annotations.insert(CLAIM_ANNOTATION.to_owned(), json!(request));
+                let mut patch = Merge::guarded(found.meta().resource_version.as_deref())
+                    .annotation(CLAIM_ANNOTATION, &request);
                 if give_back {
-                    annotations.insert(DELETE_MACHINE_ANNOTATION.to_owned(), json!(""));
+                    patch = patch.annotation(DELETE_MACHINE_ANNOTATION, "");
                 }
-                let patch = json!({"metadata": {
-                    "resourceVersion": found.resource_version(),
-                    "annotations": annotations,
-                }});
                 machines
                     .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -445,10 +438,8 @@ impl CapiLoop {
                 let Some(claimed) = look.machines.get(machine.as_str()) else {
                     return Ok(());
                 };
-                let patch = json!({"metadata": {
-                    "resourceVersion": claimed.resource_version(),
-                    "annotations": {CLAIM_ANNOTATION: request},
-                }});
+                let patch = Merge::guarded(claimed.meta().resource_version.as_deref())
+                    .annotation(CLAIM_ANNOTATION, &request);
                 machines
                     .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -478,15 +469,11 @@ impl CapiLoop {
             } => self.make_node(look, &request, &machine, &node).await?,
             Step::Ready { request } => {
                 let message = format!("Node {request} is up");
-                self.status(
-                    &request,
-                    json!({"phase": "Ready", "nodeName": request, "message": message}),
-                )
-                .await?;
+                self.status(&request, StatusWrite::ready(&request, message))
+                    .await?;
             }
             Step::Fail { request, message } => {
-                self.status(&request, json!({"phase": "Failed", "message": message}))
-                    .await?;
+                self.status(&request, StatusWrite::failed(message)).await?;
             }
             Step::DeleteNode { request } => {
                 let nodes: Api<Node> = Api::all(self.client.clone());
@@ -500,10 +487,8 @@ impl CapiLoop {
                 let Some(found) = look.machines.get(machine.as_str()) else {
                     return Ok(());
                 };
-                let patch = json!({"metadata": {
-                    "resourceVersion": found.resource_version(),
-                    "annotations": {DELETE_MACHINE_ANNOTATION: ""},
-                }});
+                let patch = Merge::guarded(found.meta().resource_version.as_deref())
+                    .annotation(DELETE_MACHINE_ANNOTATION, "");
                 machines
                     .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -512,15 +497,13 @@ impl CapiLoop {
                 let Some(found) = look.requests.get(request.as_str()) else {
                     return Ok(());
                 };
-                let finalizers: Vec<&String> = found
+                let finalizers = found
                     .finalizers()
                     .iter()
-                    .filter(|f| *f != FINALIZER)
-                    .collect();
-                let patch = json!({"metadata": {
-                    "resourceVersion": found.resource_version(),
-                    "finalizers": finalizers,
-                }});
+                    .map(String::as_str)
+                    .filter(|f| *f != FINALIZER);
+                let patch =
+                    Merge::guarded(found.meta().resource_version.as_deref()).finalizers(finalizers);
                 match requests
                     .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
@@ -599,11 +582,8 @@ impl CapiLoop {
             Err(error) => return Err(error),
         }
         let message = format!("Node {request} is up (Machine {machine}, core Node {core})");
-        self.status(
-            request,
-            json!({"phase": "Ready", "nodeName": request, "message": message}),
-        )
-        .await
+        self.status(request, StatusWrite::ready(request, message))
+            .await
     }
 
     /// Records the request's Machine; a Node made for it already (its Machine was replaced)
@@ -619,15 +599,19 @@ impl CapiLoop {
             self.record_on_node(request, &key).await?;
         }
         let message = format!("Machine {key} is being made for it");
-        self.status(request, json!({"machine": key, "message": message}))
-            .await
+        let write = StatusWrite {
+            machine: Some(&key),
+            message: Some(message),
+            ..StatusWrite::default()
+        };
+        self.status(request, write).await
     }
 
     /// Records `machine` (`namespace/name`) on the placement Node `node`, being deleted or not
     /// (its finalizer may keep it while tenants leave; it still says which Machine it is).
     async fn record_on_node(&self, node: &str, machine: &str) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let patch = json!({"metadata": {"annotations": {MACHINE_ANNOTATION: machine}}});
+        let patch = Merge::new().annotation(MACHINE_ANNOTATION, machine);
         match nodes
             .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -638,9 +622,11 @@ impl CapiLoop {
         }
     }
 
-    async fn status(&self, request: &str, status: serde_json::Value) -> Result<(), kube::Error> {
+    async fn status(&self, request: &str, write: StatusWrite<'_>) -> Result<(), kube::Error> {
         let api: Api<NodeRequest> = Api::all(self.client.clone());
-        let patch = json!({ "status": status });
+        let patch = Merge::new()
+            .status(&write)
+            .map_err(kube::Error::SerdeError)?;
         api.patch_status(request, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map(drop)
@@ -685,6 +671,50 @@ fn by_deployment<'a>(
         }
     }
     groups
+}
+
+/// The fields of a request's status the provisioner writes; what is `None` is left as it is.
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusWrite<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phase: Option<NodeRequestPhase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    machine_deployment: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    machine: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scale_generation: Option<i64>,
+}
+
+impl<'a> StatusWrite<'a> {
+    /// `Ready`, its Node named after the request.
+    fn ready(request: &'a str, message: String) -> Self {
+        StatusWrite {
+            phase: Some(NodeRequestPhase::Ready),
+            node_name: Some(request),
+            message: Some(message),
+            ..StatusWrite::default()
+        }
+    }
+
+    fn failed(message: String) -> Self {
+        StatusWrite {
+            phase: Some(NodeRequestPhase::Failed),
+            message: Some(message),
+            ..StatusWrite::default()
+        }
+    }
+}
+
+/// A class's conditions, as its status is patched.
+#[derive(serde::Serialize)]
+struct ClassConditions<'a> {
+    conditions: Vec<&'a Condition>,
 }
 
 /// What one deployment's steps read.
