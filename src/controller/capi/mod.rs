@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
 use k8s_openapi::api::core::v1::Node as CoreNode;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
@@ -45,7 +45,7 @@ use crate::api::capi::{
 };
 use crate::api::{
     AVAILABLE_CONDITION, Condition, LabelSelector, NODE_REQUEST_LABEL, NamespacedName, Node,
-    NodeClass, NodeRequest, NodeRequestPhase, ResourceAmounts, allocatable_capacity,
+    NodeClass, NodeRequest, NodeRequestPhase, allocatable_capacity,
 };
 use crate::error::is_not_found;
 use crate::metrics::Metrics;
@@ -73,13 +73,6 @@ impl std::fmt::Debug for CapiLoop {
             .field("every", &self.every)
             .finish_non_exhaustive()
     }
-}
-
-/// Why a class's MachineDeployment cannot be used now, or None when it can.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Unavailable {
-    reason: &'static str,
-    message: String,
 }
 
 impl CapiLoop {
@@ -190,31 +183,17 @@ impl CapiLoop {
         } else {
             Ok(None)
         };
-        let unavailable = match &found {
-            _ if !served => Some(Unavailable {
-                reason: "ClusterAPIMissing",
-                message: format!(
-                    "the cluster serves no cluster.x-k8s.io/v1beta2 MachineDeployments: \
-                     MachineDeployment {key} cannot be scaled"
-                ),
-            }),
-            Ok(Some(deployment)) => at_max_size(key, deployment),
-            Ok(None) => Some(Unavailable {
-                reason: "MachineDeploymentNotFound",
-                message: format!("MachineDeployment {key} does not exist"),
-            }),
-            Err(kube::Error::Api(status)) if status.code == 403 => Some(Unavailable {
-                reason: "Forbidden",
-                message: format!(
-                    "the controller may not read MachineDeployment {key}: {}",
-                    status.message
-                ),
-            }),
-            Err(_) => None,
+        let seen = match &found {
+            _ if !served => plan::Found::NotServed,
+            Ok(Some(deployment)) => plan::Found::Present(deployment_view(deployment)),
+            Ok(None) => plan::Found::Missing,
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                plan::Found::Forbidden(status.message.clone())
+            }
+            Err(_) => plan::Found::Unknown,
         };
-        // Two classes naming one deployment: its machines cannot be told apart, and what one
-        // delivers would be bought as the other (a small machine bought for a large tenant).
-        let unavailable = shared(key, classes).or(unavailable);
+        let names: Vec<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        let unavailable = plan::unavailable(key, &names, &seen);
         let deployment = found?;
         for class in classes {
             self.say_available(class, key, unavailable.as_ref()).await;
@@ -232,11 +211,7 @@ impl CapiLoop {
                 )
                 .await?
                 .items;
-        let seen = plan::Deployment {
-            replicas: deployment.replicas(),
-            generation: deployment.metadata.generation.unwrap_or_default(),
-            max_size: deployment.max_size(),
-        };
+        let seen = deployment_view(&deployment);
         let machine_views: Vec<plan::Machine<'_>> = machines.iter().map(machine_view).collect();
         let prefix = format!("{}/", key.namespace);
         let request_views: Vec<plan::Request<'_>> =
@@ -278,39 +253,21 @@ impl CapiLoop {
         &self,
         class: &NodeClass,
         key: &NamespacedName,
-        unavailable: Option<&Unavailable>,
+        unavailable: Option<&plan::Unavailable>,
     ) {
-        let (status, reason, message) = match unavailable {
-            Some(why) => ("False", why.reason, why.message.clone()),
-            None => (
-                "True",
-                "MachineDeploymentReady",
-                format!("machines of this class come from MachineDeployment {key}"),
-            ),
-        };
-        let current = class
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == AVAILABLE_CONDITION));
-        if current.is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
-        {
+        let previous = class.status.as_ref().map_or(&[][..], |s| &s.conditions);
+        let Some(condition) = plan::available_condition(
+            previous,
+            key,
+            unavailable,
+            class.metadata.generation,
+            &Time(Timestamp::now()),
+        ) else {
             return;
-        }
-        let condition = Condition {
-            type_: AVAILABLE_CONDITION.to_owned(),
-            status: status.to_owned(),
-            reason: reason.to_owned(),
-            message: message.clone(),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                Timestamp::now(),
-            ),
-            observed_generation: class.metadata.generation,
         };
         // The other conditions (what the class delivers) are kept, as read: guarded.
-        let mut conditions: Vec<&Condition> = class
-            .status
+        let mut conditions: Vec<&Condition> = previous
             .iter()
-            .flat_map(|s| &s.conditions)
             .filter(|c| c.type_ != AVAILABLE_CONDITION)
             .collect();
         conditions.push(&condition);
@@ -332,12 +289,12 @@ impl CapiLoop {
             tracing::info!(class = class.name_any_str(), %error, "could not write the class's condition");
             return;
         }
-        if unavailable.is_some() {
+        if let Some(why) = unavailable {
             let occurrence = Occurrence {
                 type_: EventType::Warning,
-                reason,
+                reason: why.why.reason(),
                 action: "Provision",
-                note: message,
+                note: why.message.clone(),
             };
             EventPublisher::publish_or_log(self.events.as_ref(), occurrence, class.object_ref(&()))
                 .await;
@@ -535,32 +492,21 @@ impl CapiLoop {
             .copied()
             .find(|c| c.name_any_str() == found.spec.node_class);
         let mut node = found.node(class);
-        let promised = found.spec.capacity;
         let offered = Api::<CoreNode>::all(self.client.clone())
             .get_opt(core)
             .await?
             .and_then(|n| n.status?.allocatable)
             .map(|a| allocatable_capacity(&a));
-        let delivered = match offered {
-            Some(Ok(offered)) => smaller(promised, offered),
+        let offered = match offered {
+            Some(Ok(offered)) => Some(offered),
             Some(Err(error)) => {
                 tracing::info!(node = core, %error, "cluster-api provisioner: the class's capacity is used");
-                promised
+                None
             }
-            None => promised,
+            None => None,
         };
-        if delivered != promised {
-            let note = format!(
-                "Machine {machine} (Node {core}) offers {} threads, {} GB memory, {} GB storage, \
-                 less than its class promises ({} threads, {} GB memory, {} GB storage): the \
-                 placement Node gets what it offers",
-                delivered.threads,
-                delivered.memory_gb,
-                delivered.storage_gb,
-                promised.threads,
-                promised.memory_gb,
-                promised.storage_gb
-            );
+        let delivery = plan::delivery(found.spec.capacity, offered, machine, core);
+        if let Some(note) = delivery.short {
             let occurrence = Occurrence {
                 type_: EventType::Warning,
                 reason: "MachineShort",
@@ -570,7 +516,7 @@ impl CapiLoop {
             EventPublisher::publish_or_log(self.events.as_ref(), occurrence, found.object_ref(&()))
                 .await;
         }
-        node.spec.capacity = delivered;
+        node.spec.capacity = delivery.capacity;
         node.metadata.annotations = Some(BTreeMap::from([(
             MACHINE_ANNOTATION.to_owned(),
             format!("{}/{machine}", look.key.namespace),
@@ -728,40 +674,12 @@ struct Look<'a> {
     nodes: &'a BTreeMap<&'a str, NodeSeen>,
 }
 
-/// A deployment named by more than one class serves none of them: each needs its own.
-fn shared(key: &NamespacedName, classes: &[&NodeClass]) -> Option<Unavailable> {
-    (classes.len() > 1).then(|| {
-        let names: Vec<&str> = classes.iter().map(|c| c.name_any_str()).collect();
-        Unavailable {
-            reason: "MachineDeploymentShared",
-            message: format!(
-                "MachineDeployment {key} is named by NodeClasses {}: each class needs a \
-                 MachineDeployment of its own (their machines cannot be told apart)",
-                names.join(", ")
-            ),
-        }
-    })
-}
-
-/// The deployment at cluster-autoscaler's max size cannot take another machine.
-fn at_max_size(key: &NamespacedName, deployment: &MachineDeployment) -> Option<Unavailable> {
-    let max = deployment.max_size()?;
-    (deployment.replicas() >= max).then(|| Unavailable {
-        reason: "MaxSize",
-        message: format!(
-            "MachineDeployment {key} is at its max size, {max} replicas \
-             ({})",
-            crate::api::capi::MAX_SIZE_ANNOTATION
-        ),
-    })
-}
-
-fn smaller(a: ResourceAmounts, b: ResourceAmounts) -> ResourceAmounts {
-    ResourceAmounts::new(
-        a.threads.min(b.threads),
-        a.memory_gb.min(b.memory_gb),
-        a.storage_gb.min(b.storage_gb),
-    )
+fn deployment_view(deployment: &MachineDeployment) -> plan::Deployment {
+    plan::Deployment {
+        replicas: deployment.replicas(),
+        generation: deployment.metadata.generation.unwrap_or_default(),
+        max_size: deployment.max_size(),
+    }
 }
 
 fn machine_view(machine: &Machine) -> plan::Machine<'_> {
@@ -824,7 +742,9 @@ impl<K: Resource> NameStr for K {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::api::{ClusterApiSource, NodeClassSpec, NodeRequestSpec, NodeRequestStatus};
+    use crate::api::{
+        ClusterApiSource, NodeClassSpec, NodeRequestSpec, NodeRequestStatus, ResourceAmounts,
+    };
 
     fn class(name: &str, deployment: Option<&str>) -> NodeClass {
         NodeClass::new(
@@ -840,23 +760,6 @@ mod tests {
                 }),
             },
         )
-    }
-
-    #[test]
-    fn a_machine_deployment_two_classes_name_serves_neither_and_says_which() {
-        let key = NamespacedName::parse("fleet/md").unwrap();
-        let (small, big) = (
-            class("a-small", Some("fleet/md")),
-            class("b-big", Some("fleet/md")),
-        );
-        assert_eq!(shared(&key, &[&small]), None);
-        let why = shared(&key, &[&small, &big]).unwrap();
-        assert_eq!(why.reason, "MachineDeploymentShared");
-        assert_eq!(
-            why.message,
-            "MachineDeployment fleet/md is named by NodeClasses a-small, b-big: each class needs \
-             a MachineDeployment of its own (their machines cannot be told apart)"
-        );
     }
 
     fn request(name: &str, class: &str, recorded: &str) -> NodeRequest {
