@@ -532,7 +532,7 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         tenants: tenant_cache.clone(),
         requeue_window: settings.requeue_window,
     })));
-    let _purchases = settings.request_after.is_some().then(|| {
+    let purchases = settings.request_after.is_some().then(|| {
         let published: Arc<state::tick::Published> = Arc::default();
         caches.set_tick(published.clone());
         let buyer = CapacityLoop {
@@ -561,13 +561,11 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         registration(registrar, &caches, skipped.clone())
     });
     let _cluster_api = settings.cluster_api.then(|| {
+        let read = purchases.as_ref().map(|(_, _, read)| read.clone());
         let provisioner = capi::CapiLoop {
-            client: client.clone(),
             events: Some(publisher.clone()),
             metrics: metrics.clone(),
-            timeout: settings.provisioning_timeout,
-            every: settings.request_check,
-            pool_nodes: settings.pool_nodes.clone(),
+            ..capi::CapiLoop::new(client.clone(), &settings, read)
         };
         AbortOnDrop(tokio::spawn(provisioner.run()))
     });
@@ -802,7 +800,7 @@ fn purchases(
     caches: &Caches,
     bought: Option<Arc<Bought>>,
     skipped: Skips,
-) -> (AbortOnDrop, AbortOnDrop) {
+) -> (AbortOnDrop, AbortOnDrop, capi::caches::ClassesAndRequests) {
     let (class_cache, class_feed) = reflector::store::<NodeClass>();
     let (request_cache, request_feed) = reflector::store::<NodeRequest>();
     caches.set_purchases(class_cache.clone(), request_cache.clone());
@@ -840,9 +838,13 @@ fn purchases(
         })),
         AbortOnDrop(tokio::spawn(capacity::run(
             Arc::new(buyer),
+            (class_cache.clone(), classes_synced.clone()),
+            (request_cache.clone(), requests_synced.clone()),
+        ))),
+        (
             (class_cache, classes_synced),
             (request_cache, requests_synced),
-        ))),
+        ),
     )
 }
 

@@ -11,10 +11,16 @@
 //! ```
 //!
 //! Rules enforced here (the decisions are [`plan`]'s; this file reads and writes):
-//! - every look reads afresh what it decides from (classes, requests, the deployment, its
-//!   Machines, the bought placement Nodes), so a restart, a lost answer or a new leader decide
-//!   alike; each write is guarded by the object's resourceVersion (the scale too) and a refused
-//!   one ends that deployment's look, to be read again at the next;
+//! - every look decides from what the objects say now, nothing remembered, so a restart, a lost
+//!   answer or a new leader decide alike: classes, requests, the deployment's Machines and the
+//!   bought placement Nodes from watch caches ([`caches`]; no look lists anything), the
+//!   MachineDeployment by a direct read (its resourceVersion guards the scale);
+//! - a cache may show a write late, so every write decided from a cached object is guarded by
+//!   the resourceVersion read (a request's writes in one look each by the version the one before
+//!   left; the scale by the deployment's), and a refused one ends that deployment's look, to be
+//!   read again at the next. Two writes are not guarded, as they record what a write just made
+//!   and are right whatever the cache showed: a claim in the request's status, and `Ready` once
+//!   its Node is made. A Node this loop made counts as there until its cache shows it;
 //! - a class whose MachineDeployment cannot be used (missing, forbidden, Cluster API not
 //!   installed, at cluster-autoscaler's max size) says so in its `Available` condition and a
 //!   Warning Event; the capacity tick buys no machine of it meanwhile, and its requests not yet
@@ -22,10 +28,12 @@
 //! - a Machine whose Node offers less than the class promises gives the placement Node the
 //!   smaller capacity and its request a Warning Event.
 
+pub mod caches;
 pub mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
@@ -39,13 +47,13 @@ use kube::{Client, Resource, ResourceExt};
 use self::plan::{NodeSeen, Step};
 use super::patch::Merge;
 use super::publisher::{EventPublisher, Occurrence};
+use super::settings::Settings;
 use crate::api::capi::{
-    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL, MACHINE_ANNOTATION,
-    Machine, MachineDeployment,
+    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, MACHINE_ANNOTATION, Machine, MachineDeployment,
 };
 use crate::api::{
-    AVAILABLE_CONDITION, Condition, LabelSelector, NODE_REQUEST_LABEL, NamespacedName, Node,
-    NodeClass, NodeRequest, NodeRequestPhase, allocatable_capacity,
+    AVAILABLE_CONDITION, Condition, LabelSelector, NamespacedName, Node, NodeClass, NodeRequest,
+    NodeRequestPhase, allocatable_capacity,
 };
 use crate::error::is_not_found;
 use crate::metrics::Metrics;
@@ -64,6 +72,15 @@ pub struct CapiLoop {
     pub every: Duration,
     /// The pool's Nodes (`--node-selector`): only classes whose Nodes match are served.
     pub pool_nodes: Option<LabelSelector>,
+    /// The capacity tick's class and request caches; `None` (node requests off): the loop
+    /// watches them itself.
+    pub purchases: Option<caches::ClassesAndRequests>,
+    /// Whether Cluster API's kinds were served when last asked: asked again while they were
+    /// not, and when a deployment reads as missing.
+    pub(super) served: AtomicBool,
+    /// The placement Nodes this loop made that its cache may not show yet, by name: a look
+    /// counts them as there (a Machine is never given back from under a Node just made).
+    pub(super) made: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for CapiLoop {
@@ -76,20 +93,45 @@ impl std::fmt::Debug for CapiLoop {
 }
 
 impl CapiLoop {
+    /// The loop, reading `purchases` (see [`CapiLoop::purchases`]).
+    pub fn new(
+        client: Client,
+        settings: &Settings,
+        purchases: Option<caches::ClassesAndRequests>,
+    ) -> Self {
+        CapiLoop {
+            client,
+            events: None,
+            metrics: Arc::default(),
+            timeout: settings.provisioning_timeout,
+            every: settings.request_check,
+            pool_nodes: settings.pool_nodes.clone(),
+            purchases,
+            served: AtomicBool::new(false),
+            made: Mutex::default(),
+        }
+    }
+
     /// Runs until the task is dropped.
-    pub async fn run(self) {
+    pub async fn run(mut self) {
         let every = self.every.max(Duration::from_millis(10));
-        if !self.served().await {
+        let served = self.served().await;
+        if !served {
             tracing::warn!(
                 "--provisioner cluster-api: this cluster serves no cluster.x-k8s.io/v1beta2 \
                  MachineDeployments (is Cluster API installed?); classes that name one say so"
             );
         }
+        self.served.store(served, Ordering::SeqCst);
+        let mut reads = caches::Reads::start(&self.client, self.purchases.take());
         loop {
-            if let Err(error) = self.look().await {
+            tokio::time::sleep(every).await;
+            if !reads.synced().await {
+                return;
+            }
+            if let Err(error) = self.look(&mut reads).await {
                 tracing::debug!(%error, "cluster-api provisioner: will look again");
             }
-            tokio::time::sleep(every).await;
         }
     }
 
@@ -102,11 +144,8 @@ impl CapiLoop {
         }
     }
 
-    async fn look(&self) -> Result<(), kube::Error> {
-        let classes: Vec<NodeClass> = Api::<NodeClass>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items;
+    async fn look(&self, reads: &mut caches::Reads) -> Result<(), kube::Error> {
+        let classes = reads.classes.0.state();
         let in_pool = |c: &&NodeClass| {
             self.pool_nodes
                 .as_ref()
@@ -114,22 +153,27 @@ impl CapiLoop {
         };
         let ours: Vec<&NodeClass> = classes
             .iter()
+            .map(AsRef::as_ref)
             .filter(|c| c.spec.cluster_api.is_some())
             .filter(in_pool)
             .collect();
-        let requests = Api::<NodeRequest>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let requests = reads.requests.0.state();
         let all: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
-        let groups = by_deployment(&ours, &all, &requests);
+        let groups = by_deployment(&ours, &all, requests.iter().map(AsRef::as_ref));
         if groups.is_empty() {
+            reads.watch_machines([]);
             return Ok(());
         }
-        let listed = Api::<Node>::all(self.client.clone())
-            .list_metadata(&ListParams::default().labels(NODE_REQUEST_LABEL))
-            .await?;
-        let nodes: BTreeMap<String, NodeSeen> = listed
+        if !self.served.load(Ordering::SeqCst) {
+            self.served.store(self.served().await, Ordering::SeqCst);
+        }
+        if self.served.load(Ordering::SeqCst) {
+            reads.watch_machines(groups.keys());
+        } else {
+            reads.watch_machines([]);
+        }
+        let listed = reads.nodes.0.state();
+        let mut nodes: BTreeMap<String, NodeSeen> = listed
             .iter()
             .map(|n| {
                 let seen = if n.metadata.deletion_timestamp.is_some() {
@@ -140,6 +184,14 @@ impl CapiLoop {
                 (n.name_any(), seen)
             })
             .collect();
+        // Made by an earlier look, not shown yet: there.
+        {
+            let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+            made.retain(|node| !nodes.contains_key(node));
+            for node in made.iter() {
+                nodes.insert(node.clone(), NodeSeen::Present);
+            }
+        }
         let recorded: BTreeMap<String, String> = listed
             .iter()
             .filter_map(|n| {
@@ -159,30 +211,40 @@ impl CapiLoop {
         for (node, machine) in plan::stale_records(ours_adopted, &recorded) {
             self.record_on_node(&node, &machine).await?;
         }
-        let served = self.served().await;
         for (key, (classes, mine)) in groups {
-            if let Err(error) = self.deployment(&key, &classes, &mine, &nodes, served).await {
+            let machines = reads.machines(&key);
+            let result = self
+                .deployment(&key, &classes, &mine, &nodes, machines.as_deref())
+                .await;
+            if let Err(error) = result {
                 tracing::info!(deployment = %key, %error, "cluster-api provisioner: will look again");
             }
         }
         Ok(())
     }
 
-    /// One deployment's look: its classes' condition, then the plan's steps in order.
+    /// One deployment's look: its classes' condition, then the plan's steps in order, once
+    /// its `machines` are cached (`None`: not yet).
     async fn deployment(
         &self,
         key: &NamespacedName,
         classes: &[&NodeClass],
         requests: &[&NodeRequest],
         nodes: &BTreeMap<String, NodeSeen>,
-        served: bool,
+        machines: Option<&[Arc<Machine>]>,
     ) -> Result<(), kube::Error> {
         let api: Api<MachineDeployment> = Api::namespaced(self.client.clone(), &key.namespace);
+        let mut served = self.served.load(Ordering::SeqCst);
         let found = if served {
             api.get_opt(&key.name).await
         } else {
             Ok(None)
         };
+        if served && matches!(found, Ok(None)) {
+            // Missing, or Cluster API is no longer served: asked, so that the class says which.
+            served = self.served().await;
+            self.served.store(served, Ordering::SeqCst);
+        }
         let seen = match &found {
             _ if !served => plan::Found::NotServed,
             Ok(Some(deployment)) => plan::Found::Present(deployment_view(deployment)),
@@ -204,15 +266,13 @@ impl CapiLoop {
             }
             return Ok(());
         };
-        let machines: Vec<Machine> =
-            Api::<Machine>::namespaced(self.client.clone(), &key.namespace)
-                .list(
-                    &ListParams::default().labels(&format!("{DEPLOYMENT_NAME_LABEL}={}", key.name)),
-                )
-                .await?
-                .items;
+        let Some(machines) = machines else {
+            tracing::debug!(deployment = %key, "cluster-api provisioner: its Machines are not cached yet");
+            return Ok(());
+        };
         let seen = deployment_view(&deployment);
-        let machine_views: Vec<plan::Machine<'_>> = machines.iter().map(machine_view).collect();
+        let machine_views: Vec<plan::Machine<'_>> =
+            machines.iter().map(|m| machine_view(m)).collect();
         let prefix = format!("{}/", key.namespace);
         let request_views: Vec<plan::Request<'_>> =
             requests.iter().map(|r| request_view(r, &prefix)).collect();
@@ -228,8 +288,10 @@ impl CapiLoop {
         );
         let by_name: BTreeMap<&str, &NodeRequest> =
             requests.iter().map(|r| (r.name_any_str(), *r)).collect();
-        let machines_by_name: BTreeMap<&str, &Machine> =
-            machines.iter().map(|m| (m.name_any_str(), m)).collect();
+        let machines_by_name: BTreeMap<&str, &Machine> = machines
+            .iter()
+            .map(|m| (m.name_any_str(), m.as_ref()))
+            .collect();
         let ctx = Look {
             key,
             deployment: &deployment,
@@ -237,6 +299,7 @@ impl CapiLoop {
             machines: &machines_by_name,
             classes,
             nodes: &node_views,
+            versions: Versions::default(),
         };
         for step in steps {
             let action = step_action(&step);
@@ -307,7 +370,9 @@ impl CapiLoop {
             let untaken = request.phase() == NodeRequestPhase::Pending
                 && request.metadata.deletion_timestamp.is_none();
             if untaken {
-                self.status(request.name_any_str(), StatusWrite::failed(why.to_owned()))
+                let versions = Versions::default();
+                let write = StatusWrite::failed(why.to_owned());
+                self.status((&versions, Guard::Read), request, write)
                     .await?;
             }
         }
@@ -315,8 +380,8 @@ impl CapiLoop {
     }
 
     async fn take(&self, look: &Look<'_>, step: Step) -> Result<(), kube::Error> {
-        let requests: Api<NodeRequest> = Api::all(self.client.clone());
         let machines: Api<Machine> = Api::namespaced(self.client.clone(), &look.key.namespace);
+        let versions = &look.versions;
         match step {
             Step::Adopt { request } => {
                 let Some(found) = look.requests.get(request.as_str()) else {
@@ -324,10 +389,7 @@ impl CapiLoop {
                 };
                 if !found.finalizers().iter().any(|f| f == FINALIZER) {
                     let finalizers = found.finalizers().iter().map(String::as_str);
-                    let patch = Merge::guarded(found.meta().resource_version.as_deref())
-                        .finalizers(finalizers.chain([FINALIZER]));
-                    requests
-                        .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
+                    self.finalizers(versions, found, finalizers.chain([FINALIZER]))
                         .await?;
                 }
                 if found.phase() == NodeRequestPhase::Pending {
@@ -337,19 +399,24 @@ impl CapiLoop {
                         message: Some(message),
                         ..StatusWrite::default()
                     };
-                    self.status(&request, write).await?;
+                    self.status((versions, Guard::Read), found, write).await?;
                 }
             }
             Step::Intend {
                 request,
                 generation,
             } => {
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
                 let write = StatusWrite {
                     scale_generation: Some(generation),
                     machine_deployment: Some(look.key.to_string()),
                     ..StatusWrite::default()
                 };
-                self.status(&request, write).await?;
+                // Guarded like every request write: an intent decided from a request the cache
+                // shows late is refused, and no raise follows it.
+                self.status((versions, Guard::Read), found, write).await?;
             }
             Step::Scale { from, to } => {
                 let api: Api<MachineDeployment> =
@@ -425,18 +492,26 @@ impl CapiLoop {
                 node,
             } => self.make_node(look, &request, &machine, &node).await?,
             Step::Ready { request } => {
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
                 let message = format!("Node {request} is up");
-                self.status(&request, StatusWrite::ready(&request, message))
+                let write = StatusWrite::ready(&request, message);
+                self.status((versions, Guard::Recording), found, write)
                     .await?;
             }
             Step::Fail { request, message } => {
-                self.status(&request, StatusWrite::failed(message)).await?;
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
+                self.status((versions, Guard::Read), found, StatusWrite::failed(message))
+                    .await?;
             }
             Step::DeleteNode { request } => {
                 let nodes: Api<Node> = Api::all(self.client.clone());
                 match nodes.delete(&request, &DeleteParams::default()).await {
                     Ok(_) => {}
-                    Err(error) if is_not_found(&error) => {}
+                    Err(error) if is_not_found(&error) => self.shown(&request),
                     Err(error) => return Err(error),
                 }
             }
@@ -459,13 +534,8 @@ impl CapiLoop {
                     .iter()
                     .map(String::as_str)
                     .filter(|f| *f != FINALIZER);
-                let patch =
-                    Merge::guarded(found.meta().resource_version.as_deref()).finalizers(finalizers);
-                match requests
-                    .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => {}
+                match self.finalizers(versions, found, finalizers).await {
+                    Ok(()) => {}
                     Err(error) if is_not_found(&error) => {}
                     Err(error) => return Err(error),
                 }
@@ -523,13 +593,27 @@ impl CapiLoop {
         )]));
         let nodes: Api<Node> = Api::all(self.client.clone());
         match nodes.create(&PostParams::default(), &node).await {
-            Ok(_) => {}
+            Ok(_) => {
+                self.made
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(request.to_owned());
+            }
             Err(kube::Error::Api(status)) if status.is_already_exists() => {}
             Err(error) => return Err(error),
         }
         let message = format!("Node {request} is up (Machine {machine}, core Node {core})");
-        self.status(request, StatusWrite::ready(request, message))
+        let write = StatusWrite::ready(request, message);
+        self.status((&look.versions, Guard::Recording), found, write)
             .await
+    }
+
+    /// A Node this loop made is gone before its cache showed it: no longer counted as there.
+    fn shown(&self, node: &str) {
+        self.made
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(node);
     }
 
     /// Records the request's Machine; a Node made for it already (its Machine was replaced)
@@ -540,6 +624,9 @@ impl CapiLoop {
         request: &str,
         machine: &str,
     ) -> Result<(), kube::Error> {
+        let Some(found) = look.requests.get(request) else {
+            return Ok(());
+        };
         let key = format!("{}/{machine}", look.key.namespace);
         if look.nodes.contains_key(request) {
             self.record_on_node(request, &key).await?;
@@ -550,7 +637,8 @@ impl CapiLoop {
             message: Some(message),
             ..StatusWrite::default()
         };
-        self.status(request, write).await
+        self.status((&look.versions, Guard::Recording), found, write)
+            .await
     }
 
     /// Records `machine` (`namespace/name`) on the placement Node `node`, being deleted or not
@@ -568,14 +656,51 @@ impl CapiLoop {
         }
     }
 
-    async fn status(&self, request: &str, write: StatusWrite<'_>) -> Result<(), kube::Error> {
+    /// Writes these fields of the request's status, guarded as `guard` says by the version this
+    /// look last saw of it.
+    async fn status(
+        &self,
+        (versions, guard): (&Versions, Guard),
+        request: &NodeRequest,
+        write: StatusWrite<'_>,
+    ) -> Result<(), kube::Error> {
         let api: Api<NodeRequest> = Api::all(self.client.clone());
-        let patch = Merge::new()
-            .status(&write)
-            .map_err(kube::Error::SerdeError)?;
-        api.patch_status(request, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(drop)
+        let version = versions.of(request);
+        let patch = match guard {
+            Guard::Read => Merge::guarded(version.as_deref()),
+            Guard::Recording => Merge::new(),
+        }
+        .status(&write)
+        .map_err(kube::Error::SerdeError)?;
+        let written = api
+            .patch_status(
+                request.name_any_str(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        versions.wrote(written)
+    }
+
+    /// Sets the request's finalizers, guarded by the version this look last saw of it.
+    async fn finalizers<'f>(
+        &self,
+        versions: &Versions,
+        request: &NodeRequest,
+        finalizers: impl IntoIterator<Item = &'f str>,
+    ) -> Result<(), kube::Error> {
+        let api: Api<NodeRequest> = Api::all(self.client.clone());
+        let version = versions.of(request);
+        let finalizers: Vec<&str> = finalizers.into_iter().collect();
+        let patch = Merge::guarded(version.as_deref()).finalizers(finalizers.iter().copied());
+        let written = api
+            .patch(
+                request.name_any_str(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        versions.wrote(written)
     }
 }
 
@@ -586,7 +711,7 @@ impl CapiLoop {
 fn by_deployment<'a>(
     ours: &[&'a NodeClass],
     all: &BTreeSet<&str>,
-    requests: &'a [NodeRequest],
+    requests: impl IntoIterator<Item = &'a NodeRequest>,
 ) -> BTreeMap<NamespacedName, (Vec<&'a NodeClass>, Vec<&'a NodeRequest>)> {
     let mut groups: BTreeMap<NamespacedName, (Vec<&NodeClass>, Vec<&NodeRequest>)> =
         BTreeMap::new();
@@ -663,6 +788,44 @@ struct ClassConditions<'a> {
     conditions: Vec<&'a Condition>,
 }
 
+/// Whether a request's status write is guarded by the version read.
+#[derive(Clone, Copy, Debug)]
+enum Guard {
+    /// Decided from the request as cached: refused when it changed since (the cache may show
+    /// it late), and decided again at the next look.
+    Read,
+    /// Records what a write just made (a claim, a Node): a refusal would leave that unrecorded.
+    Recording,
+}
+
+/// The resourceVersion each request was left at by this look's writes: the cache shows none
+/// of them yet, and each write is guarded by the version the one before it left.
+#[derive(Debug, Default)]
+struct Versions(Mutex<BTreeMap<String, String>>);
+
+impl Versions {
+    /// The version to guard a write of `request` by: the last written, else the one read.
+    fn of(&self, request: &NodeRequest) -> Option<String> {
+        let written = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        written
+            .get(request.name_any_str())
+            .cloned()
+            .or_else(|| request.metadata.resource_version.clone())
+    }
+
+    /// Notes the version a write left, and answers how it went.
+    fn wrote(&self, written: Result<NodeRequest, kube::Error>) -> Result<(), kube::Error> {
+        let written = written?;
+        if let Some(version) = written.metadata.resource_version.clone() {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(written.name_any_str().to_owned(), version);
+        }
+        Ok(())
+    }
+}
+
 /// What one deployment's steps read.
 struct Look<'a> {
     key: &'a NamespacedName,
@@ -672,6 +835,7 @@ struct Look<'a> {
     classes: &'a [&'a NodeClass],
     /// The placement Nodes made for requests.
     nodes: &'a BTreeMap<&'a str, NodeSeen>,
+    versions: Versions,
 }
 
 fn deployment_view(deployment: &MachineDeployment) -> plan::Deployment {
