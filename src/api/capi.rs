@@ -80,12 +80,32 @@ pub struct Machine {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MachineStatus {
-    #[serde(default)]
-    pub phase: String,
+    /// Absent until Cluster API's Machine controller first sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<MachinePhase>,
     #[serde(default)]
     pub node_ref: Option<NodeReference>,
     #[serde(default)]
     pub deprecated: Option<Deprecated>,
+}
+
+/// Cluster API's `MachinePhase` (v1beta2): a summary Cluster API writes, read here only to tell
+/// `Running` (with a `nodeRef`: delivered) and `Failed` (a failure, as v1beta1 objects convert).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MachinePhase {
+    Pending,
+    Provisioning,
+    Provisioned,
+    Running,
+    Updating,
+    Deleting,
+    Deleted,
+    /// Deprecated in v1beta2 (kept for objects converted from v1beta1).
+    Failed,
+    Unknown,
+    /// A phase this version does not know: read as none of the above, never an error.
+    #[serde(other)]
+    Other,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -147,7 +167,7 @@ impl Machine {
     /// The core Node it runs as, once `Running` with a `nodeRef`.
     pub fn running_node(&self) -> Option<&str> {
         let node = self.status.node_ref.as_ref()?.name.as_str();
-        (self.status.phase == "Running" && !node.is_empty()).then_some(node)
+        (self.status.phase == Some(MachinePhase::Running) && !node.is_empty()).then_some(node)
     }
 
     /// Why it failed, in Cluster API's own words: phase `Failed`, a failure reason or message,
@@ -174,7 +194,7 @@ impl Machine {
                 return Some(format!("{} is False ({}): {}", c.type_, c.reason, c.message).into());
             }
         }
-        (self.status.phase == "Failed").then_some(Cow::Borrowed("phase Failed"))
+        (self.status.phase == Some(MachinePhase::Failed)).then_some(Cow::Borrowed("phase Failed"))
     }
 }
 
@@ -246,6 +266,10 @@ mod tests {
         let provisioned = machine(json!({"phase": "Provisioned", "nodeRef": {"name": "w"}}));
         assert_eq!(provisioned.running_node(), None);
         assert_eq!(machine(json!({})).running_node(), None);
+        // A phase a later Cluster API adds is read, as none of ours.
+        let later = machine(json!({"phase": "Hibernating", "nodeRef": {"name": "w"}}));
+        assert_eq!(later.status.phase, Some(MachinePhase::Other));
+        assert_eq!(later.running_node(), None);
     }
 
     #[test]

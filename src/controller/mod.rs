@@ -467,13 +467,19 @@ async fn run_controllers(client: Client, settings: Settings, handles: Handles) {
         undecodable,
         raise_queue_ready,
     } = feeds;
+    // The capacity tick's class and request caches are capi's too (node requests on).
+    let (capacity, read) = CapacitySettings::of(&settings)
+        .map(|capacity| capacity_loop(&term, capacity))
+        .unzip();
     let loops = [
         Some(skip_reports(&term, undecodable)),
         Some(readiness(&term, nodes_synced, raise_queue_ready, health)),
         Some(wake_loop(&term, settings.requeue_window)),
-        CapacitySettings::of(&settings).map(|capacity| capacity_loop(&term, capacity)),
+        capacity,
         RegisterSettings::of(&settings).map(|register| register_loop(&term, register)),
-        settings.cluster_api.then(|| capi_loop(&term, &settings)),
+        settings
+            .cluster_api
+            .then(|| capi_loop(&term, &settings, read)),
         Some(node_loop(
             &term,
             node_controller,
@@ -721,8 +727,11 @@ fn wake_loop(term: &Term, requeue_window: Duration) -> Running {
     }))
 }
 
-/// The capacity tick, with the class and request watches it reads.
-fn capacity_loop(term: &Term, settings: CapacitySettings) -> Running {
+/// The capacity tick, with the class and request watches it reads (and hands to capi).
+fn capacity_loop(
+    term: &Term,
+    settings: CapacitySettings,
+) -> (Running, capi::caches::ClassesAndRequests) {
     let published: Arc<state::tick::Published> = Arc::default();
     term.caches.set_tick(published.clone());
     let buyer = CapacityLoop {
@@ -758,15 +767,17 @@ fn register_loop(term: &Term, settings: RegisterSettings) -> Running {
     registration(registrar, &term.caches, term.skipped.clone())
 }
 
-/// The Cluster API provisioner.
-fn capi_loop(term: &Term, settings: &Settings) -> Running {
+/// The Cluster API provisioner, reading the capacity tick's class and request caches when node
+/// requests are on (else its own).
+fn capi_loop(
+    term: &Term,
+    settings: &Settings,
+    read: Option<capi::caches::ClassesAndRequests>,
+) -> Running {
     let provisioner = capi::CapiLoop {
-        client: term.client.clone(),
         events: Some(term.events.clone()),
         metrics: term.metrics.clone(),
-        timeout: settings.provisioning_timeout,
-        every: settings.request_check,
-        pool_nodes: settings.pool_nodes.clone(),
+        ..capi::CapiLoop::new(term.client.clone(), settings, read)
     };
     Running::task(provisioner.run())
 }
@@ -1007,7 +1018,7 @@ fn purchases(
     caches: &Caches,
     bought: Option<Arc<Bought>>,
     skipped: Skips,
-) -> Running {
+) -> (Running, capi::caches::ClassesAndRequests) {
     let (class_cache, class_feed) = reflector::store::<NodeClass>();
     let (request_cache, request_feed) = reflector::store::<NodeRequest>();
     caches.set_purchases(class_cache.clone(), request_cache.clone());
@@ -1041,10 +1052,16 @@ fn purchases(
     );
     let tick = capacity::run(
         Arc::new(buyer),
-        (class_cache, classes_synced),
-        (request_cache, requests_synced),
+        (class_cache.clone(), classes_synced.clone()),
+        (request_cache.clone(), requests_synced.clone()),
     );
-    Running::watching(watches, tick)
+    (
+        Running::watching(watches, tick),
+        (
+            (class_cache, classes_synced),
+            (request_cache, requests_synced),
+        ),
+    )
 }
 
 /// The registration's watches (the core Nodes its selector takes; every placement Node, kept

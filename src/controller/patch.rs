@@ -1,5 +1,7 @@
-//! JSON patches the loops send: guarded by a `test` operation, so a list changed since it was
-//! read fails the patch (422) and the next reconcile retries.
+//! Patches the loops send. JSON patches are guarded by a `test` operation (a list changed since
+//! it was read fails the patch, 422) or by the resourceVersion read ([`status_ops`]); merge
+//! patches ([`Merge`]) by the resourceVersion read, when they carry one (409 when the object
+//! changed since). Either way the next reconcile or look reads again and retries.
 
 /// JSON-patch operations adding `finalizer` to a list last seen as `current`: the `test` makes
 /// the patch fail (422) when the list changed since, and the next reconcile retries.
@@ -13,6 +15,71 @@ pub fn add_finalizer_ops(current: Option<&Vec<String>>, finalizer: &str) -> serd
             {"op": "test", "path": "/metadata/finalizers", "value": current},
             {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer},
         ]),
+    }
+}
+
+/// A merge patch (RFC 7386) of an object's metadata (finalizers, annotations) and status, typed:
+/// what is not set is not sent. Guarded when it carries the resourceVersion read ([`Merge::guarded`]).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Merge<'a> {
+    #[serde(skip_serializing_if = "MergeMeta::is_empty")]
+    metadata: MergeMeta<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MergeMeta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource_version: Option<&'a str>,
+    /// The whole list: a merge patch replaces a list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finalizers: Option<Vec<&'a str>>,
+    /// Each one set; the others are left as they are.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    annotations: std::collections::BTreeMap<&'a str, &'a str>,
+}
+
+impl MergeMeta<'_> {
+    fn is_empty(&self) -> bool {
+        self.resource_version.is_none() && self.finalizers.is_none() && self.annotations.is_empty()
+    }
+}
+
+impl<'a> Merge<'a> {
+    /// Unguarded: applied whatever the object's version.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Applied only to the version read (`None`: the object read had none, so unguarded).
+    pub fn guarded(resource_version: Option<&'a str>) -> Self {
+        Merge {
+            metadata: MergeMeta {
+                resource_version,
+                ..MergeMeta::default()
+            },
+            status: None,
+        }
+    }
+
+    /// Sets the finalizers to exactly these.
+    pub fn finalizers(mut self, finalizers: impl IntoIterator<Item = &'a str>) -> Self {
+        self.metadata.finalizers = Some(finalizers.into_iter().collect());
+        self
+    }
+
+    /// Sets one annotation.
+    pub fn annotation(mut self, key: &'a str, value: &'a str) -> Self {
+        self.metadata.annotations.insert(key, value);
+        self
+    }
+
+    /// Sets these status fields (what `status` serializes to; its absent fields are left).
+    pub fn status(mut self, status: &impl serde::Serialize) -> Result<Self, serde_json::Error> {
+        self.status = Some(serde_json::to_value(status)?);
+        Ok(self)
     }
 }
 
@@ -287,6 +354,37 @@ mod tests {
         )
         .unwrap();
         serde_json::from_value(serde_json::to_value(patch).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_merge_patch_sends_only_what_is_set_and_the_version_it_is_guarded_by() {
+        #[derive(serde::Serialize)]
+        struct Phase {
+            phase: &'static str,
+        }
+        let cases = [
+            (
+                Merge::guarded(Some("7")).finalizers(["a", "b"]),
+                json!({"metadata": {"resourceVersion": "7", "finalizers": ["a", "b"]}}),
+            ),
+            (
+                Merge::guarded(Some("7"))
+                    .annotation("k", "v")
+                    .annotation("d", ""),
+                json!({"metadata": {"resourceVersion": "7", "annotations": {"d": "", "k": "v"}}}),
+            ),
+            (
+                Merge::new().status(&Phase { phase: "Ready" }).unwrap(),
+                json!({"status": {"phase": "Ready"}}),
+            ),
+            (
+                Merge::guarded(None).finalizers([]),
+                json!({"metadata": {"finalizers": []}}),
+            ),
+        ];
+        for (patch, want) in cases {
+            assert_eq!(serde_json::to_value(&patch).unwrap(), want);
+        }
     }
 
     #[test]

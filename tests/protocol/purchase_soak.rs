@@ -211,8 +211,8 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
         // unclaimed (docs/testing.md): on demand only, with TP_SOAK_ALL=1. With the provisioner
         // contract every event runs (90 cases clean after the last fix).
         let event = rng.u8(0..16);
-        let open_case = buyer == Buyer::ClusterApi
-            && ((12..=14).contains(&event) || matches!(event, 10 | 15));
+        let open_case =
+            buyer == Buyer::ClusterApi && ((12..=14).contains(&event) || matches!(event, 10 | 15));
         let event = if open_case && !all_events() {
             u8::MAX
         } else {

@@ -316,7 +316,8 @@ async fn the_charts_cluster_api_rules_allow_every_call_the_cluster_api_provision
         "calls the chart does not allow: {missing:?}"
     );
     // Granted for Cluster API's usual clients (a watch, a scale read or patch) though this
-    // provisioner reads afresh each look and replaces the scale: the fixed list.
+    // provisioner reads the MachineDeployment afresh each look and replaces the scale: the
+    // issue's fixed list.
     let spare = BTreeSet::from(
         [
             ("cluster.x-k8s.io", "machinedeployments", "watch"),

@@ -11,10 +11,16 @@
 //! ```
 //!
 //! Rules enforced here (the decisions are [`plan`]'s; this file reads and writes):
-//! - every look reads afresh what it decides from (classes, requests, the deployment, its
-//!   Machines, the bought placement Nodes), so a restart, a lost answer or a new leader decide
-//!   alike; each write is guarded by the object's resourceVersion (the scale too) and a refused
-//!   one ends that deployment's look, to be read again at the next;
+//! - every look decides from what the objects say now, nothing remembered, so a restart, a lost
+//!   answer or a new leader decide alike: classes, requests, the deployment's Machines and the
+//!   bought placement Nodes from watch caches ([`caches`]; no look lists anything), the
+//!   MachineDeployment by a direct read (its resourceVersion guards the scale);
+//! - a cache may show a write late, so every write decided from a cached object is guarded by
+//!   the resourceVersion read (a request's writes in one look each by the version the one before
+//!   left; the scale by the deployment's), and a refused one ends that deployment's look, to be
+//!   read again at the next. Two writes are not guarded, as they record what a write just made
+//!   and are right whatever the cache showed: a claim in the request's status, and `Ready` once
+//!   its Node is made. A Node this loop made counts as there until its cache shows it;
 //! - a class whose MachineDeployment cannot be used (missing, forbidden, Cluster API not
 //!   installed, at cluster-autoscaler's max size) says so in its `Available` condition and a
 //!   Warning Event; the capacity tick buys no machine of it meanwhile, and its requests not yet
@@ -22,29 +28,32 @@
 //! - a Machine whose Node offers less than the class promises gives the placement Node the
 //!   smaller capacity and its request a Warning Event.
 
+pub mod caches;
 pub mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
 use k8s_openapi::api::core::v1::Node as CoreNode;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt};
-use serde_json::json;
 
 use self::plan::{NodeSeen, Step};
+use super::patch::Merge;
 use super::publisher::{EventPublisher, Occurrence};
+use super::settings::Settings;
 use crate::api::capi::{
-    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, DEPLOYMENT_NAME_LABEL, MACHINE_ANNOTATION,
-    Machine, MachineDeployment,
+    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, MACHINE_ANNOTATION, Machine, MachineDeployment,
 };
 use crate::api::{
-    AVAILABLE_CONDITION, Condition, LabelSelector, NODE_REQUEST_LABEL, NamespacedName, Node,
-    NodeClass, NodeRequest, NodeRequestPhase, ResourceAmounts, allocatable_capacity,
+    AVAILABLE_CONDITION, Condition, LabelSelector, NamespacedName, Node, NodeClass, NodeRequest,
+    NodeRequestPhase, allocatable_capacity,
 };
 use crate::error::is_not_found;
 use crate::metrics::Metrics;
@@ -63,6 +72,15 @@ pub struct CapiLoop {
     pub every: Duration,
     /// The pool's Nodes (`--node-selector`): only classes whose Nodes match are served.
     pub pool_nodes: Option<LabelSelector>,
+    /// The capacity tick's class and request caches; `None` (node requests off): the loop
+    /// watches them itself.
+    pub purchases: Option<caches::ClassesAndRequests>,
+    /// Whether Cluster API's kinds were served when last asked: asked again while they were
+    /// not, and when a deployment reads as missing.
+    pub(super) served: AtomicBool,
+    /// The placement Nodes this loop made that its cache may not show yet, by name: a look
+    /// counts them as there (a Machine is never given back from under a Node just made).
+    pub(super) made: Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for CapiLoop {
@@ -74,28 +92,46 @@ impl std::fmt::Debug for CapiLoop {
     }
 }
 
-/// Why a class's MachineDeployment cannot be used now, or None when it can.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Unavailable {
-    reason: &'static str,
-    message: String,
-}
-
 impl CapiLoop {
+    /// The loop, reading `purchases` (see [`CapiLoop::purchases`]).
+    pub fn new(
+        client: Client,
+        settings: &Settings,
+        purchases: Option<caches::ClassesAndRequests>,
+    ) -> Self {
+        CapiLoop {
+            client,
+            events: None,
+            metrics: Arc::default(),
+            timeout: settings.provisioning_timeout,
+            every: settings.request_check,
+            pool_nodes: settings.pool_nodes.clone(),
+            purchases,
+            served: AtomicBool::new(false),
+            made: Mutex::default(),
+        }
+    }
+
     /// Runs until the task is dropped.
-    pub async fn run(self) {
+    pub async fn run(mut self) {
         let every = self.every.max(Duration::from_millis(10));
-        if !self.served().await {
+        let served = self.served().await;
+        if !served {
             tracing::warn!(
                 "--provisioner cluster-api: this cluster serves no cluster.x-k8s.io/v1beta2 \
                  MachineDeployments (is Cluster API installed?); classes that name one say so"
             );
         }
+        self.served.store(served, Ordering::SeqCst);
+        let mut reads = caches::Reads::start(&self.client, self.purchases.take());
         loop {
-            if let Err(error) = self.look().await {
+            tokio::time::sleep(every).await;
+            if !reads.synced().await {
+                return;
+            }
+            if let Err(error) = self.look(&mut reads).await {
                 tracing::debug!(%error, "cluster-api provisioner: will look again");
             }
-            tokio::time::sleep(every).await;
         }
     }
 
@@ -108,11 +144,8 @@ impl CapiLoop {
         }
     }
 
-    async fn look(&self) -> Result<(), kube::Error> {
-        let classes: Vec<NodeClass> = Api::<NodeClass>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items;
+    async fn look(&self, reads: &mut caches::Reads) -> Result<(), kube::Error> {
+        let classes = reads.classes.0.state();
         let in_pool = |c: &&NodeClass| {
             self.pool_nodes
                 .as_ref()
@@ -120,23 +153,28 @@ impl CapiLoop {
         };
         let ours: Vec<&NodeClass> = classes
             .iter()
+            .map(AsRef::as_ref)
             .filter(|c| c.spec.cluster_api.is_some())
             .filter(in_pool)
             .collect();
-        let requests = Api::<NodeRequest>::all(self.client.clone())
-            .list(&ListParams::default())
-            .await?
-            .items;
+        let requests = reads.requests.0.state();
         let all: BTreeSet<&str> = classes.iter().map(|c| c.name_any_str()).collect();
         self.hand_back_untaken(&requests, &all).await;
-        let groups = by_deployment(&ours, &all, &requests);
+        let groups = by_deployment(&ours, &all, requests.iter().map(AsRef::as_ref));
         if groups.is_empty() {
+            reads.watch_machines([]);
             return Ok(());
         }
-        let listed = Api::<Node>::all(self.client.clone())
-            .list_metadata(&ListParams::default().labels(NODE_REQUEST_LABEL))
-            .await?;
-        let nodes: BTreeMap<String, NodeSeen> = listed
+        if !self.served.load(Ordering::SeqCst) {
+            self.served.store(self.served().await, Ordering::SeqCst);
+        }
+        if self.served.load(Ordering::SeqCst) {
+            reads.watch_machines(groups.keys());
+        } else {
+            reads.watch_machines([]);
+        }
+        let listed = reads.nodes.0.state();
+        let mut nodes: BTreeMap<String, NodeSeen> = listed
             .iter()
             .map(|n| {
                 let seen = if n.metadata.deletion_timestamp.is_some() {
@@ -147,6 +185,14 @@ impl CapiLoop {
                 (n.name_any(), seen)
             })
             .collect();
+        // Made by an earlier look, not shown yet: there.
+        {
+            let mut made = self.made.lock().unwrap_or_else(PoisonError::into_inner);
+            made.retain(|node| !nodes.contains_key(node));
+            for node in made.iter() {
+                nodes.insert(node.clone(), NodeSeen::Present);
+            }
+        }
         let recorded: BTreeMap<String, String> = listed
             .iter()
             .filter_map(|n| {
@@ -169,55 +215,51 @@ impl CapiLoop {
                 tracing::info!(%node, %machine, %error, "cluster-api provisioner: could not record a Node's Machine; will look again");
             }
         }
-        let served = self.served().await;
         for (key, (classes, mine)) in groups {
-            if let Err(error) = self.deployment(&key, &classes, &mine, &nodes, served).await {
+            let machines = reads.machines(&key);
+            let result = self
+                .deployment(&key, &classes, &mine, &nodes, machines.as_deref())
+                .await;
+            if let Err(error) = result {
                 tracing::info!(deployment = %key, %error, "cluster-api provisioner: will look again");
             }
         }
         Ok(())
     }
 
-    /// One deployment's look: its classes' condition, then the plan's steps in order.
+    /// One deployment's look: its classes' condition, then the plan's steps in order, once
+    /// its `machines` are cached (`None`: not yet).
     async fn deployment(
         &self,
         key: &NamespacedName,
         classes: &[&NodeClass],
         requests: &[&NodeRequest],
         nodes: &BTreeMap<String, NodeSeen>,
-        served: bool,
+        machines: Option<&[Arc<Machine>]>,
     ) -> Result<(), kube::Error> {
         let api: Api<MachineDeployment> = Api::namespaced(self.client.clone(), &key.namespace);
+        let mut served = self.served.load(Ordering::SeqCst);
         let found = if served {
             api.get_opt(&key.name).await
         } else {
             Ok(None)
         };
-        let unavailable = match &found {
-            _ if !served => Some(Unavailable {
-                reason: "ClusterAPIMissing",
-                message: format!(
-                    "the cluster serves no cluster.x-k8s.io/v1beta2 MachineDeployments: \
-                     MachineDeployment {key} cannot be scaled"
-                ),
-            }),
-            Ok(Some(deployment)) => at_max_size(key, deployment),
-            Ok(None) => Some(Unavailable {
-                reason: "MachineDeploymentNotFound",
-                message: format!("MachineDeployment {key} does not exist"),
-            }),
-            Err(kube::Error::Api(status)) if status.code == 403 => Some(Unavailable {
-                reason: "Forbidden",
-                message: format!(
-                    "the controller may not read MachineDeployment {key}: {}",
-                    status.message
-                ),
-            }),
-            Err(_) => None,
+        if served && matches!(found, Ok(None)) {
+            // Missing, or Cluster API is no longer served: asked, so that the class says which.
+            served = self.served().await;
+            self.served.store(served, Ordering::SeqCst);
+        }
+        let seen = match &found {
+            _ if !served => plan::Found::NotServed,
+            Ok(Some(deployment)) => plan::Found::Present(deployment_view(deployment)),
+            Ok(None) => plan::Found::Missing,
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                plan::Found::Forbidden(status.message.clone())
+            }
+            Err(_) => plan::Found::Unknown,
         };
-        // Two classes naming one deployment: its machines cannot be told apart, and what one
-        // delivers would be bought as the other (a small machine bought for a large tenant).
-        let unavailable = shared(key, classes).or(unavailable);
+        let names: Vec<&str> = classes.iter().map(|c| c.name_any_str()).collect();
+        let unavailable = plan::unavailable(key, &names, &seen);
         let deployment = found?;
         for class in classes {
             self.say_available(class, key, unavailable.as_ref()).await;
@@ -228,19 +270,13 @@ impl CapiLoop {
             }
             return Ok(());
         };
-        let machines: Vec<Machine> =
-            Api::<Machine>::namespaced(self.client.clone(), &key.namespace)
-                .list(
-                    &ListParams::default().labels(&format!("{DEPLOYMENT_NAME_LABEL}={}", key.name)),
-                )
-                .await?
-                .items;
-        let seen = plan::Deployment {
-            replicas: deployment.replicas(),
-            generation: deployment.metadata.generation.unwrap_or_default(),
-            max_size: deployment.max_size(),
+        let Some(machines) = machines else {
+            tracing::debug!(deployment = %key, "cluster-api provisioner: its Machines are not cached yet");
+            return Ok(());
         };
-        let machine_views: Vec<plan::Machine<'_>> = machines.iter().map(machine_view).collect();
+        let seen = deployment_view(&deployment);
+        let machine_views: Vec<plan::Machine<'_>> =
+            machines.iter().map(|m| machine_view(m)).collect();
         let prefix = format!("{}/", key.namespace);
         let request_views: Vec<plan::Request<'_>> =
             requests.iter().map(|r| request_view(r, &prefix)).collect();
@@ -256,8 +292,10 @@ impl CapiLoop {
         );
         let by_name: BTreeMap<&str, &NodeRequest> =
             requests.iter().map(|r| (r.name_any_str(), *r)).collect();
-        let machines_by_name: BTreeMap<&str, &Machine> =
-            machines.iter().map(|m| (m.name_any_str(), m)).collect();
+        let machines_by_name: BTreeMap<&str, &Machine> = machines
+            .iter()
+            .map(|m| (m.name_any_str(), m.as_ref()))
+            .collect();
         let ctx = Look {
             key,
             deployment: &deployment,
@@ -265,6 +303,7 @@ impl CapiLoop {
             machines: &machines_by_name,
             classes,
             nodes: &node_views,
+            versions: Versions::default(),
         };
         for step in steps {
             let action = step_action(&step);
@@ -281,64 +320,48 @@ impl CapiLoop {
         &self,
         class: &NodeClass,
         key: &NamespacedName,
-        unavailable: Option<&Unavailable>,
+        unavailable: Option<&plan::Unavailable>,
     ) {
-        let (status, reason, message) = match unavailable {
-            Some(why) => ("False", why.reason, why.message.clone()),
-            None => (
-                "True",
-                "MachineDeploymentReady",
-                format!("machines of this class come from MachineDeployment {key}"),
-            ),
-        };
-        let current = class
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.iter().find(|c| c.type_ == AVAILABLE_CONDITION));
-        if current.is_some_and(|c| c.status == status && c.reason == reason && c.message == message)
-        {
+        let previous = class.status.as_ref().map_or(&[][..], |s| &s.conditions);
+        let Some(condition) = plan::available_condition(
+            previous,
+            key,
+            unavailable,
+            class.metadata.generation,
+            &Time(Timestamp::now()),
+        ) else {
             return;
-        }
-        let condition = Condition {
-            type_: AVAILABLE_CONDITION.to_owned(),
-            status: status.to_owned(),
-            reason: reason.to_owned(),
-            message: message.clone(),
-            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                Timestamp::now(),
-            ),
-            observed_generation: class.metadata.generation,
         };
         // The other conditions (what the class delivers) are kept, as read: guarded.
-        let mut conditions: Vec<&Condition> = class
-            .status
+        let mut conditions: Vec<&Condition> = previous
             .iter()
-            .flat_map(|s| &s.conditions)
             .filter(|c| c.type_ != AVAILABLE_CONDITION)
             .collect();
         conditions.push(&condition);
-        let patch = json!({
-            "metadata": {"resourceVersion": class.metadata.resource_version},
-            "status": {"conditions": conditions},
-        });
         let api: Api<NodeClass> = Api::all(self.client.clone());
-        if let Err(error) = api
-            .patch_status(
-                class.name_any_str(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
+        let written = match Merge::guarded(class.metadata.resource_version.as_deref())
+            .status(&ClassConditions { conditions })
         {
+            Ok(patch) => {
+                api.patch_status(
+                    class.name_any_str(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            }
+            Err(error) => Err(kube::Error::SerdeError(error)),
+        };
+        if let Err(error) = written {
             tracing::info!(class = class.name_any_str(), %error, "could not write the class's condition");
             return;
         }
-        if unavailable.is_some() {
+        if let Some(why) = unavailable {
             let occurrence = Occurrence {
                 type_: EventType::Warning,
-                reason,
+                reason: why.why.reason(),
                 action: "Provision",
-                note: message,
+                note: why.message.clone(),
             };
             EventPublisher::publish_or_log(self.events.as_ref(), occurrence, class.object_ref(&()))
                 .await;
@@ -351,69 +374,67 @@ impl CapiLoop {
             let untaken = request.phase() == NodeRequestPhase::Pending
                 && request.metadata.deletion_timestamp.is_none();
             if untaken {
-                self.status(
-                    request.name_any_str(),
-                    json!({"phase": "Failed", "message": why}),
-                )
-                .await?;
+                let versions = Versions::default();
+                let write = StatusWrite::failed(why.to_owned());
+                self.status((&versions, Guard::Read), request, write)
+                    .await?;
             }
         }
         Ok(())
     }
 
     async fn take(&self, look: &Look<'_>, step: Step) -> Result<(), kube::Error> {
-        let requests: Api<NodeRequest> = Api::all(self.client.clone());
         let machines: Api<Machine> = Api::namespaced(self.client.clone(), &look.key.namespace);
+        let versions = &look.versions;
         match step {
             Step::Adopt { request } => {
                 let Some(found) = look.requests.get(request.as_str()) else {
                     return Ok(());
                 };
                 if !found.finalizers().iter().any(|f| f == FINALIZER) {
-                    let mut finalizers = found.finalizers().to_vec();
-                    finalizers.push(FINALIZER.to_owned());
-                    let patch = json!({"metadata": {
-                        "resourceVersion": found.resource_version(),
-                        "finalizers": finalizers,
-                    }});
-                    requests
-                        .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
+                    let finalizers = found.finalizers().iter().map(String::as_str);
+                    self.finalizers(versions, found, finalizers.chain([FINALIZER]))
                         .await?;
                 }
                 if found.phase() == NodeRequestPhase::Pending {
                     let message = format!("asking MachineDeployment {} for a machine", look.key);
-                    self.status(
-                        &request,
-                        json!({"phase": "Provisioning", "message": message}),
-                    )
-                    .await?;
+                    let write = StatusWrite {
+                        phase: Some(NodeRequestPhase::Provisioning),
+                        message: Some(message),
+                        ..StatusWrite::default()
+                    };
+                    self.status((versions, Guard::Read), found, write).await?;
                 }
             }
             Step::Intend {
                 request,
                 generation,
             } => {
-                let status = json!({
-                    "scaleGeneration": generation,
-                    "machineDeployment": look.key.to_string(),
-                });
-                self.status(&request, status).await?;
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
+                let write = StatusWrite {
+                    scale_generation: Some(generation),
+                    machine_deployment: Some(look.key.to_string()),
+                    ..StatusWrite::default()
+                };
+                // Guarded like every request write: an intent decided from a request the cache
+                // shows late is refused, and no raise follows it.
+                self.status((versions, Guard::Read), found, write).await?;
             }
             Step::Scale { from, to } => {
                 let api: Api<MachineDeployment> =
                     Api::namespaced(self.client.clone(), &look.key.namespace);
-                let scale = json!({
-                    "apiVersion": "autoscaling/v1",
-                    "kind": "Scale",
-                    "metadata": {
-                        "name": look.key.name,
-                        "namespace": look.key.namespace,
-                        "resourceVersion": look.deployment.resource_version(),
+                let scale = Scale {
+                    metadata: ObjectMeta {
+                        name: Some(look.key.name.clone()),
+                        namespace: Some(look.key.namespace.clone()),
+                        resource_version: look.deployment.resource_version(),
+                        ..ObjectMeta::default()
                     },
-                    "spec": {"replicas": to},
-                });
-                let scale: Scale =
-                    serde_json::from_value(scale).map_err(kube::Error::SerdeError)?;
+                    spec: Some(ScaleSpec { replicas: Some(to) }),
+                    status: None,
+                };
                 api.replace_scale(&look.key.name, &PostParams::default(), &scale)
                     .await?;
                 tracing::info!(deployment = %look.key, from, to, "cluster-api provisioner: replicas set");
@@ -426,15 +447,11 @@ impl CapiLoop {
                 let Some(found) = look.machines.get(machine.as_str()) else {
                     return Ok(());
                 };
-                let mut annotations = serde_json::Map::new();
-                annotations.insert(CLAIM_ANNOTATION.to_owned(), json!(request));
+                let mut patch = Merge::guarded(found.meta().resource_version.as_deref())
+                    .annotation(CLAIM_ANNOTATION, &request);
                 if give_back {
-                    annotations.insert(DELETE_MACHINE_ANNOTATION.to_owned(), json!(""));
+                    patch = patch.annotation(DELETE_MACHINE_ANNOTATION, "");
                 }
-                let patch = json!({"metadata": {
-                    "resourceVersion": found.resource_version(),
-                    "annotations": annotations,
-                }});
                 machines
                     .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -449,10 +466,8 @@ impl CapiLoop {
                 let Some(claimed) = look.machines.get(machine.as_str()) else {
                     return Ok(());
                 };
-                let patch = json!({"metadata": {
-                    "resourceVersion": claimed.resource_version(),
-                    "annotations": {CLAIM_ANNOTATION: request},
-                }});
+                let patch = Merge::guarded(claimed.meta().resource_version.as_deref())
+                    .annotation(CLAIM_ANNOTATION, &request);
                 machines
                     .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -481,22 +496,26 @@ impl CapiLoop {
                 node,
             } => self.make_node(look, &request, &machine, &node).await?,
             Step::Ready { request } => {
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
                 let message = format!("Node {request} is up");
-                self.status(
-                    &request,
-                    json!({"phase": "Ready", "nodeName": request, "message": message}),
-                )
-                .await?;
+                let write = StatusWrite::ready(&request, message);
+                self.status((versions, Guard::Recording), found, write)
+                    .await?;
             }
             Step::Fail { request, message } => {
-                self.status(&request, json!({"phase": "Failed", "message": message}))
+                let Some(found) = look.requests.get(request.as_str()) else {
+                    return Ok(());
+                };
+                self.status((versions, Guard::Read), found, StatusWrite::failed(message))
                     .await?;
             }
             Step::DeleteNode { request } => {
                 let nodes: Api<Node> = Api::all(self.client.clone());
                 match nodes.delete(&request, &DeleteParams::default()).await {
                     Ok(_) => {}
-                    Err(error) if is_not_found(&error) => {}
+                    Err(error) if is_not_found(&error) => self.shown(&request),
                     Err(error) => return Err(error),
                 }
             }
@@ -504,10 +523,8 @@ impl CapiLoop {
                 let Some(found) = look.machines.get(machine.as_str()) else {
                     return Ok(());
                 };
-                let patch = json!({"metadata": {
-                    "resourceVersion": found.resource_version(),
-                    "annotations": {DELETE_MACHINE_ANNOTATION: ""},
-                }});
+                let patch = Merge::guarded(found.meta().resource_version.as_deref())
+                    .annotation(DELETE_MACHINE_ANNOTATION, "");
                 machines
                     .patch(&machine, &PatchParams::default(), &Patch::Merge(&patch))
                     .await?;
@@ -516,20 +533,13 @@ impl CapiLoop {
                 let Some(found) = look.requests.get(request.as_str()) else {
                     return Ok(());
                 };
-                let finalizers: Vec<&String> = found
+                let finalizers = found
                     .finalizers()
                     .iter()
-                    .filter(|f| *f != FINALIZER)
-                    .collect();
-                let patch = json!({"metadata": {
-                    "resourceVersion": found.resource_version(),
-                    "finalizers": finalizers,
-                }});
-                match requests
-                    .patch(&request, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(_) => {}
+                    .map(String::as_str)
+                    .filter(|f| *f != FINALIZER);
+                match self.finalizers(versions, found, finalizers).await {
+                    Ok(()) => {}
                     Err(error) if is_not_found(&error) => {}
                     Err(error) => return Err(error),
                 }
@@ -556,32 +566,21 @@ impl CapiLoop {
             .copied()
             .find(|c| c.name_any_str() == found.spec.node_class);
         let mut node = found.node(class);
-        let promised = found.spec.capacity;
         let offered = Api::<CoreNode>::all(self.client.clone())
             .get_opt(core)
             .await?
             .and_then(|n| n.status?.allocatable)
             .map(|a| allocatable_capacity(&a));
-        let delivered = match offered {
-            Some(Ok(offered)) => smaller(promised, offered),
+        let offered = match offered {
+            Some(Ok(offered)) => Some(offered),
             Some(Err(error)) => {
                 tracing::info!(node = core, %error, "cluster-api provisioner: the class's capacity is used");
-                promised
+                None
             }
-            None => promised,
+            None => None,
         };
-        if delivered != promised {
-            let note = format!(
-                "Machine {machine} (Node {core}) offers {} threads, {} GB memory, {} GB storage, \
-                 less than its class promises ({} threads, {} GB memory, {} GB storage): the \
-                 placement Node gets what it offers",
-                delivered.threads,
-                delivered.memory_gb,
-                delivered.storage_gb,
-                promised.threads,
-                promised.memory_gb,
-                promised.storage_gb
-            );
+        let delivery = plan::delivery(found.spec.capacity, offered, machine, core);
+        if let Some(note) = delivery.short {
             let occurrence = Occurrence {
                 type_: EventType::Warning,
                 reason: "MachineShort",
@@ -591,23 +590,34 @@ impl CapiLoop {
             EventPublisher::publish_or_log(self.events.as_ref(), occurrence, found.object_ref(&()))
                 .await;
         }
-        node.spec.capacity = delivered;
+        node.spec.capacity = delivery.capacity;
         node.metadata.annotations = Some(BTreeMap::from([(
             MACHINE_ANNOTATION.to_owned(),
             format!("{}/{machine}", look.key.namespace),
         )]));
         let nodes: Api<Node> = Api::all(self.client.clone());
         match nodes.create(&PostParams::default(), &node).await {
-            Ok(_) => {}
+            Ok(_) => {
+                self.made
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(request.to_owned());
+            }
             Err(kube::Error::Api(status)) if status.is_already_exists() => {}
             Err(error) => return Err(error),
         }
         let message = format!("Node {request} is up (Machine {machine}, core Node {core})");
-        self.status(
-            request,
-            json!({"phase": "Ready", "nodeName": request, "message": message}),
-        )
-        .await
+        let write = StatusWrite::ready(request, message);
+        self.status((&look.versions, Guard::Recording), found, write)
+            .await
+    }
+
+    /// A Node this loop made is gone before its cache showed it: no longer counted as there.
+    fn shown(&self, node: &str) {
+        self.made
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(node);
     }
 
     /// Records the request's Machine; a Node made for it already (its Machine was replaced)
@@ -618,19 +628,27 @@ impl CapiLoop {
         request: &str,
         machine: &str,
     ) -> Result<(), kube::Error> {
+        let Some(found) = look.requests.get(request) else {
+            return Ok(());
+        };
         let key = format!("{}/{machine}", look.key.namespace);
         if look.nodes.contains_key(request) {
             self.record_on_node(request, &key).await?;
         }
         let message = format!("Machine {key} is being made for it");
-        self.status(request, json!({"machine": key, "message": message}))
+        let write = StatusWrite {
+            machine: Some(&key),
+            message: Some(message),
+            ..StatusWrite::default()
+        };
+        self.status((&look.versions, Guard::Recording), found, write)
             .await
     }
 
     /// Hands back the requests [`plan::untaken`] finds: back to `Pending` (unless being deleted)
     /// with a note, then without this provisioner's finalizer, each guarded by what was read.
     /// A refused write is logged and tried again at the next look.
-    async fn hand_back_untaken(&self, requests: &[NodeRequest], classes: &BTreeSet<&str>) {
+    async fn hand_back_untaken(&self, requests: &[Arc<NodeRequest>], classes: &BTreeSet<&str>) {
         let seen = requests.iter().map(|r| plan::Seen {
             name: r.name_any_str(),
             adopted: r.finalizers().iter().any(|f| f == FINALIZER),
@@ -641,36 +659,29 @@ impl CapiLoop {
                 .as_ref()
                 .is_some_and(|s| !s.machine_deployment.is_empty()),
         });
-        let api: Api<NodeRequest> = Api::all(self.client.clone());
+        let versions = Versions::default();
         for (name, deleting) in plan::untaken(seen) {
             let Some(found) = requests.iter().find(|r| r.name_any_str() == name) else {
                 continue;
             };
-            let mut rv = found.resource_version();
             let mut written = Ok(());
             if !deleting {
                 let message = format!(
                     "NodeClass {} was deleted before a Machine was asked for: not taken up",
                     found.spec.node_class
                 );
-                let patch = json!({"metadata": {"resourceVersion": rv},
-                                   "status": {"phase": NodeRequestPhase::Pending, "message": message}});
-                written = api
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(|r| rv = r.resource_version());
+                let pending = StatusWrite {
+                    phase: Some(NodeRequestPhase::Pending),
+                    message: Some(message),
+                    ..StatusWrite::default()
+                };
+                written = self.status((&versions, Guard::Read), found, pending).await;
             }
-            let finalizers: Vec<&String> = found
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .collect();
-            let patch = json!({"metadata": {"resourceVersion": rv, "finalizers": finalizers}});
             if written.is_ok() {
-                written = api
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map(drop);
+                let kept = found.finalizers().iter().filter(|f| *f != FINALIZER);
+                written = self
+                    .finalizers(&versions, found, kept.map(String::as_str))
+                    .await;
             }
             match written {
                 Ok(()) => {}
@@ -686,7 +697,7 @@ impl CapiLoop {
     /// (its finalizer may keep it while tenants leave; it still says which Machine it is).
     async fn record_on_node(&self, node: &str, machine: &str) -> Result<(), kube::Error> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        let patch = json!({"metadata": {"annotations": {MACHINE_ANNOTATION: machine}}});
+        let patch = Merge::new().annotation(MACHINE_ANNOTATION, machine);
         match nodes
             .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -697,12 +708,51 @@ impl CapiLoop {
         }
     }
 
-    async fn status(&self, request: &str, status: serde_json::Value) -> Result<(), kube::Error> {
+    /// Writes these fields of the request's status, guarded as `guard` says by the version this
+    /// look last saw of it.
+    async fn status(
+        &self,
+        (versions, guard): (&Versions, Guard),
+        request: &NodeRequest,
+        write: StatusWrite<'_>,
+    ) -> Result<(), kube::Error> {
         let api: Api<NodeRequest> = Api::all(self.client.clone());
-        let patch = json!({ "status": status });
-        api.patch_status(request, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(drop)
+        let version = versions.of(request);
+        let patch = match guard {
+            Guard::Read => Merge::guarded(version.as_deref()),
+            Guard::Recording => Merge::new(),
+        }
+        .status(&write)
+        .map_err(kube::Error::SerdeError)?;
+        let written = api
+            .patch_status(
+                request.name_any_str(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        versions.wrote(written)
+    }
+
+    /// Sets the request's finalizers, guarded by the version this look last saw of it.
+    async fn finalizers<'f>(
+        &self,
+        versions: &Versions,
+        request: &NodeRequest,
+        finalizers: impl IntoIterator<Item = &'f str>,
+    ) -> Result<(), kube::Error> {
+        let api: Api<NodeRequest> = Api::all(self.client.clone());
+        let version = versions.of(request);
+        let finalizers: Vec<&str> = finalizers.into_iter().collect();
+        let patch = Merge::guarded(version.as_deref()).finalizers(finalizers.iter().copied());
+        let written = api
+            .patch(
+                request.name_any_str(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        versions.wrote(written)
     }
 }
 
@@ -713,7 +763,7 @@ impl CapiLoop {
 fn by_deployment<'a>(
     ours: &[&'a NodeClass],
     all: &BTreeSet<&str>,
-    requests: &'a [NodeRequest],
+    requests: impl IntoIterator<Item = &'a NodeRequest>,
 ) -> BTreeMap<NamespacedName, (Vec<&'a NodeClass>, Vec<&'a NodeRequest>)> {
     let mut groups: BTreeMap<NamespacedName, (Vec<&NodeClass>, Vec<&NodeRequest>)> =
         BTreeMap::new();
@@ -746,6 +796,88 @@ fn by_deployment<'a>(
     groups
 }
 
+/// The fields of a request's status the provisioner writes; what is `None` is left as it is.
+#[derive(Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusWrite<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phase: Option<NodeRequestPhase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    machine_deployment: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    machine: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scale_generation: Option<i64>,
+}
+
+impl<'a> StatusWrite<'a> {
+    /// `Ready`, its Node named after the request.
+    fn ready(request: &'a str, message: String) -> Self {
+        StatusWrite {
+            phase: Some(NodeRequestPhase::Ready),
+            node_name: Some(request),
+            message: Some(message),
+            ..StatusWrite::default()
+        }
+    }
+
+    fn failed(message: String) -> Self {
+        StatusWrite {
+            phase: Some(NodeRequestPhase::Failed),
+            message: Some(message),
+            ..StatusWrite::default()
+        }
+    }
+}
+
+/// A class's conditions, as its status is patched.
+#[derive(serde::Serialize)]
+struct ClassConditions<'a> {
+    conditions: Vec<&'a Condition>,
+}
+
+/// Whether a request's status write is guarded by the version read.
+#[derive(Clone, Copy, Debug)]
+enum Guard {
+    /// Decided from the request as cached: refused when it changed since (the cache may show
+    /// it late), and decided again at the next look.
+    Read,
+    /// Records what a write just made (a claim, a Node): a refusal would leave that unrecorded.
+    Recording,
+}
+
+/// The resourceVersion each request was left at by this look's writes: the cache shows none
+/// of them yet, and each write is guarded by the version the one before it left.
+#[derive(Debug, Default)]
+struct Versions(Mutex<BTreeMap<String, String>>);
+
+impl Versions {
+    /// The version to guard a write of `request` by: the last written, else the one read.
+    fn of(&self, request: &NodeRequest) -> Option<String> {
+        let written = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        written
+            .get(request.name_any_str())
+            .cloned()
+            .or_else(|| request.metadata.resource_version.clone())
+    }
+
+    /// Notes the version a write left, and answers how it went.
+    fn wrote(&self, written: Result<NodeRequest, kube::Error>) -> Result<(), kube::Error> {
+        let written = written?;
+        if let Some(version) = written.metadata.resource_version.clone() {
+            self.0
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(written.name_any_str().to_owned(), version);
+        }
+        Ok(())
+    }
+}
+
 /// What one deployment's steps read.
 struct Look<'a> {
     key: &'a NamespacedName,
@@ -755,42 +887,15 @@ struct Look<'a> {
     classes: &'a [&'a NodeClass],
     /// The placement Nodes made for requests.
     nodes: &'a BTreeMap<&'a str, NodeSeen>,
+    versions: Versions,
 }
 
-/// A deployment named by more than one class serves none of them: each needs its own.
-fn shared(key: &NamespacedName, classes: &[&NodeClass]) -> Option<Unavailable> {
-    (classes.len() > 1).then(|| {
-        let names: Vec<&str> = classes.iter().map(|c| c.name_any_str()).collect();
-        Unavailable {
-            reason: "MachineDeploymentShared",
-            message: format!(
-                "MachineDeployment {key} is named by NodeClasses {}: each class needs a \
-                 MachineDeployment of its own (their machines cannot be told apart)",
-                names.join(", ")
-            ),
-        }
-    })
-}
-
-/// The deployment at cluster-autoscaler's max size cannot take another machine.
-fn at_max_size(key: &NamespacedName, deployment: &MachineDeployment) -> Option<Unavailable> {
-    let max = deployment.max_size()?;
-    (deployment.replicas() >= max).then(|| Unavailable {
-        reason: "MaxSize",
-        message: format!(
-            "MachineDeployment {key} is at its max size, {max} replicas \
-             ({})",
-            crate::api::capi::MAX_SIZE_ANNOTATION
-        ),
-    })
-}
-
-fn smaller(a: ResourceAmounts, b: ResourceAmounts) -> ResourceAmounts {
-    ResourceAmounts::new(
-        a.threads.min(b.threads),
-        a.memory_gb.min(b.memory_gb),
-        a.storage_gb.min(b.storage_gb),
-    )
+fn deployment_view(deployment: &MachineDeployment) -> plan::Deployment {
+    plan::Deployment {
+        replicas: deployment.replicas(),
+        generation: deployment.metadata.generation.unwrap_or_default(),
+        max_size: deployment.max_size(),
+    }
 }
 
 fn machine_view(machine: &Machine) -> plan::Machine<'_> {
@@ -853,7 +958,9 @@ impl<K: Resource> NameStr for K {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::api::{ClusterApiSource, NodeClassSpec, NodeRequestSpec, NodeRequestStatus};
+    use crate::api::{
+        ClusterApiSource, NodeClassSpec, NodeRequestSpec, NodeRequestStatus, ResourceAmounts,
+    };
 
     fn class(name: &str, deployment: Option<&str>) -> NodeClass {
         NodeClass::new(
@@ -869,23 +976,6 @@ mod tests {
                 }),
             },
         )
-    }
-
-    #[test]
-    fn a_machine_deployment_two_classes_name_serves_neither_and_says_which() {
-        let key = NamespacedName::parse("fleet/md").unwrap();
-        let (small, big) = (
-            class("a-small", Some("fleet/md")),
-            class("b-big", Some("fleet/md")),
-        );
-        assert_eq!(shared(&key, &[&small]), None);
-        let why = shared(&key, &[&small, &big]).unwrap();
-        assert_eq!(why.reason, "MachineDeploymentShared");
-        assert_eq!(
-            why.message,
-            "MachineDeployment fleet/md is named by NodeClasses a-small, b-big: each class needs \
-             a MachineDeployment of its own (their machines cannot be told apart)"
-        );
     }
 
     fn request(name: &str, class: &str, recorded: &str) -> NodeRequest {

@@ -34,13 +34,26 @@
 //! - **Lower before raising.** No raise while a Machine of ours going back is not yet being
 //!   deleted: replicas raised back to the Machines there would leave it in place.
 //! - **Never past the limit**: cluster-autoscaler's max size on the deployment caps raises.
+//!
+//! And for what a look says and makes ([`unavailable`], [`available_condition`], [`delivery`]):
+//! - **A class says whether it can be bought.** A deployment that is not served, missing,
+//!   forbidden, at its max size or named by another class too makes its classes
+//!   `Available=False` with why (a shared one first: it is wrong whatever the deployment says);
+//!   otherwise `True`. The condition is written only when it says something else, and keeps its
+//!   transition time while its status stays.
+//! - **A Node gets what its Machine offers**: the class's capacity, or the core Node's
+//!   allocatable where smaller, field by field (with a note saying so); never more than promised.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::NodeRequestPhase;
+use crate::api::capi::MAX_SIZE_ANNOTATION;
+use crate::api::{
+    AVAILABLE_CONDITION, Condition, NamespacedName, NodeRequestPhase, ResourceAmounts,
+};
 
 /// The deployment as seen.
 #[derive(Clone, Debug)]
@@ -491,6 +504,173 @@ pub fn stale_records<'a>(
         .collect();
     stale.sort();
     stale
+}
+
+/// Why a class's MachineDeployment cannot be used now: the `Available=False` reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unusable {
+    /// The cluster serves no Cluster API MachineDeployments.
+    ClusterApiMissing,
+    NotFound,
+    /// The controller may not read it.
+    Forbidden,
+    /// At cluster-autoscaler's max size.
+    MaxSize,
+    /// Named by more than one class.
+    Shared,
+}
+
+impl Unusable {
+    /// The condition's and the Event's reason.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Unusable::ClusterApiMissing => "ClusterAPIMissing",
+            Unusable::NotFound => "MachineDeploymentNotFound",
+            Unusable::Forbidden => "Forbidden",
+            Unusable::MaxSize => "MaxSize",
+            Unusable::Shared => "MachineDeploymentShared",
+        }
+    }
+}
+
+/// Why a class's MachineDeployment cannot be used now, in a sentence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unavailable {
+    pub why: Unusable,
+    pub message: String,
+}
+
+/// What reading a deployment answered.
+#[derive(Clone, Debug)]
+pub enum Found {
+    /// Cluster API's kinds are not served.
+    NotServed,
+    Present(Deployment),
+    Missing,
+    /// Forbidden, with the API server's message.
+    Forbidden(String),
+    /// Another error: nothing is said (the look ends, and reads again).
+    Unknown,
+}
+
+/// Why the deployment `key`, named by the classes `classes`, cannot be used now; `None` when it
+/// can (or when the read failed otherwise: nothing is said then).
+pub fn unavailable(key: &NamespacedName, classes: &[&str], found: &Found) -> Option<Unavailable> {
+    // Two classes naming one deployment: its machines cannot be told apart, and what one
+    // delivers would be bought as the other (a small machine bought for a large tenant).
+    if classes.len() > 1 {
+        return Some(Unavailable {
+            why: Unusable::Shared,
+            message: format!(
+                "MachineDeployment {key} is named by NodeClasses {}: each class needs a \
+                 MachineDeployment of its own (their machines cannot be told apart)",
+                classes.join(", ")
+            ),
+        });
+    }
+    let (why, message) = match found {
+        Found::NotServed => (
+            Unusable::ClusterApiMissing,
+            format!(
+                "the cluster serves no cluster.x-k8s.io/v1beta2 MachineDeployments: \
+                 MachineDeployment {key} cannot be scaled"
+            ),
+        ),
+        Found::Present(deployment) => {
+            let max = deployment.max_size?;
+            if deployment.replicas < max {
+                return None;
+            }
+            (
+                Unusable::MaxSize,
+                format!(
+                    "MachineDeployment {key} is at its max size, {max} replicas \
+                     ({MAX_SIZE_ANNOTATION})"
+                ),
+            )
+        }
+        Found::Missing => (
+            Unusable::NotFound,
+            format!("MachineDeployment {key} does not exist"),
+        ),
+        Found::Forbidden(status) => (
+            Unusable::Forbidden,
+            format!("the controller may not read MachineDeployment {key}: {status}"),
+        ),
+        Found::Unknown => return None,
+    };
+    Some(Unavailable { why, message })
+}
+
+/// The `Available` condition a class whose deployment is `key` carries, when the one it has
+/// (among `previous`) says something else; `None` when it already says this.
+pub fn available_condition(
+    previous: &[Condition],
+    key: &NamespacedName,
+    unavailable: Option<&Unavailable>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Option<Condition> {
+    let (status, reason, message) = match unavailable {
+        Some(why) => ("False", why.why.reason(), why.message.clone()),
+        None => (
+            "True",
+            "MachineDeploymentReady",
+            format!("machines of this class come from MachineDeployment {key}"),
+        ),
+    };
+    let current = previous.iter().find(|c| c.type_ == AVAILABLE_CONDITION);
+    if current.is_some_and(|c| c.status == status && c.reason == reason && c.message == message) {
+        return None;
+    }
+    Some(Condition::keeping_time(
+        previous,
+        AVAILABLE_CONDITION,
+        status,
+        reason,
+        message,
+        generation,
+        now,
+    ))
+}
+
+/// What a running Machine's placement Node gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub capacity: ResourceAmounts,
+    /// Set when the Machine offers less than its class promises: the Warning's note.
+    pub short: Option<String>,
+}
+
+/// The placement Node's capacity for Machine `machine` (core Node `core`): what the class
+/// `promised`, or what the core Node `offered` where smaller (`None`: not known, the promise).
+pub fn delivery(
+    promised: ResourceAmounts,
+    offered: Option<ResourceAmounts>,
+    machine: &str,
+    core: &str,
+) -> Delivery {
+    let capacity = offered.map_or(promised, |o| {
+        ResourceAmounts::new(
+            promised.threads.min(o.threads),
+            promised.memory_gb.min(o.memory_gb),
+            promised.storage_gb.min(o.storage_gb),
+        )
+    });
+    let short = (capacity != promised).then(|| {
+        format!(
+            "Machine {machine} (Node {core}) offers {} threads, {} GB memory, {} GB storage, \
+             less than its class promises ({} threads, {} GB memory, {} GB storage): the \
+             placement Node gets what it offers",
+            capacity.threads,
+            capacity.memory_gb,
+            capacity.storage_gb,
+            promised.threads,
+            promised.memory_gb,
+            promised.storage_gb
+        )
+    });
+    Delivery { capacity, short }
 }
 
 #[cfg(test)]
@@ -1340,6 +1520,186 @@ mod tests {
         assert_eq!(
             untaken(requests),
             [("untaken", false), ("untaken-deleting", true)]
+        );
+    }
+
+    fn key() -> NamespacedName {
+        NamespacedName::parse("fleet/md").unwrap()
+    }
+
+    #[test]
+    fn a_deployment_is_unusable_when_shared_unserved_missing_forbidden_or_full() {
+        let capped = |replicas| {
+            Found::Present(Deployment {
+                max_size: Some(3),
+                ..md(replicas, 1)
+            })
+        };
+        let cases = [
+            // Shared wins whatever the deployment says.
+            (vec!["a-small", "b-big"], capped(0), Some(Unusable::Shared)),
+            (
+                vec!["a"],
+                Found::NotServed,
+                Some(Unusable::ClusterApiMissing),
+            ),
+            (vec!["a"], Found::Missing, Some(Unusable::NotFound)),
+            (
+                vec!["a"],
+                Found::Forbidden("no".into()),
+                Some(Unusable::Forbidden),
+            ),
+            // 3 replicas of at most 3: full; 2 of 3: one more fits.
+            (vec!["a"], capped(3), Some(Unusable::MaxSize)),
+            (vec!["a"], capped(2), None),
+            (vec!["a"], Found::Present(md(9, 1)), None),
+            // Another error says nothing (read again at the next look).
+            (vec!["a"], Found::Unknown, None),
+        ];
+        for (classes, found, want) in cases {
+            let got = unavailable(&key(), &classes, &found).map(|u| u.why);
+            assert_eq!(got, want, "{classes:?} {found:?}");
+        }
+        let shared = unavailable(&key(), &["a-small", "b-big"], &Found::Missing).unwrap();
+        assert_eq!(
+            shared.message,
+            "MachineDeployment fleet/md is named by NodeClasses a-small, b-big: each class needs \
+             a MachineDeployment of its own (their machines cannot be told apart)"
+        );
+        let full = unavailable(&key(), &["a"], &capped(3)).unwrap();
+        assert_eq!(
+            full.message,
+            "MachineDeployment fleet/md is at its max size, 3 replicas \
+             (cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size)"
+        );
+    }
+
+    #[test]
+    fn the_available_condition_is_written_only_when_it_says_something_else() {
+        let then = Time(at(10));
+        let now = Time(at(20));
+        let missing = unavailable(&key(), &["a"], &Found::Missing);
+        let full = unavailable(
+            &key(),
+            &["a"],
+            &Found::Present(Deployment {
+                max_size: Some(1),
+                ..md(1, 1)
+            }),
+        );
+        let said = |unusable: Option<&Unavailable>| {
+            available_condition(&[], &key(), unusable, Some(4), &then).unwrap()
+        };
+        let other = Condition {
+            type_: "DeliversAsPromised".into(),
+            ..said(None)
+        };
+        /// (case, the conditions it has, what the look found, what is written: status,
+        /// reason, transition time)
+        type Case<'a> = (
+            &'a str,
+            Vec<Condition>,
+            Option<&'a Unavailable>,
+            Option<(&'a str, &'a str, Time)>,
+        );
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "none yet: True",
+                vec![other.clone()],
+                None,
+                Some(("True", "MachineDeploymentReady", now.clone())),
+            ),
+            (
+                "True, still True: nothing written",
+                vec![said(None)],
+                None,
+                None,
+            ),
+            (
+                "True, now missing: False from now",
+                vec![said(None)],
+                missing.as_ref(),
+                Some(("False", "MachineDeploymentNotFound", now.clone())),
+            ),
+            (
+                "missing, still missing: nothing written",
+                vec![said(missing.as_ref())],
+                missing.as_ref(),
+                None,
+            ),
+            // Still False, for another reason: the transition time is kept.
+            (
+                "missing, now full",
+                vec![said(missing.as_ref())],
+                full.as_ref(),
+                Some(("False", "MaxSize", then.clone())),
+            ),
+            (
+                "full, now usable",
+                vec![said(full.as_ref())],
+                None,
+                Some(("True", "MachineDeploymentReady", now.clone())),
+            ),
+        ];
+        for (case, previous, unusable, want) in cases {
+            let got = available_condition(&previous, &key(), unusable, Some(4), &now);
+            let got = got.map(|c| {
+                assert_eq!(c.type_, AVAILABLE_CONDITION, "{case}");
+                assert_eq!(c.observed_generation, Some(4), "{case}");
+                (c.status, c.reason, c.last_transition_time)
+            });
+            let want = want.map(|(s, r, t)| (s.to_owned(), r.to_owned(), t));
+            assert_eq!(got, want, "{case}");
+        }
+        assert_eq!(
+            said(None).message,
+            "machines of this class come from MachineDeployment fleet/md"
+        );
+    }
+
+    #[test]
+    fn a_node_gets_what_its_machine_offers_where_less_than_promised() {
+        let promised = ResourceAmounts::new(32, 128, 1000);
+        let cases = [
+            // Unknown: the promise.
+            (None, (32, 128, 1000), false),
+            // More than promised: the promise, never more.
+            (
+                Some(ResourceAmounts::new(48, 256, 2000)),
+                (32, 128, 1000),
+                false,
+            ),
+            (Some(promised), (32, 128, 1000), false),
+            // 24 threads < 32, 256 GB > 128, 900 GB < 1000: the smaller of each.
+            (
+                Some(ResourceAmounts::new(24, 256, 900)),
+                (24, 128, 900),
+                true,
+            ),
+        ];
+        for (offered, (threads, memory, storage), short) in cases {
+            let got = delivery(promised, offered, "m1", "w1");
+            assert_eq!(
+                got.capacity,
+                ResourceAmounts::new(threads, memory, storage),
+                "{offered:?}"
+            );
+            assert_eq!(got.short.is_some(), short, "{offered:?}");
+        }
+        assert_eq!(
+            delivery(
+                promised,
+                Some(ResourceAmounts::new(24, 256, 900)),
+                "m1",
+                "w1"
+            )
+            .short,
+            Some(
+                "Machine m1 (Node w1) offers 24 threads, 128 GB memory, 900 GB storage, less \
+                 than its class promises (32 threads, 128 GB memory, 1000 GB storage): the \
+                 placement Node gets what it offers"
+                    .to_owned()
+            )
         );
     }
 }
