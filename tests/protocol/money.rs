@@ -198,6 +198,17 @@ async fn a_create_answered_already_exists_by_another_purchase_is_not_taken_as_ma
         "apiVersion": VERSION, "kind": "NodeRequest", "metadata": {"name": name},
         "spec": {"nodeClass": "box", "capacity": {"threads": 8, "memoryGb": 8, "storageGb": 8},
                  "tenants": ["other/someone"]}})]);
+    // Every status big is given from now on: none may name the other purchase as its own.
+    let said: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let heard = said.clone();
+    h.fleet.api.on_commit(move |commit| {
+        if commit.resource == "tenants" && commit.name == "big" {
+            let message = commit.object["status"]["message"]
+                .as_str()
+                .unwrap_or_default();
+            heard.lock().unwrap().push(message.to_owned());
+        }
+    });
     // Its create answered AlreadyExists, the controller reads what is there: not its purchase.
     // It buys for big under the next name, well before a created request would be forgotten
     // (60 s).
@@ -207,6 +218,18 @@ async fn a_create_answered_already_exists_by_another_purchase_is_not_taken_as_ma
             .any(|r| r.spec.tenants == ["default/big"] && r.metadata.name.as_deref() != Some(&name))
     })
     .await;
+    until(&h, "big told of its own request", |_| {
+        said.lock()
+            .unwrap()
+            .iter()
+            .any(|m| m.contains("node request box-"))
+    })
+    .await;
+    let told = said.lock().unwrap().clone();
+    assert!(
+        told.iter().all(|m| !m.contains(&name)),
+        "big was told another purchase ({name}) is its own: {told:#?}"
+    );
     assert_eq!(h.handles.metrics.node_request_errors("create"), 0);
 }
 
