@@ -239,17 +239,8 @@ mod tests {
     use super::*;
     use crate::fit::NodeState;
 
-    fn zoned<'a>(name: &'a str, zone: Option<&'a str>, free: u64) -> ZonedNode<'a> {
-        ZonedNode {
-            view: NodeView {
-                name,
-                state: NodeState::Online,
-                capacity: Resources::new(8, 8, 8),
-                allocated: Resources::new(8 - free, 0, 0),
-            },
-            zone,
-            held: None,
-        }
+    fn zoned(name: &'static str, zone: Option<&'static str>, free: u64) -> ZonedNode<'static> {
+        crate::testing::zoned(name, zone, free, None)
     }
 
     fn placed<'a>(got: &[Replica<'a>]) -> Vec<&'a str> {

@@ -124,7 +124,6 @@ pub fn plan_spread<'a>(wants: &SpreadWants<'_>, nodes: &[ZonedNode<'a>]) -> Spre
 mod tests {
     #![allow(clippy::unwrap_used, clippy::arithmetic_side_effects)]
     use super::*;
-    use crate::fit::{NodeState, NodeView};
 
     fn zoned(
         name: &'static str,
@@ -132,17 +131,7 @@ mod tests {
         free: u64,
         held: Option<u64>,
     ) -> ZonedNode<'static> {
-        let own = held.unwrap_or(0);
-        ZonedNode {
-            view: NodeView {
-                name,
-                state: NodeState::Online,
-                capacity: Resources::new(8, 8, 8),
-                allocated: Resources::new(8 - free, 0, 0),
-            },
-            zone: Some(zone),
-            held: held.map(|_| Resources::new(own, 0, 0)),
-        }
+        crate::testing::zoned(name, Some(zone), free, held)
     }
 
     fn wants(

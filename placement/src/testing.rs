@@ -9,6 +9,8 @@
 //!   ledger("a").label("region", "eu")                               a labelled node
 //!   wants("t1", (2, 4, 10))         what tenant t1 asks (not suspended, no status node)
 //!   labels(&[("region", "eu")])     a label map: a node's labels or a tenant's node selector
+//!   zoned("a", Some("fsn1"), 6, Some(2))   a node of 8 threads, 6 free, in a zone, holding
+//!                                   the spread tenant's 2 threads (counted in what is taken)
 //! ```
 //!
 //! Conventions: a node is Online with capacity 0 until told otherwise; a tenant is named by one
@@ -173,5 +175,25 @@ impl<'a> LedgerBuilder<'a> {
             capacity: self.overcommit.effective(self.capacity),
             allocated,
         }
+    }
+}
+
+/// A node of 8 threads, 8 GB and 8 GB for spreading: Online, `free` threads free (what the
+/// tenant holds, `held` threads, counted as taken), in `zone`.
+pub fn zoned(
+    name: &'static str,
+    zone: Option<&'static str>,
+    free: u64,
+    held: Option<u64>,
+) -> crate::spread::ZonedNode<'static> {
+    crate::spread::ZonedNode {
+        view: NodeView {
+            name,
+            state: NodeState::Online,
+            capacity: Resources::new(8, 8, 8),
+            allocated: Resources::new(8u64.saturating_sub(free), 0, 0),
+        },
+        zone,
+        held: held.map(|threads| Resources::new(threads, 0, 0)),
     }
 }

@@ -71,6 +71,23 @@ impl EventPublisher {
         }
     }
 
+    /// Publishes one Event about `regarding`, done by `action`; a failure to publish is logged,
+    /// never fatal (what every loop's `publish` does).
+    pub async fn publish_about<K: kube::Resource<DynamicType = ()>>(
+        publisher: Option<&EventPublisher>,
+        regarding: &K,
+        (type_, reason, action): (EventType, &str, &str),
+        note: String,
+    ) {
+        let occurrence = Occurrence {
+            type_,
+            reason,
+            action,
+            note,
+        };
+        Self::publish_or_log(publisher, occurrence, regarding.object_ref(&())).await;
+    }
+
     /// Creates one Event about `regarding`, in its namespace.
     pub async fn publish(
         &self,

@@ -268,9 +268,9 @@ async fn bought_machines_the_plan_can_empty_are_drained_then_handed_back_at_once
     h.assert_invariants();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bought_machines_tenant_moves_onto_an_owned_node_that_emptied_and_the_machine_goes_back()
-{
+/// An owned node of 64 threads holding `t1` (40), and `t2` (40) on a box of 64 bought for it
+/// (named), under consolidation with an hour before a plain hand-back.
+async fn t2_on_a_box() -> (Harness, String) {
     let settings = Settings {
         empty_node_after: Duration::from_secs(3600),
         ..consolidating(1, &[])
@@ -291,6 +291,14 @@ async fn a_bought_machines_tenant_moves_onto_an_owned_node_that_emptied_and_the_
             .is_some_and(|s| s.node_name.starts_with("box-"))
     })
     .await;
+    let the_box = h.tenant("t2").unwrap().status.unwrap().node_name;
+    (h, the_box)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bought_machines_tenant_moves_onto_an_owned_node_that_emptied_and_the_machine_goes_back()
+{
+    let (h, _) = t2_on_a_box().await;
     // t1 goes: the owned node is empty, and t2 fits there.
     h.delete_tenant("t1");
     h.until(
@@ -358,27 +366,7 @@ async fn a_tenant_resizing_in_place_holds_consolidation_back_as_a_waiting_one_do
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_consolidation_emptied_is_taken_back_into_service_for_a_new_waiter_not_bought_again()
  {
-    let settings = Settings {
-        empty_node_after: Duration::from_secs(3600),
-        ..consolidating(1, &[])
-    };
-    let h = Harness::start_on(
-        ApiServer::new(),
-        &[node("owned").capacity(64, 256, 8000).manifest()],
-        settings,
-    )
-    .await;
-    buy_boxes(&h, 64).await;
-    h.apply(&[tenant("t1").resources(40, 1, 1).manifest()]);
-    h.settle().await;
-    h.apply(&[tenant("t2").resources(40, 1, 1).manifest()]);
-    h.until("t2 placed on a box bought for it", || {
-        h.tenant("t2")
-            .and_then(|t| t.status)
-            .is_some_and(|s| s.node_name.starts_with("box-"))
-    })
-    .await;
-    let the_box = h.tenant("t2").unwrap().status.unwrap().node_name;
+    let (h, the_box) = t2_on_a_box().await;
     // The box's hand-back is refused while it is empty and drained: a new waiter that fits only
     // there arrives in that moment.
     h.fleet.api.inject(

@@ -14,7 +14,7 @@ use crate::api::{
     CONSOLIDATING_ANNOTATION, Condition, DELIVERS_CONDITION, NODE_REQUEST_LABEL, Node, NodeClass,
     NodeRequest, NodeRequestPhase, NodeRequestSpec, NodeState, ResourceAmounts, Tenant,
 };
-use crate::controller::publisher::{EventPublisher, Occurrence};
+use crate::controller::publisher::EventPublisher;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use k8s_openapi::jiff::Timestamp;
@@ -597,13 +597,7 @@ pub(super) async fn publish<K: Resource<DynamicType = ()>>(
     reason: &str,
     note: String,
 ) {
-    let occurrence = Occurrence {
-        type_,
-        reason,
-        action: "Request",
-        note,
-    };
-    EventPublisher::publish_or_log(events, occurrence, regarding.object_ref(&())).await;
+    EventPublisher::publish_about(events, regarding, (type_, reason, "Request"), note).await;
 }
 
 /// Withdraws a request in flight that buys again what an earlier one buys ([`duplicates`]),

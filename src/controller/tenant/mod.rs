@@ -28,17 +28,17 @@ use std::sync::Arc;
 
 use super::runner::Action;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource, ResourceExt};
 use placement::{EditKind, Plan, Resources, TenantWants};
 use serde::Serialize;
 use serde_json::json;
 
 use super::engine::Committed;
 use super::engine::Engine;
-use super::publisher::{EventPublisher, Occurrence};
+use super::publisher::EventPublisher;
 use super::settings::{Backoff, Doubling, EventLevel, Settings, error_delay};
 use super::state::newest;
 use super::state::{PurchaseNotes, RoomOrders, TenantCache, WaitingRoom};
@@ -796,13 +796,7 @@ async fn publish(
     reason: &str,
     note: String,
 ) {
-    let occurrence = Occurrence {
-        type_,
-        reason,
-        action: "Reconcile",
-        note,
-    };
-    EventPublisher::publish_or_log(events, occurrence, tenant.object_ref(&())).await;
+    EventPublisher::publish_about(events, tenant, (type_, reason, "Reconcile"), note).await;
 }
 
 /// Writes the status when it differs from the current one (merge patch of the status
