@@ -581,3 +581,29 @@ fn the_policy_banner_says_tenants_move_to_make_room_and_for_consolidation_as_the
         );
     }
 }
+
+#[test]
+fn the_page_shows_each_class_machines_by_use_as_the_capacity_tick_judged_them() {
+    chromium(); // fails here, before anything starts, when Chromium is missing
+    // The seed's fleet and a NodeClass: big fits no node, and a machine is asked for it.
+    let sandbox = Sandbox::start_with(
+        &[&examples(), &examples().join("purchase")],
+        &["--request-after-seconds", "1"],
+    );
+    let mut browser = Browser::launch(1280, 900);
+    browser.navigate(sandbox.page_url());
+    browser.wait_until(
+        "the class's machines to be shown",
+        "(() => { const e = document.querySelector('[data-machines=\"hetzner-ax162\"]'); \
+         return !!e && /1 (in use|awaited)/.test(e.textContent); })()",
+    );
+    let line = browser.text("[data-machines=\"hetzner-ax162\"]");
+    assert!(
+        line.starts_with("hetzner-ax162: ")
+            && line.contains(" in use, ")
+            && line.contains(" idle, ")
+            && line.contains(" awaited, ")
+            && line.ends_with(" orphaned"),
+        "{line}"
+    );
+}
