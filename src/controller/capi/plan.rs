@@ -272,6 +272,8 @@ pub fn plan<'a>(
     let mut raises: Vec<&Request<'_>> = Vec::new();
     // Deleted requests owed a Machine: settled after the live ones.
     let mut settling: Vec<&Request<'_>> = Vec::new();
+    // Replicas lowered for replacements nobody will claim.
+    let mut cancelled = 0i32;
 
     for request in ordered {
         let name = request.name.to_owned();
@@ -283,6 +285,13 @@ pub fn plan<'a>(
             if nodes.contains_key(request.name) {
                 if nodes.get(request.name) == Some(&NodeSeen::Present) {
                     steps.push(Step::DeleteNode { request: name });
+                }
+                // Its Machine is being deleted by someone else while its Node drains: lower
+                // replicas now, before the MachineSet replaces it. Once the Machine is gone,
+                // a replacement cannot be told from a Machine a person added.
+                if replaced(request) && coming > 0 {
+                    coming = coming.saturating_sub(1);
+                    cancelled = cancelled.saturating_add(1);
                 }
             } else if owed(request) {
                 settling.push(request);
@@ -392,7 +401,6 @@ pub fn plan<'a>(
     // someone else is deleting lowers replicas instead while that Machine is still there (Cluster
     // API deletes a Machine already being deleted first): no replacement is made, so none is
     // left that nobody claims once the request is gone.
-    let mut cancelled = 0i32;
     for request in settling {
         let name = request.name.to_owned();
         if let Some(machine) = take(request) {
@@ -1179,6 +1187,21 @@ mod tests {
             deleting: true,
             ..ready.clone()
         };
+        // While its Node still drains, too: the Node is deleted and replicas lowered in the
+        // same look, before the Machine is gone (then a replacement could not be told from a
+        // Machine a person added).
+        assert_eq!(
+            run(
+                md(1, 8),
+                std::slice::from_ref(&lost),
+                std::slice::from_ref(&going),
+                &node
+            ),
+            vec![
+                Step::DeleteNode { request: s("r1") },
+                Step::Scale { from: 1, to: 0 }
+            ]
+        );
         let steps = |machines: &[Machine<'static>], replicas| {
             run(md(replicas, 8), machines, std::slice::from_ref(&going), &[])
         };
