@@ -636,6 +636,17 @@ async fn a_request_taken_up_whose_class_went_before_any_machine_was_asked_is_wit
         "status": {"phase": "Provisioning", "message": "asking MachineDeployment fleet/md-gone for a machine"}})]);
     h.until("the untaken request withdrawn", || requests(h).is_empty())
         .await;
+    // As left by a crash between the hand-back's two writes: back to Pending, the finalizer
+    // still there. Withdrawn all the same.
+    h.apply(&[json!({"apiVersion": VERSION, "kind": "NodeRequest",
+        "metadata": {"name": "gone-2", "finalizers": [tenant_placer::controller::capi::FINALIZER]},
+        "spec": {"nodeClass": "gone", "tenants": ["default/t"],
+                 "capacity": {"threads": 32, "memoryGb": 128, "storageGb": 1000}},
+        "status": {"phase": "Pending", "message": "NodeClass gone was deleted before a Machine was asked for: not taken up"}})]);
+    h.until("the half handed-back request withdrawn", || {
+        requests(h).is_empty()
+    })
+    .await;
     assert!(machines(&h.fleet.api).is_empty());
     assert!(
         capi.replicas().is_empty(),
