@@ -150,6 +150,7 @@ fn node(i: usize) -> Value {
             tenant: format!("default/t{t:06}").into(),
             uid: uid(1, t).into(),
             resources: ResourceAmounts::new(2, 8, 120),
+            replicas: None,
         });
     }
     let status_fields = json!({".": {}, "f:allocations": {}, "f:allocated": {".": {}, "f:threads": {},

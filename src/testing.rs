@@ -62,6 +62,7 @@ pub fn entry(name: &str, amounts: impl Amounts) -> AllocationEntry {
         tenant: format!("default/{name}").into(),
         uid: format!("uid-{name}").into(),
         resources: amounts.amounts(),
+    replicas: None,
     }
 }
 
@@ -110,6 +111,7 @@ pub fn tenant(name: &str) -> TenantBuilder {
             replicas: None,
             suspend: false,
             node_selector: Default::default(),
+            spread: Default::default(),
         },
     );
     tenant.metadata.namespace = Some("default".into());

@@ -64,6 +64,7 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
         [
             "Phase",
             "Node",
+            "Placements",
             "Threads",
             "Memory-GB",
             "Storage-GB",

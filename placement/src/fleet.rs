@@ -463,6 +463,7 @@ mod tests {
                     uid: "w".into(),
                     tenant: "ns/w".into(),
                     resources: Resources::new(3, 3, 3),
+                    replicas: None,
                 },
             )
             .unwrap();

@@ -31,6 +31,7 @@ use crate::hash::uid_hash;
 use crate::overcommit::Overcommit;
 use crate::resources::Resources;
 use crate::selector::{self, Labels};
+use crate::spread::SpreadNoFit;
 
 /// One reservation on a node.
 ///
@@ -44,6 +45,9 @@ pub struct Entry {
     /// `namespace/name`, for people reading the node.
     pub tenant: Arc<str>,
     pub resources: Resources,
+    /// How many of a spread tenant's replicas this entry holds; `None` for a tenant not spread
+    /// (its one entry holds every replica).
+    pub replicas: Option<u32>,
 }
 
 /// A node's reservations, checked: the sum of its entries fits the integer range.
@@ -484,6 +488,32 @@ pub enum Plan {
         reserved: Resources,
         why: MoveBlock,
     },
+    /// A spread tenant holds one replica on each of these nodes (by name), `reserved` in all.
+    Spread {
+        placed: Vec<SpreadPlaced>,
+        reserved: Resources,
+    },
+    /// A spread tenant holds nothing, and no placement keeps its spread rule.
+    SpreadPending(SpreadNoFit),
+    /// A spread tenant holds what it held when last placed whole (`reserved` in all); what it
+    /// asks now (a replicas change, a resize, a way off a draining node) keeps no spread rule.
+    SpreadBlocked {
+        placed: Vec<SpreadPlaced>,
+        reserved: Resources,
+        why: SpreadNoFit,
+    },
+}
+
+/// Where a spread tenant holds replicas: a node, its zone (if it has one), and what it holds
+/// there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpreadPlaced {
+    pub node: String,
+    pub zone: Option<String>,
+    /// What its entry says (`None`: an entry of the tenant from before it was spread, holding
+    /// every replica it had).
+    pub replicas: Option<u32>,
+    pub resources: Resources,
 }
 
 /// Why a tenant on a draining node is not moving now.
@@ -529,6 +559,7 @@ mod tests {
                     uid: uid.into(),
                     tenant: format!("default/{uid}").into(),
                     resources: Resources::new(t, m, s),
+                    replicas: None,
                 }),
             };
             node.apply(&edit).unwrap();
@@ -634,11 +665,13 @@ mod tests {
                 uid: "a".into(),
                 tenant: "d/a".into(),
                 resources: huge,
+                replicas: None,
             },
             Entry {
                 uid: "b".into(),
                 tenant: "d/b".into(),
                 resources: Resources::new(1, 0, 0),
+                replicas: None,
             },
         ];
         assert_eq!(

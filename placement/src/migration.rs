@@ -83,6 +83,7 @@ pub(crate) fn plan_move<F: Fleet + ?Sized>(
                 uid: wants.uid.into(),
                 tenant: wants.tenant.into(),
                 resources: held.resources,
+                replicas: None,
             }),
         }),
         Choice::NoFit(no_fit) => Plan::MoveBlocked {
@@ -118,6 +119,7 @@ pub(crate) fn plan_asked<F: Fleet + ?Sized>(
                 uid: wants.uid.into(),
                 tenant: wants.tenant.into(),
                 resources: held.resources,
+                replicas: None,
             }),
         })
     })

@@ -173,6 +173,7 @@ fn entry_for(wants: &TenantWants<'_>) -> Entry {
         uid: wants.uid.into(),
         tenant: wants.tenant.into(),
         resources: wants.footprint,
+        replicas: None,
     }
 }
 
@@ -521,6 +522,7 @@ mod tests {
             uid: "older".into(),
             tenant: "default/older".into(),
             resources: Resources::new(31, 4, 20),
+            replicas: None,
         })
         .unwrap();
         assert!(matches!(plan_restore(&w, &[held]), Some(Plan::Edit(e)) if e.node == "b"));

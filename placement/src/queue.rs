@@ -205,6 +205,7 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
                         uid: wants.uid.into(),
                         tenant: wants.tenant.into(),
                         resources: part,
+                        replicas: None,
                     }),
                 },
             );

@@ -104,6 +104,15 @@ impl Resources {
         })
     }
 
+    /// `self ÷ divisor` in every dimension, or `None` when the divisor is 0 or a dimension does
+    /// not divide exactly (a share that is not whole was not written by an even split).
+    pub fn checked_div(self, divisor: u64) -> Option<Self> {
+        let scale = Resources::new(divisor, divisor, divisor);
+        self.try_zip(scale, |a, b| {
+            (a.checked_rem(b)? == 0).then(|| a.checked_div(b)).flatten()
+        })
+    }
+
     /// `self - other` per dimension, never below 0.
     pub fn saturating_sub(self, other: Self) -> Self {
         Resources::from_fn(|d| self.get(d).saturating_sub(other.get(d)))

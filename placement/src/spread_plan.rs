@@ -67,6 +67,8 @@ pub fn plan_spread<'a>(wants: &SpreadWants<'_>, nodes: &[ZonedNode<'a>]) -> Spre
                 uid: Arc::from(wants.uid),
                 tenant: Arc::from(wants.tenant),
                 resources,
+                // One replica per node: never two of one tenant on one node.
+                replicas: Some(1),
             }),
         })
     };

@@ -54,6 +54,7 @@ pub fn entry(tenant: &str, amounts: impl Amounts) -> Entry {
         uid: tenant.into(),
         tenant: tenant.into(),
         resources: amounts.resources(),
+        replicas: None,
     }
 }
 

@@ -54,6 +54,7 @@ impl Node {
                     uid: a.uid.clone(),
                     tenant: a.tenant.clone(),
                     resources,
+                    replicas: a.replicas,
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -189,6 +190,7 @@ impl Node {
                     tenant: e.tenant.clone(),
                     uid: e.uid.clone(),
                     resources: e.resources.into(),
+                    replicas: e.replicas,
                 })
                 .collect(),
             allocated: allocated.into(),

@@ -46,9 +46,9 @@ pub use registration::{REGISTERED_LABEL, Registration, core_state};
 pub use selector::{LabelSelector, SelectorError};
 pub use tenant::{
     MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
-    TenantMode, TenantPhase, TenantSpec, TenantStatus, selectors_by_uid,
+    TenantMode, TenantPhase, TenantSpec, TenantStatus, TenantSpread, SpreadPlacement, selectors_by_uid,
 };
-pub use wants::Wants;
+pub use wants::{SpreadAsk, Wants};
 
 use kube::CustomResourceExt;
 use serde::Serialize;

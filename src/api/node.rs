@@ -221,6 +221,7 @@ fn lenient_entry(entry: &Value) -> Option<AllocationEntry> {
         tenant: entry["tenant"].as_str().unwrap_or_default().into(),
         uid: entry["uid"].as_str()?.into(),
         resources: ResourceAmounts::default(),
+        replicas: None,
     })
 }
 
@@ -242,6 +243,11 @@ pub struct AllocationEntry {
     pub uid: Arc<str>,
     /// The footprint reserved (per replica x replicas).
     pub resources: ResourceAmounts,
+    /// How many of a spread tenant's replicas this node holds; unset for a tenant not spread
+    /// (all its replicas are here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>", range(min = 1, max = super::MAX_REPLICAS))]
+    pub replicas: Option<u32>,
 }
 
 /// A shared string as JSON text: written as the string, read from borrowed or owned text

@@ -125,6 +125,12 @@ impl fmt::Display for PlacedReason {
         description = "The node holding the reservation"
     ),
     printcolumn(
+        name = "Placements",
+        type_ = "string",
+        json_path = ".status.placements[*].node",
+        description = "A spread tenant's nodes, one replica on each"
+    ),
+    printcolumn(
         name = "Threads",
         type_ = "integer",
         json_path = ".status.reserved.threads",
@@ -164,6 +170,7 @@ impl fmt::Display for PlacedReason {
 )]
 #[x_kube(validation = Rule::new("self.mode != 'Standalone' || !has(self.replicas) || self.replicas == 1").message("a Standalone tenant has exactly 1 replica: remove spec.replicas or set it to 1, or set spec.mode to Cluster").field_path(".replicas"))]
 #[x_kube(validation = Rule::new("self.mode != 'Cluster' || !has(self.replicas) || self.replicas >= 2").message("a Cluster tenant has at least 2 replicas: set spec.replicas to 2 or more, or remove it (Cluster means 2)").field_path(".replicas"))]
+#[x_kube(validation = Rule::new("!has(self.spread) || self.spread == 'None' || self.mode == 'Cluster'").message("spec.spread other than None needs spec.mode Cluster: a Standalone tenant has one replica").field_path(".spread"))]
 #[serde(rename_all = "camelCase")]
 pub struct TenantSpec {
     /// Resources of one replica (at least 1 thread and 1 GB of memory). The footprint reserved
@@ -187,6 +194,38 @@ pub struct TenantSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(transform = label_map)]
     pub node_selector: BTreeMap<String, String>,
+    /// Where a Cluster tenant's replicas go: None (all on one node), Nodes (each on a different
+    /// node) or Zones (balanced across zones, at most one more in any zone than in another,
+    /// never two on one node). Placed all or none.
+    #[serde(default, skip_serializing_if = "TenantSpread::is_none")]
+    pub spread: TenantSpread,
+}
+
+/// How a Cluster tenant's replicas are spread over nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum TenantSpread {
+    /// Every replica on one node (the footprint is per replica x replicas there).
+    #[default]
+    None,
+    /// Each replica on a different node.
+    Nodes,
+    /// Replicas as evenly as possible across zones (a Node's zone label), never two on one node.
+    Zones,
+}
+
+impl TenantSpread {
+    pub fn is_none(&self) -> bool {
+        *self == TenantSpread::None
+    }
+
+    /// As placement reads it.
+    pub fn as_placement(self) -> placement::Spread {
+        match self {
+            TenantSpread::None => placement::Spread::None,
+            TenantSpread::Nodes => placement::Spread::Nodes,
+            TenantSpread::Zones => placement::Spread::Zones,
+        }
+    }
 }
 
 /// The most replicas a tenant may ask for; all of them are reserved on one node.
@@ -307,6 +346,21 @@ pub struct TenantStatus {
     /// The move in flight: the tenant is reserved on both nodes until it completes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub migration: Option<MigrationStatus>,
+    /// A spread tenant's replicas, one item per node, by node name (`nodeName` is the first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_REPLICAS))]
+    pub placements: Vec<SpreadPlacement>,
+}
+
+/// Where some of a spread tenant's replicas are held.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SpreadPlacement {
+    pub node: String,
+    /// The node's zone label; empty when it has none (`spread: Nodes`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    #[schemars(with = "i32", range(min = 1, max = MAX_REPLICAS))]
+    pub replicas: u32,
 }
 
 /// A move off a draining node, make-before-break: the target entry is written first, then the
@@ -376,6 +430,7 @@ impl Tenant {
                 replicas: None,
                 suspend: true,
                 node_selector: BTreeMap::new(),
+                spread: TenantSpread::None,
             },
             status,
         }

@@ -5,12 +5,13 @@
 //! holds (its status's `reserved`), any other for its footprint; a tenant without a UID, or
 //! whose spec cannot be used, wants nothing; an empty node selector is no selector.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use placement::{Labels, Migration, Resources, TenantWants};
 
-use super::tenant::{PlacedReason, Tenant, TenantPhase};
+use super::tenant::{PlacedReason, Tenant, TenantMode, TenantPhase};
 
 /// A tenant's wants and its place in the queue (older first, then by `namespace/name`). The
 /// name and the selector are shared: wants are cloned for each retry.
@@ -32,6 +33,22 @@ pub struct Wants {
     pub node_selector: Option<Arc<Labels>>,
     /// The tenant's creationTimestamp: older tenants are decided first.
     pub created: Option<Timestamp>,
+    /// How its replicas are spread, when they are (boxed: rare); its `footprint` is then one
+    /// replica's, the room one node must have for it.
+    pub spread: Option<Box<SpreadAsk>>,
+}
+
+/// What a spread tenant asks (`placement::plan_spread` decides it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpreadAsk {
+    pub spread: placement::Spread,
+    pub replicas: u32,
+    /// One replica's footprint.
+    pub replica: Resources,
+    /// What it held, by node, when its status last said it held its whole footprint (a spread
+    /// tenant's placements, or the one node of a tenant not spread before); `None`: never. A
+    /// change it cannot make goes back to exactly this.
+    pub was: Option<BTreeMap<String, Resources>>,
 }
 
 impl Wants {
@@ -54,6 +71,7 @@ impl Wants {
                 .filter(|s| !s.is_empty())
                 .map(|s| Arc::new(s.clone())),
             created,
+            spread: None,
         }
     }
 
@@ -75,6 +93,15 @@ impl Wants {
                 .map(|(from, to)| Migration { from, to }),
             node_selector: self.node_selector.as_deref(),
         }
+    }
+
+    /// These wants with how they spread: a spread tenant's footprint is one replica's.
+    pub fn spread(mut self, ask: Option<SpreadAsk>) -> Wants {
+        if let Some(ask) = ask {
+            self.footprint = ask.replica;
+            self.spread = Some(Box::new(ask));
+        }
+        self
     }
 
     /// The queue order: older first, then by `namespace/name`.
@@ -107,7 +134,50 @@ impl Tenant {
             asked: None,
             node_selector: self.spec.selector().map(|s| Arc::new(s.clone())),
             created: self.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            spread: None,
+        }
+        .spread(self.spread_ask()))
+    }
+
+    /// What it asks of spread, when its replicas are spread (`spec.spread` other than `None`, in
+    /// `Cluster` mode); `None` for any other tenant, or a spec that cannot be used.
+    pub fn spread_ask(&self) -> Option<SpreadAsk> {
+        let spread = self.spec.spread.as_placement();
+        if spread == placement::Spread::None || self.spec.mode != TenantMode::Cluster {
+            return None;
+        }
+        let replicas = u32::try_from(self.spec.effective_replicas()).ok()?;
+        let replica = self.spec.resources.to_resources().ok()?;
+        Some(SpreadAsk {
+            spread,
+            replicas,
+            replica,
+            was: self.held_whole(),
         })
+    }
+
+    /// What its status says it holds, by node, when it says it holds its whole footprint.
+    fn held_whole(&self) -> Option<BTreeMap<String, Resources>> {
+        let status = self.status.as_ref()?;
+        let holds = matches!(
+            status.phase,
+            TenantPhase::Active | TenantPhase::Resizing | TenantPhase::Suspended
+        );
+        if !holds || status.node_name.is_empty() || status.migration.is_some() {
+            return None;
+        }
+        let reserved = status.reserved.to_resources().ok()?;
+        if status.placements.is_empty() {
+            return Some(BTreeMap::from([(status.node_name.clone(), reserved)]));
+        }
+        // Each placement holds its share of the total: per replica x its replicas.
+        let replicas: u64 = status.placements.iter().map(|p| u64::from(p.replicas)).sum();
+        let per_replica = reserved.checked_div(replicas)?;
+        status
+            .placements
+            .iter()
+            .map(|p| Some((p.node.clone(), per_replica.checked_mul(u64::from(p.replicas))?)))
+            .collect()
     }
 
     /// Whether its status says it waits for room (what a restart rebuilds the waiting room from).

@@ -580,6 +580,7 @@ impl Term {
                 node_changes: Some(node_changes),
                 bought: bought.clone(),
                 orders: orders.clone(),
+                zone_label: settings.zone_label.clone(),
             },
         ));
         let tenants = TenantCache::default();

@@ -46,6 +46,9 @@ pub struct Settings {
     pub orphan_sweep: Duration,
     /// Moves off draining nodes in flight at once, at most.
     pub max_migrations: u16,
+    /// The Node label naming its zone, for spread tenants (`--zone-label`; `None`:
+    /// `topology.kubernetes.io/zone`).
+    pub zone_label: Option<std::sync::Arc<str>>,
     /// A tenant waiting for capacity this long gets a NodeRequest (when a NodeClass can hold
     /// it); `None` requests nothing.
     pub request_after: Option<Duration>,
@@ -160,6 +163,7 @@ impl Default for Settings {
             requeue_window: Duration::from_millis(100),
             orphan_sweep: Duration::from_secs(300),
             max_migrations: 16,
+            zone_label: None,
             request_after: Some(Duration::from_secs(60)),
             empty_node_after: Duration::from_secs(600),
             request_check: Duration::from_secs(1),

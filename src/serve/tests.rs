@@ -182,6 +182,7 @@ fn node(name: &str, capacity: [i64; 3], held: &[[i64; 3]]) -> Node {
                 tenant: format!("default/t{i}").into(),
                 uid: format!("uid-{name}-{i}").into(),
                 resources: ResourceAmounts::new(*t, *m, *s),
+                replicas: None,
             })
             .collect(),
         ..NodeStatus::default()
@@ -198,6 +199,7 @@ fn tenant(name: &str, phase: Option<TenantPhase>) -> Tenant {
             replicas: None,
             suspend: false,
             node_selector: Default::default(),
+            spread: Default::default(),
         },
     );
     tenant.metadata.namespace = Some("default".to_owned());

@@ -504,6 +504,7 @@ fn a_bought_machine_is_idle_only_when_it_holds_nothing_stays_and_no_waiter_could
             tenant: "d/a".into(),
             uid: "uid-a".into(),
             resources: ResourceAmounts::new(1, 1, 1),
+            replicas: None,
         }],
         ..NodeStatus::default()
     });

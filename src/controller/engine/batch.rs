@@ -199,6 +199,8 @@ pub(super) struct Rules<'a> {
     pub max_writes: u32,
     /// Moves off draining nodes in flight at once, at most.
     pub max_migrations: usize,
+    /// The Node label naming its zone.
+    pub zone_label: &'a str,
     /// RoundRobin's turn for the first tenant; each decision takes the next.
     pub turn: u64,
     /// The time the refreshed statuses are compared at.
@@ -309,6 +311,17 @@ fn decide_tenant(
     // Its entry may be on the node its status names, where it cannot be seen while unreadable.
     if let Some(node) = &wants.status_node {
         view.check_node_readable(node)?;
+    }
+    if let Some(ask) = &wants.spread {
+        let plan = super::spread::decide_spread(
+            wants,
+            ask,
+            view,
+            rules.zone_label,
+            rules.max_writes,
+            edits,
+        )?;
+        return Ok((plan, false));
     }
     loop {
         view.check_readable(&wants.uid)?;
@@ -428,6 +441,7 @@ mod tests {
             asked: None,
             node_selector: None,
             created: Some(Timestamp::from_second(created).unwrap()),
+            spread: None,
         }
     }
 
@@ -489,6 +503,7 @@ mod tests {
             released,
             max_writes,
             max_migrations,
+            zone_label: super::super::ZONE_LABEL,
             turn: 0,
             now: &now,
         };

@@ -70,6 +70,7 @@ pub fn decide(
             made: &[],
             released: &released,
             max_writes: 8,
+            zone_label: super::ZONE_LABEL,
             max_migrations: 16,
             turn: 0,
             now: &now,

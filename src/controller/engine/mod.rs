@@ -35,6 +35,7 @@ pub mod bench;
 mod bought;
 mod conflicts;
 mod gone;
+mod spread;
 mod view;
 
 use std::collections::{HashMap, HashSet};
@@ -56,13 +57,14 @@ use batch::{Draft, Job, Queued, Rules, decide_batch, queue_key};
 pub use bought::Bought;
 use conflicts::{JobWrites, NodeFailure, Resolution, resolve};
 pub use gone::GoneUids;
+pub use spread::ZONE_LABEL;
 use view::View;
 
 use super::state::RoomOrders;
 use super::state::Synced;
 use super::state::newest::Newest;
 use super::state::waiting::WaitingRoom;
-use crate::api::{Node, Wants};
+use crate::api::{Node, SpreadAsk, Wants};
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
 use crate::metrics::Metrics;
@@ -109,6 +111,8 @@ pub struct EngineConfig {
     pub bought: Option<Arc<Bought>>,
     /// The room being made by moves: held for each waiter on its host. `None`: make-room is off.
     pub orders: Option<Arc<RoomOrders>>,
+    /// The Node label naming its zone, for spread tenants (`None`: [`ZONE_LABEL`]).
+    pub zone_label: Option<Arc<str>>,
 }
 
 /// The names of nodes changed since the engine last looked, as the node watch reports them.
@@ -250,16 +254,18 @@ impl Engine {
     /// Moves a tenant to rest (reserve, restore, resize or drop duplicates, or leave it waiting)
     /// and answers its resting plan with the edits written.
     pub async fn decide(&self, wants: &TenantWants<'_>) -> Result<Committed, Error> {
-        self.decide_created(wants, None).await
+        self.decide_created(wants, None, None).await
     }
 
-    /// [`decide`](Self::decide) for a tenant created at `created` (older tenants go first).
+    /// [`decide`](Self::decide) for a tenant created at `created` (older tenants go first),
+    /// spread as `spread` asks when it is spread.
     pub async fn decide_created(
         &self,
         wants: &TenantWants<'_>,
         created: Option<Timestamp>,
+        spread: Option<SpreadAsk>,
     ) -> Result<Committed, Error> {
-        let wants = Wants::of(wants, created);
+        let wants = Wants::of(wants, created).spread(spread);
         self.submit(|reply| Job::Decide { wants, reply }).await
     }
 
@@ -438,6 +444,7 @@ impl EngineTask {
             released: &self.released,
             max_writes: self.config.retry.max_writes,
             max_migrations: self.config.max_migrations,
+            zone_label: self.config.zone_label.as_deref().unwrap_or(ZONE_LABEL),
             turn: self.turn,
             now: &now,
         };
@@ -600,7 +607,8 @@ impl EngineTask {
         };
         let in_batch: HashSet<&str> = decided.iter().map(|w| w.uid.as_str()).collect();
         let mut waiters = room.waiters_before(youngest);
-        waiters.retain(|w| !in_batch.contains(w.uid.as_str()));
+        // A spread tenant holds no room ahead of its turn (its replicas need several nodes).
+        waiters.retain(|w| !in_batch.contains(w.uid.as_str()) && w.spread.is_none());
         waiters
     }
 

@@ -674,11 +674,12 @@ mod tests {
                                 uid: UIDS[u].into(),
                                 tenant: UIDS[u].into(),
                                 resources: placement::Resources::new(1, 1, 1),
+                                replicas: None,
                             }),
                         };
                         for view in [&mut view, &mut by_names] {
                             let _ = view.apply(&edit);
-                            let hold = placement::Entry { uid: "w".into(), tenant: "w".into(), resources: placement::Resources::new(1, 0, 0) };
+                            let hold = placement::Entry { uid: "w".into(), tenant: "w".into(), resources: placement::Resources::new(1, 0, 0), replicas: None };
                             let _ = placement::FleetMut::hold(&mut view.fleet, NAMES[h], hold);
                             view.end_batch();
                         }

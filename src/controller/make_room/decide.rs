@@ -249,6 +249,7 @@ fn commit(fleet: &mut [NodeLedger], moves: &[placement::Move], host: &str, waite
                 uid: m.uid.as_str().into(),
                 tenant: m.tenant.as_str().into(),
                 resources: m.resources,
+                replicas: None,
             }),
         };
         for edit in [release, reserve] {
@@ -265,6 +266,7 @@ fn commit(fleet: &mut [NodeLedger], moves: &[placement::Move], host: &str, waite
             uid: waiter.uid.as_str().into(),
             tenant: waiter.key.as_str().into(),
             resources: part,
+            replicas: None,
         });
     }
 }

@@ -268,6 +268,7 @@ mod tests {
             migration: None,
             asked: None,
             node_selector: None,
+            spread: None,
         }
     }
 

@@ -428,6 +428,7 @@ async fn outside_pool(tenant: &Tenant, ctx: &TenantLoop) -> Result<Option<Wanted
         placed: true,
         reason: PlacedReason::OutsidePool,
         migration: None,
+        placements: Vec::new(),
     }))
 }
 
@@ -459,7 +460,11 @@ async fn decide(
         }),
         node_selector: tenant.spec.selector(),
     };
-    match ctx.engine.decide_created(&wants, created).await {
+    match ctx
+        .engine
+        .decide_created(&wants, created, tenant.spread_ask())
+        .await
+    {
         Ok(committed) => Ok(Some(committed)),
         Err(Error::TenantReleased { .. }) => {
             ctx.waiting.withdraw(uid);
@@ -516,6 +521,7 @@ async fn finalize(
             placed: false,
             reason: PlacedReason::ReleaseFailed,
             migration: None,
+            placements: Vec::new(),
         };
         write_status(api, tenant, &wanted, key, &ctx.tenant_copies).await?;
         return Err(error);

@@ -18,10 +18,11 @@
 //!   re-evaluation with nothing changed yields the same status (and no write).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use placement::{MoveBlock, Plan, Resources};
+use placement::{MoveBlock, Plan, Resources, SpreadPlaced};
 
 use crate::api::{
-    Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, Tenant, TenantPhase, TenantStatus,
+    Condition, MigrationStatus, PLACED_CONDITION, PlacedReason, SpreadPlacement, Tenant,
+    TenantPhase, TenantStatus,
 };
 use crate::controller::state::orders::Asked;
 use crate::error::Error;
@@ -40,6 +41,8 @@ pub struct WantedStatus {
     pub reason: PlacedReason,
     /// The move in flight, while the tenant is reserved on both nodes.
     pub migration: Option<MigrationStatus>,
+    /// A spread tenant's replicas, by node name (empty for any other).
+    pub placements: Vec<SpreadPlacement>,
 }
 
 impl WantedStatus {
@@ -71,6 +74,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
         placed: true,
         reason,
         migration: None,
+        placements: Vec::new(),
     };
     match plan {
         Plan::Holding { node, reserved } if suspend => holding(
@@ -127,6 +131,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             placed: false,
             reason: PlacedReason::NoCapacity,
             migration: None,
+            placements: Vec::new(),
         },
         Plan::SuspendedUnplaced => WantedStatus {
             phase: TenantPhase::Suspended,
@@ -136,6 +141,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             placed: false,
             reason: PlacedReason::Suspended,
             migration: None,
+            placements: Vec::new(),
         },
         Plan::Migrating { from, to, reserved } => WantedStatus {
             phase: TenantPhase::Migrating,
@@ -151,6 +157,7 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
                 from: from.clone(),
                 to: to.clone(),
             }),
+            placements: Vec::new(),
         },
         Plan::MoveBlocked {
             node,
@@ -200,7 +207,80 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             placed: false,
             reason: PlacedReason::QueuedBehindOlder,
             migration: None,
+            placements: Vec::new(),
         },
+        Plan::Spread { placed, reserved } => {
+            let (node, placements, where_) = spread_over(placed);
+            let (phase, message, reason) = if suspend {
+                (
+                    TenantPhase::Suspended,
+                    format!("suspended; keeps its reservation of {reserved} on {where_}"),
+                    PlacedReason::Suspended,
+                )
+            } else {
+                (
+                    TenantPhase::Active,
+                    format!("holds {reserved} on {where_}"),
+                    PlacedReason::Reserved,
+                )
+            };
+            WantedStatus {
+                placements,
+                ..holding(phase, &node, *reserved, message, reason)
+            }
+        }
+        Plan::SpreadPending(why) => WantedStatus {
+            phase: TenantPhase::PendingCapacity,
+            node: None,
+            reserved: Resources::ZERO,
+            message: format!(
+                "waiting for capacity for {} replicas spread over {}: {why}",
+                why.replicas,
+                spread_word(why.spread)
+            ),
+            placed: false,
+            reason: PlacedReason::NoCapacity,
+            migration: None,
+            placements: Vec::new(),
+        },
+        Plan::SpreadBlocked {
+            placed,
+            reserved,
+            why,
+        } => {
+            let (node, placements, where_) = spread_over(placed);
+            let draining = *reserved == footprint;
+            let (phase, message, reason) = if suspend {
+                (
+                    TenantPhase::Suspended,
+                    format!("suspended; keeps its reservation of {reserved} on {where_}"),
+                    PlacedReason::Suspended,
+                )
+            } else if draining {
+                (
+                    TenantPhase::Active,
+                    format!(
+                        "holds {reserved} on {where_}; a node it is on drains, and no other \
+                         placement keeps its spread ({why}); it moves when room appears"
+                    ),
+                    PlacedReason::MigrationBlocked,
+                )
+            } else {
+                (
+                    TenantPhase::Resizing,
+                    format!(
+                        "keeps {reserved} on {where_}; its new footprint of {footprint} in {} \
+                         replicas does not fit spread ({why})",
+                        why.replicas
+                    ),
+                    PlacedReason::ResizeBlocked,
+                )
+            };
+            WantedStatus {
+                placements,
+                ..holding(phase, &node, *reserved, message, reason)
+            }
+        }
         // decide() never answers an edit; treat one as "not at rest yet".
         Plan::Edit(edit) => WantedStatus {
             phase: TenantPhase::Pending,
@@ -210,7 +290,42 @@ pub fn wanted_status(plan: &Plan, suspend: bool, footprint: Resources) -> Wanted
             placed: false,
             reason: PlacedReason::InProgress,
             migration: None,
+            placements: Vec::new(),
         },
+    }
+}
+
+/// Where a spread tenant holds replicas: the first node by name (`nodeName`), the placements
+/// its status lists (none while an entry from before it was spread remains), and the nodes as a
+/// message names them (`a1 (fsn1), b1 (nbg1)`).
+fn spread_over(placed: &[SpreadPlaced]) -> (String, Vec<SpreadPlacement>, String) {
+    let node = placed.first().map(|p| p.node.clone()).unwrap_or_default();
+    let placements = placed
+        .iter()
+        .map(|p| {
+            Some(SpreadPlacement {
+                node: p.node.clone(),
+                zone: p.zone.clone().unwrap_or_default(),
+                replicas: p.replicas?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default();
+    let where_ = placed
+        .iter()
+        .map(|p| match &p.zone {
+            Some(zone) => format!("{} ({zone})", p.node),
+            None => p.node.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    (node, placements, where_)
+}
+
+fn spread_word(spread: placement::Spread) -> &'static str {
+    match spread {
+        placement::Spread::Zones => "zones",
+        placement::Spread::Nodes | placement::Spread::None => "nodes",
     }
 }
 
@@ -242,6 +357,7 @@ pub(super) fn undecided(tenant: &Tenant, error: &Error) -> WantedStatus {
         message: format!("cannot be decided now, will retry: {error}"),
         reason: PlacedReason::Undecided,
         migration: status.migration,
+        placements: status.placements,
     }
 }
 
@@ -260,6 +376,7 @@ pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantS
         message: wanted.message.clone(),
         observed_generation: generation,
         migration: wanted.migration.clone(),
+        placements: wanted.placements.clone(),
         // The sentence is `message`'s, and the generation `observedGeneration`'s: the condition
         // says each once, not twice (every byte of a status is decoded, stored and sent to
         // every watcher at each write).
@@ -293,6 +410,7 @@ pub(super) fn unusable_spec(
         placed: false,
         reason: PlacedReason::InvalidSpec,
         migration: None,
+        placements: Vec::new(),
     }
 }
 
@@ -333,6 +451,7 @@ pub(super) mod tests {
             placed: node.is_some(),
             reason,
             migration: None,
+            placements: Vec::new(),
         }
     }
 

@@ -511,6 +511,7 @@ impl World {
                     uid: m.uid.as_str().into(),
                     tenant: m.tenant.as_str().into(),
                     resources: m.resources,
+                    replicas: None,
                 };
                 self.apply(&Edit {
                     kind: EditKind::Migrate,

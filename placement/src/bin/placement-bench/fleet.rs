@@ -147,6 +147,7 @@ pub fn consolidation_ledgers(nodes: usize, per_node: usize, seed: u64) -> Vec<No
                         uid: format!("t-{i:06}-{j:03}").into(),
                         tenant: format!("bench/t-{i:06}-{j:03}").into(),
                         resources,
+                        replicas: None,
                     }
                 })
                 .collect();

@@ -277,6 +277,7 @@ pub fn replay(policy: Policy, trace: &Trace) -> Outcome {
                         uid: uid(*id).into(),
                         tenant: format!("study/{}", uid(*id)).into(),
                         resources: *resources,
+                        replicas: None,
                     }),
                 };
                 apply(&mut ledgers, &edit);

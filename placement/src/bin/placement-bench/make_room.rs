@@ -37,6 +37,7 @@ pub fn fleet(nodes: usize, needed: usize) -> Vec<NodeLedger> {
         tenant: format!("bench/{uid}").into(),
         uid: uid.into(),
         resources,
+        replicas: None,
     };
     (0..nodes)
         .filter_map(|i| {

@@ -33,8 +33,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::api::Claim;
 use crate::api::{
-    Condition, MigrationStatus, ResourceAmounts, Tenant, TenantMode, TenantPhase, TenantSpec,
-    TenantStatus,
+    Condition, MigrationStatus, ResourceAmounts, SpreadPlacement, Tenant, TenantMode, TenantPhase,
+    TenantSpec, TenantSpread, TenantStatus,
 };
 use crate::api::{
     DO_NOT_DISRUPT_ANNOTATION, PLACED_CONDITION, PlacedReason, Resting, TENANT_FINALIZER,
@@ -345,11 +345,17 @@ struct StatusExtra {
     /// (`None`): what an Active tenant and a waiting one hold.
     reserved: Option<ResourceAmounts>,
     migration: Option<MigrationStatus>,
+    /// A spread tenant's placements (empty for any other).
+    placements: Vec<SpreadPlacement>,
 }
 
 impl CompactStatus {
     fn migration(&self) -> Option<&MigrationStatus> {
         self.extra.as_ref()?.migration.as_ref()
+    }
+
+    fn placements(&self) -> &[SpreadPlacement] {
+        self.extra.as_ref().map_or(&[], |e| &e.placements)
     }
 }
 
@@ -418,6 +424,7 @@ struct CompactSpec {
     has_replicas: bool,
     mode: TenantMode,
     suspend: bool,
+    spread: TenantSpread,
     /// `None`: empty. Boxed: a pointer's room for the empty map of nearly every tenant.
     #[allow(clippy::box_collection)]
     node_selector: Option<Box<BTreeMap<String, String>>>,
@@ -431,6 +438,7 @@ impl CompactSpec {
             replicas,
             suspend,
             node_selector,
+            spread,
         } = spec;
         CompactSpec {
             resources: *resources,
@@ -438,6 +446,7 @@ impl CompactSpec {
             has_replicas: replicas.is_some(),
             mode: *mode,
             suspend: *suspend,
+            spread: *spread,
             node_selector: (!node_selector.is_empty()).then(|| Box::new(node_selector.clone())),
         }
     }
@@ -457,6 +466,7 @@ impl CompactSpec {
             replicas: self.has_replicas.then_some(self.replicas),
             suspend: self.suspend,
             node_selector: BTreeMap::new(),
+            spread: self.spread,
         }
     }
 
@@ -572,8 +582,12 @@ impl Compact {
                             && !reserves_footprint)
                             .then_some(status.reserved),
                         migration: status.migration.clone(),
+                        placements: status.placements.clone(),
                     };
-                    (extra.reserved.is_some() || extra.migration.is_some()).then(|| Box::new(extra))
+                    (extra.reserved.is_some()
+                        || extra.migration.is_some()
+                        || !extra.placements.is_empty())
+                    .then(|| Box::new(extra))
                 },
                 message,
                 observed_generation: status.observed_generation.unwrap_or_default(),
@@ -816,6 +830,7 @@ impl Compact {
                 observed_generation: when_set(self.set, set::OBSERVED, status.observed_generation),
                 conditions,
                 migration: status.migration().cloned(),
+                placements: status.placements().to_vec(),
             }
         });
         Tenant {
@@ -954,6 +969,14 @@ mod tests {
                             migration: migration
                                 .clone()
                                 .map(|(from, to)| MigrationStatus { from, to }),
+                            // A spread tenant's placements, in a third of the statuses.
+                            placements: (0..(t % 3))
+                                .map(|i| SpreadPlacement {
+                                    node: format!("node-{i}"),
+                                    zone: if m % 2 == 0 { format!("z{i}") } else { String::new() },
+                                    replicas: 1,
+                                })
+                                .collect(),
                         },
                     )
                 },
@@ -1046,6 +1069,8 @@ mod tests {
                             replicas,
                             suspend,
                             node_selector,
+                            spread: [TenantSpread::None, TenantSpread::Nodes, TenantSpread::Zones]
+                                [usize::try_from(s % 3).unwrap_or(0)],
                         },
                         status,
                     };
