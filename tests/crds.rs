@@ -76,10 +76,16 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
     let schema = serde_json::to_value(&version.schema).unwrap();
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
     let rules = spec["x-kubernetes-validations"].as_array().unwrap();
-    assert_eq!(rules.len(), 2);
-    assert!(
-        rules.iter().all(|r| r["fieldPath"] == ".replicas"),
+    assert_eq!(rules.len(), 3);
+    let fields: Vec<_> = rules.iter().map(|r| r["fieldPath"].clone()).collect();
+    assert_eq!(
+        fields,
+        [".replicas", ".replicas", ".spread"],
         "every CEL rule names its field: {rules:?}"
+    );
+    assert_eq!(
+        spec["properties"]["spread"]["enum"],
+        serde_json::json!(["None", "Nodes", "Zones"])
     );
     assert_eq!(
         spec["properties"]["mode"]["enum"],
