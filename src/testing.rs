@@ -62,7 +62,7 @@ pub fn entry(name: &str, amounts: impl Amounts) -> AllocationEntry {
         tenant: format!("default/{name}").into(),
         uid: format!("uid-{name}").into(),
         resources: amounts.amounts(),
-    replicas: None,
+        replicas: None,
     }
 }
 
@@ -246,6 +246,14 @@ impl TenantBuilder {
 
     pub fn replicas(mut self, replicas: i32) -> Self {
         self.tenant.spec.replicas = Some(replicas);
+        self
+    }
+
+    /// A Cluster tenant of `replicas`, spread as `spread` says.
+    pub fn spread(mut self, spread: crate::api::TenantSpread, replicas: i32) -> Self {
+        self.tenant.spec.mode = TenantMode::Cluster;
+        self.tenant.spec.replicas = Some(replicas);
+        self.tenant.spec.spread = spread;
         self
     }
 

@@ -67,7 +67,8 @@ pub use fleet::{Fleet, FleetMut, IndexedFleet, place_ledgers, place_ledgers_matc
 pub use hash::{NameHasher, uid_hash};
 pub use index::{FirstFitIndex, UnknownNode};
 pub use ledger::{
-    Edit, EditKind, Entry, LedgerError, Migration, MoveBlock, NodeLedger, Plan, SpreadPlaced, TenantWants,
+    Edit, EditKind, Entry, LedgerError, Migration, MoveBlock, NodeLedger, Plan, SpreadPlaced,
+    TenantWants,
 };
 pub use make_room::{Mover, Room, make_room};
 pub use overcommit::{Overcommit, OvercommitError};

@@ -45,8 +45,9 @@ pub use node_request::{
 pub use registration::{REGISTERED_LABEL, Registration, core_state};
 pub use selector::{LabelSelector, SelectorError};
 pub use tenant::{
-    MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, TENANT_FINALIZER, Tenant,
-    TenantMode, TenantPhase, TenantSpec, TenantStatus, TenantSpread, SpreadPlacement, selectors_by_uid,
+    MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, SpreadPlacement,
+    TENANT_FINALIZER, Tenant, TenantMode, TenantPhase, TenantSpec, TenantSpread, TenantStatus,
+    ZONE_LABEL, selectors_by_uid,
 };
 pub use wants::{SpreadAsk, Wants};
 

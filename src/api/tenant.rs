@@ -201,6 +201,9 @@ pub struct TenantSpec {
     pub spread: TenantSpread,
 }
 
+/// The Node label naming its zone, as Kubernetes writes it (`--zone-label` names another).
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
 /// How a Cluster tenant's replicas are spread over nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum TenantSpread {

@@ -120,23 +120,25 @@ impl Tenant {
         } else {
             self.spec.footprint().ok()?
         };
-        Some(Wants {
-            uid: self.metadata.uid.clone()?,
-            tenant: Arc::from(self.key()),
-            footprint,
-            suspend: self.spec.suspend,
-            status_node: self
-                .status
-                .as_ref()
-                .map(|s| s.node_name.clone())
-                .filter(|n| !n.is_empty()),
-            migration: None,
-            asked: None,
-            node_selector: self.spec.selector().map(|s| Arc::new(s.clone())),
-            created: self.metadata.creation_timestamp.as_ref().map(|t| t.0),
-            spread: None,
-        }
-        .spread(self.spread_ask()))
+        Some(
+            Wants {
+                uid: self.metadata.uid.clone()?,
+                tenant: Arc::from(self.key()),
+                footprint,
+                suspend: self.spec.suspend,
+                status_node: self
+                    .status
+                    .as_ref()
+                    .map(|s| s.node_name.clone())
+                    .filter(|n| !n.is_empty()),
+                migration: None,
+                asked: None,
+                node_selector: self.spec.selector().map(|s| Arc::new(s.clone())),
+                created: self.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                spread: None,
+            }
+            .spread(self.spread_ask()),
+        )
     }
 
     /// What it asks of spread, when its replicas are spread (`spec.spread` other than `None`, in
@@ -171,12 +173,21 @@ impl Tenant {
             return Some(BTreeMap::from([(status.node_name.clone(), reserved)]));
         }
         // Each placement holds its share of the total: per replica x its replicas.
-        let replicas: u64 = status.placements.iter().map(|p| u64::from(p.replicas)).sum();
+        let replicas: u64 = status
+            .placements
+            .iter()
+            .map(|p| u64::from(p.replicas))
+            .sum();
         let per_replica = reserved.checked_div(replicas)?;
         status
             .placements
             .iter()
-            .map(|p| Some((p.node.clone(), per_replica.checked_mul(u64::from(p.replicas))?)))
+            .map(|p| {
+                Some((
+                    p.node.clone(),
+                    per_replica.checked_mul(u64::from(p.replicas))?,
+                ))
+            })
             .collect()
     }
 

@@ -9,7 +9,13 @@
 //! - per write ([`check_node_write`]): a write that adds or grows an entry leaves the node within
 //!   capacity, so nothing is ever over-committed, at any moment;
 //! - each live tenant UID holds entries on at most one node, and at most one entry there, but
-//!   while its status names both ends of a move (`migration`: from, to);
+//!   while its status names both ends of a move (`migration`: from, to), or when its replicas
+//!   are spread (`spec.spread`: one entry of one replica per node);
+//! - at rest, a spread tenant holds all its replicas or none: Active with one replica's
+//!   footprint on each of `replicas` nodes (a `Zones` tenant's zones at most one replica apart),
+//!   as its status's placements list them; waiting with nothing held, while no placement keeps
+//!   its rule (`placement::place_spread` over the nodes); or, Resizing or blocked on a draining
+//!   node, what its status lists;
 //! - at rest ([`Quiescence::Settled`]): no entry belongs to a tenant that is gone, every
 //!   tenant's status agrees with the entries (node, reserved, phase), and no tenant waits for
 //!   room that is there (PendingCapacity or Resizing while the plan would place or resize it),
@@ -170,7 +176,9 @@ pub fn check(
         .filter_map(|t| t.uid().map(|u| (u, t)))
         .collect();
     for (uid, held) in &holders {
-        let moving = live.get(uid).is_some_and(|t| status_names_both(t, held));
+        let moving = live
+            .get(uid)
+            .is_some_and(|t| status_names_both(t, held) || t.spread_ask().is_some());
         if held.len() > 1 && live.contains_key(uid) && !moving {
             let names: Vec<_> = held.iter().map(|(n, _)| n.as_str()).collect();
             violations.push(format!(
@@ -189,6 +197,11 @@ pub fn check(
         let ledgers: Vec<_> = nodes.iter().filter_map(|n| n.ledger().ok()).collect();
         let head = oldest_that_fits_nowhere(&live, &ledgers);
         for (uid, tenant) in &live {
+            if let Some(ask) = tenant.spread_ask() {
+                let held = holders.get(uid).map(Vec::as_slice).unwrap_or_default();
+                check_spread(tenant, &ask, held, &ledgers, &mut violations);
+                continue;
+            }
             let held = holders.get(uid).and_then(|h| h.first());
             check_tenant_status(tenant, held, &mut violations);
             if queued_behind(tenant, head.as_ref()) {
@@ -365,6 +378,109 @@ fn check_not_left_waiting(
             }
         }
         _ => {}
+    }
+}
+
+/// At rest, a spread tenant holds all its replicas or none, and its status says where.
+fn check_spread(
+    tenant: &Tenant,
+    ask: &crate::api::SpreadAsk,
+    held: &[(String, Resources)],
+    ledgers: &[placement::NodeLedger],
+    violations: &mut Vec<String>,
+) {
+    let key = tenant.key();
+    let Some(status) = &tenant.status else {
+        violations.push(format!("tenant {key}: no status at rest"));
+        return;
+    };
+    let mut listed: Vec<&str> = status.placements.iter().map(|p| p.node.as_str()).collect();
+    listed.sort_unstable();
+    let mut holding: Vec<&str> = held.iter().map(|(n, _)| n.as_str()).collect();
+    holding.sort_unstable();
+    let zone_of = |node: &str| {
+        ledgers
+            .iter()
+            .find(|l| l.name() == node)
+            .and_then(|l| l.labels().get(crate::api::ZONE_LABEL).cloned())
+    };
+    match status.phase {
+        TenantPhase::Terminating => {}
+        TenantPhase::Active if tenant.placed_reason() != Some(PlacedReason::MigrationBlocked) => {
+            let replicas = usize::try_from(ask.replicas).unwrap_or(usize::MAX);
+            if held.len() != replicas || held.iter().any(|(_, r)| *r != ask.replica) {
+                violations.push(format!(
+                    "tenant {key}: Active, spread, but holds {held:?}, not {replicas} replicas \
+                     of {}",
+                    ask.replica
+                ));
+            }
+            if ask.spread == placement::Spread::Zones {
+                let mut per_zone: HashMap<Option<String>, usize> = HashMap::new();
+                for (node, _) in held {
+                    *per_zone.entry(zone_of(node)).or_default() += 1;
+                }
+                let zones: Vec<String> = ledgers
+                    .iter()
+                    .filter(|l| l.view().takes_new_tenants() || holding.contains(&l.name()))
+                    .filter_map(|l| l.labels().get(crate::api::ZONE_LABEL).cloned())
+                    .collect::<HashSet<_>>()
+                    .into_iter()
+                    .collect();
+                let counts: Vec<usize> = zones
+                    .iter()
+                    .map(|z| per_zone.get(&Some(z.clone())).copied().unwrap_or(0))
+                    .collect();
+                let (least, most) = (counts.iter().min(), counts.iter().max());
+                if per_zone.contains_key(&None)
+                    || least
+                        .zip(most)
+                        .is_some_and(|(l, m)| m.saturating_sub(*l) > 1)
+                {
+                    violations.push(format!(
+                        "tenant {key}: its replicas are not balanced across zones: {per_zone:?}"
+                    ));
+                }
+            }
+            if listed != holding {
+                violations.push(format!(
+                    "tenant {key}: status lists {listed:?}, the entries are on {holding:?}"
+                ));
+            }
+        }
+        TenantPhase::PendingCapacity | TenantPhase::Pending => {
+            if !held.is_empty() {
+                violations.push(format!(
+                    "tenant {key}: {} but holds {holding:?}: all or none",
+                    status.phase
+                ));
+            }
+            let nodes: Vec<placement::ZonedNode<'_>> = ledgers
+                .iter()
+                .filter(|l| placement::selector::matches(tenant.spec.selector(), l.labels()))
+                .map(|l| placement::ZonedNode {
+                    view: l.view(),
+                    zone: l.labels().get(crate::api::ZONE_LABEL).map(String::as_str),
+                    held: None,
+                })
+                .collect();
+            if status.phase == TenantPhase::PendingCapacity
+                && !tenant.spec.suspend
+                && placement::place_spread(&nodes, ask.spread, ask.replicas, ask.replica).is_ok()
+            {
+                violations.push(format!(
+                    "tenant {key} still waits, but its replicas could be spread now"
+                ));
+            }
+        }
+        _ => {
+            if !status.placements.is_empty() && listed != holding {
+                violations.push(format!(
+                    "tenant {key}: {} lists {listed:?}, the entries are on {holding:?}",
+                    status.phase
+                ));
+            }
+        }
     }
 }
 

@@ -29,6 +29,7 @@ mod requests;
 mod seed;
 mod selectors;
 mod soak;
+mod spread;
 mod telemetry;
 mod unreadable;
 mod watch;
@@ -288,9 +289,10 @@ impl Harness {
             .iter()
             .map(|t| {
                 let s = t.status.clone().unwrap_or_default();
+                let spread: Vec<_> = s.placements.iter().map(|p| p.node.as_str()).collect();
                 (
                     t.metadata.name.clone().unwrap(),
-                    format!("{} {} {:?}", s.phase, s.node_name, s.reserved),
+                    format!("{} {} {:?} {spread:?}", s.phase, s.node_name, s.reserved),
                 )
             })
             .collect();

@@ -57,14 +57,13 @@ use batch::{Draft, Job, Queued, Rules, decide_batch, queue_key};
 pub use bought::Bought;
 use conflicts::{JobWrites, NodeFailure, Resolution, resolve};
 pub use gone::GoneUids;
-pub use spread::ZONE_LABEL;
 use view::View;
 
 use super::state::RoomOrders;
 use super::state::Synced;
 use super::state::newest::Newest;
 use super::state::waiting::WaitingRoom;
-use crate::api::{Node, SpreadAsk, Wants};
+use crate::api::{Node, SpreadAsk, Wants, ZONE_LABEL};
 use crate::error::{Error, is_conflict, is_not_found};
 use crate::leader::AbortOnDrop;
 use crate::metrics::Metrics;

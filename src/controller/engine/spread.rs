@@ -14,15 +14,13 @@
 //!   decision reads what was written and finishes it or takes it back (all or none).
 
 use placement::{
-    Edit, EditKind, Fleet, Plan, Resources, SpreadPlaced, SpreadPlan, SpreadWants, ZonedNode, plan_spread,
+    Edit, EditKind, Fleet, Plan, Resources, SpreadPlaced, SpreadPlan, SpreadWants, ZonedNode,
+    plan_spread,
 };
 
 use super::view::View;
 use crate::api::{SpreadAsk, Wants};
 use crate::error::Error;
-
-/// The zone label Kubernetes uses.
-pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// Plans a spread tenant until it rests, or until its next edit gives room back after edits
 /// that took room. Applies each edit to the view and appends it to `edits`.

@@ -190,6 +190,10 @@ impl TenantLoop {
     }
 }
 
+/// Decisions in one reconcile for a spread tenant whose edits come in rounds (room taken, then
+/// room given back): two suffice; a third covers a conflict between them.
+const SPREAD_ROUNDS: usize = 3;
+
 /// Reconciles one Tenant. The returned action says when to look again.
 pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Action, Error> {
     let key = tenant.key();
@@ -263,6 +267,20 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         let Some(next) = decide(&api, &tenant, &uid, &key, footprint, created, &ctx).await? else {
             return Ok(Action::await_change());
         };
+        committed = next;
+    }
+    // A spread tenant gives room back only once the room it took is written (engine/spread.rs):
+    // its next edits are decided now that the first are.
+    for _ in 0..SPREAD_ROUNDS {
+        if !matches!(committed.plan, Plan::Edit(_)) {
+            break;
+        }
+        let Some(mut next) = decide(&api, &tenant, &uid, &key, footprint, created, &ctx).await?
+        else {
+            return Ok(Action::await_change());
+        };
+        committed.writes.append(&mut next.writes);
+        next.writes = std::mem::take(&mut committed.writes);
         committed = next;
     }
     let mut wanted = wanted_status(&committed.plan, tenant.spec.suspend, footprint);
@@ -369,6 +387,8 @@ fn next(wanted: &WantedStatus, held_back: bool) -> Next {
         TenantPhase::PendingCapacity if held_back => Next::Soon,
         TenantPhase::PendingCapacity | TenantPhase::Resizing => Next::Waits,
         _ if wanted.reason == PlacedReason::MigrationBlocked => Next::Waits,
+        // A spread tenant with edits left after its rounds (conflicts): soon, not at rest.
+        _ if wanted.reason == PlacedReason::InProgress => Next::Soon,
         // (A suspended waiter never had room held: it asks for nothing, and becoming suspended
         // already asked every node to be judged again.)
         _ => Next::Rests,

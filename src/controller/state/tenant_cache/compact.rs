@@ -973,7 +973,11 @@ mod tests {
                             placements: (0..(t % 3))
                                 .map(|i| SpreadPlacement {
                                     node: format!("node-{i}"),
-                                    zone: if m % 2 == 0 { format!("z{i}") } else { String::new() },
+                                    zone: if m % 2 == 0 {
+                                        format!("z{i}")
+                                    } else {
+                                        String::new()
+                                    },
                                     replicas: 1,
                                 })
                                 .collect(),

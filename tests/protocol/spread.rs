@@ -1,0 +1,248 @@
+//! Spread tenants (`spec.spread`): replicas on different nodes or balanced across zones, placed
+//! all or none, on the in-memory API with the controller's real loops.
+
+use serde_json::json;
+use tenant_placer::api::{TenantPhase, TenantSpread, ZONE_LABEL};
+
+use crate::*;
+
+/// Six nodes of 8 threads in three zones: fsn1 (a1, a2), hel1 (c1, c2), nbg1 (b1, b2).
+pub fn zoned_nodes() -> Vec<Value> {
+    [
+        ("a1", "fsn1"),
+        ("a2", "fsn1"),
+        ("b1", "nbg1"),
+        ("b2", "nbg1"),
+        ("c1", "hel1"),
+        ("c2", "hel1"),
+    ]
+    .into_iter()
+    .map(|(name, zone)| {
+        node(name)
+            .capacity(8, 32, 400)
+            .label(ZONE_LABEL, zone)
+            .manifest()
+    })
+    .collect()
+}
+
+/// Where a tenant's replicas are, by node name, as its status lists them.
+fn placements(h: &Harness, name: &str) -> Vec<(String, String)> {
+    h.tenant(name)
+        .and_then(|t| t.status)
+        .map(|s| s.placements.into_iter().map(|p| (p.node, p.zone)).collect())
+        .unwrap_or_default()
+}
+
+fn phase(h: &Harness, name: &str) -> Option<TenantPhase> {
+    h.tenant(name).and_then(|t| t.status).map(|s| s.phase)
+}
+
+/// The nodes holding an entry of the tenant, by name, with each entry's replicas.
+fn held(h: &Harness, name: &str) -> Vec<(String, i64, Option<u32>)> {
+    let key = format!("default/{name}");
+    let mut held: Vec<_> = h
+        .fleet
+        .nodes()
+        .iter()
+        .flat_map(|n| {
+            let node = n.metadata.name.clone().unwrap();
+            n.allocations()
+                .iter()
+                .filter(|a| *a.tenant == *key)
+                .map(|a| (node.clone(), a.resources.threads, a.replicas))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    held.sort();
+    held
+}
+
+/// A three-replica Zones tenant: one replica in each zone, the first node by name in each.
+async fn three_zones(h: &Harness) {
+    h.apply(&[tenant("db")
+        .resources(2, 4, 20)
+        .spread(TenantSpread::Zones, 3)
+        .manifest()]);
+    h.until("db Active", || phase(h, "db") == Some(TenantPhase::Active))
+        .await;
+    h.settle().await;
+    assert_eq!(
+        placements(h, "db"),
+        [
+            ("a1".to_owned(), "fsn1".to_owned()),
+            ("b1".to_owned(), "nbg1".to_owned()),
+            ("c1".to_owned(), "hel1".to_owned()),
+        ]
+    );
+    assert_eq!(
+        held(h, "db"),
+        [
+            ("a1".to_owned(), 2, Some(1)),
+            ("b1".to_owned(), 2, Some(1)),
+            ("c1".to_owned(), 2, Some(1)),
+        ]
+    );
+    let status = h.tenant("db").unwrap().status.unwrap();
+    assert_eq!(
+        (status.node_name.as_str(), status.reserved.threads),
+        ("a1", 6)
+    );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_replica_zones_tenant_lands_in_three_zones() {
+    let h = Harness::start(&zoned_nodes()).await;
+    three_zones(&h).await;
+    // Deleted: every replica goes.
+    h.delete_tenant("db");
+    h.until("db gone", || h.tenant("db").is_none()).await;
+    assert!(held(&h, "db").is_empty());
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_that_cannot_be_spread_holds_nothing_and_says_why_until_room_appears() {
+    // nbg1 is full: no third zone has room.
+    let mut nodes = zoned_nodes();
+    nodes.retain(|n| n["metadata"]["name"] != "b2");
+    let h = Harness::start(&nodes).await;
+    h.apply(&[tenant("filler")
+        .resources(7, 1, 1)
+        .node_selector(&[(ZONE_LABEL, "nbg1")])
+        .manifest()]);
+    h.until("filler Active", || {
+        phase(&h, "filler") == Some(TenantPhase::Active)
+    })
+    .await;
+    h.apply(&[tenant("db")
+        .resources(2, 4, 20)
+        .spread(TenantSpread::Zones, 3)
+        .manifest()]);
+    h.until("db waits", || {
+        phase(&h, "db") == Some(TenantPhase::PendingCapacity)
+    })
+    .await;
+    h.settle().await;
+    assert!(
+        held(&h, "db").is_empty(),
+        "all or none: {:?}",
+        held(&h, "db")
+    );
+    let message = h.tenant("db").unwrap().status.unwrap().message;
+    assert!(
+        message.contains("needs 3 zones with room for 1 replica(s) each (2 threads, 4 GB, 20 GB)")
+            && message.contains("zones with room: fsn1, hel1"),
+        "{message}"
+    );
+    h.assert_invariants();
+    // Room in nbg1: placed whole.
+    h.apply(&[node("b2")
+        .capacity(8, 32, 400)
+        .label(ZONE_LABEL, "nbg1")
+        .manifest()]);
+    h.until("db Active", || phase(&h, "db") == Some(TenantPhase::Active))
+        .await;
+    h.settle().await;
+    assert_eq!(held(&h, "db").len(), 3);
+    assert!(held(&h, "db").iter().any(|(n, _, _)| n == "b2"));
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spread_other_than_none_needs_cluster_mode() {
+    let h = Harness::start(&zoned_nodes()).await;
+    let mut manifest = tenant("solo").resources(1, 1, 1).manifest();
+    manifest["spec"]["spread"] = json!("Nodes");
+    let refused = h.fleet.api.apply(manifest).unwrap_err().to_string();
+    assert!(
+        refused.contains("spec.spread other than None needs spec.mode Cluster"),
+        "{refused}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_on_a_draining_node_moves_within_its_zone_and_the_rest_stay() {
+    let h = Harness::start(&zoned_nodes()).await;
+    three_zones(&h).await;
+    h.apply(&[node_spec("b1", json!({"state": "Draining"}))]);
+    h.until("b1 drained", || h.allocated_threads("b1") == 0)
+        .await;
+    h.settle().await;
+    let nodes: Vec<String> = held(&h, "db").into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(nodes, ["a1", "b2", "c1"]);
+    assert_eq!(phase(&h, "db"), Some(TenantPhase::Active));
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_that_does_not_fit_on_every_node_keeps_every_old_entry() {
+    let h = Harness::start(&zoned_nodes()).await;
+    three_zones(&h).await;
+    // Each replica grows to 5 threads: hel1's nodes have 4.
+    for name in ["c1", "c2"] {
+        h.apply(&[node(name)
+            .capacity(4, 32, 400)
+            .label(ZONE_LABEL, "hel1")
+            .manifest()]);
+    }
+    h.settle().await;
+    h.apply(&[tenant_spec(
+        "db",
+        json!({"resources": {"threads": 5, "memoryGb": 4, "storageGb": 20}}),
+    )]);
+    h.until("db Resizing", || {
+        phase(&h, "db") == Some(TenantPhase::Resizing)
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(
+        held(&h, "db"),
+        [
+            ("a1".to_owned(), 2, Some(1)),
+            ("b1".to_owned(), 2, Some(1)),
+            ("c1".to_owned(), 2, Some(1)),
+        ],
+        "every old entry, as it was"
+    );
+    h.assert_invariants();
+    // Back to a size that fits: Active again, where it was.
+    h.apply(&[tenant_spec(
+        "db",
+        json!({"resources": {"threads": 3, "memoryGb": 4, "storageGb": 20}}),
+    )]);
+    h.until("db Active", || phase(&h, "db") == Some(TenantPhase::Active))
+        .await;
+    h.settle().await;
+    assert_eq!(
+        held(&h, "db"),
+        [
+            ("a1".to_owned(), 3, Some(1)),
+            ("b1".to_owned(), 3, Some(1)),
+            ("c1".to_owned(), 3, Some(1)),
+        ]
+    );
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_replicas_go_where_the_zones_stay_balanced_and_fewer_leave_the_fullest_zone() {
+    let h = Harness::start(&zoned_nodes()).await;
+    three_zones(&h).await;
+    h.apply(&[tenant_spec("db", json!({"replicas": 5}))]);
+    h.until("db holds 5", || {
+        held(&h, "db").len() == 5 && phase(&h, "db") == Some(TenantPhase::Active)
+    })
+    .await;
+    h.settle().await;
+    let nodes: Vec<String> = held(&h, "db").into_iter().map(|(n, _, _)| n).collect();
+    // Two zones get a second replica: the first by name (fsn1, hel1).
+    assert_eq!(nodes, ["a1", "a2", "b1", "c1", "c2"]);
+    h.assert_invariants();
+    h.apply(&[tenant_spec("db", json!({"replicas": 3}))]);
+    h.until("db holds 3", || held(&h, "db").len() == 3).await;
+    h.settle().await;
+    assert_eq!(phase(&h, "db"), Some(TenantPhase::Active));
+    h.assert_invariants();
+}
