@@ -133,9 +133,12 @@ fn check_write_order(h: &Harness) -> Arc<Mutex<Vec<String>>> {
     broken
 }
 
+/// The nodes a scenario starts from.
+type Nodes = fn() -> Vec<Value>;
+
 /// The fault-free run: its placements and how many writes the controller made.
-async fn baseline(scenario: Scenario) -> (Placements, u64) {
-    let h = Harness::start(&seed_nodes()).await;
+async fn baseline(scenario: Scenario, nodes: Nodes) -> (Placements, u64) {
+    let h = Harness::start(&nodes()).await;
     let broken = check_write_order(&h);
     h.fleet.api.reset_stats();
     scenario(&h).await;
@@ -147,8 +150,13 @@ async fn baseline(scenario: Scenario) -> (Placements, u64) {
 /// One run with `crash` at write `at_write`: its placements, or `None` when the fault did not
 /// fire (the run made fewer writes: how engine batches fall varies from run to run). Checks
 /// the order of writes along the way.
-async fn run_with(scenario: Scenario, crash: Crash, at_write: u64) -> Option<Placements> {
-    let h = Harness::start(&seed_nodes()).await;
+async fn run_with(
+    scenario: Scenario,
+    nodes: Nodes,
+    crash: Crash,
+    at_write: u64,
+) -> Option<Placements> {
+    let h = Harness::start(&nodes()).await;
     let broken = check_write_order(&h);
     h.fleet.api.reset_stats();
     let after = u32::try_from(at_write).unwrap();
@@ -185,11 +193,16 @@ async fn run_with(scenario: Scenario, crash: Crash, at_write: u64) -> Option<Pla
 /// least `least_writes`, and a fault at one of those must fire (a run where it did not is run
 /// again, a few times); one at a later write, up to the most a fault-free run made, fires only
 /// in the runs that get that far: it is tried twice and counted. Returns the fewest writes.
-async fn crash_at_every_write(name: &str, scenario: Scenario, least_writes: u64) -> u64 {
-    let (expected, mut fewest) = baseline(scenario).await;
+async fn crash_at_every_write(
+    name: &str,
+    scenario: Scenario,
+    nodes: Nodes,
+    least_writes: u64,
+) -> u64 {
+    let (expected, mut fewest) = baseline(scenario, nodes).await;
     let mut most = fewest;
     for _ in 0..2 {
-        let (placements, writes) = baseline(scenario).await;
+        let (placements, writes) = baseline(scenario, nodes).await;
         assert_eq!(placements, expected, "{name}: two fault-free runs differ");
         (fewest, most) = (fewest.min(writes), most.max(writes));
     }
@@ -201,7 +214,7 @@ async fn crash_at_every_write(name: &str, scenario: Scenario, least_writes: u64)
         .map(|(crash, at)| async move {
             let attempts = if at < least_writes { 4 } else { 2 };
             for attempt in 1..=attempts {
-                if let Some(placements) = run_with(scenario, crash, at).await {
+                if let Some(placements) = run_with(scenario, nodes, crash, at).await {
                     return (crash, at, Some((attempt, placements)));
                 }
             }
@@ -238,12 +251,67 @@ async fn crash_at_every_write(name: &str, scenario: Scenario, least_writes: u64)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_the_seed_scenario_ends_as_the_fault_free_run() {
-    crash_at_every_write("the seed scenario", seed, 18).await;
+    crash_at_every_write("the seed scenario", seed, seed_nodes, 18).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_write_of_a_drain_of_the_seed_fleet_ends_as_the_fault_free_run() {
     // Each move writes the target, the tenant's Migrating status, the source, and its Active
     // status: a crash can land between any two.
-    crash_at_every_write("a drain of the seed fleet", drain_seed_fleet, 13).await;
+    crash_at_every_write(
+        "a drain of the seed fleet",
+        drain_seed_fleet,
+        seed_nodes,
+        13,
+    )
+    .await;
+}
+
+/// A three-replica Zones tenant placed over three zones, then grown, then one of its nodes
+/// drained: every write of each step (three Node entries, three resizes, a move) may be the one
+/// a crash lands on.
+fn spread_placed_resized_drained(h: &Harness) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+    Box::pin(async move {
+        h.apply(&[tenant("db")
+            .resources(2, 4, 20)
+            .spread(tenant_placer::api::TenantSpread::Zones, 3)
+            .manifest()]);
+        let threads = |h: &Harness| {
+            ["a1", "a2", "b1", "b2", "c1", "c2"]
+                .map(|n| h.allocated_threads(n))
+                .to_vec()
+        };
+        h.until("db placed whole", || threads(h) == [2, 0, 2, 0, 2, 0])
+            .await;
+        h.settle().await;
+        h.assert_invariants();
+        h.apply(&[tenant_spec(
+            "db",
+            json!({"resources": {"threads": 3, "memoryGb": 4, "storageGb": 20}}),
+        )]);
+        h.until("db resized", || threads(h) == [3, 0, 3, 0, 3, 0])
+            .await;
+        h.settle().await;
+        h.assert_invariants();
+        h.apply(&[node_spec("b1", json!({"state": "Draining"}))]);
+        h.until("b1 drained", || threads(h) == [3, 0, 0, 3, 3, 0])
+            .await;
+        h.settle().await;
+        let status = h.tenant("db").unwrap().status.unwrap();
+        assert_eq!(status.phase, TenantPhase::Active);
+        let nodes: Vec<_> = status.placements.iter().map(|p| p.node.as_str()).collect();
+        assert_eq!(nodes, ["a1", "b2", "c1"]);
+        h.assert_invariants();
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_write_of_a_spread_placement_resize_and_drain_ends_as_the_fault_free_run() {
+    crash_at_every_write(
+        "a spread tenant placed, resized and drained",
+        spread_placed_resized_drained,
+        crate::spread::zoned_nodes,
+        15,
+    )
+    .await;
 }

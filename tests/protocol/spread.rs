@@ -246,3 +246,45 @@ async fn more_replicas_go_where_the_zones_stay_balanced_and_fewer_leave_the_full
     assert_eq!(phase(&h, "db"), Some(TenantPhase::Active));
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_placing_spread_tenants_at_once_place_each_all_or_none() {
+    let h = Harness::start(&zoned_nodes()).await;
+    let other = tokio::spawn(tenant_placer::controller::run(
+        h.fleet.client.clone(),
+        settings(),
+    ));
+    // 48 threads in all; ten tenants of three 2-thread replicas ask 60: some must wait.
+    let tenants: Vec<Value> = (0..10)
+        .map(|i| {
+            tenant(&format!("db-{i}"))
+                .resources(2, 1, 1)
+                .spread(TenantSpread::Zones, 3)
+                .manifest()
+        })
+        .collect();
+    h.apply(&tenants);
+    h.until("every tenant decided", || {
+        (0..10).all(|i| {
+            matches!(
+                phase(&h, &format!("db-{i}")),
+                Some(TenantPhase::Active | TenantPhase::PendingCapacity)
+            )
+        })
+    })
+    .await;
+    h.settle().await;
+    other.abort();
+    h.settle().await;
+    h.assert_invariants();
+    let placed = (0..10)
+        .filter(|i| phase(&h, &format!("db-{i}")) == Some(TenantPhase::Active))
+        .count();
+    // Each zone has 16 threads: eight replicas of 2 in each, so eight tenants whole.
+    assert_eq!(placed, 8);
+    for i in 0..10 {
+        let name = format!("db-{i}");
+        let held = held(&h, &name).len();
+        assert!(held == 0 || held == 3, "{name} holds {held} replicas");
+    }
+}
