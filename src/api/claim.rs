@@ -20,6 +20,22 @@ pub struct Claim {
     /// The node a move the status records goes to (`status.migration.to`): it holds an entry of
     /// the UID too while the move is in flight.
     pub moving_to: Option<Arc<str>>,
+    /// A spread tenant's nodes after `node` (its status's placements but the first): each holds
+    /// an entry of the UID too. Empty for any other tenant.
+    pub spread_to: Box<[Arc<str>]>,
+}
+
+/// A spread tenant's nodes after the one its status names first (`nodeName`), as claims list
+/// them (shared, as node names are).
+pub fn spread_to(
+    node_name: &str,
+    placements: &[super::tenant::SpreadPlacement],
+) -> Box<[Arc<str>]> {
+    placements
+        .iter()
+        .filter(|p| p.node != node_name)
+        .map(|p| Arc::from(p.node.as_str()))
+        .collect()
 }
 
 impl Claim {
@@ -34,6 +50,9 @@ impl Claim {
             moving_to: status
                 .and_then(|s| s.migration.as_ref())
                 .map(|m| Arc::from(m.to.as_str())),
+            spread_to: status
+                .map(|s| spread_to(&s.node_name, &s.placements))
+                .unwrap_or_default(),
         })
     }
 
@@ -41,6 +60,7 @@ impl Claim {
     pub fn nodes(&self) -> impl Iterator<Item = &Arc<str>> {
         std::iter::once(&self.node)
             .chain(self.moving_to.as_ref())
+            .chain(self.spread_to.iter())
             .filter(|n| !n.is_empty())
     }
 
@@ -56,6 +76,20 @@ impl Claim {
                 TenantPhase::Active | TenantPhase::Resizing | TenantPhase::Migrating
             );
             return !holds_something && self.moving_to.is_none();
+        }
+        if !self.spread_to.is_empty() {
+            // Every node listed holds an entry; together they hold what the status shows.
+            let held = std::iter::once(&self.node)
+                .chain(self.spread_to.iter())
+                .try_fold(placement::Resources::ZERO, |sum, name| {
+                    let entry = node(name)?
+                        .entry_of(&self.uid)?
+                        .resources
+                        .to_resources()
+                        .ok()?;
+                    sum.checked_add(entry)
+                });
+            return held.is_some() && held == self.reserved.to_resources().ok();
         }
         let entry = |name: &str, amounts: Option<&ResourceAmounts>| {
             node(name).is_some_and(|n| {

@@ -30,7 +30,7 @@ mod wants;
 
 pub use allocatable::{BadQuantity, allocatable_capacity};
 pub use amounts::{MAX_AMOUNT, NegativeAmount, ResourceAmounts};
-pub use claim::Claim;
+pub use claim::{Claim, spread_to};
 pub use condition::Condition;
 pub use marks::{CONSOLIDATING_ANNOTATION, DO_NOT_DISRUPT_ANNOTATION, DoNotDisrupt, Resting};
 pub use node::{

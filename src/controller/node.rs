@@ -160,7 +160,10 @@ async fn repair_entries(node: &Node, ctx: &NodeLoop) -> Result<(), Error> {
         // One cache lookup per entry, of the node the status names only, allocating nothing:
         // this runs for every entry on every node change.
         let named = NameRef { namespace, name };
-        if let Some(named_node) = ctx.tenants.node_named_if_uid(&named, &entry.uid) {
+        if let Some(named_node) = ctx
+            .tenants
+            .node_named_if_uid(&named, &entry.uid, &node_name)
+        {
             match named_node.filter(|n| !n.is_empty()) {
                 Some(n) if *n != *node_name => {
                     ctx.waiting.wake(ObjectRef::new(name).within(namespace));

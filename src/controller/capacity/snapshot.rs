@@ -174,6 +174,11 @@ pub(super) fn waiter_of(t: &Tenant) -> Option<(Waiter, Option<String>)> {
     if !Glance::of(t).may_wait() || t.metadata.deletion_timestamp.is_some() || t.spec.suspend {
         return None;
     }
+    // A spread tenant needs machines in several zones at once: none is bought for it (yet), and
+    // no room is made for it; it waits for room.
+    if t.spread_ask().is_some() {
+        return None;
+    }
     let status = t.status.as_ref()?;
     let wait = if t.is_blocked_move() {
         Wait::Move

@@ -318,10 +318,24 @@ pub fn candidates(
 }
 
 /// The nodes holding a `do-not-disrupt` tenant (an unreadable value counts as `"true"`), or
-/// one moving to or from them. Pure.
+/// one moving to or from them, and the nodes holding a spread tenant's replicas (consolidation
+/// does not move them: its plan knows no spread rule). Pure.
 pub fn kept_by_tenants(tenants: &[Arc<Tenant>]) -> HashSet<String> {
     let mut kept = HashSet::new();
     for tenant in tenants {
+        if let Some(status) = tenant
+            .status
+            .as_ref()
+            .filter(|_| !tenant.spec.spread.is_none())
+        {
+            kept.extend(
+                status
+                    .placements
+                    .iter()
+                    .map(|p| p.node.clone())
+                    .chain(Some(status.node_name.clone()).filter(|n| !n.is_empty())),
+            );
+        }
         if !DoNotDisrupt::of(tenant.annotations()).keeps() {
             continue;
         }
@@ -489,5 +503,42 @@ async fn report_blocked(
             note,
         };
         EventPublisher::publish_or_log(step.events, occurrence, node.object_ref(&())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::api::{SpreadPlacement, TenantPhase, TenantSpread};
+    use crate::testing::tenant;
+
+    #[test]
+    fn a_do_not_disrupt_tenant_keeps_its_nodes_and_a_spread_tenant_keeps_every_node_it_is_on() {
+        let plain = tenant("p").on("n0").phase(TenantPhase::Active).build();
+        let mut kept = tenant("k").on("n1").phase(TenantPhase::Active).build();
+        kept.metadata.annotations = Some(
+            [(
+                crate::api::DO_NOT_DISRUPT_ANNOTATION.to_owned(),
+                "true".to_owned(),
+            )]
+            .into(),
+        );
+        let mut spread = tenant("s")
+            .spread(TenantSpread::Zones, 2)
+            .on("n2")
+            .phase(TenantPhase::Active)
+            .build();
+        spread.status.as_mut().unwrap().placements = ["n2", "n3"]
+            .map(|node| SpreadPlacement {
+                node: node.to_owned(),
+                zone: "z".to_owned(),
+                replicas: 1,
+            })
+            .to_vec();
+        let kept = kept_by_tenants(&[Arc::new(plain), Arc::new(kept), Arc::new(spread)]);
+        let mut kept: Vec<_> = kept.into_iter().collect();
+        kept.sort();
+        assert_eq!(kept, ["n1", "n2", "n3"]);
     }
 }

@@ -60,6 +60,9 @@ pub(super) struct View {
     pub(super) fleet: IndexedFleet,
     /// Positions in the fleet holding an entry of each UID.
     holders: UidIndex,
+    /// The same, for spread replicas' entries only: a spread tenant on several nodes is not a
+    /// move in flight.
+    spread: UidIndex,
     /// By node name.
     unreadable: BTreeMap<String, Unreadable>,
     /// Positions of the nodes the current batch edited (a position may repeat).
@@ -81,10 +84,13 @@ impl View {
             }
         }
         let fleet = IndexedFleet::new(ledgers);
-        let mut holders = UidIndex::default();
+        let (mut holders, mut spread) = (UidIndex::default(), UidIndex::default());
         for (position, ledger) in fleet.ledgers().iter().enumerate() {
             for entry in ledger.entries() {
                 holders.insert(UidIndex::hash(&entry.uid), position);
+                if entry.replicas.is_some() {
+                    spread.insert(UidIndex::hash(&entry.uid), position);
+                }
             }
         }
         View {
@@ -94,6 +100,7 @@ impl View {
                 .collect(),
             fleet,
             holders,
+            spread,
             unreadable,
             edited: Vec::new(),
             dirty: HashSet::new(),
@@ -222,10 +229,14 @@ impl View {
                 if let Some(old) = self.fleet.ledgers().get(position) {
                     for entry in old.entries() {
                         self.holders.remove(UidIndex::hash(&entry.uid), position);
+                        self.spread.remove(UidIndex::hash(&entry.uid), position);
                     }
                 }
                 for entry in ledger.entries() {
                     self.holders.insert(UidIndex::hash(&entry.uid), position);
+                    if entry.replicas.is_some() {
+                        self.spread.insert(UidIndex::hash(&entry.uid), position);
+                    }
                 }
                 if !self.fleet.replace(position, ledger) {
                     return false;
@@ -276,10 +287,11 @@ impl View {
             .filter_map(|&i| self.fleet.ledgers().get(i))
     }
 
-    /// How many tenants are held on two nodes or more: moves in flight (and the rare duplicate).
-    /// A gate on starting moves, not a safety rule, so a hash collision may miscount by one.
+    /// How many tenants are held on two nodes or more, spread tenants aside: moves in flight
+    /// (and the rare duplicate). A gate on starting moves, not a safety rule, so a hash
+    /// collision may miscount by one.
     pub(super) fn moves_in_flight(&self) -> usize {
-        self.holders.shared()
+        self.holders.shared().saturating_sub(self.spread.shared())
     }
 
     /// The name of the node at a ledger position.
@@ -348,6 +360,10 @@ impl View {
             self.holders.insert(uid, position);
         } else {
             self.holders.remove(uid, position);
+        }
+        match &edit.entry {
+            Some(entry) if entry.replicas.is_some() => self.spread.insert(uid, position),
+            _ => self.spread.remove(uid, position),
         }
         Ok(())
     }
@@ -674,7 +690,8 @@ mod tests {
                                 uid: UIDS[u].into(),
                                 tenant: UIDS[u].into(),
                                 resources: placement::Resources::new(1, 1, 1),
-                                replicas: None,
+                                // Odd UIDs as spread replicas: not moves in flight.
+                                replicas: (u % 2 == 1).then_some(1),
                             }),
                         };
                         for view in [&mut view, &mut by_names] {

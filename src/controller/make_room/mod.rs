@@ -215,20 +215,22 @@ pub async fn run(step: MakeRoom<'_>, waiters: &[Waiter]) -> Made {
     }
 }
 
-/// Whether this tenant may be moved to make room (see the module rules).
+/// Whether this tenant may be moved to make room (see the module rules). A spread tenant is not
+/// (its replicas move only as its spread rule allows, decided by the engine).
 pub fn may_move(tenant: &Tenant) -> bool {
     let status = tenant.status.as_ref();
-    Resting {
-        phase: status.map(|s| s.phase),
-        migrating: status.is_some_and(|s| s.migration.is_some()),
-        deleting: tenant.metadata.deletion_timestamp.is_some(),
-        suspended: tenant.spec.suspend,
-        do_not_disrupt: tenant
-            .annotations()
-            .get(DO_NOT_DISRUPT_ANNOTATION)
-            .map(String::as_str),
-    }
-    .may_move()
+    tenant.spec.spread.is_none()
+        && Resting {
+            phase: status.map(|s| s.phase),
+            migrating: status.is_some_and(|s| s.migration.is_some()),
+            deleting: tenant.metadata.deletion_timestamp.is_some(),
+            suspended: tenant.spec.suspend,
+            do_not_disrupt: tenant
+                .annotations()
+                .get(DO_NOT_DISRUPT_ANNOTATION)
+                .map(String::as_str),
+        }
+        .may_move()
 }
 
 /// The note on each waiter's status. Pure.
@@ -351,5 +353,11 @@ mod tests {
             .build();
         assert!(!may_move(&moving));
         assert!(!may_move(&tenant("t").build()), "no status: nothing held");
+        let spread = tenant("t")
+            .spread(crate::api::TenantSpread::Nodes, 2)
+            .on("a")
+            .phase(TenantPhase::Active)
+            .build();
+        assert!(!may_move(&spread), "its replicas keep their spread rule");
     }
 }

@@ -300,6 +300,92 @@ mod tests {
         );
     }
 
+    /// db, spread over n1, n2 and n3, one 2-thread replica on each (6 in all).
+    fn spread_db() -> Tenant {
+        let mut db = tenant("db")
+            .resources(2, 1, 1)
+            .spread(crate::api::TenantSpread::Nodes, 3)
+            .phase(TenantPhase::Active)
+            .on("n1")
+            .reserved(6, 3, 3)
+            .build();
+        if let Some(status) = db.status.as_mut() {
+            status.placements = ["n1", "n2", "n3"]
+                .map(|node| crate::api::SpreadPlacement {
+                    node: node.to_owned(),
+                    zone: String::new(),
+                    replicas: 1,
+                })
+                .to_vec();
+        }
+        db
+    }
+
+    #[test]
+    fn a_spread_claim_is_backed_only_when_every_node_it_lists_holds_its_share() {
+        let claim = Claim::of(&spread_db()).unwrap();
+        assert_eq!(
+            claim.nodes().map(|n| &**n).collect::<Vec<_>>(),
+            ["n1", "n2", "n3"]
+        );
+        let replica = |name: &str| node(name).holding("db", (2, 1, 1)).build();
+        let cases: [([Option<Node>; 3], bool); 4] = [
+            (
+                [
+                    Some(replica("n1")),
+                    Some(replica("n2")),
+                    Some(replica("n3")),
+                ],
+                true,
+            ),
+            // One node lost its entry, or is gone: not backed.
+            (
+                [
+                    Some(replica("n1")),
+                    Some(node("n2").build()),
+                    Some(replica("n3")),
+                ],
+                false,
+            ),
+            ([Some(replica("n1")), Some(replica("n2")), None], false),
+            // Together they hold more than the status shows.
+            (
+                [
+                    Some(replica("n1")),
+                    Some(replica("n2")),
+                    Some(node("n3").holding("db", (4, 1, 1)).build()),
+                ],
+                false,
+            ),
+        ];
+        for (nodes, backed) in cases {
+            let lookup = |name: &str| match name {
+                "n1" => nodes[0].as_ref(),
+                "n2" => nodes[1].as_ref(),
+                _ => nodes[2].as_ref(),
+            };
+            assert_eq!(claim.backed_by(lookup), backed, "{nodes:?}");
+        }
+        // Cached, the claim is the same, and a change of any of its nodes checks it.
+        let (cache, claims) = (TenantCache::default(), Claims::default());
+        assert!(observe(&cache, &claims, &spread_db()));
+        assert_eq!(cache.claim(&spread_db()), Some(claim));
+        assert!(
+            claims
+                .unbacked(&cache, |n| Some(Arc::new(replica(n))))
+                .is_empty()
+        );
+        claims.node_changed("n3");
+        let woken = claims.unbacked(&cache, |n| {
+            Some(Arc::new(if n == "n3" {
+                node(n).build()
+            } else {
+                replica(n)
+            }))
+        });
+        assert_eq!(woken.len(), 1);
+    }
+
     #[test]
     fn a_change_of_the_node_a_move_goes_to_checks_the_tenant_moving_there() {
         let (cache, claims) = (TenantCache::default(), Claims::default());

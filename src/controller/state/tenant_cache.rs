@@ -196,9 +196,15 @@ impl TenantCache {
     }
 
     /// The node the cached tenant's status names, if it is cached under this UID: `Some(None)`
-    /// when its status names none. Allocates nothing.
-    pub fn node_named_if_uid(&self, tenant: &dyn Named, uid: &str) -> Option<Option<Arc<str>>> {
-        self.read().tenants.get(tenant)?.node_named_if_uid(uid)
+    /// when its status names none, `on` when it is one of a spread tenant's placements.
+    /// Allocates nothing but for a spread tenant.
+    pub fn node_named_if_uid(
+        &self,
+        tenant: &dyn Named,
+        uid: &str,
+        on: &str,
+    ) -> Option<Option<Arc<str>>> {
+        self.read().tenants.get(tenant)?.node_named_if_uid(uid, on)
     }
 
     /// Whether the cached copy of this tenant is the version of `resource_version`.
@@ -434,27 +440,37 @@ mod tests {
             name: "idle",
         };
         assert_eq!(
-            cache.node_named_if_uid(&acme, uid).flatten().as_deref(),
+            cache
+                .node_named_if_uid(&acme, uid, "node-eu-2")
+                .flatten()
+                .as_deref(),
             Some("node-eu-1")
         );
         // Another UID, the same one in capitals (not the API server's form), another tenant.
         assert_eq!(
-            cache.node_named_if_uid(&acme, "0f8fad5b-d9cb-469f-a165-70867728950f"),
+            cache.node_named_if_uid(&acme, "0f8fad5b-d9cb-469f-a165-70867728950f", "n"),
             None
         );
-        assert_eq!(cache.node_named_if_uid(&acme, &uid.to_uppercase()), None);
+        assert_eq!(
+            cache.node_named_if_uid(&acme, &uid.to_uppercase(), "n"),
+            None
+        );
         assert_eq!(
             cache.node_named_if_uid(
                 &NameRef {
                     name: "other",
                     ..acme
                 },
-                uid
+                uid,
+                "n"
             ),
             None
         );
         // A UID kept as text, and a status that names no node.
-        assert_eq!(cache.node_named_if_uid(&idle, "not-a-uuid"), Some(None));
+        assert_eq!(
+            cache.node_named_if_uid(&idle, "not-a-uuid", "n"),
+            Some(None)
+        );
         assert!(cache.holds_version(&acme, Some("7")));
         assert!(!cache.holds_version(&acme, Some("8")));
         assert!(!cache.holds_version(&acme, None));

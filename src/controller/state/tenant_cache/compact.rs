@@ -715,14 +715,29 @@ impl Compact {
             moving_to: status
                 .and_then(CompactStatus::migration)
                 .map(|m| Arc::from(m.to.as_str())),
+            spread_to: status
+                .map(|s| {
+                    crate::api::spread_to(
+                        s.node_name.as_deref().unwrap_or_default(),
+                        s.placements(),
+                    )
+                })
+                .unwrap_or_default(),
         })
     }
 
-    /// The node its status names, if it has this UID: `Some(None)` when the status names none.
+    /// The node its status names, if it has this UID: `Some(None)` when the status names none;
+    /// `on` itself when it is one of a spread tenant's placements.
     /// Allocates nothing (node repair asks it for every entry of every changed node).
-    pub fn node_named_if_uid(&self, uid: &str) -> Option<Option<Arc<str>>> {
+    pub fn node_named_if_uid(&self, uid: &str, on: &str) -> Option<Option<Arc<str>>> {
         self.uid_held().filter(|own| own.is(uid))?;
-        Some(self.status.as_ref().and_then(|s| s.node_name.clone()))
+        let status = self.status.as_ref();
+        // A spread tenant's status names each node of its placements (a name allocated for
+        // spread tenants only).
+        if status.is_some_and(|s| s.placements().iter().any(|p| p.node == on)) {
+            return Some(Some(Arc::from(on)));
+        }
+        Some(status.and_then(|s| s.node_name.clone()))
     }
 
     /// Whether this is the version of this resourceVersion.
