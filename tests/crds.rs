@@ -76,11 +76,11 @@ fn the_crds_carry_the_names_subresource_columns_and_rules_of_the_design() {
     let schema = serde_json::to_value(&version.schema).unwrap();
     let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
     let rules = spec["x-kubernetes-validations"].as_array().unwrap();
-    assert_eq!(rules.len(), 3);
+    assert_eq!(rules.len(), 4);
     let fields: Vec<_> = rules.iter().map(|r| r["fieldPath"].clone()).collect();
     assert_eq!(
         fields,
-        [".replicas", ".replicas", ".spread"],
+        [".replicas", ".replicas", ".spread", ".spread"],
         "every CEL rule names its field: {rules:?}"
     );
     assert_eq!(

@@ -170,6 +170,7 @@ impl fmt::Display for PlacedReason {
 )]
 #[x_kube(validation = Rule::new("self.mode != 'Standalone' || !has(self.replicas) || self.replicas == 1").message("a Standalone tenant has exactly 1 replica: remove spec.replicas or set it to 1, or set spec.mode to Cluster").field_path(".replicas"))]
 #[x_kube(validation = Rule::new("self.mode != 'Cluster' || !has(self.replicas) || self.replicas >= 2").message("a Cluster tenant has at least 2 replicas: set spec.replicas to 2 or more, or remove it (Cluster means 2)").field_path(".replicas"))]
+#[x_kube(validation = Rule::new("!has(oldSelf.spread) || oldSelf.spread == 'None' || (has(self.spread) && self.spread != 'None')").message("spec.spread cannot go back to None once the replicas are spread (they would have to gather on one node): keep Nodes or Zones, or re-create the tenant").field_path(".spread"))]
 #[x_kube(validation = Rule::new("!has(self.spread) || self.spread == 'None' || self.mode == 'Cluster'").message("spec.spread other than None needs spec.mode Cluster: a Standalone tenant has one replica").field_path(".spread"))]
 #[serde(rename_all = "camelCase")]
 pub struct TenantSpec {

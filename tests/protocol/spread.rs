@@ -320,3 +320,52 @@ async fn a_spread_tenant_on_several_nodes_is_not_a_move_in_flight() {
     h.settle().await;
     h.assert_invariants();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spread_cannot_go_back_to_none_but_may_change_between_nodes_and_zones() {
+    let h = Harness::start(&zoned_nodes()).await;
+    three_zones(&h).await;
+    let refused = h
+        .fleet
+        .api
+        .apply(tenant_spec("db", json!({"spread": "None"})))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("spec.spread cannot go back to None"),
+        "{refused}"
+    );
+    // Nodes: the replicas it holds are on three nodes already; nothing moves.
+    h.apply(&[tenant_spec("db", json!({"spread": "Nodes"}))]);
+    h.settle().await;
+    let nodes: Vec<String> = held(&h, "db").into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(nodes, ["a1", "b1", "c1"]);
+    assert_eq!(phase(&h, "db"), Some(TenantPhase::Active));
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_tenant_on_one_node_spreads_when_asked_keeping_one_replica_where_it_was() {
+    let h = Harness::start(&zoned_nodes()).await;
+    h.apply(&[tenant("db")
+        .resources(2, 4, 20)
+        .mode(tenant_placer::api::TenantMode::Cluster)
+        .replicas(3)
+        .manifest()]);
+    h.until("db Active", || phase(&h, "db") == Some(TenantPhase::Active))
+        .await;
+    assert_eq!(held(&h, "db"), [("a1".to_owned(), 6, None)]);
+    h.apply(&[tenant_spec("db", json!({"spread": "Zones"}))]);
+    h.until("db spread", || held(&h, "db").len() == 3).await;
+    h.settle().await;
+    assert_eq!(
+        held(&h, "db"),
+        [
+            ("a1".to_owned(), 2, Some(1)),
+            ("b1".to_owned(), 2, Some(1)),
+            ("c1".to_owned(), 2, Some(1)),
+        ]
+    );
+    assert_eq!(placements(&h, "db").len(), 3);
+    h.assert_invariants();
+}
