@@ -248,6 +248,21 @@ impl IndexedFleet {
             .insert(selector.clone(), FirstFitIndex::new(&views));
     }
 
+    /// The first `count` nodes by name carrying `selector`'s labels (any node when `None` or
+    /// empty) that take new tenants and have room for `request`, from the selector's index;
+    /// `None` when that selector has no index (see [`index_selector`](Self::index_selector)).
+    pub fn first_fits(
+        &self,
+        selector: Option<&Labels>,
+        request: &Resources,
+        count: usize,
+    ) -> Option<Vec<&str>> {
+        match selector.filter(|s| !s.is_empty()) {
+            None => Some(self.all.first_fits(request, count)),
+            Some(selector) => Some(self.by_selector.get(selector)?.first_fits(request, count)),
+        }
+    }
+
     /// Replaces the ledger at `position` with one of the same node (its entries, state,
     /// capacity or labels changed), and every index with it. False when `position` is out of
     /// range or names another node (nothing changes then).

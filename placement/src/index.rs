@@ -274,6 +274,40 @@ impl FirstFitIndex {
         self.leaves.get(position).map(|leaf| leaf.name.as_str())
     }
 
+    /// The first `count` eligible nodes by name whose free room covers the whole request (fewer
+    /// when fewer do): the first fit, then the next, as a scan would find them.
+    pub fn first_fits(&self, request: &Resources, count: usize) -> Vec<&str> {
+        let mut found = Vec::with_capacity(count.min(self.leaves.len()));
+        self.collect_fits(1, request, count, &mut found);
+        found
+            .into_iter()
+            .filter_map(|position| self.leaves.get(position).map(|leaf| leaf.name.as_str()))
+            .collect()
+    }
+
+    /// Appends the leftmost leaves under `slot` whose room covers `request`, until `found` holds
+    /// `count`.
+    fn collect_fits(&self, slot: usize, request: &Resources, count: usize, found: &mut Vec<usize>) {
+        if found.len() >= count {
+            return;
+        }
+        let Some(max) = self.slots.get(slot).copied().flatten() else {
+            return;
+        };
+        if !request.fits_within(&max) {
+            return;
+        }
+        if slot >= self.width {
+            if let Some(position) = slot.checked_sub(self.width) {
+                found.push(position);
+            }
+            return;
+        }
+        let left = left_child(slot);
+        self.collect_fits(left, request, count, found);
+        self.collect_fits(left.wrapping_add(1), request, count, found);
+    }
+
     /// The leftmost leaf under `slot` whose room covers `request`.
     fn leftmost_fit(&self, slot: usize, request: &Resources) -> Option<usize> {
         let max = self.slots.get(slot).copied().flatten()?;

@@ -380,6 +380,14 @@ proptest! {
             for request in &probes {
                 prop_assert_eq!(index.decide(request), first_fit(&views, request), "{:?}", request);
                 prop_assert_eq!(index.scan(request), first_fit(&views, request));
+                // The first fits in name order, as a scan finds them.
+                let scanned: Vec<&str> = views
+                    .iter()
+                    .filter(|v| v.takes_new_tenants() && request.fits_within(&v.free()))
+                    .map(|v| v.name)
+                    .take(3)
+                    .collect();
+                prop_assert_eq!(index.first_fits(request, 3), scanned, "{:?}", request);
             }
             prop_assert_eq!(index.len(), model.len());
             Ok(())

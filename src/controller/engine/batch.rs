@@ -228,6 +228,7 @@ pub(super) fn decide_batch(
     queue.hold_bought(&mut view.fleet, rules.bought);
     queue.hold_made(&mut view.fleet, rules.made);
     let mut turn = rules.turn;
+    let mut zones = None;
     let mut moves = Moves {
         in_flight: view.moves_in_flight(),
         max: rules.max_migrations,
@@ -240,7 +241,8 @@ pub(super) fn decide_batch(
             let decided = match queued.job {
                 Job::Decide { wants, reply } => {
                     let rested = decide_tenant(
-                        &wants, view, &mut queue, rules, &mut turn, &mut moves, &mut edits,
+                        &wants, view, &mut queue, rules, &mut turn, &mut moves, &mut zones,
+                        &mut edits,
                     );
                     Decided::Decide {
                         wants,
@@ -298,6 +300,7 @@ fn decide_tenant(
     rules: &Rules<'_>,
     turn: &mut u64,
     moves: &mut Moves,
+    zones: &mut Option<Vec<String>>,
     edits: &mut Vec<Edit>,
 ) -> Result<(Plan, bool), Error> {
     let key = queue_key(wants);
@@ -313,11 +316,14 @@ fn decide_tenant(
         view.check_node_readable(node)?;
     }
     if let Some(ask) = &wants.spread {
+        // The zones are read once per batch, by the first spread tenant in it.
+        let zones = zones.get_or_insert_with(|| super::spread::zones_of(view, rules.zone_label));
         let plan = super::spread::decide_spread(
             wants,
             ask,
             view,
             rules.zone_label,
+            zones,
             rules.max_writes,
             edits,
         )?;

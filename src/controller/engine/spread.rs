@@ -29,6 +29,7 @@ pub(super) fn decide_spread(
     ask: &SpreadAsk,
     view: &mut View,
     zone_label: &str,
+    zones: &[String],
     max_writes: u32,
     edits: &mut Vec<Edit>,
 ) -> Result<Plan, Error> {
@@ -46,7 +47,8 @@ pub(super) fn decide_spread(
     loop {
         view.check_readable(&wants.uid)?;
         let next = {
-            let nodes = zoned(view, wants, zone_label);
+            let positions = candidates(view, wants, ask, zone_label, zones);
+            let nodes = zoned(view, &positions, &wants.uid, zone_label);
             match plan_spread(&spread, &nodes) {
                 SpreadPlan::Edit(edit) => Ok(edit),
                 SpreadPlan::Holding(_) => Err(Plan::Spread {
@@ -94,22 +96,110 @@ fn gives_room(edit: &Edit, view: &View) -> bool {
     }
 }
 
-/// The nodes as spreading reads them: those carrying the tenant's selector, and those holding it.
-fn zoned<'v>(view: &'v View, wants: &Wants, zone_label: &str) -> Vec<ZonedNode<'v>> {
-    view.fleet
-        .ledgers()
+/// The nodes as spreading reads them: those holding the tenant, and of those carrying its
+/// selector, enough to decide as if all were read: in each zone (`Zones`; the whole fleet for
+/// `Nodes`) the first that take new tenants, with room for one replica, as many as it could
+/// need there, and the first that takes new tenants at all (a full zone still counts). Found
+/// by the fleet's first-fit indexes, one per selector (and zone); past the indexes the fleet
+/// keeps, every node is read.
+fn candidates(
+    view: &mut View,
+    wants: &Wants,
+    ask: &SpreadAsk,
+    zone_label: &str,
+    zones: &[String],
+) -> Vec<usize> {
+    let mut positions: Vec<usize> = {
+        let (fleet, holders) = view.fleet_and_holders(&wants.uid);
+        holders
+            .iter()
+            .copied()
+            .filter(|&i| {
+                fleet
+                    .ledgers()
+                    .get(i)
+                    .is_some_and(|l| l.entry_of(&wants.uid).is_some())
+            })
+            .collect()
+    };
+    let own = wants.node_selector.as_deref().cloned().unwrap_or_default();
+    let selectors: Vec<placement::Labels> = match ask.spread {
+        placement::Spread::Zones => zones
+            .iter()
+            .map(|zone| {
+                let mut selector = own.clone();
+                selector.insert(zone_label.to_owned(), zone.clone());
+                selector
+            })
+            .collect(),
+        _ => vec![own],
+    };
+    let need = usize::try_from(ask.replicas)
+        .unwrap_or(usize::MAX)
+        .saturating_add(positions.len());
+    let mut indexed = true;
+    for selector in &selectors {
+        view.fleet.index_selector(selector);
+        let fits = view.fleet.first_fits(Some(selector), &ask.replica, need);
+        let any = view.fleet.first_fits(Some(selector), &Resources::ZERO, 1);
+        let (Some(fits), Some(any)) = (fits, any) else {
+            indexed = false;
+            break;
+        };
+        let found: Vec<usize> = fits
+            .into_iter()
+            .chain(any)
+            .filter_map(|name| view.fleet.position(name))
+            .collect();
+        positions.extend(found);
+    }
+    if !indexed {
+        let ledgers = view.fleet.ledgers();
+        positions = ledgers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
+                l.entry_of(&wants.uid).is_some()
+                    || placement::selector::matches(wants.node_selector.as_deref(), l.labels())
+            })
+            .map(|(i, _)| i)
+            .collect();
+    }
+    positions.sort_unstable();
+    positions.dedup();
+    positions
+}
+
+/// The nodes at these positions as spreading reads them.
+fn zoned<'v>(
+    view: &'v View,
+    positions: &[usize],
+    uid: &str,
+    zone_label: &str,
+) -> Vec<ZonedNode<'v>> {
+    let ledgers = view.fleet.ledgers();
+    positions
         .iter()
-        .filter_map(|ledger| {
-            let held = ledger.entry_of(&wants.uid).map(|e| e.resources);
-            let selected =
-                placement::selector::matches(wants.node_selector.as_deref(), ledger.labels());
-            (selected || held.is_some()).then(|| ZonedNode {
+        .filter_map(|&i| {
+            let ledger = ledgers.get(i)?;
+            Some(ZonedNode {
                 view: ledger.view(),
                 zone: ledger.labels().get(zone_label).map(String::as_str),
-                held,
+                held: ledger.entry_of(uid).map(|e| e.resources),
             })
         })
         .collect()
+}
+
+/// The zones of the nodes, by name: the values of their zone labels.
+pub(super) fn zones_of(view: &View, zone_label: &str) -> Vec<String> {
+    let zones: std::collections::BTreeSet<&String> = view
+        .fleet
+        .ledgers()
+        .iter()
+        .filter_map(|l| l.labels().get(zone_label))
+        .collect();
+    zones.into_iter().cloned().collect()
 }
 
 /// The nodes holding the tenant, by name, each with the replicas its entry says it holds.
@@ -135,4 +225,117 @@ fn total(nodes: &[ZonedNode<'_>]) -> Resources {
         .iter()
         .filter_map(|n| n.held)
         .fold(Resources::ZERO, |sum, r| sum.checked_add(r).unwrap_or(sum))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::api::{NodeState, ZONE_LABEL};
+    use crate::testing;
+
+    /// A node: its zone (0..3, 3: none), state (0: Online, 1: Cordoned, 2: Draining), free
+    /// threads of 8 (the rest held by others), whether it holds a replica of `db` (1 thread),
+    /// and whether it carries the label `tier: a`.
+    type Spec = (usize, u8, i64, bool, bool);
+
+    fn fleet(specs: &[Spec]) -> View {
+        let nodes = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(zone, state, free, holds, tier))| {
+                let mut node = testing::node(&format!("n{i}")).capacity(8, 64, 1000);
+                if let Some(zone) = ["fsn1", "hel1", "nbg1"].get(zone) {
+                    node = node.label(ZONE_LABEL, zone);
+                }
+                if tier {
+                    node = node.label("tier", "a");
+                }
+                node = node.state(
+                    [NodeState::Online, NodeState::Cordoned, NodeState::Draining]
+                        [usize::from(state)],
+                );
+                let others = 8 - free - i64::from(holds);
+                if others > 0 {
+                    node = node.holding("other", (others, 1, 1));
+                }
+                if holds {
+                    node = node.holding("db", (1, 1, 1));
+                }
+                Arc::new(node.build())
+            })
+            .collect();
+        View::build(nodes)
+    }
+
+    fn wants(selector: bool) -> Wants {
+        Wants {
+            uid: "uid-db".to_owned(),
+            tenant: "default/db".into(),
+            footprint: Resources::new(1, 1, 1),
+            suspend: false,
+            status_node: None,
+            migration: None,
+            asked: None,
+            node_selector: selector
+                .then(|| Arc::new(BTreeMap::from([("tier".to_owned(), "a".to_owned())]))),
+            created: None,
+            spread: None,
+        }
+    }
+
+    proptest! {
+        /// The nodes the indexes find decide exactly as every node would.
+        #[test]
+        fn the_candidates_decide_as_every_node_would(
+            specs in proptest::collection::vec(
+                (0usize..4, 0u8..3, 0i64..=7, any::<bool>(), any::<bool>()),
+                1..9,
+            ),
+            zones in any::<bool>(),
+            replicas in 1u32..5,
+            selector in any::<bool>(),
+        ) {
+            let mut view = fleet(&specs);
+            let wants = wants(selector);
+            let ask = SpreadAsk {
+                spread: if zones { placement::Spread::Zones } else { placement::Spread::Nodes },
+                replicas,
+                replica: Resources::new(1, 1, 1),
+                was: None,
+            };
+            let all_zones = zones_of(&view, ZONE_LABEL);
+            let spread = SpreadWants {
+                uid: &wants.uid,
+                tenant: &wants.tenant,
+                spread: ask.spread,
+                replicas,
+                footprint: ask.replica,
+                was: None,
+            };
+            let positions = candidates(&mut view, &wants, &ask, ZONE_LABEL, &all_zones);
+            let some = plan_spread(&spread, &zoned(&view, &positions, &wants.uid, ZONE_LABEL));
+            let every: Vec<usize> = (0..view.fleet.ledgers().len())
+                .filter(|&i| {
+                    let l = &view.fleet.ledgers()[i];
+                    l.entry_of("uid-db").is_some()
+                        || placement::selector::matches(wants.node_selector.as_deref(), l.labels())
+                })
+                .collect();
+            let all = plan_spread(&spread, &zoned(&view, &every, &wants.uid, ZONE_LABEL));
+            // The no-fit counts nodes with room among those read: only what is decided must agree.
+            match (some, all) {
+                (SpreadPlan::Pending(a), SpreadPlan::Pending(b)) => {
+                    prop_assert_eq!(a.zones_with_room, b.zones_with_room);
+                    prop_assert_eq!(a.zones_needed, b.zones_needed);
+                }
+                (a, b) => prop_assert_eq!(a, b),
+            }
+        }
+    }
 }
