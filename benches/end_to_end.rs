@@ -6,7 +6,7 @@
 //! `cargo bench --bench end_to_end -- [--nodes N] [--tenants N] [--pending N] [--quiet-seconds S]
 //! [--concurrency N] [--backlog] [--server-side-apply] [--cost-ms MS --writes-per-second N
 //! --cost-per-kib-us US --cores N | --real-cost] [--controller-args "ARGS"]
-//! [--controller-bin PATH] [--label TEXT]`
+//! [--controller-bin PATH] [--label TEXT] [--spread PCT [--zones N]]`
 //! (defaults: 1000 nodes, 10000 tenants, 1000 pending, 60 s, concurrency 96 as the controller).
 //!
 //! - `--backlog`: the tenants are created while no controller runs (after a first run has
@@ -25,6 +25,9 @@
 //! - `--no-admission`: no MutatingAdmissionPolicy emulation (a cluster before 1.36): the
 //!   controller adds the Tenant and Node finalizers with its own writes.
 //! - `--controller-bin`: another build of the controller (e.g. an older commit), same flags.
+//! - `--spread PCT`: that share of the fitting tenants (by a seeded draw) are three-replica
+//!   `Zones` tenants, over nodes labelled with `--zones` zones (default 3) in turn; a placement
+//!   is a tenant placed whole.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -174,6 +177,8 @@ async fn bench() {
     );
     let concurrency = arg("--concurrency", 96);
     let backlog = flag("--backlog");
+    let spread_percent: u64 = arg("--spread", 0);
+    let zones: usize = arg("--zones", if spread_percent > 0 { 3 } else { 0 });
     let cost_flags = [
         "--cost-ms",
         "--writes-per-second",
@@ -252,7 +257,10 @@ async fn bench() {
 
     let mut rng = fastrand::Rng::with_seed(42);
     for i in 0..nodes {
-        let node = testing::node(&format!("node-{i:05}")).capacity(64, 256, 8000);
+        let mut node = testing::node(&format!("node-{i:05}")).capacity(64, 256, 8000);
+        if zones > 0 {
+            node = node.label(tenant_placer::api::ZONE_LABEL, &format!("zone-{}", i % zones));
+        }
         put(node.manifest()).unwrap();
     }
     api.set_cost_model(cost);
@@ -277,7 +285,10 @@ async fn bench() {
         } else {
             (1000, 1, 1)
         };
-        let tenant = testing::tenant(&name).resources(threads, memory, storage);
+        let mut tenant = testing::tenant(&name).resources(threads, memory, storage);
+        if spread_percent > 0 && i < tenants && rng.u64(0..100) < spread_percent {
+            tenant = tenant.spread(tenant_placer::api::TenantSpread::Zones, 3);
+        }
         clock.lock().unwrap().applied.insert(name, Instant::now());
         put(tenant.manifest()).unwrap();
     }
@@ -426,6 +437,12 @@ async fn bench() {
     println!(
         "| API write requests per placement | {:.2} |",
         writes as f64 / placed.max(1) as f64
+    );
+    let node_status_writes =
+        stats.count(Verb::Patch, "nodes") + stats.count(Verb::Update, "nodes");
+    println!(
+        "| Node writes per placement ({spread_percent} % spread over {zones} zones) | {:.2} |",
+        node_status_writes as f64 / placed.max(1) as f64
     );
     for key in stats.requests.keys().filter(|k| k.verb.is_write()) {
         let path = match &key.subresource {
