@@ -259,7 +259,10 @@ async fn bench() {
     for i in 0..nodes {
         let mut node = testing::node(&format!("node-{i:05}")).capacity(64, 256, 8000);
         if zones > 0 {
-            node = node.label(tenant_placer::api::ZONE_LABEL, &format!("zone-{}", i % zones));
+            node = node.label(
+                tenant_placer::api::ZONE_LABEL,
+                &format!("zone-{}", i % zones),
+            );
         }
         put(node.manifest()).unwrap();
     }
@@ -438,8 +441,7 @@ async fn bench() {
         "| API write requests per placement | {:.2} |",
         writes as f64 / placed.max(1) as f64
     );
-    let node_status_writes =
-        stats.count(Verb::Patch, "nodes") + stats.count(Verb::Update, "nodes");
+    let node_status_writes = stats.count(Verb::Patch, "nodes") + stats.count(Verb::Update, "nodes");
     println!(
         "| Node writes per placement ({spread_percent} % spread over {zones} zones) | {:.2} |",
         node_status_writes as f64 / placed.max(1) as f64

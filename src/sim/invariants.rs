@@ -12,7 +12,8 @@
 //!   while its status names both ends of a move (`migration`: from, to), or when its replicas
 //!   are spread (`spec.spread`: one entry of one replica per node);
 //! - at rest, a spread tenant holds all its replicas or none: Active with one replica's
-//!   footprint on each of `replicas` nodes (a `Zones` tenant's zones at most one replica apart),
+//!   footprint on each of `replicas` nodes (the zones a `Zones` tenant is in at most one replica
+//!   apart: a zone that takes tenants only after it was placed is used at its next decision),
 //!   as its status's placements list them; waiting with nothing held, while no placement keeps
 //!   its rule (`placement::place_spread` over the nodes); or, Resizing or blocked on a draining
 //!   node, what its status lists;
@@ -420,17 +421,9 @@ fn check_spread(
                 for (node, _) in held {
                     *per_zone.entry(zone_of(node)).or_default() += 1;
                 }
-                let zones: Vec<String> = ledgers
-                    .iter()
-                    .filter(|l| l.view().takes_new_tenants() || holding.contains(&l.name()))
-                    .filter_map(|l| l.labels().get(crate::api::ZONE_LABEL).cloned())
-                    .collect::<HashSet<_>>()
-                    .into_iter()
-                    .collect();
-                let counts: Vec<usize> = zones
-                    .iter()
-                    .map(|z| per_zone.get(&Some(z.clone())).copied().unwrap_or(0))
-                    .collect();
+                // Among the zones it holds replicas in: a zone that takes tenants only after it
+                // was placed is used at its next decision, not at once.
+                let counts: Vec<usize> = per_zone.values().copied().collect();
                 let (least, most) = (counts.iter().min(), counts.iter().max());
                 if per_zone.contains_key(&None)
                     || least

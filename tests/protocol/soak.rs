@@ -15,7 +15,7 @@ use crate::*;
 
 const NODE_NAMES: [&str; 4] = ["n1", "n2", "n3", "n4"];
 
-fn random_fault(rng: &mut fastrand::Rng) -> Fault {
+pub fn random_fault(rng: &mut fastrand::Rng) -> Fault {
     let verb = [Verb::Update, Verb::Patch, Verb::Create, Verb::Get][rng.usize(0..4)];
     let fault = Fault::on(verb).times(rng.u32(1..=3));
     match rng.u8(0..6) {

@@ -2,7 +2,7 @@
 //! all or none, on the in-memory API with the controller's real loops.
 
 use serde_json::json;
-use tenant_placer::api::{TenantPhase, TenantSpread, ZONE_LABEL};
+use tenant_placer::api::{GROUP, TenantMode, TenantPhase, TenantSpread, ZONE_LABEL};
 
 use crate::*;
 
@@ -368,4 +368,156 @@ async fn a_cluster_tenant_on_one_node_spreads_when_asked_keeping_one_replica_whe
     );
     assert_eq!(placements(&h, "db").len(), 3);
     h.assert_invariants();
+}
+
+/// One case of the spread soak: six nodes in three zones (one may lose its zone label), spread
+/// and plain tenants created, resized, given more or fewer replicas, switched between `Nodes`
+/// and `Zones` (a plain Cluster tenant spread), suspended and deleted; nodes resized, cordoned,
+/// drained, wiped and deleted; restarts and a second controller; API faults. Every invariant,
+/// spread's all or none among them, is checked once the controllers are quiet.
+async fn spread_soak_case(seed: u64) {
+    const NAMES: [(&str, &str); 6] = [
+        ("a1", "fsn1"),
+        ("a2", "fsn1"),
+        ("b1", "nbg1"),
+        ("b2", "nbg1"),
+        ("c1", "hel1"),
+        ("c2", "hel1"),
+    ];
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let zoned = |name: &str, zone: &str, threads: i64| {
+        node(name)
+            .capacity(threads, 64, 1000)
+            .label(ZONE_LABEL, zone)
+            .manifest()
+    };
+    let nodes: Vec<Value> = NAMES
+        .iter()
+        .map(|(name, zone)| zoned(name, zone, rng.i64(4..=16)))
+        .collect();
+    let mut h = Harness::start(&nodes).await;
+    let mut tenants: Vec<String> = Vec::new();
+    let mut second: Option<tokio::task::JoinHandle<()>> = None;
+    let mut next = 0;
+    for _ in 0..rng.usize(10..30) {
+        if rng.u8(0..5) == 0 {
+            h.fleet.api.inject(super::soak::random_fault(&mut rng));
+        }
+        let pick = |rng: &mut fastrand::Rng, tenants: &[String]| {
+            tenants[rng.usize(0..tenants.len())].clone()
+        };
+        match rng.u8(0..14) {
+            0..=3 => {
+                let name = format!("t{next}");
+                next += 1;
+                let mut t =
+                    tenant(&name).resources(rng.i64(1..=4), rng.i64(1..=8), rng.i64(1..=100));
+                t = match rng.u8(0..4) {
+                    0 => t,
+                    1 => t.mode(TenantMode::Cluster).replicas(rng.i32(2..=3)),
+                    2 => t.spread(TenantSpread::Nodes, rng.i32(2..=4)),
+                    _ => t.spread(TenantSpread::Zones, rng.i32(2..=5)),
+                };
+                h.apply(&[t.manifest()]);
+                tenants.push(name);
+            }
+            4 if !tenants.is_empty() => {
+                let name = pick(&mut rng, &tenants);
+                let r = json!({"threads": rng.i64(1..=6), "memoryGb": rng.i64(1..=8), "storageGb": rng.i64(1..=100)});
+                h.apply(&[tenant_spec(&name, json!({"resources": r}))]);
+            }
+            5 if !tenants.is_empty() => {
+                // More or fewer replicas (refused by CEL on a Standalone tenant: ignored).
+                let name = pick(&mut rng, &tenants);
+                let _ = h
+                    .fleet
+                    .api
+                    .apply(tenant_spec(&name, json!({"replicas": rng.i64(2..=5)})));
+            }
+            6 if !tenants.is_empty() => {
+                // Between Nodes and Zones, or a plain Cluster tenant spread (refused on a
+                // Standalone one: ignored).
+                let name = pick(&mut rng, &tenants);
+                let spread = ["Nodes", "Zones"][rng.usize(0..2)];
+                let _ = h
+                    .fleet
+                    .api
+                    .apply(tenant_spec(&name, json!({"spread": spread})));
+            }
+            7 if !tenants.is_empty() => {
+                let name = pick(&mut rng, &tenants);
+                h.apply(&[tenant_spec(&name, json!({"suspend": rng.bool()}))]);
+            }
+            8 if !tenants.is_empty() => {
+                let name = tenants.swap_remove(rng.usize(0..tenants.len()));
+                h.delete_tenant(&name);
+            }
+            9 => {
+                let (name, zone) = NAMES[rng.usize(0..NAMES.len())];
+                let threads = rng.i64(4..=16);
+                if h.fleet.api.get(GROUP, "nodes", None, name).is_some() {
+                    // A raise only: a lowering would exempt it from the capacity check.
+                    let now = h.node(name).spec.capacity.threads;
+                    h.apply(&[node_spec(
+                        name,
+                        json!({"capacity": {"threads": threads.max(now)}}),
+                    )]);
+                } else {
+                    h.apply(&[zoned(name, zone, threads)]);
+                }
+            }
+            10 => {
+                let (name, _) = NAMES[rng.usize(0..NAMES.len())];
+                let state = ["Online", "Cordoned", "Offline", "Draining"][rng.usize(0..4)];
+                if h.fleet.api.get(GROUP, "nodes", None, name).is_some() {
+                    h.apply(&[node_spec(name, json!({"state": state}))]);
+                }
+            }
+            11 => {
+                let (name, _) = NAMES[rng.usize(0..NAMES.len())];
+                if h.fleet.api.get(GROUP, "nodes", None, name).is_some() {
+                    if rng.bool() {
+                        super::guards::wipe_allocations(&h, name);
+                    } else {
+                        let _ = h.fleet.api.delete(GROUP, "nodes", None, name);
+                    }
+                }
+            }
+            12 => {
+                h.fleet.stop();
+                h.fleet.start(h.settings.clone());
+            }
+            13 => match second.take() {
+                Some(other) => other.abort(),
+                None => {
+                    second = Some(tokio::spawn(tenant_placer::controller::run(
+                        h.fleet.client.clone(),
+                        settings(),
+                    )));
+                }
+            },
+            _ => {}
+        }
+        if rng.u8(0..3) == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(rng.u64(0..20))).await;
+        }
+    }
+    if let Some(other) = second {
+        other.abort();
+    }
+    h.fleet.api.clear_faults();
+    // Every node Online again, so that a tenant left waiting has no room anywhere.
+    for (name, _) in NAMES {
+        if h.fleet.api.get(GROUP, "nodes", None, name).is_some() {
+            h.apply(&[node_spec(name, json!({"state": "Online"}))]);
+        }
+    }
+    h.lowered.clear();
+    h.settle().await;
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_random_spread_soak_keeps_every_invariant() {
+    super::soak::seeded("spread soak", spread_soak_case).await;
 }
