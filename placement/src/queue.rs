@@ -315,6 +315,34 @@ impl<'w, K: Ord + Clone> FifoQueue<'w, K> {
         plan
     }
 
+    /// Before a batch tenant created at `key` that is decided by other rules (a spread
+    /// tenant): room is held for every older waiting tenant, as for any tenant; under
+    /// StrictFIFO, a first placement (`holds_nothing`, not `suspend`ed) answers the head it waits
+    /// behind.
+    #[allow(clippy::too_many_arguments)]
+    pub fn turn_of<F: FleetMut + ?Sized>(
+        &mut self,
+        key: &K,
+        policy: Policy,
+        tenant: &str,
+        holds_nothing: bool,
+        suspend: bool,
+        ledgers: &mut F,
+        turn: u64,
+    ) -> Option<Plan> {
+        self.hold_older(key, policy, ledgers, turn);
+        let head = self.head.as_ref().filter(|head| *head != tenant)?;
+        (holds_nothing && !suspend).then(|| Plan::Queued {
+            behind: head.clone(),
+        })
+    }
+
+    /// A first placement decided by other rules fits nowhere: under StrictFIFO it is the head
+    /// (if there is none yet).
+    pub fn unplaceable(&mut self, tenant: &str) {
+        self.note_unplaceable(tenant);
+    }
+
     fn note_unplaceable(&mut self, tenant: &str) {
         if self.mode == QueueMode::StrictFifo && self.head.is_none() {
             self.head = Some(tenant.to_owned());

@@ -419,7 +419,8 @@ fn check_spread(
             if ask.spread == placement::Spread::Zones {
                 let mut per_zone: HashMap<Option<String>, usize> = HashMap::new();
                 for (node, _) in held {
-                    *per_zone.entry(zone_of(node)).or_default() += 1;
+                    let count = per_zone.entry(zone_of(node)).or_default();
+                    *count = count.saturating_add(1);
                 }
                 // Among the zones it holds replicas in: a zone that takes tenants only after it
                 // was placed is used at its next decision, not at once.

@@ -521,3 +521,99 @@ async fn spread_soak_case(seed: u64) {
 async fn a_seeded_random_spread_soak_keeps_every_invariant() {
     super::soak::seeded("spread soak", spread_soak_case).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspended_spread_tenant_is_not_placed_and_keeps_what_it_holds() {
+    let h = Harness::start(&zoned_nodes()).await;
+    h.apply(&[tenant("later")
+        .resources(2, 4, 20)
+        .spread(TenantSpread::Zones, 3)
+        .suspended()
+        .manifest()]);
+    h.until("later Suspended", || {
+        phase(&h, "later") == Some(TenantPhase::Suspended)
+    })
+    .await;
+    h.settle().await;
+    assert!(held(&h, "later").is_empty());
+    three_zones(&h).await;
+    // Suspended, then grown: it keeps its three replicas as they are.
+    h.apply(&[tenant_spec("db", json!({"suspend": true}))]);
+    h.apply(&[tenant_spec(
+        "db",
+        json!({"resources": {"threads": 3, "memoryGb": 4, "storageGb": 20}}),
+    )]);
+    h.until("db Suspended", || {
+        phase(&h, "db") == Some(TenantPhase::Suspended)
+    })
+    .await;
+    h.settle().await;
+    assert_eq!(
+        held(&h, "db"),
+        [
+            ("a1".to_owned(), 2, Some(1)),
+            ("b1".to_owned(), 2, Some(1)),
+            ("c1".to_owned(), 2, Some(1)),
+        ]
+    );
+    assert_eq!(placements(&h, "db").len(), 3);
+    h.assert_invariants();
+    // Resumed: both get what they ask.
+    h.apply(&[tenant_spec("db", json!({"suspend": false}))]);
+    h.apply(&[tenant_spec("later", json!({"suspend": false}))]);
+    h.until("both Active", || {
+        phase(&h, "db") == Some(TenantPhase::Active)
+            && phase(&h, "later") == Some(TenantPhase::Active)
+    })
+    .await;
+    h.settle().await;
+    assert!(held(&h, "db").iter().all(|(_, threads, _)| *threads == 3));
+    assert_eq!(held(&h, "later").len(), 3);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_strict_fifo_a_spread_tenant_waits_behind_an_older_head() {
+    let h = Harness::start_on(
+        inmem_apiserver::ApiServer::new(),
+        &zoned_nodes(),
+        Settings {
+            queue: placement::QueueMode::StrictFifo,
+            ..settings()
+        },
+    )
+    .await;
+    // Older in the queue whatever the clock: created first, and first by name.
+    h.apply(&[tenant("big").resources(9, 1, 1).manifest()]);
+    h.until("big waits", || {
+        phase(&h, "big") == Some(TenantPhase::PendingCapacity)
+    })
+    .await;
+    h.apply(&[tenant("db")
+        .resources(2, 4, 20)
+        .spread(TenantSpread::Zones, 3)
+        .manifest()]);
+    wait_until_or(
+        "db waits",
+        || phase(&h, "db") == Some(TenantPhase::PendingCapacity),
+        || {
+            format!(
+                "{:?} {:?}",
+                h.tenant("db").and_then(|t| t.status),
+                held(&h, "db")
+            )
+        },
+    )
+    .await;
+    h.settle().await;
+    let message = h.tenant("db").unwrap().status.unwrap().message;
+    assert!(message.contains("big"), "{message}");
+    assert!(held(&h, "db").is_empty());
+    // The head goes: db is placed whole.
+    h.delete_tenant("big");
+    h.until("db Active", || phase(&h, "db") == Some(TenantPhase::Active))
+        .await;
+    h.settle().await;
+    assert_eq!(held(&h, "db").len(), 3);
+    h.assert_invariants();
+}

@@ -227,11 +227,13 @@ pub(super) fn decide_batch(
     );
     queue.hold_bought(&mut view.fleet, rules.bought);
     queue.hold_made(&mut view.fleet, rules.made);
-    let mut turn = rules.turn;
-    let mut zones = None;
-    let mut moves = Moves {
-        in_flight: view.moves_in_flight(),
-        max: rules.max_migrations,
+    let mut progress = Progress {
+        turn: rules.turn,
+        moves: Moves {
+            in_flight: view.moves_in_flight(),
+            max: rules.max_migrations,
+        },
+        zones: None,
     };
     let drafts = batch
         .into_iter()
@@ -240,10 +242,8 @@ pub(super) fn decide_batch(
             let mut nodes = Vec::new();
             let decided = match queued.job {
                 Job::Decide { wants, reply } => {
-                    let rested = decide_tenant(
-                        &wants, view, &mut queue, rules, &mut turn, &mut moves, &mut zones,
-                        &mut edits,
-                    );
+                    let rested =
+                        decide_tenant(&wants, view, &mut queue, rules, &mut progress, &mut edits);
                     Decided::Decide {
                         wants,
                         reply,
@@ -280,7 +280,17 @@ pub(super) fn decide_batch(
             }
         })
         .collect();
-    (drafts, turn)
+    (drafts, progress.turn)
+}
+
+/// What a batch carries from one decision to the next.
+#[derive(Debug)]
+struct Progress {
+    /// RoundRobin's turn for the next decision.
+    turn: u64,
+    moves: Moves,
+    /// The zones of the nodes, read by the first spread tenant in the batch.
+    zones: Option<Vec<String>>,
 }
 
 /// Moves off draining nodes: how many are in flight, and how many may be.
@@ -298,11 +308,10 @@ fn decide_tenant(
     view: &mut View,
     queue: &mut FifoQueue<'_, QueueKey>,
     rules: &Rules<'_>,
-    turn: &mut u64,
-    moves: &mut Moves,
-    zones: &mut Option<Vec<String>>,
+    progress: &mut Progress,
     edits: &mut Vec<Edit>,
 ) -> Result<(Plan, bool), Error> {
+    let Progress { turn, moves, zones } = progress;
     let key = queue_key(wants);
     // A UID released (its tenant deleted) is never placed again: this job was queued before
     // the delete was seen. (Releases are decided before tenants, so none comes in the loop.)
@@ -316,6 +325,20 @@ fn decide_tenant(
         view.check_node_readable(node)?;
     }
     if let Some(ask) = &wants.spread {
+        // The queue's promise holds as for any tenant: room for older waiters is held first,
+        // and under StrictFIFO a first placement waits behind the head.
+        let holds_nothing = view.held_at(&wants.uid).is_none();
+        if let Some(queued) = queue.turn_of(
+            &key,
+            rules.policy,
+            &wants.tenant,
+            holds_nothing,
+            wants.suspend,
+            &mut view.fleet,
+            *turn,
+        ) {
+            return Ok((queued, queue.holds_placed()));
+        }
         // The zones are read once per batch, by the first spread tenant in it.
         let zones = zones.get_or_insert_with(|| super::spread::zones_of(view, rules.zone_label));
         let plan = super::spread::decide_spread(
@@ -327,7 +350,10 @@ fn decide_tenant(
             rules.max_writes,
             edits,
         )?;
-        return Ok((plan, false));
+        if holds_nothing && matches!(plan, Plan::SpreadPending(_)) {
+            queue.unplaceable(&wants.tenant);
+        }
+        return Ok((plan, queue.holds_placed()));
     }
     loop {
         view.check_readable(&wants.uid)?;

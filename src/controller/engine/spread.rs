@@ -46,6 +46,20 @@ pub(super) fn decide_spread(
     let mut took_room = false;
     loop {
         view.check_readable(&wants.uid)?;
+        if wants.suspend {
+            // Suspended: it keeps what it holds and asks for nothing more.
+            let positions: Vec<usize> = candidates(view, wants, ask, zone_label, &[]);
+            let nodes = zoned(view, &positions, &wants.uid, zone_label);
+            let placed = placed(view, &wants.uid, &nodes);
+            return Ok(if placed.is_empty() {
+                Plan::SuspendedUnplaced
+            } else {
+                Plan::Spread {
+                    reserved: total(&nodes),
+                    placed,
+                }
+            });
+        }
         let next = {
             let positions = candidates(view, wants, ask, zone_label, zones);
             let nodes = zoned(view, &positions, &wants.uid, zone_label);
@@ -229,7 +243,11 @@ fn total(nodes: &[ZonedNode<'_>]) -> Resources {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::arithmetic_side_effects
+    )]
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
