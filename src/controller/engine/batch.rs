@@ -233,7 +233,6 @@ pub(super) fn decide_batch(
             in_flight: view.moves_in_flight(),
             max: rules.max_migrations,
         },
-        zones: None,
     };
     let drafts = batch
         .into_iter()
@@ -289,8 +288,6 @@ struct Progress {
     /// RoundRobin's turn for the next decision.
     turn: u64,
     moves: Moves,
-    /// The zones of the nodes, read by the first spread tenant in the batch.
-    zones: Option<Vec<String>>,
 }
 
 /// Moves off draining nodes: how many are in flight, and how many may be.
@@ -311,7 +308,7 @@ fn decide_tenant(
     progress: &mut Progress,
     edits: &mut Vec<Edit>,
 ) -> Result<(Plan, bool), Error> {
-    let Progress { turn, moves, zones } = progress;
+    let Progress { turn, moves } = progress;
     let key = queue_key(wants);
     // A UID released (its tenant deleted) is never placed again: this job was queued before
     // the delete was seen. (Releases are decided before tenants, so none comes in the loop.)
@@ -339,14 +336,13 @@ fn decide_tenant(
         ) {
             return Ok((queued, queue.holds_placed()));
         }
-        // The zones are read once per batch, by the first spread tenant in it.
-        let zones = zones.get_or_insert_with(|| super::spread::zones_of(view, rules.zone_label));
+        let zones = view.zones(rules.zone_label);
         let plan = super::spread::decide_spread(
             wants,
             ask,
             view,
             rules.zone_label,
-            zones,
+            &zones,
             rules.max_writes,
             edits,
         )?;

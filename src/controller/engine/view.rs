@@ -69,6 +69,9 @@ pub(super) struct View {
     edited: Vec<usize>,
     /// Nodes a batch edited whose write is not confirmed: rebuilt at the next sync.
     dirty: HashSet<String>,
+    /// The zones of the nodes under a zone label, by name, as last read: read again once a node
+    /// is rebuilt (its labels may have changed; an edit never changes them).
+    zones: Option<(String, Arc<[String]>)>,
 }
 
 impl View {
@@ -104,7 +107,26 @@ impl View {
             unreadable,
             edited: Vec::new(),
             dirty: HashSet::new(),
+            zones: None,
         }
+    }
+
+    /// The values of `label` on the nodes, by name: the zones spread tenants are placed over.
+    pub(super) fn zones(&mut self, label: &str) -> Arc<[String]> {
+        if self.zones.as_ref().is_none_or(|(read, _)| read != label) {
+            let zones: std::collections::BTreeSet<&String> = self
+                .fleet
+                .ledgers()
+                .iter()
+                .filter_map(|l| l.labels().get(label))
+                .collect();
+            let zones: Arc<[String]> = zones.into_iter().cloned().collect();
+            self.zones = Some((label.to_owned(), zones.clone()));
+            return zones;
+        }
+        self.zones
+            .as_ref()
+            .map_or_else(|| Arc::from([]), |(_, zones)| zones.clone())
     }
 
     /// The ledgers, giving up the indexes.
@@ -238,6 +260,7 @@ impl View {
                         self.spread.insert(UidIndex::hash(&entry.uid), position);
                     }
                 }
+                self.zones = None;
                 if !self.fleet.replace(position, ledger) {
                     return false;
                 }
