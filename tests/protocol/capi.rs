@@ -298,10 +298,10 @@ async fn answers_lost_after_each_write_never_scale_twice_nor_give_back_twice() {
     let api = &h.fleet.api;
     // The answer to each first write is lost after it committed: as if the controller died there.
     for fault in [
-        Fault::on(Verb::Update)
+        Fault::on(Verb::Patch)
             .group(CAPI)
             .resource("machinedeployments")
-            .subresource("scale"),
+            .main_resource(),
         Fault::on(Verb::Patch).group(CAPI).resource("machines"),
         Fault::on(Verb::Create).group(GROUP).resource("nodes"),
         // The finalizer, then the first status write (Provisioning, the intent, the claim).
@@ -320,10 +320,10 @@ async fn answers_lost_after_each_write_never_scale_twice_nor_give_back_twice() {
     capi.bought_and_placed("t").await;
     assert_eq!(capi.replicas(), [1]);
     for fault in [
-        Fault::on(Verb::Update)
+        Fault::on(Verb::Patch)
             .group(CAPI)
             .resource("machinedeployments")
-            .subresource("scale"),
+            .main_resource(),
         Fault::on(Verb::Patch).group(CAPI).resource("machines"),
         Fault::on(Verb::Patch).group(GROUP).resource("noderequests"),
     ] {

@@ -61,6 +61,9 @@ pub struct Deployment {
     pub replicas: i32,
     pub generation: i64,
     pub max_size: Option<i32>,
+    /// The replicas this provisioner last set (`INTENDED_REPLICAS_ANNOTATION`); `None`: never
+    /// said. Replicas that differ were changed by someone else since.
+    pub intended: Option<i32>,
 }
 
 /// One of its Machines as seen.
@@ -697,11 +700,13 @@ mod tests {
         at(1000)
     }
 
+    /// A deployment this provisioner never scaled (no intended replicas recorded).
     fn md(replicas: i32, generation: i64) -> Deployment {
         Deployment {
             replicas,
             generation,
             max_size: None,
+            intended: None,
         }
     }
 
