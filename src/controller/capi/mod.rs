@@ -8,7 +8,7 @@
 //!     ─▶ a new Machine claimed (annotation) ─▶ Running with nodeRef ─▶ placement Node ─▶ Ready
 //!   Machine failed, or not Running in time ─▶ Failed (the controller deletes the request)
 //!   NodeRequest deleted ─▶ its placement Node deleted (drained) ─▶ Machine marked
-//!     delete-machine, replicas -1 ─▶ Machine deleting ─▶ finalizer removed
+//!     delete-machine, replicas -1 and the request's finalizer removed, in one look
 //! ```
 //!
 //! Rules enforced here (the decisions are [`plan`]'s; this file reads and writes):

@@ -19,7 +19,9 @@
 //!   lowering replicas by one, in the same look (so that a Machine someone else deletes after
 //!   the mark was already lowered for); a lowering already under way (replicas below the Machines there)
 //!   counts, since Cluster API deletes marked Machines first. Its placement Node goes first (its
-//!   finalizer drains it); the request's finalizer goes once its Machine is being deleted. No
+//!   finalizer drains it); the request's finalizer goes in the look that marks its Machine, after
+//!   the lowering (the mark and the claim are the record from then on), or once its Machine is
+//!   being deleted or gone; so a deleted request still there was never lowered for. No
 //!   lowering eats into the Machines a request waits for (replicas above the Machines there,
 //!   marked ones counted): the marked one is lowered for once they are made, else Cluster API
 //!   would keep it as the replica and make nothing for the request.
@@ -181,6 +183,10 @@ pub fn plan<'a>(
     let coming_at_start = coming;
     let mut claimed: BTreeMap<&str, &Machine<'_>> = BTreeMap::new();
     let mut marked_ours = 0i32;
+    // Deleted requests whose Machine goes back in this look (marked, or its replacement lowered
+    // for): released after the lowering, so that a deleted request still there was never
+    // lowered for.
+    let mut given_back: BTreeSet<&str> = BTreeSet::new();
     // Whose each live Machine is: the request whose record names it, else the one its claim
     // names unless that request records another live Machine (the claim was edited).
     let live_names: BTreeSet<&str> = live.iter().map(|m| m.name).collect();
@@ -222,13 +228,17 @@ pub fn plan<'a>(
             }),
             Some(NodeSeen::Deleting) => {}
             None => {
-                // Marked and lowered in one look: the lowering follows the mark at once.
+                // Marked and lowered in one look: the lowering follows the mark at once. The
+                // mark and the claim are the record from then on: the request is released.
                 if !machine.marked {
                     steps.push(Step::Mark {
                         machine: machine.name.to_owned(),
                     });
                 }
                 marked_ours = marked_ours.saturating_add(1);
+                if by_name.get(claim).is_some_and(|r| r.adopted) {
+                    given_back.insert(claim);
+                }
             }
         }
     }
@@ -245,10 +255,9 @@ pub fn plan<'a>(
         .copied()
         .collect();
     candidates.sort_by_key(|m| (m.created, m.name));
-    let mut take = |request: &Request<'_>| -> Option<String> {
-        let at = candidates
-            .iter()
-            .position(|m| m.created >= request.created)?;
+    // The oldest candidate made at `since` or later.
+    let mut take = |since: Timestamp| -> Option<String> {
+        let at = candidates.iter().position(|m| m.created >= since)?;
         Some(candidates.remove(at).name.to_owned())
     };
     let raised = |r: &Request<'_>| {
@@ -295,6 +304,7 @@ pub fn plan<'a>(
                 if replaced(request) && coming > 0 {
                     coming = coming.saturating_sub(1);
                     cancelled = cancelled.saturating_add(1);
+                    given_back.insert(request.name);
                 }
             } else if owed(request) {
                 settling.push(request);
@@ -355,7 +365,7 @@ pub fn plan<'a>(
         if !request.machine.is_empty() {
             // Deleted by someone else (a MachineHealthCheck's remediation, a person): its
             // MachineSet replaces it, and the replacement is the request's.
-            if let Some(machine) = take(request) {
+            if let Some(machine) = take(request.created) {
                 steps.push(Step::Claim {
                     machine,
                     request: name,
@@ -382,7 +392,7 @@ pub fn plan<'a>(
             continue;
         }
         if raised(request) {
-            if let Some(machine) = take(request) {
+            if let Some(machine) = take(request.created) {
                 steps.push(Step::Claim {
                     machine,
                     request: name,
@@ -406,17 +416,19 @@ pub fn plan<'a>(
     // left that nobody claims once the request is gone.
     for request in settling {
         let name = request.name.to_owned();
-        if let Some(machine) = take(request) {
+        if let Some(machine) = take(request.created) {
             steps.push(Step::Claim {
                 machine,
                 request: name,
                 give_back: true,
             });
             marked_ours = marked_ours.saturating_add(1);
+            given_back.insert(request.name);
         } else if coming > 0 {
             coming = coming.saturating_sub(1);
             if replaced(request) {
                 cancelled = cancelled.saturating_add(1);
+                given_back.insert(request.name);
             } // else: made soon, then given back
         } else {
             steps.push(Step::Release { request: name });
@@ -467,6 +479,9 @@ pub fn plan<'a>(
             to,
         });
     }
+    steps.extend(given_back.into_iter().map(|request| Step::Release {
+        request: request.to_owned(),
+    }));
     steps
 }
 
@@ -1105,22 +1120,30 @@ mod tests {
             ),
             vec![]
         );
-        // Marked and lowered in one look.
+        // Marked and lowered in one look, then released: the mark and the claim are the record.
         assert_eq!(
             steps(&[m.clone(), other.clone()], 2, &[]),
             vec![
                 Step::Mark { machine: s("m1") },
-                Step::Scale { from: 2, to: 1 }
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
             ]
         );
         // The mark made, the lowering refused: lower.
         m.marked = true;
         assert_eq!(
             steps(&[m.clone(), other.clone()], 2, &[]),
-            vec![Step::Scale { from: 2, to: 1 }]
+            vec![
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
+            ]
         );
-        // Lowered, Cluster API not yet deleting it: the lowering under way counts; nothing twice.
-        assert_eq!(steps(&[m.clone(), other.clone()], 1, &[]), vec![]);
+        // Lowered, the release refused, Cluster API not yet deleting it: the lowering under way
+        // counts; nothing twice.
+        assert_eq!(
+            steps(&[m.clone(), other.clone()], 1, &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
         m.deleting = true;
         assert_eq!(
             steps(&[m, other.clone()], 1, &[]),
@@ -1195,6 +1218,7 @@ mod tests {
         // While its Node still drains, too: the Node is deleted and replicas lowered in the
         // same look, before the Machine is gone (then a replacement could not be told from a
         // Machine a person added).
+        // Nothing of it is left to give back then: released in the same look.
         assert_eq!(
             run(
                 md(1, 8),
@@ -1204,7 +1228,8 @@ mod tests {
             ),
             vec![
                 Step::DeleteNode { request: s("r1") },
-                Step::Scale { from: 1, to: 0 }
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
             ]
         );
         let steps = |machines: &[Machine<'static>], replicas| {
@@ -1212,7 +1237,10 @@ mod tests {
         };
         assert_eq!(
             steps(std::slice::from_ref(&lost), 1),
-            vec![Step::Scale { from: 1, to: 0 }]
+            vec![
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
+            ]
         );
         assert_eq!(
             steps(&[lost.clone(), machine("m2")], 1),
@@ -1222,7 +1250,8 @@ mod tests {
                     request: s("r1"),
                     give_back: true
                 },
-                Step::Scale { from: 1, to: 0 }
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
             ]
         );
         // Replicas lowered with the deletion: nothing replaces it, nothing to give back.
@@ -1257,9 +1286,13 @@ mod tests {
             ..raised(request("r2"), 8)
         };
         let requests = [going, waiting];
+        // r1 is released with the mark: the mark and the claim are the record.
         assert_eq!(
             run(md(2, 9), std::slice::from_ref(&failed), &requests, &[]),
-            vec![Step::Mark { machine: s("m1") }]
+            vec![
+                Step::Mark { machine: s("m1") },
+                Step::Release { request: s("r1") }
+            ]
         );
         failed.marked = true;
         let mut replacement = machine("m3");
@@ -1272,7 +1305,8 @@ mod tests {
                     request: s("r2"),
                     give_back: false
                 },
-                Step::Scale { from: 2, to: 1 }
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
             ]
         );
     }
@@ -1351,7 +1385,8 @@ mod tests {
                     request: s("r1"),
                     give_back: true
                 },
-                Step::Scale { from: 1, to: 0 }
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
             ]
         );
         // Never raised for, or nothing made nor coming: nothing to give back.
@@ -1400,7 +1435,10 @@ mod tests {
                 std::slice::from_ref(&going),
                 &[]
             ),
-            vec![Step::Scale { from: 1, to: 0 }]
+            vec![
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
+            ]
         );
         // Lowered (nothing comes): released, while m1 is still going or once it is gone.
         assert_eq!(
@@ -1480,7 +1518,8 @@ mod tests {
                     request: s("r1"),
                     give_back: true
                 },
-                Step::Scale { from: 2, to: 1 }
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
             ]
         );
     }
