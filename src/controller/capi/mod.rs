@@ -930,7 +930,7 @@ fn request_view<'a>(request: &'a NodeRequest, prefix: &str) -> plan::Request<'a>
         name: request.name_any_str(),
         created: created(&request.metadata),
         phase: request.phase(),
-        deleting: request.metadata.deletion_timestamp.is_some(),
+        deleted: request.metadata.deletion_timestamp.as_ref().map(|t| t.0),
         adopted: request.finalizers().iter().any(|f| f == FINALIZER),
         scale_generation: status.and_then(|s| s.scale_generation),
         machine: machine.strip_prefix(prefix).unwrap_or(machine),

@@ -33,6 +33,13 @@
 //!   the live requests wait for, and gives it straight back; one whose Machine someone else is
 //!   deleting lowers replicas while that Machine is still there, so that no replacement is made
 //!   that nothing would claim; with none there or coming, it is released.
+//! - **Replicas as we wrote them tell a replacement from a person's Machine.** Every scale writes
+//!   the replicas intended with it; while the deployment still says those, nobody raised them
+//!   since. A deleted request whose recorded Machine is gone altogether is then owed its
+//!   replacement: one made after the request was deleted is claimed and given back, one coming
+//!   is lowered for. (Had our own give-back taken the Machine, the request was released in the
+//!   look that lowered replicas for it.) Replicas above what we wrote are a person's raise,
+//!   below it a person's lowering: their Machines are left alone, as without the record.
 //! - **Lower before raising.** No raise while a Machine of ours going back is not yet being
 //!   deleted: replicas raised back to the Machines there would leave it in place.
 //! - **Never past the limit**: cluster-autoscaler's max size on the deployment caps raises.
@@ -86,12 +93,20 @@ pub struct Request<'a> {
     pub name: &'a str,
     pub created: Timestamp,
     pub phase: NodeRequestPhase,
-    pub deleting: bool,
+    /// When it was deleted (`metadata.deletionTimestamp`), if it is being deleted.
+    pub deleted: Option<Timestamp>,
     /// It carries the provisioner's finalizer.
     pub adopted: bool,
     pub scale_generation: Option<i64>,
     /// `status.machine`: the Machine it was claimed with, once recorded.
     pub machine: &'a str,
+}
+
+impl Request<'_> {
+    /// It is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.deleted.is_some()
+    }
 }
 
 /// The placement Node named after a request.
@@ -176,7 +191,7 @@ pub fn plan<'a>(
 ) -> Vec<Step> {
     let mut steps = Vec::new();
     let by_name: BTreeMap<&str, &Request<'_>> = requests.iter().map(|r| (r.name, r)).collect();
-    let gone = |name: &str| by_name.get(name).is_none_or(|r| r.deleting);
+    let gone = |name: &str| by_name.get(name).is_none_or(|r| r.deleting());
     let live: Vec<&Machine<'_>> = machines.iter().filter(|m| !m.deleting).collect();
     let live_count = i32::try_from(live.len()).unwrap_or(i32::MAX);
     let mut coming = deployment.replicas.saturating_sub(live_count).max(0);
@@ -185,7 +200,7 @@ pub fn plan<'a>(
     let mut marked_ours = 0i32;
     // Deleted requests whose Machine goes back in this look (marked, or its replacement lowered
     // for): released after the lowering, so that a deleted request still there was never
-    // lowered for.
+    // lowered for (see `vanished`).
     let mut given_back: BTreeSet<&str> = BTreeSet::new();
     // Whose each live Machine is: the request whose record names it, else the one its claim
     // names unless that request records another live Machine (the claim was edited).
@@ -265,20 +280,29 @@ pub fn plan<'a>(
             .is_some_and(|g| deployment.generation > g)
     };
     // The request's recorded Machine is being deleted by someone else (no mark): its
-    // MachineSet makes a replacement once it is gone. (Once gone, it cannot be told from one
-    // our own give-back took: docs/node-requests.md, "What it cannot tell apart".)
+    // MachineSet makes a replacement once it is gone.
     let replaced = |r: &Request<'_>| {
         machines
             .iter()
             .any(|m| m.name == r.machine && m.deleting && !m.marked)
     };
+    // The request's recorded Machine is gone altogether, and replicas are what this provisioner
+    // last wrote: a person neither raised nor lowered them since, so a Machine made after the
+    // request was deleted, or one coming, can only be that Machine's replacement (had our own
+    // give-back taken it, the request was released with the lowering). Without the record
+    // (never scaled here), or with replicas changed by hand, it cannot be told from a Machine a
+    // person added: docs/node-requests.md, "What it cannot tell apart".
+    let as_written = deployment.intended == Some(deployment.replicas);
+    let vanished = |r: &Request<'_>| {
+        as_written && !r.machine.is_empty() && machines.iter().all(|m| m.name != r.machine)
+    };
     // A deleted request is owed a Machine when it was raised for and its Machine has not come
-    // yet, or when its Machine is being replaced.
+    // yet, or when its Machine is being replaced or has vanished.
     let owed = |r: &Request<'_>| {
         if r.machine.is_empty() {
             raised(r)
         } else {
-            replaced(r)
+            replaced(r) || vanished(r)
         }
     };
     let mut raises: Vec<&Request<'_>> = Vec::new();
@@ -290,7 +314,7 @@ pub fn plan<'a>(
     for request in ordered {
         let name = request.name.to_owned();
         let own_machine = claimed.get(request.name).copied();
-        if request.deleting {
+        if request.deleting() {
             if !request.adopted || claimed_names.contains(request.name) {
                 continue; // not ours, or its Machine goes back above
             }
@@ -416,7 +440,13 @@ pub fn plan<'a>(
     // left that nobody claims once the request is gone.
     for request in settling {
         let name = request.name.to_owned();
-        if let Some(machine) = take(request.created) {
+        // A vanished Machine's replacement is made after the request was deleted; one made
+        // before is left (a look while the request was live would have claimed it for it).
+        let since = match request.deleted {
+            Some(deleted) if vanished(request) => deleted,
+            _ => request.created,
+        };
+        if let Some(machine) = take(since) {
             steps.push(Step::Claim {
                 machine,
                 request: name,
@@ -426,7 +456,7 @@ pub fn plan<'a>(
             given_back.insert(request.name);
         } else if coming > 0 {
             coming = coming.saturating_sub(1);
-            if replaced(request) {
+            if replaced(request) || vanished(request) {
                 cancelled = cancelled.saturating_add(1);
                 given_back.insert(request.name);
             } // else: made soon, then given back
@@ -725,13 +755,21 @@ mod tests {
         }
     }
 
+    /// A deployment whose replicas record says `intended`.
+    fn intending(intended: i32, deployment: Deployment) -> Deployment {
+        Deployment {
+            intended: Some(intended),
+            ..deployment
+        }
+    }
+
     /// A request made at 100 s, taken up, nothing raised yet.
     fn request(name: &'static str) -> Request<'static> {
         Request {
             name,
             created: at(100),
             phase: Provisioning,
-            deleting: false,
+            deleted: None,
             adopted: true,
             scale_generation: None,
             machine: "",
@@ -1089,7 +1127,7 @@ mod tests {
     #[test]
     fn a_hand_back_drains_the_node_then_marks_then_lowers_then_releases() {
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             phase: Ready,
             machine: "m1",
             ..raised(request("r1"), 7)
@@ -1212,7 +1250,7 @@ mod tests {
         // A deleted request whose Machine is being deleted by hand lowers replicas while it is
         // still there (no replacement made), or gives back a replacement already made.
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             ..ready.clone()
         };
         // While its Node still drains, too: the Node is deleted and replicas lowered in the
@@ -1277,7 +1315,7 @@ mod tests {
         failed.failure = Some(s("boom"));
         let going = Request {
             phase: Failed,
-            deleting: true,
+            deleted: Some(at(500)),
             machine: "m1",
             ..raised(request("r1"), 7)
         };
@@ -1363,7 +1401,7 @@ mod tests {
     #[test]
     fn a_request_deleted_before_its_machine_came_gives_that_machine_back() {
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             ..raised(request("r1"), 7)
         };
         // Coming: wait for it.
@@ -1404,7 +1442,7 @@ mod tests {
         );
         // Not ours (no finalizer): left alone.
         let foreign = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             adopted: false,
             ..request("x")
         };
@@ -1419,7 +1457,7 @@ mod tests {
         // claims. While m1 is still there, replicas go to 0 (Cluster API deletes m1, already
         // going, first), and nothing is made.
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             phase: Failed,
             machine: "m1",
             ..raised(request("r1"), 7)
@@ -1448,6 +1486,144 @@ mod tests {
         assert_eq!(
             run(md(0, 9), &[], &[going], &[]),
             vec![Step::Release { request: s("r1") }]
+        );
+    }
+
+    #[test]
+    fn a_deleted_requests_vanished_machine_is_replaced_only_while_replicas_are_as_we_wrote_them() {
+        // r1 (made at 100, Ready on m1) was deleted at 500 and its Node is gone; m1 is gone
+        // altogether, unseen while going: our own give-back (marked, lowered), or deleted by
+        // someone else (its MachineSet replaces it). Replicas as we last wrote them tell which.
+        let going = Request {
+            deleted: Some(at(500)),
+            phase: Ready,
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let made = |name: &'static str, seconds: i64| Machine {
+            created: at(seconds),
+            ..machine(name)
+        };
+        let given_back = vec![
+            Step::Claim {
+                machine: s("m2"),
+                request: s("r1"),
+                give_back: true,
+            },
+            Step::Scale { from: 1, to: 0 },
+            Step::Release { request: s("r1") },
+        ];
+        let released = vec![Step::Release { request: s("r1") }];
+        /// (case, deployment, its Machines, the placement Nodes, the steps)
+        type Case<'a> = (
+            &'a str,
+            Deployment,
+            Vec<Machine<'static>>,
+            Vec<(&'static str, NodeSeen)>,
+            Vec<Step>,
+        );
+        let cases: Vec<Case<'_>> = vec![
+            (
+                // 1 replica, 1 intended: nobody changed them, so m2 (made at 600, after r1 was
+                // deleted) is m1's replacement: claimed and given back, 1 - 1 = 0.
+                "a replacement made",
+                intending(1, md(1, 8)),
+                vec![made("m2", 600)],
+                vec![],
+                given_back.clone(),
+            ),
+            (
+                // 1 replica, 0 Machines: the replacement is coming; lowered so none is made.
+                "a replacement coming",
+                intending(1, md(1, 8)),
+                vec![],
+                vec![],
+                vec![
+                    Step::Scale { from: 1, to: 0 },
+                    Step::Release { request: s("r1") },
+                ],
+            ),
+            (
+                // Our give-back lowered replicas with its mark (0 intended, 0 there; its
+                // release refused, say): nothing comes, nothing to take.
+                "our own give-back",
+                intending(0, md(0, 9)),
+                vec![],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // No record (never scaled here, or an older version): as before, released.
+                "no record",
+                md(1, 8),
+                vec![made("m2", 600)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // 2 replicas, 1 intended: a person raised them; m2 is theirs.
+                "a person's raise",
+                intending(1, md(2, 9)),
+                vec![made("m2", 600)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // 1 replica, 2 intended: a person lowered them; nothing of ours comes.
+                "a person's lowering",
+                intending(2, md(1, 9)),
+                vec![made("m2", 600)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // Made at 400, while r1 was live: not its replacement (a look would have
+                // claimed it for r1 then).
+                "a Machine made before the deletion",
+                intending(1, md(1, 8)),
+                vec![made("m0", 400)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // Its Node still drains: deleted first; the replacement is settled once it is
+                // gone.
+                "its Node still there",
+                intending(1, md(1, 8)),
+                vec![made("m2", 600)],
+                vec![("r1", NodeSeen::Present)],
+                vec![Step::DeleteNode { request: s("r1") }],
+            ),
+        ];
+        for (case, deployment, machines, nodes, want) in cases {
+            assert_eq!(
+                run(deployment, &machines, std::slice::from_ref(&going), &nodes),
+                want,
+                "{case}"
+            );
+        }
+        // A live request waiting for its raise is served first: r2 (made at 550) takes m2, and
+        // r1's replacement, still coming, is lowered for: 2 - 1 = 1.
+        let waiting = Request {
+            created: at(550),
+            ..raised(request("r2"), 8)
+        };
+        assert_eq!(
+            run(
+                intending(2, md(2, 9)),
+                &[made("m2", 600)],
+                &[going, waiting],
+                &[]
+            ),
+            vec![
+                Step::Claim {
+                    machine: s("m2"),
+                    request: s("r2"),
+                    give_back: false
+                },
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
+            ]
         );
     }
 
@@ -1481,7 +1657,7 @@ mod tests {
         // Both raised for; r1 was deleted before its Machine came. The first Machine made is
         // the live r2's; r1 waits for the other, then gives it back.
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             ..raised(request("r1"), 7)
         };
         let mut younger = raised(request("r2"), 8);
