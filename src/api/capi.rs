@@ -1,8 +1,8 @@
 //! Cluster API's `MachineDeployment` and `Machine` (cluster.x-k8s.io/v1beta2), as far as the
 //! cluster-api provisioner reads them, in minimal types of our own: only the fields read here
 //! are declared, everything else in the objects is ignored when reading and never written (the
-//! provisioner writes Machines by merge patches of annotations, and MachineDeployments only
-//! through their `scale` subresource).
+//! provisioner writes Machines by merge patches of annotations, and MachineDeployments only by
+//! merge patches of `spec.replicas` with [`INTENDED_REPLICAS_ANNOTATION`]).
 //!
 //! The shapes follow Cluster API's v1beta2 types: `spec.replicas` (absent: Cluster API defaults
 //! it to 1), `status.phase`, `status.nodeRef.name`, `status.deprecated.v1beta1.failureReason`
@@ -26,6 +26,10 @@ pub const DELETE_MACHINE_ANNOTATION: &str = "cluster.x-k8s.io/delete-machine";
 
 /// cluster-autoscaler's most replicas for a MachineDeployment; never scaled past.
 pub const MAX_SIZE_ANNOTATION: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
+
+/// On a MachineDeployment: the replicas the cluster-api provisioner last set, written in the same
+/// patch as `spec.replicas`. Replicas that say otherwise were changed by someone else since.
+pub const INTENDED_REPLICAS_ANNOTATION: &str = "placement.tenant-placer.dev/intended-replicas";
 
 /// The annotation that claims a Machine for a NodeRequest (its name). A Machine claimed once is
 /// never claimed again.
@@ -58,10 +62,21 @@ impl MachineDeployment {
 
     /// cluster-autoscaler's max size annotation, when it reads as a number.
     pub fn max_size(&self) -> Option<i32> {
+        self.number_annotation(MAX_SIZE_ANNOTATION)
+    }
+
+    /// The replicas the cluster-api provisioner last set ([`INTENDED_REPLICAS_ANNOTATION`]),
+    /// when it reads as a number; `None`: never scaled by it (or by a version that did not say).
+    pub fn intended_replicas(&self) -> Option<i32> {
+        self.number_annotation(INTENDED_REPLICAS_ANNOTATION)
+    }
+
+    /// An annotation that reads as a number.
+    fn number_annotation(&self, key: &str) -> Option<i32> {
         self.metadata
             .annotations
             .as_ref()?
-            .get(MAX_SIZE_ANNOTATION)?
+            .get(key)?
             .trim()
             .parse()
             .ok()
@@ -309,16 +324,29 @@ mod tests {
     }
 
     #[test]
-    fn a_deployment_defaults_to_one_replica_and_reads_its_max_size() {
+    fn a_deployment_defaults_to_one_replica_and_reads_its_max_size_and_intended_replicas() {
         let md: MachineDeployment = serde_json::from_value(json!({
             "metadata": {"name": "md", "namespace": "fleet",
-                         "annotations": {MAX_SIZE_ANNOTATION: "5"}},
+                         "annotations": {MAX_SIZE_ANNOTATION: "5",
+                                         INTENDED_REPLICAS_ANNOTATION: "3"}},
             "spec": {"clusterName": "c", "template": {"spec": {}}},
         }))
         .unwrap();
-        assert_eq!((md.replicas(), md.max_size()), (1, Some(5)));
+        assert_eq!(
+            (md.replicas(), md.max_size(), md.intended_replicas()),
+            (1, Some(5), Some(3))
+        );
         let md: MachineDeployment =
             serde_json::from_value(json!({"spec": {"replicas": 0}})).unwrap();
-        assert_eq!((md.replicas(), md.max_size()), (0, None));
+        assert_eq!(
+            (md.replicas(), md.max_size(), md.intended_replicas()),
+            (0, None, None)
+        );
+        // Edited by hand into something else: as if never written.
+        let md: MachineDeployment = serde_json::from_value(json!({
+            "metadata": {"annotations": {INTENDED_REPLICAS_ANNOTATION: "two"}},
+        }))
+        .unwrap();
+        assert_eq!(md.intended_replicas(), None);
     }
 }

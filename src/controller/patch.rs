@@ -18,12 +18,14 @@ pub fn add_finalizer_ops(current: Option<&Vec<String>>, finalizer: &str) -> serd
     }
 }
 
-/// A merge patch (RFC 7386) of an object's metadata (finalizers, annotations) and status, typed:
-/// what is not set is not sent. Guarded when it carries the resourceVersion read ([`Merge::guarded`]).
+/// A merge patch (RFC 7386) of an object's metadata (finalizers, annotations), spec and status,
+/// typed: what is not set is not sent. Guarded when it carries the resourceVersion read ([`Merge::guarded`]).
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Merge<'a> {
     #[serde(skip_serializing_if = "MergeMeta::is_empty")]
     metadata: MergeMeta<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spec: Option<serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<serde_json::Value>,
 }
@@ -60,7 +62,7 @@ impl<'a> Merge<'a> {
                 resource_version,
                 ..MergeMeta::default()
             },
-            status: None,
+            ..Merge::default()
         }
     }
 
@@ -74,6 +76,12 @@ impl<'a> Merge<'a> {
     pub fn annotation(mut self, key: &'a str, value: &'a str) -> Self {
         self.metadata.annotations.insert(key, value);
         self
+    }
+
+    /// Sets these spec fields (what `spec` serializes to; its absent fields are left).
+    pub fn spec(mut self, spec: &impl serde::Serialize) -> Result<Self, serde_json::Error> {
+        self.spec = Some(serde_json::to_value(spec)?);
+        Ok(self)
     }
 
     /// Sets these status fields (what `status` serializes to; its absent fields are left).
@@ -362,6 +370,10 @@ mod tests {
         struct Phase {
             phase: &'static str,
         }
+        #[derive(serde::Serialize)]
+        struct Replicas {
+            replicas: i32,
+        }
         let cases = [
             (
                 Merge::guarded(Some("7")).finalizers(["a", "b"]),
@@ -380,6 +392,14 @@ mod tests {
             (
                 Merge::guarded(None).finalizers([]),
                 json!({"metadata": {"finalizers": []}}),
+            ),
+            (
+                Merge::guarded(Some("7"))
+                    .annotation("k", "2")
+                    .spec(&Replicas { replicas: 2 })
+                    .unwrap(),
+                json!({"metadata": {"resourceVersion": "7", "annotations": {"k": "2"}},
+                       "spec": {"replicas": 2}}),
             ),
         ];
         for (patch, want) in cases {

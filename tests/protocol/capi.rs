@@ -10,9 +10,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use inmem_apiserver::{ApiServer, Fault, Verb};
+use inmem_apiserver::{ApiServer, Fault, Gate, Verb};
 use serde_json::{Value, json};
-use tenant_placer::api::capi::{CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, MACHINE_ANNOTATION};
+use tenant_placer::api::capi::{
+    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, INTENDED_REPLICAS_ANNOTATION, MACHINE_ANNOTATION,
+};
 use tenant_placer::api::{GROUP, NodeClass, NodeRequest, TenantPhase};
 
 use crate::requests::requests;
@@ -298,10 +300,10 @@ async fn answers_lost_after_each_write_never_scale_twice_nor_give_back_twice() {
     let api = &h.fleet.api;
     // The answer to each first write is lost after it committed: as if the controller died there.
     for fault in [
-        Fault::on(Verb::Update)
+        Fault::on(Verb::Patch)
             .group(CAPI)
             .resource("machinedeployments")
-            .subresource("scale"),
+            .main_resource(),
         Fault::on(Verb::Patch).group(CAPI).resource("machines"),
         Fault::on(Verb::Create).group(GROUP).resource("nodes"),
         // The finalizer, then the first status write (Provisioning, the intent, the claim).
@@ -320,10 +322,10 @@ async fn answers_lost_after_each_write_never_scale_twice_nor_give_back_twice() {
     capi.bought_and_placed("t").await;
     assert_eq!(capi.replicas(), [1]);
     for fault in [
-        Fault::on(Verb::Update)
+        Fault::on(Verb::Patch)
             .group(CAPI)
             .resource("machinedeployments")
-            .subresource("scale"),
+            .main_resource(),
         Fault::on(Verb::Patch).group(CAPI).resource("machines"),
         Fault::on(Verb::Patch).group(GROUP).resource("noderequests"),
     ] {
@@ -655,4 +657,70 @@ async fn a_request_taken_up_whose_class_went_before_any_machine_was_asked_is_wit
     );
     capi.stop();
     h.assert_invariants();
+}
+
+#[tokio::test]
+async fn a_machine_and_its_request_gone_between_two_looks_leave_no_replacement_unclaimed() {
+    let capi = start().await;
+    let h = &capi.h;
+    let api = &h.fleet.api;
+    let request = capi.bought_and_placed_big("t").await;
+    assert_eq!(capi.replicas(), [1]);
+    assert_eq!(
+        intended_replicas(h).as_deref(),
+        Some("1"),
+        "recorded with the raise"
+    );
+    // Cluster API held, and the provisioner's next look held at its read of the deployment.
+    capi.stop();
+    let gate = Gate::default();
+    api.inject(
+        Fault::on(Verb::Get)
+            .group(CAPI)
+            .resource("machinedeployments")
+            .hold(&gate),
+    );
+    tokio::time::timeout(Duration::from_secs(10), gate.arrived())
+        .await
+        .expect("a look reads the MachineDeployment");
+    // Between that look and the next: the tenant leaves, its request is deleted and its Node
+    // drained away, a person deletes the Machine and its MachineSet replaces it.
+    h.delete_tenant("t");
+    api.delete(GROUP, "noderequests", None, &request).unwrap();
+    api.delete(GROUP, "nodes", None, &request).unwrap();
+    h.until("the request's Node gone", || {
+        h.fleet
+            .nodes()
+            .iter()
+            .all(|n| n.metadata.name.as_deref() != Some(&request))
+    })
+    .await;
+    api.delete(CAPI, "machines", Some(NS), &format!("{MD}-1"))
+        .unwrap();
+    let delivery = *capi.delivery.lock().unwrap();
+    play(api, delivery, &mut capi.made.lock().unwrap());
+    let replacement = machines(api);
+    assert_eq!(replacement.len(), 1);
+    assert_eq!(replacement[0]["metadata"]["name"], format!("{MD}-2"));
+    // Replicas still say what the provisioner wrote: the replacement is the request's, and goes
+    // back with it (a person's Machine would have come with a raise).
+    api.clear_faults();
+    gate.open();
+    capi.play();
+    capi.all_given_back().await;
+    assert_eq!(capi.replicas(), [1, 0]);
+    assert_eq!(
+        intended_replicas(h).as_deref(),
+        Some("0"),
+        "recorded with the lowering"
+    );
+    capi.stop();
+    h.assert_invariants();
+}
+
+/// The MachineDeployment's record of the replicas the provisioner set.
+fn intended_replicas(h: &Harness) -> Option<String> {
+    let md = h.fleet.api.get(CAPI, "machinedeployments", Some(NS), MD)?;
+    let found = &md["metadata"]["annotations"][INTENDED_REPLICAS_ANNOTATION];
+    found.as_str().map(str::to_owned)
 }

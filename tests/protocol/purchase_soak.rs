@@ -28,7 +28,7 @@
 //! machine idle past the hand-back delay; people also delete bought Nodes, run a second
 //! controller for a while, change a MachineDeployment's replicas, and a class's machines may
 //! deliver less than it promises.
-//! With Cluster API, `TP_SOAK_ALL=1` adds the events that still find an open case (a claim
+//! With Cluster API, `TP_SOAK_ALL=1` adds the events that found the last open case (a claim
 //! edited, a second controller at once, replicas changed by hand, a request or a bought Node
 //! deleted by hand: docs/testing.md); with the provisioner contract every event always runs.
 //! `TP_SOAK_CASES` sets the number of cases (default 6, for CI); `TP_SOAK_SEED` the first seed.
@@ -205,11 +205,12 @@ async fn purchase_case(buyer: Buyer, seed: u64) {
     let mut by_hand: HashMap<String, i64> = HashMap::new();
     for _ in 0..rng.usize(8..20) {
         // With Cluster API, events 12 to 14 (a claim edited, a second controller, replicas
-        // changed by hand) and a request (10) or a bought Node (15) deleted by hand still find
-        // an open case now and then with Machines deleted by hand (9): a Machine deleted, its
-        // request deleted and its replacement made between two looks leaves the replacement
-        // unclaimed (docs/testing.md): on demand only, with TP_SOAK_ALL=1. With the provisioner
-        // contract every event runs (90 cases clean after the last fix).
+        // changed by hand) and a request (10) or a bought Node (15) deleted by hand found the
+        // last open case with Machines deleted by hand (9): a Machine deleted, its request
+        // deleted and its replacement made between two looks left the replacement unclaimed,
+        // now told apart by the intended-replicas record (docs/testing.md); on demand still,
+        // with TP_SOAK_ALL=1. With the provisioner contract every event runs (90 cases clean
+        // after the last fix).
         let event = rng.u8(0..16);
         let open_case =
             buyer == Buyer::ClusterApi && ((12..=14).contains(&event) || matches!(event, 10 | 15));

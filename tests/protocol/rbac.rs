@@ -315,13 +315,14 @@ async fn the_charts_cluster_api_rules_allow_every_call_the_cluster_api_provision
         missing.is_empty(),
         "calls the chart does not allow: {missing:?}"
     );
-    // Granted for Cluster API's usual clients (a watch, a scale read or patch) though this
-    // provisioner reads the MachineDeployment afresh each look and replaces the scale: the
-    // issue's fixed list.
+    // Granted for Cluster API's usual clients (a watch, the scale subresource) though this
+    // provisioner reads the MachineDeployment afresh each look and patches its replicas with
+    // the intended-replicas annotation (the scale carries no annotation): the fixed list.
     let spare = BTreeSet::from(
         [
             ("cluster.x-k8s.io", "machinedeployments", "watch"),
             ("cluster.x-k8s.io", "machinedeployments/scale", "get"),
+            ("cluster.x-k8s.io", "machinedeployments/scale", "update"),
             ("cluster.x-k8s.io", "machinedeployments/scale", "patch"),
             ("cluster.x-k8s.io", "machines", "get"),
             ("cluster.x-k8s.io", "machines", "watch"),

@@ -3,11 +3,12 @@
 //! for those, by scaling that MachineDeployment and claiming its new Machines.
 //!
 //! ```text
-//!   NodeRequest ─▶ finalizer, Provisioning ─▶ scaleGeneration, replicas +1 (scale subresource)
+//!   NodeRequest ─▶ finalizer, Provisioning ─▶ scaleGeneration, replicas +1 (with the record
+//!     of the replicas intended, in one patch)
 //!     ─▶ a new Machine claimed (annotation) ─▶ Running with nodeRef ─▶ placement Node ─▶ Ready
 //!   Machine failed, or not Running in time ─▶ Failed (the controller deletes the request)
 //!   NodeRequest deleted ─▶ its placement Node deleted (drained) ─▶ Machine marked
-//!     delete-machine, replicas -1 ─▶ Machine deleting ─▶ finalizer removed
+//!     delete-machine, replicas -1 and the request's finalizer removed, in one look
 //! ```
 //!
 //! Rules enforced here (the decisions are [`plan`]'s; this file reads and writes):
@@ -21,6 +22,10 @@
 //!   read again at the next. Two writes are not guarded, as they record what a write just made
 //!   and are right whatever the cache showed: a claim in the request's status, and `Ready` once
 //!   its Node is made. A Node this loop made counts as there until its cache shows it;
+//! - a scale is one merge patch of the MachineDeployment: `spec.replicas` and the annotation
+//!   `placement.tenant-placer.dev/intended-replicas` saying the same number (the scale
+//!   subresource carries no annotation), so replicas that say otherwise were changed by someone
+//!   else since; never a record without its scale, nor a scale without its record;
 //! - a class whose MachineDeployment cannot be used (missing, forbidden, Cluster API not
 //!   installed, at cluster-autoscaler's max size) says so in its `Available` condition and a
 //!   Warning Event; the capacity tick buys no machine of it meanwhile, and its requests not yet
@@ -36,7 +41,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
 use k8s_openapi::api::core::v1::Node as CoreNode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -49,7 +53,8 @@ use super::patch::Merge;
 use super::publisher::{EventPublisher, Occurrence};
 use super::settings::Settings;
 use crate::api::capi::{
-    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, MACHINE_ANNOTATION, Machine, MachineDeployment,
+    CLAIM_ANNOTATION, DELETE_MACHINE_ANNOTATION, INTENDED_REPLICAS_ANNOTATION, MACHINE_ANNOTATION,
+    Machine, MachineDeployment,
 };
 use crate::api::{
     AVAILABLE_CONDITION, Condition, LabelSelector, NamespacedName, Node, NodeClass, NodeRequest,
@@ -425,18 +430,19 @@ impl CapiLoop {
             Step::Scale { from, to } => {
                 let api: Api<MachineDeployment> =
                     Api::namespaced(self.client.clone(), &look.key.namespace);
-                let scale = Scale {
-                    metadata: ObjectMeta {
-                        name: Some(look.key.name.clone()),
-                        namespace: Some(look.key.namespace.clone()),
-                        resource_version: look.deployment.resource_version(),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(ScaleSpec { replicas: Some(to) }),
-                    status: None,
-                };
-                api.replace_scale(&look.key.name, &PostParams::default(), &scale)
-                    .await?;
+                // Replicas and the record of them in one write (the scale subresource carries
+                // no annotation), guarded by the deployment's version read.
+                let intended = to.to_string();
+                let patch = Merge::guarded(look.deployment.metadata.resource_version.as_deref())
+                    .annotation(INTENDED_REPLICAS_ANNOTATION, &intended)
+                    .spec(&ReplicasSpec { replicas: to })
+                    .map_err(kube::Error::SerdeError)?;
+                api.patch(
+                    &look.key.name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
                 tracing::info!(deployment = %look.key, from, to, "cluster-api provisioner: replicas set");
             }
             Step::Claim {
@@ -834,6 +840,12 @@ impl<'a> StatusWrite<'a> {
     }
 }
 
+/// A MachineDeployment's replicas, as its spec is patched.
+#[derive(serde::Serialize)]
+struct ReplicasSpec {
+    replicas: i32,
+}
+
 /// A class's conditions, as its status is patched.
 #[derive(serde::Serialize)]
 struct ClassConditions<'a> {
@@ -895,6 +907,7 @@ fn deployment_view(deployment: &MachineDeployment) -> plan::Deployment {
         replicas: deployment.replicas(),
         generation: deployment.metadata.generation.unwrap_or_default(),
         max_size: deployment.max_size(),
+        intended: deployment.intended_replicas(),
     }
 }
 
@@ -917,14 +930,14 @@ fn request_view<'a>(request: &'a NodeRequest, prefix: &str) -> plan::Request<'a>
         name: request.name_any_str(),
         created: created(&request.metadata),
         phase: request.phase(),
-        deleting: request.metadata.deletion_timestamp.is_some(),
+        deleted: request.metadata.deletion_timestamp.as_ref().map(|t| t.0),
         adopted: request.finalizers().iter().any(|f| f == FINALIZER),
         scale_generation: status.and_then(|s| s.scale_generation),
         machine: machine.strip_prefix(prefix).unwrap_or(machine),
     }
 }
 
-fn created(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Timestamp {
+fn created(meta: &ObjectMeta) -> Timestamp {
     meta.creation_timestamp
         .as_ref()
         .map_or(Timestamp::UNIX_EPOCH, |t| t.0)

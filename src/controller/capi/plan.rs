@@ -19,7 +19,9 @@
 //!   lowering replicas by one, in the same look (so that a Machine someone else deletes after
 //!   the mark was already lowered for); a lowering already under way (replicas below the Machines there)
 //!   counts, since Cluster API deletes marked Machines first. Its placement Node goes first (its
-//!   finalizer drains it); the request's finalizer goes once its Machine is being deleted. No
+//!   finalizer drains it); the request's finalizer goes in the look that marks its Machine, after
+//!   the lowering (the mark and the claim are the record from then on), or once its Machine is
+//!   being deleted or gone; so a deleted request still there was never lowered for. No
 //!   lowering eats into the Machines a request waits for (replicas above the Machines there,
 //!   marked ones counted): the marked one is lowered for once they are made, else Cluster API
 //!   would keep it as the replica and make nothing for the request.
@@ -31,6 +33,13 @@
 //!   the live requests wait for, and gives it straight back; one whose Machine someone else is
 //!   deleting lowers replicas while that Machine is still there, so that no replacement is made
 //!   that nothing would claim; with none there or coming, it is released.
+//! - **Replicas as we wrote them tell a replacement from a person's Machine.** Every scale writes
+//!   the replicas intended with it; while the deployment still says those, nobody raised them
+//!   since. A deleted request whose recorded Machine is gone altogether is then owed its
+//!   replacement: one made after the request was deleted is claimed and given back, one coming
+//!   is lowered for. (Had our own give-back taken the Machine, the request was released in the
+//!   look that lowered replicas for it.) Replicas above what we wrote are a person's raise,
+//!   below it a person's lowering: their Machines are left alone, as without the record.
 //! - **Lower before raising.** No raise while a Machine of ours going back is not yet being
 //!   deleted: replicas raised back to the Machines there would leave it in place.
 //! - **Never past the limit**: cluster-autoscaler's max size on the deployment caps raises.
@@ -61,6 +70,9 @@ pub struct Deployment {
     pub replicas: i32,
     pub generation: i64,
     pub max_size: Option<i32>,
+    /// The replicas this provisioner last set (`INTENDED_REPLICAS_ANNOTATION`); `None`: never
+    /// said. Replicas that differ were changed by someone else since.
+    pub intended: Option<i32>,
 }
 
 /// One of its Machines as seen.
@@ -81,12 +93,20 @@ pub struct Request<'a> {
     pub name: &'a str,
     pub created: Timestamp,
     pub phase: NodeRequestPhase,
-    pub deleting: bool,
+    /// When it was deleted (`metadata.deletionTimestamp`), if it is being deleted.
+    pub deleted: Option<Timestamp>,
     /// It carries the provisioner's finalizer.
     pub adopted: bool,
     pub scale_generation: Option<i64>,
     /// `status.machine`: the Machine it was claimed with, once recorded.
     pub machine: &'a str,
+}
+
+impl Request<'_> {
+    /// It is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.deleted.is_some()
+    }
 }
 
 /// The placement Node named after a request.
@@ -171,13 +191,17 @@ pub fn plan<'a>(
 ) -> Vec<Step> {
     let mut steps = Vec::new();
     let by_name: BTreeMap<&str, &Request<'_>> = requests.iter().map(|r| (r.name, r)).collect();
-    let gone = |name: &str| by_name.get(name).is_none_or(|r| r.deleting);
+    let gone = |name: &str| by_name.get(name).is_none_or(|r| r.deleting());
     let live: Vec<&Machine<'_>> = machines.iter().filter(|m| !m.deleting).collect();
     let live_count = i32::try_from(live.len()).unwrap_or(i32::MAX);
     let mut coming = deployment.replicas.saturating_sub(live_count).max(0);
     let coming_at_start = coming;
     let mut claimed: BTreeMap<&str, &Machine<'_>> = BTreeMap::new();
     let mut marked_ours = 0i32;
+    // Deleted requests whose Machine goes back in this look (marked, or its replacement lowered
+    // for): released after the lowering, so that a deleted request still there was never
+    // lowered for (see `vanished`).
+    let mut given_back: BTreeSet<&str> = BTreeSet::new();
     // Whose each live Machine is: the request whose record names it, else the one its claim
     // names unless that request records another live Machine (the claim was edited).
     let live_names: BTreeSet<&str> = live.iter().map(|m| m.name).collect();
@@ -219,13 +243,17 @@ pub fn plan<'a>(
             }),
             Some(NodeSeen::Deleting) => {}
             None => {
-                // Marked and lowered in one look: the lowering follows the mark at once.
+                // Marked and lowered in one look: the lowering follows the mark at once. The
+                // mark and the claim are the record from then on: the request is released.
                 if !machine.marked {
                     steps.push(Step::Mark {
                         machine: machine.name.to_owned(),
                     });
                 }
                 marked_ours = marked_ours.saturating_add(1);
+                if by_name.get(claim).is_some_and(|r| r.adopted) {
+                    given_back.insert(claim);
+                }
             }
         }
     }
@@ -242,10 +270,9 @@ pub fn plan<'a>(
         .copied()
         .collect();
     candidates.sort_by_key(|m| (m.created, m.name));
-    let mut take = |request: &Request<'_>| -> Option<String> {
-        let at = candidates
-            .iter()
-            .position(|m| m.created >= request.created)?;
+    // The oldest candidate made at `since` or later.
+    let mut take = |since: Timestamp| -> Option<String> {
+        let at = candidates.iter().position(|m| m.created >= since)?;
         Some(candidates.remove(at).name.to_owned())
     };
     let raised = |r: &Request<'_>| {
@@ -253,20 +280,29 @@ pub fn plan<'a>(
             .is_some_and(|g| deployment.generation > g)
     };
     // The request's recorded Machine is being deleted by someone else (no mark): its
-    // MachineSet makes a replacement once it is gone. (Once gone, it cannot be told from one
-    // our own give-back took: docs/node-requests.md, "What it cannot tell apart".)
+    // MachineSet makes a replacement once it is gone.
     let replaced = |r: &Request<'_>| {
         machines
             .iter()
             .any(|m| m.name == r.machine && m.deleting && !m.marked)
     };
+    // The request's recorded Machine is gone altogether, and replicas are what this provisioner
+    // last wrote: a person neither raised nor lowered them since, so a Machine made after the
+    // request was deleted, or one coming, can only be that Machine's replacement (had our own
+    // give-back taken it, the request was released with the lowering). Without the record
+    // (never scaled here), or with replicas changed by hand, it cannot be told from a Machine a
+    // person added: docs/node-requests.md, "What it cannot tell apart".
+    let as_written = deployment.intended == Some(deployment.replicas);
+    let vanished = |r: &Request<'_>| {
+        as_written && !r.machine.is_empty() && machines.iter().all(|m| m.name != r.machine)
+    };
     // A deleted request is owed a Machine when it was raised for and its Machine has not come
-    // yet, or when its Machine is being replaced.
+    // yet, or when its Machine is being replaced or has vanished.
     let owed = |r: &Request<'_>| {
         if r.machine.is_empty() {
             raised(r)
         } else {
-            replaced(r)
+            replaced(r) || vanished(r)
         }
     };
     let mut raises: Vec<&Request<'_>> = Vec::new();
@@ -278,7 +314,7 @@ pub fn plan<'a>(
     for request in ordered {
         let name = request.name.to_owned();
         let own_machine = claimed.get(request.name).copied();
-        if request.deleting {
+        if request.deleting() {
             if !request.adopted || claimed_names.contains(request.name) {
                 continue; // not ours, or its Machine goes back above
             }
@@ -292,6 +328,7 @@ pub fn plan<'a>(
                 if replaced(request) && coming > 0 {
                     coming = coming.saturating_sub(1);
                     cancelled = cancelled.saturating_add(1);
+                    given_back.insert(request.name);
                 }
             } else if owed(request) {
                 settling.push(request);
@@ -352,7 +389,7 @@ pub fn plan<'a>(
         if !request.machine.is_empty() {
             // Deleted by someone else (a MachineHealthCheck's remediation, a person): its
             // MachineSet replaces it, and the replacement is the request's.
-            if let Some(machine) = take(request) {
+            if let Some(machine) = take(request.created) {
                 steps.push(Step::Claim {
                     machine,
                     request: name,
@@ -379,7 +416,7 @@ pub fn plan<'a>(
             continue;
         }
         if raised(request) {
-            if let Some(machine) = take(request) {
+            if let Some(machine) = take(request.created) {
                 steps.push(Step::Claim {
                     machine,
                     request: name,
@@ -403,17 +440,25 @@ pub fn plan<'a>(
     // left that nobody claims once the request is gone.
     for request in settling {
         let name = request.name.to_owned();
-        if let Some(machine) = take(request) {
+        // A vanished Machine's replacement is made after the request was deleted; one made
+        // before is left (a look while the request was live would have claimed it for it).
+        let since = match request.deleted {
+            Some(deleted) if vanished(request) => deleted,
+            _ => request.created,
+        };
+        if let Some(machine) = take(since) {
             steps.push(Step::Claim {
                 machine,
                 request: name,
                 give_back: true,
             });
             marked_ours = marked_ours.saturating_add(1);
+            given_back.insert(request.name);
         } else if coming > 0 {
             coming = coming.saturating_sub(1);
-            if replaced(request) {
+            if replaced(request) || vanished(request) {
                 cancelled = cancelled.saturating_add(1);
+                given_back.insert(request.name);
             } // else: made soon, then given back
         } else {
             steps.push(Step::Release { request: name });
@@ -464,6 +509,9 @@ pub fn plan<'a>(
             to,
         });
     }
+    steps.extend(given_back.into_iter().map(|request| Step::Release {
+        request: request.to_owned(),
+    }));
     steps
 }
 
@@ -697,11 +745,21 @@ mod tests {
         at(1000)
     }
 
+    /// A deployment this provisioner never scaled (no intended replicas recorded).
     fn md(replicas: i32, generation: i64) -> Deployment {
         Deployment {
             replicas,
             generation,
             max_size: None,
+            intended: None,
+        }
+    }
+
+    /// A deployment whose replicas record says `intended`.
+    fn intending(intended: i32, deployment: Deployment) -> Deployment {
+        Deployment {
+            intended: Some(intended),
+            ..deployment
         }
     }
 
@@ -711,7 +769,7 @@ mod tests {
             name,
             created: at(100),
             phase: Provisioning,
-            deleting: false,
+            deleted: None,
             adopted: true,
             scale_generation: None,
             machine: "",
@@ -1069,7 +1127,7 @@ mod tests {
     #[test]
     fn a_hand_back_drains_the_node_then_marks_then_lowers_then_releases() {
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             phase: Ready,
             machine: "m1",
             ..raised(request("r1"), 7)
@@ -1100,22 +1158,30 @@ mod tests {
             ),
             vec![]
         );
-        // Marked and lowered in one look.
+        // Marked and lowered in one look, then released: the mark and the claim are the record.
         assert_eq!(
             steps(&[m.clone(), other.clone()], 2, &[]),
             vec![
                 Step::Mark { machine: s("m1") },
-                Step::Scale { from: 2, to: 1 }
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
             ]
         );
         // The mark made, the lowering refused: lower.
         m.marked = true;
         assert_eq!(
             steps(&[m.clone(), other.clone()], 2, &[]),
-            vec![Step::Scale { from: 2, to: 1 }]
+            vec![
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
+            ]
         );
-        // Lowered, Cluster API not yet deleting it: the lowering under way counts; nothing twice.
-        assert_eq!(steps(&[m.clone(), other.clone()], 1, &[]), vec![]);
+        // Lowered, the release refused, Cluster API not yet deleting it: the lowering under way
+        // counts; nothing twice.
+        assert_eq!(
+            steps(&[m.clone(), other.clone()], 1, &[]),
+            vec![Step::Release { request: s("r1") }]
+        );
         m.deleting = true;
         assert_eq!(
             steps(&[m, other.clone()], 1, &[]),
@@ -1184,12 +1250,13 @@ mod tests {
         // A deleted request whose Machine is being deleted by hand lowers replicas while it is
         // still there (no replacement made), or gives back a replacement already made.
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             ..ready.clone()
         };
         // While its Node still drains, too: the Node is deleted and replicas lowered in the
         // same look, before the Machine is gone (then a replacement could not be told from a
         // Machine a person added).
+        // Nothing of it is left to give back then: released in the same look.
         assert_eq!(
             run(
                 md(1, 8),
@@ -1199,7 +1266,8 @@ mod tests {
             ),
             vec![
                 Step::DeleteNode { request: s("r1") },
-                Step::Scale { from: 1, to: 0 }
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
             ]
         );
         let steps = |machines: &[Machine<'static>], replicas| {
@@ -1207,7 +1275,10 @@ mod tests {
         };
         assert_eq!(
             steps(std::slice::from_ref(&lost), 1),
-            vec![Step::Scale { from: 1, to: 0 }]
+            vec![
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
+            ]
         );
         assert_eq!(
             steps(&[lost.clone(), machine("m2")], 1),
@@ -1217,7 +1288,8 @@ mod tests {
                     request: s("r1"),
                     give_back: true
                 },
-                Step::Scale { from: 1, to: 0 }
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
             ]
         );
         // Replicas lowered with the deletion: nothing replaces it, nothing to give back.
@@ -1243,7 +1315,7 @@ mod tests {
         failed.failure = Some(s("boom"));
         let going = Request {
             phase: Failed,
-            deleting: true,
+            deleted: Some(at(500)),
             machine: "m1",
             ..raised(request("r1"), 7)
         };
@@ -1252,9 +1324,13 @@ mod tests {
             ..raised(request("r2"), 8)
         };
         let requests = [going, waiting];
+        // r1 is released with the mark: the mark and the claim are the record.
         assert_eq!(
             run(md(2, 9), std::slice::from_ref(&failed), &requests, &[]),
-            vec![Step::Mark { machine: s("m1") }]
+            vec![
+                Step::Mark { machine: s("m1") },
+                Step::Release { request: s("r1") }
+            ]
         );
         failed.marked = true;
         let mut replacement = machine("m3");
@@ -1267,7 +1343,8 @@ mod tests {
                     request: s("r2"),
                     give_back: false
                 },
-                Step::Scale { from: 2, to: 1 }
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
             ]
         );
     }
@@ -1324,7 +1401,7 @@ mod tests {
     #[test]
     fn a_request_deleted_before_its_machine_came_gives_that_machine_back() {
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             ..raised(request("r1"), 7)
         };
         // Coming: wait for it.
@@ -1346,7 +1423,8 @@ mod tests {
                     request: s("r1"),
                     give_back: true
                 },
-                Step::Scale { from: 1, to: 0 }
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
             ]
         );
         // Never raised for, or nothing made nor coming: nothing to give back.
@@ -1364,7 +1442,7 @@ mod tests {
         );
         // Not ours (no finalizer): left alone.
         let foreign = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             adopted: false,
             ..request("x")
         };
@@ -1379,7 +1457,7 @@ mod tests {
         // claims. While m1 is still there, replicas go to 0 (Cluster API deletes m1, already
         // going, first), and nothing is made.
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             phase: Failed,
             machine: "m1",
             ..raised(request("r1"), 7)
@@ -1395,7 +1473,10 @@ mod tests {
                 std::slice::from_ref(&going),
                 &[]
             ),
-            vec![Step::Scale { from: 1, to: 0 }]
+            vec![
+                Step::Scale { from: 1, to: 0 },
+                Step::Release { request: s("r1") }
+            ]
         );
         // Lowered (nothing comes): released, while m1 is still going or once it is gone.
         assert_eq!(
@@ -1405,6 +1486,144 @@ mod tests {
         assert_eq!(
             run(md(0, 9), &[], &[going], &[]),
             vec![Step::Release { request: s("r1") }]
+        );
+    }
+
+    #[test]
+    fn a_deleted_requests_vanished_machine_is_replaced_only_while_replicas_are_as_we_wrote_them() {
+        // r1 (made at 100, Ready on m1) was deleted at 500 and its Node is gone; m1 is gone
+        // altogether, unseen while going: our own give-back (marked, lowered), or deleted by
+        // someone else (its MachineSet replaces it). Replicas as we last wrote them tell which.
+        let going = Request {
+            deleted: Some(at(500)),
+            phase: Ready,
+            machine: "m1",
+            ..raised(request("r1"), 7)
+        };
+        let made = |name: &'static str, seconds: i64| Machine {
+            created: at(seconds),
+            ..machine(name)
+        };
+        let given_back = vec![
+            Step::Claim {
+                machine: s("m2"),
+                request: s("r1"),
+                give_back: true,
+            },
+            Step::Scale { from: 1, to: 0 },
+            Step::Release { request: s("r1") },
+        ];
+        let released = vec![Step::Release { request: s("r1") }];
+        /// (case, deployment, its Machines, the placement Nodes, the steps)
+        type Case<'a> = (
+            &'a str,
+            Deployment,
+            Vec<Machine<'static>>,
+            Vec<(&'static str, NodeSeen)>,
+            Vec<Step>,
+        );
+        let cases: Vec<Case<'_>> = vec![
+            (
+                // 1 replica, 1 intended: nobody changed them, so m2 (made at 600, after r1 was
+                // deleted) is m1's replacement: claimed and given back, 1 - 1 = 0.
+                "a replacement made",
+                intending(1, md(1, 8)),
+                vec![made("m2", 600)],
+                vec![],
+                given_back.clone(),
+            ),
+            (
+                // 1 replica, 0 Machines: the replacement is coming; lowered so none is made.
+                "a replacement coming",
+                intending(1, md(1, 8)),
+                vec![],
+                vec![],
+                vec![
+                    Step::Scale { from: 1, to: 0 },
+                    Step::Release { request: s("r1") },
+                ],
+            ),
+            (
+                // Our give-back lowered replicas with its mark (0 intended, 0 there; its
+                // release refused, say): nothing comes, nothing to take.
+                "our own give-back",
+                intending(0, md(0, 9)),
+                vec![],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // No record (never scaled here, or an older version): as before, released.
+                "no record",
+                md(1, 8),
+                vec![made("m2", 600)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // 2 replicas, 1 intended: a person raised them; m2 is theirs.
+                "a person's raise",
+                intending(1, md(2, 9)),
+                vec![made("m2", 600)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // 1 replica, 2 intended: a person lowered them; nothing of ours comes.
+                "a person's lowering",
+                intending(2, md(1, 9)),
+                vec![made("m2", 600)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // Made at 400, while r1 was live: not its replacement (a look would have
+                // claimed it for r1 then).
+                "a Machine made before the deletion",
+                intending(1, md(1, 8)),
+                vec![made("m0", 400)],
+                vec![],
+                released.clone(),
+            ),
+            (
+                // Its Node still drains: deleted first; the replacement is settled once it is
+                // gone.
+                "its Node still there",
+                intending(1, md(1, 8)),
+                vec![made("m2", 600)],
+                vec![("r1", NodeSeen::Present)],
+                vec![Step::DeleteNode { request: s("r1") }],
+            ),
+        ];
+        for (case, deployment, machines, nodes, want) in cases {
+            assert_eq!(
+                run(deployment, &machines, std::slice::from_ref(&going), &nodes),
+                want,
+                "{case}"
+            );
+        }
+        // A live request waiting for its raise is served first: r2 (made at 550) takes m2, and
+        // r1's replacement, still coming, is lowered for: 2 - 1 = 1.
+        let waiting = Request {
+            created: at(550),
+            ..raised(request("r2"), 8)
+        };
+        assert_eq!(
+            run(
+                intending(2, md(2, 9)),
+                &[made("m2", 600)],
+                &[going, waiting],
+                &[]
+            ),
+            vec![
+                Step::Claim {
+                    machine: s("m2"),
+                    request: s("r2"),
+                    give_back: false
+                },
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
+            ]
         );
     }
 
@@ -1438,7 +1657,7 @@ mod tests {
         // Both raised for; r1 was deleted before its Machine came. The first Machine made is
         // the live r2's; r1 waits for the other, then gives it back.
         let going = Request {
-            deleting: true,
+            deleted: Some(at(500)),
             ..raised(request("r1"), 7)
         };
         let mut younger = raised(request("r2"), 8);
@@ -1475,7 +1694,8 @@ mod tests {
                     request: s("r1"),
                     give_back: true
                 },
-                Step::Scale { from: 2, to: 1 }
+                Step::Scale { from: 2, to: 1 },
+                Step::Release { request: s("r1") }
             ]
         );
     }

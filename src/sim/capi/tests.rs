@@ -876,3 +876,28 @@ async fn once_settled_the_simulator_looks_without_writing() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn replicas_patched_with_an_annotation_are_followed_and_the_annotation_kept() {
+    within(async {
+        let sim = Sim::running(fast()).await;
+        sim.create_class(MD).await;
+        sim.create_deployment(caph_deployment(MD, 0)).await;
+        sim.settled(MD, 0, 0).await;
+        // As the cluster-api provisioner scales: replicas and its record of them, one patch.
+        let key = "placement.tenant-placer.dev/intended-replicas";
+        sim.api(CapiKind::MachineDeployment)
+            .patch(
+                MD,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {key: "2"}},
+                                     "spec": {"replicas": 2}})),
+            )
+            .await
+            .unwrap();
+        let md = sim.settled(MD, 2, 2).await;
+        assert_eq!(md.annotations()[key], "2");
+        assert_eq!(sim.machines().await.len(), 2);
+    })
+    .await;
+}
