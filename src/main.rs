@@ -364,6 +364,13 @@ impl PlacementArgs {
         }
     }
 
+    /// The Node label naming zones: `--zone-label`, else `topology.kubernetes.io/zone`.
+    fn zone_label(&self) -> &str {
+        self.zone_label
+            .as_ref()
+            .map_or(tenant_placer::api::ZONE_LABEL, LabelKey::as_str)
+    }
+
     /// How long the simulated provisioner takes, in milliseconds.
     fn provisioner_delay(&self) -> u64 {
         self.provisioner_delay_ms.unwrap_or(2000)
@@ -711,7 +718,7 @@ async fn simulate(
         metrics,
         ..
     } = settle(files, placement).await?;
-    let report = FleetReport::new(&nodes, &tenants);
+    let report = FleetReport::new(&nodes, &tenants, placement.zone_label());
     match output {
         Output::Text => {
             println!("settings: {}\n", placement.describe());
