@@ -385,8 +385,7 @@ fn tenant_row(tenant: &Tenant) -> TenantRow {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::api::AllocationEntry;
-    use crate::testing::{entry, node, tenant};
+    use crate::testing::{node, tenant};
 
     #[test]
     fn bars_show_any_use_and_never_more_than_full() {
@@ -494,29 +493,22 @@ mod tests {
                 node(&format!("node-{zone}"))
                     .capacity(8, 32, 100)
                     .label(zone_label, zone)
-                    .entry(AllocationEntry {
-                        replicas: Some(1),
-                        ..entry("db", (2, 4, 20))
-                    })
+                    .holding_replicas("db", (2, 4, 20), 1)
                     .build()
             })
             .to_vec();
-        let mut db = tenant("db")
+        let db = tenant("db")
             .resources(2, 4, 20)
             .spread(TenantSpread::Zones, 3)
             .phase(TenantPhase::Active)
             .on("node-fsn1")
             .reserved(6, 12, 60)
+            .placements(&[
+                ("node-fsn1", "fsn1", 1),
+                ("node-hel1", "hel1", 1),
+                ("node-nbg1", "nbg1", 1),
+            ])
             .build();
-        if let Some(status) = db.status.as_mut() {
-            status.placements = zones
-                .map(|zone| SpreadPlacement {
-                    node: format!("node-{zone}"),
-                    zone: zone.into(),
-                    replicas: 1,
-                })
-                .to_vec();
-        }
         (nodes, db)
     }
 

@@ -32,13 +32,23 @@ fn examples() -> PathBuf {
 /// The examples applied (Nodes first) to an in-memory API with the controller running and
 /// reporting into `state`'s handles; returns when the controller is quiet.
 async fn fleet_with_examples(state: &State) -> (Fleet, AbortOnDrop) {
+    let objects = manifests::read_paths(&[examples()]).unwrap();
+    fleet_with(state, Settings::default(), objects).await
+}
+
+/// `objects` applied (Nodes first) to an in-memory API with the controller running under
+/// `settings` and reporting into `state`'s handles; returns when the controller is quiet.
+async fn fleet_with(
+    state: &State,
+    settings: Settings,
+    objects: Vec<Value>,
+) -> (Fleet, AbortOnDrop) {
     let fleet = Fleet::new().unwrap();
     let running = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
-        Settings::default(),
+        settings,
         state.handles(),
     )));
-    let objects = manifests::read_paths(&[examples()]).unwrap();
     let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
     fleet.apply(&nodes).await.unwrap();
     fleet
@@ -741,12 +751,6 @@ async fn api_fleet_gives_each_node_the_zone_its_zone_label_names_and_each_spread
         controller::Handles::default(),
         serve::Settings::of(&settings),
     );
-    let fleet = Fleet::new().unwrap();
-    let _running = AbortOnDrop(tokio::spawn(controller::run_with(
-        fleet.client.clone(),
-        settings,
-        state.handles(),
-    )));
     let mut objects = manifests::read_paths(&[examples().join("spread")]).unwrap();
     for object in &mut objects {
         if let Some(labels) = object["metadata"]["labels"].as_object_mut()
@@ -755,13 +759,7 @@ async fn api_fleet_gives_each_node_the_zone_its_zone_label_names_and_each_spread
             labels.insert("example.com/zone".into(), zone);
         }
     }
-    let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
-    fleet.apply(&nodes).await.unwrap();
-    fleet
-        .settle(Duration::from_millis(100), WAIT)
-        .await
-        .unwrap();
-    fleet.apply(&others).await.unwrap();
+    let (_fleet, _running) = fleet_with(&state, settings, objects).await;
     let view = wait_for_view(&state, "orders-db and cache spread", |v| {
         v["spread"].as_array().is_some_and(|s| {
             s.len() == 2

@@ -26,6 +26,18 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
         .unwrap_or_else(|| panic!("no row for {name} in:\n{table}"))
 }
 
+/// `kubectl get tn`'s columns (the CRD's printer columns of priority 0, then AGE).
+const TENANT_COLUMNS: [&str; 8] = [
+    "NAME",
+    "PHASE",
+    "NODE",
+    "PLACEMENTS",
+    "THREADS",
+    "MEMORY-GB",
+    "STORAGE-GB",
+    "AGE",
+];
+
 fn header(table: &str) -> Vec<&str> {
     table
         .lines()
@@ -69,17 +81,7 @@ fn kubectl_drives_the_seed_scenario_through_the_sandbox() {
         .ok("kubectl get tn -A");
     assert_eq!(
         header(&tenants),
-        [
-            "NAMESPACE",
-            "NAME",
-            "PHASE",
-            "NODE",
-            "PLACEMENTS",
-            "THREADS",
-            "MEMORY-GB",
-            "STORAGE-GB",
-            "AGE"
-        ],
+        [&["NAMESPACE"][..], &TENANT_COLUMNS].concat(),
         "{tenants}"
     );
     // Neither is spread: PLACEMENTS is empty, and the cells after it come next.
@@ -366,20 +368,7 @@ fn kubectl_shows_the_spread_example_one_database_replica_in_each_zone_and_a_stan
     );
     sandbox.wait_jsonpath(&["tn", "cache"], "{.status.phase}", "Active");
     let tenants = sandbox.kubectl(&["get", "tn"]).ok("kubectl get tn");
-    assert_eq!(
-        header(&tenants),
-        [
-            "NAME",
-            "PHASE",
-            "NODE",
-            "PLACEMENTS",
-            "THREADS",
-            "MEMORY-GB",
-            "STORAGE-GB",
-            "AGE"
-        ],
-        "{tenants}"
-    );
+    assert_eq!(header(&tenants), TENANT_COLUMNS, "{tenants}");
     // NODE is the first node by name; THREADS the total, 8 per replica x 3.
     let db = row(&tenants, "orders-db");
     assert_eq!(

@@ -149,6 +149,16 @@ fn simulate_checks_the_invariants_over_the_pool_it_serves() {
 
 const SPREAD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spread");
 
+/// `field` of every item of a JSON array, as text.
+fn each<'r>(items: &'r serde_json::Value, field: &str) -> Vec<&'r str> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[field].as_str().unwrap())
+        .collect()
+}
+
 /// `tenant` in a JSON report.
 fn tenant<'r>(report: &'r serde_json::Value, tenant: &str) -> &'r serde_json::Value {
     report["tenants"]
@@ -185,24 +195,19 @@ fn simulate_on_the_spread_example_puts_one_database_replica_in_each_of_three_zon
     assert_eq!(db["reserved"]["threads"], 24, "{db:#}");
     // Two replicas on two nodes, the first by name; zones play no part.
     let cache = tenant(&report, "default/cache");
-    let nodes: Vec<&str> = cache["placements"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["node"].as_str().unwrap())
-        .collect();
-    assert_eq!(nodes, ["node-fsn1-1", "node-fsn1-2"], "{cache:#}");
+    assert_eq!(
+        each(&cache["placements"], "node"),
+        ["node-fsn1-1", "node-fsn1-2"],
+        "{cache:#}"
+    );
     // The ordinary tenant has no placements: its node says where.
     let web = tenant(&report, "default/web");
     assert_eq!(web["node"], "node-fsn1-1", "{web:#}");
     assert!(web.get("placements").is_none() && web.get("spread").is_none());
-    let zones: Vec<&str> = report["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| n["zone"].as_str().unwrap())
-        .collect();
-    assert_eq!(zones, ["fsn1", "fsn1", "hel1", "hel1", "nbg1", "nbg1"]);
+    assert_eq!(
+        each(&report["nodes"], "zone"),
+        ["fsn1", "fsn1", "hel1", "hel1", "nbg1", "nbg1"]
+    );
 
     let out = simulate(&["-f", SPREAD]);
     let text = String::from_utf8(out.stdout).unwrap();

@@ -791,8 +791,8 @@ fn totals(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::api::{AllocationEntry, ZONE_LABEL};
-    use crate::testing::{entry, node, tenant};
+    use crate::api::ZONE_LABEL;
+    use crate::testing::{node, tenant};
 
     const NEW_YEAR: &str = "2026-01-01T00:00:00Z";
 
@@ -1145,10 +1145,7 @@ mod tests {
             node(&format!("node-{zone}"))
                 .capacity(8, 32, 100)
                 .label(rack, zone)
-                .entry(AllocationEntry {
-                    replicas: Some(1),
-                    ..entry("db", (2, 4, 20))
-                })
+                .holding_replicas("db", (2, 4, 20), 1)
         };
         let nodes = [
             replica("fsn1"),
@@ -1158,20 +1155,14 @@ mod tests {
                 .holding("web", (1, 1, 1)),
         ]
         .map(|n| Arc::new(n.build()));
-        let placements = ["fsn1", "hel1"].map(|zone| SpreadPlacement {
-            node: format!("node-{zone}"),
-            zone: zone.into(),
-            replicas: 1,
-        });
-        let mut db = tenant("db")
+        let db = tenant("db")
             .resources(2, 4, 20)
             .spread(TenantSpread::Zones, 2)
             .phase(TenantPhase::Active)
             .on("node-fsn1")
+            .placements(&[("node-fsn1", "fsn1", 1), ("node-hel1", "hel1", 1)])
             .build();
-        if let Some(status) = db.status.as_mut() {
-            status.placements = placements.to_vec();
-        }
+        let placements = db.status.clone().unwrap_or_default().placements;
         let tenants = [
             Arc::new(db),
             Arc::new(
@@ -1201,7 +1192,7 @@ mod tests {
                 spread: TenantSpread::Zones,
                 phase: TenantPhase::Active,
                 replicas: 2,
-                placements: placements.to_vec(),
+                placements,
             }]
         );
         // Under the default label these nodes carry no zone.
