@@ -399,6 +399,10 @@ def cases() -> tuple[list[Case], list[BadCase]]:
                 {"controller": {"tenantSelector": ["pool=eu"]}}, "tenantSelector"),
         BadCase("controller.registerNodes not a string",
                 {"controller": {"registerNodes": True}}, "registerNodes"),
+        BadCase("controller.zoneLabel not a label key",
+                {"controller": {"zoneLabel": "Topology.io/zone name"}}, "zoneLabel"),
+        BadCase("controller.zoneLabel with a name part of 64 characters",
+                {"controller": {"zoneLabel": "example.com/" + "z" * 64}}, "zoneLabel"),
         BadCase("a relabeling with an unknown action",
                 {"metrics": {"serviceMonitor": {"enabled": True, "relabelings": [
                     {"sourceLabels": ["__name__"], "action": "rename"}]}}}, "action"),
@@ -712,7 +716,8 @@ def check_rendered(report: Report, case: Case, objects: list[dict[str, Any]]) ->
     want_args += [f"--{flag}={controller[key]}"
                   for key, flag in (("nodeSelector", "node-selector"),
                                     ("tenantSelector", "tenant-selector"),
-                                    ("registerNodes", "register-nodes")) if controller.get(key)]
+                                    ("registerNodes", "register-nodes"),
+                                    ("zoneLabel", "zone-label")) if controller.get(key)]
     capi = values.get("provisioner", {}).get("clusterAPI", {})
     want_args += (["--provisioner=cluster-api",
                    f"--provisioning-timeout-seconds={capi.get('provisioningTimeoutSeconds', 1800)}"]

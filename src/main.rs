@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use tenant_placer::api::{LabelSelector, Node, NodeClass, Tenant};
+use tenant_placer::api::{LabelKey, LabelSelector, Node, NodeClass, Tenant};
 use tenant_placer::controller::disruption::{Budget, ConsolidationPolicy, Window};
 use tenant_placer::controller::{self, Settings};
 use tenant_placer::forecast::Forecast;
@@ -178,6 +178,11 @@ struct PlacementArgs {
     /// Tenant.
     #[arg(long, env = "TENANT_PLACER_TENANT_SELECTOR")]
     tenant_selector: Option<LabelSelector>,
+    /// The Node label whose value names a node's zone, for tenants with `spread: Zones`: a label
+    /// key (an optional DNS prefix and `/`, then a name of at most 63 characters)
+    /// [default: topology.kubernetes.io/zone].
+    #[arg(long, value_name = "KEY")]
+    zone_label: Option<LabelKey>,
     /// Register nodes from the cluster: keep one placement Node per core Node matching this
     /// label selector (e.g. `tenant-placer.dev/pool=bare-metal`), of the same name, its capacity
     /// from the core Node's allocatable, its state from Ready and cordon, its labels the core
@@ -292,8 +297,8 @@ impl PlacementArgs {
         flags
     }
 
-    /// The selector flags in force (pools, registration), as they would be typed (empty when
-    /// none is set).
+    /// The selector flags in force (pools, registration, the zone label), as they would be
+    /// typed (empty when none is set).
     fn pool(&self) -> String {
         let mut flags = String::new();
         for (flag, selector) in [
@@ -304,6 +309,9 @@ impl PlacementArgs {
             if let Some(selector) = selector {
                 flags.push_str(&format!(" {flag} '{selector}'"));
             }
+        }
+        if let Some(key) = &self.zone_label {
+            flags.push_str(&format!(" --zone-label {key}"));
         }
         flags
     }
@@ -335,6 +343,7 @@ impl PlacementArgs {
             requeue_window: Duration::from_millis(self.requeue_window_ms),
             orphan_sweep: Duration::from_secs(self.orphan_sweep_seconds),
             max_migrations: self.max_migrations,
+            zone_label: self.zone_label.as_ref().map(|key| key.as_str().into()),
             request_after: (self.request_after_seconds > 0)
                 .then(|| Duration::from_secs(self.request_after_seconds)),
             empty_node_after: Duration::from_secs(self.empty_node_seconds),
@@ -353,6 +362,13 @@ impl PlacementArgs {
             make_room_moves: self.make_room_moves,
             ..Settings::default()
         }
+    }
+
+    /// The Node label naming zones: `--zone-label`, else `topology.kubernetes.io/zone`.
+    fn zone_label(&self) -> &str {
+        self.zone_label
+            .as_ref()
+            .map_or(tenant_placer::api::ZONE_LABEL, LabelKey::as_str)
     }
 
     /// How long the simulated provisioner takes, in milliseconds.
@@ -702,7 +718,7 @@ async fn simulate(
         metrics,
         ..
     } = settle(files, placement).await?;
-    let report = FleetReport::new(&nodes, &tenants);
+    let report = FleetReport::new(&nodes, &tenants, placement.zone_label());
     match output {
         Output::Text => {
             println!("settings: {}\n", placement.describe());

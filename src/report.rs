@@ -6,10 +6,14 @@
 //! - nodes are listed in name order (as first fit sees them), tenants by namespace/name;
 //! - utilisation is allocated against capacity as recorded in the Node's allocations (the source
 //!   of truth), not the tenants' status;
+//! - a spread tenant's replicas are shown as its status records them (`status.placements`: node,
+//!   zone, replicas), and each node's zone as its zone label (the one in force) gives it;
 //! - a bar never claims more than full: a node over capacity shows a full bar and a `!`;
 //! - a consolidation is computed from the Nodes' ledgers (`Node::ledger`, the allocations and
 //!   the effective capacity) by `placement::consolidate`, in the order it plans them; a Node
-//!   whose ledger cannot be built stops it with the node and the field named;
+//!   whose ledger cannot be built stops it with the node and the field named; a node holding a
+//!   spread tenant's replica is never one it empties (the plan knows nothing of spread, and
+//!   moving that replica could put two on one node or zone);
 //! - a consolidation is only printed: the way to carry it out is to drain the freed nodes.
 
 use std::fmt::Write as _;
@@ -18,7 +22,9 @@ use kube::ResourceExt;
 use placement::Dimension;
 use serde::Serialize;
 
-use crate::api::{Node, NodeState, ResourceAmounts, Tenant, TenantPhase};
+use crate::api::{
+    Node, NodeState, ResourceAmounts, SpreadPlacement, Tenant, TenantPhase, TenantSpread,
+};
 
 /// How `tenant-placer plan` chooses its moves, as its output says it.
 pub const CONSOLIDATION_RULE: &str = "BestFit consolidation, whole nodes only";
@@ -32,9 +38,16 @@ pub struct TenantRow {
     pub node: String,
     /// What the tenant asks for (per replica x replicas); absent when the spec cannot be used.
     pub footprint: Option<ResourceAmounts>,
-    /// What it holds on its node.
+    /// What it holds on its node (a spread tenant: on all its nodes).
     pub reserved: ResourceAmounts,
     pub message: String,
+    /// How its replicas are spread; absent for `None` (all on `node`).
+    #[serde(skip_serializing_if = "TenantSpread::is_none")]
+    pub spread: TenantSpread,
+    /// A spread tenant's replicas, one item per node, by node name; absent when it holds none
+    /// or is not spread.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<SpreadPlacement>,
 }
 
 /// One node as the report shows it.
@@ -43,6 +56,9 @@ pub struct TenantRow {
 pub struct NodeRow {
     pub node: String,
     pub state: NodeState,
+    /// Its zone label's value; absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
     pub capacity: ResourceAmounts,
     pub allocated: ResourceAmounts,
     pub free: ResourceAmounts,
@@ -57,8 +73,9 @@ pub struct FleetReport {
 }
 
 impl FleetReport {
-    pub fn new(nodes: &[Node], tenants: &[Tenant]) -> Self {
-        let mut node_rows: Vec<NodeRow> = nodes.iter().map(node_row).collect();
+    /// The report of these objects, each node's zone read from `zone_label`.
+    pub fn new(nodes: &[Node], tenants: &[Tenant], zone_label: &str) -> Self {
+        let mut node_rows: Vec<NodeRow> = nodes.iter().map(|n| node_row(n, zone_label)).collect();
         node_rows.sort_by(|a, b| a.node.cmp(&b.node));
         let mut tenant_rows: Vec<TenantRow> = tenants.iter().map(tenant_row).collect();
         tenant_rows.sort_by(|a, b| a.tenant.cmp(&b.tenant));
@@ -97,6 +114,9 @@ impl FleetReport {
                 "{:<24} {:<16} {:<width$} {:>8} {:>10} {:>11}",
                 t.tenant, t.phase, node, shown.threads, shown.memory_gb, shown.storage_gb
             );
+            if !t.placements.is_empty() {
+                let _ = writeln!(out, "    {}", replicas_line(t.spread, &t.placements));
+            }
             if matches!(
                 t.phase,
                 TenantPhase::PendingCapacity | TenantPhase::Resizing | TenantPhase::Pending
@@ -106,9 +126,14 @@ impl FleetReport {
         }
         let _ = writeln!(out, "\nNODES");
         for n in &self.nodes {
+            let zone = n
+                .zone
+                .as_ref()
+                .map(|zone| format!(", zone {zone}"))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
-                "{} ({:?}, {} tenants)",
+                "{} ({:?}, {} tenants{zone})",
                 n.node,
                 n.state,
                 n.tenants.len()
@@ -126,6 +151,26 @@ impl FleetReport {
         }
         out
     }
+}
+
+/// `replicas spread over zones: 1 on node-fsn1-1 (zone fsn1), 1 on node-hel1-1 (zone hel1)`.
+fn replicas_line(spread: TenantSpread, placements: &[SpreadPlacement]) -> String {
+    let over = match spread {
+        TenantSpread::Zones => "zones",
+        TenantSpread::Nodes | TenantSpread::None => "nodes",
+    };
+    let each: Vec<String> = placements
+        .iter()
+        .map(|p| {
+            let zone = if p.zone.is_empty() {
+                String::new()
+            } else {
+                format!(" (zone {})", p.zone)
+            };
+            format!("{} on {}{zone}", p.replicas, p.node)
+        })
+        .collect();
+    format!("replicas spread over {over}: {}", each.join(", "))
 }
 
 /// One move of a consolidation as the report shows it.
@@ -182,11 +227,13 @@ impl ConsolidationReport {
     pub fn new(nodes: &[Node], tenants: &[Tenant]) -> Result<Self, String> {
         let ledgers = ledgers_of(nodes)?;
         let selectors = crate::api::selectors_by_uid(tenants);
-        let consolidation = placement::consolidate_for(
-            &ledgers,
-            |_| Some(0),
-            |entry| selectors.get(&*entry.uid).copied(),
-        );
+        // NB: a spread replica's entry carries its replica count; its node stays as it is.
+        let holds_no_replica = |ledger: &placement::NodeLedger| {
+            (!ledger.entries().iter().any(|e| e.replicas.is_some())).then_some(0)
+        };
+        let consolidation = placement::consolidate_for(&ledgers, holds_no_replica, |entry| {
+            selectors.get(&*entry.uid).copied()
+        });
         let nodes_in_use = ledgers.iter().filter(|l| !l.entries().is_empty()).count();
         Ok(ConsolidationReport {
             rule: CONSOLIDATION_RULE,
@@ -300,7 +347,7 @@ pub fn bar(allocated: u64, capacity: u64) -> String {
     )
 }
 
-fn node_row(node: &Node) -> NodeRow {
+fn node_row(node: &Node, zone_label: &str) -> NodeRow {
     let status = node.status.clone().unwrap_or_default();
     let capacity = node.spec.capacity.to_resources().unwrap_or_default();
     // An unreadable node shows nothing allocated; the controller reports why elsewhere.
@@ -308,6 +355,7 @@ fn node_row(node: &Node) -> NodeRow {
     NodeRow {
         node: node.name_any(),
         state: node.spec.state,
+        zone: node.labels().get(zone_label).cloned(),
         capacity: node.spec.capacity,
         allocated: allocated.into(),
         free: capacity.saturating_sub(allocated).into(),
@@ -328,6 +376,8 @@ fn tenant_row(tenant: &Tenant) -> TenantRow {
         footprint: tenant.spec.footprint().ok().map(Into::into),
         reserved: status.reserved,
         message: status.message,
+        spread: tenant.spec.spread,
+        placements: status.placements,
     }
 }
 
@@ -335,7 +385,7 @@ fn tenant_row(tenant: &Tenant) -> TenantRow {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::testing::node;
+    use crate::testing::{node, tenant};
 
     #[test]
     fn bars_show_any_use_and_never_more_than_full() {
@@ -431,6 +481,94 @@ mod tests {
             report.render_text().contains("No node can be freed"),
             "{}",
             report.render_text()
+        );
+    }
+
+    /// Three nodes in zones fsn1, hel1 and nbg1 (by `zone_label`), each holding one replica of
+    /// `db` (2, 4, 20 per replica), and `db` spread over them as its status records it.
+    fn db_over_three_zones(zone_label: &str) -> (Vec<Node>, Tenant) {
+        let zones = ["fsn1", "hel1", "nbg1"];
+        let nodes = zones
+            .map(|zone| {
+                node(&format!("node-{zone}"))
+                    .capacity(8, 32, 100)
+                    .label(zone_label, zone)
+                    .holding_replicas("db", (2, 4, 20), 1)
+                    .build()
+            })
+            .to_vec();
+        let db = tenant("db")
+            .resources(2, 4, 20)
+            .spread(TenantSpread::Zones, 3)
+            .phase(TenantPhase::Active)
+            .on("node-fsn1")
+            .reserved(6, 12, 60)
+            .placements(&[
+                ("node-fsn1", "fsn1", 1),
+                ("node-hel1", "hel1", 1),
+                ("node-nbg1", "nbg1", 1),
+            ])
+            .build();
+        (nodes, db)
+    }
+
+    #[test]
+    fn a_spread_tenant_shows_each_replica_with_its_node_and_zone() {
+        let (nodes, db) = db_over_three_zones("example.com/rack");
+        let report = FleetReport::new(&nodes, &[db], "example.com/rack");
+        let text = report.render_text();
+        assert!(
+            text.contains(
+                "    replicas spread over zones: 1 on node-fsn1 (zone fsn1), 1 on node-hel1 \
+                 (zone hel1), 1 on node-nbg1 (zone nbg1)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("node-hel1 (Online, 1 tenants, zone hel1)"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["tenants"][0]["spread"], "Zones");
+        assert_eq!(
+            json["tenants"][0]["placements"][2],
+            serde_json::json!({"node": "node-nbg1", "zone": "nbg1", "replicas": 1})
+        );
+        assert_eq!(json["nodes"][0]["zone"], "fsn1");
+        // Another label in force: the nodes have no zone, and say none.
+        let other = FleetReport::new(&nodes, &[], crate::api::ZONE_LABEL);
+        assert!(other.nodes.iter().all(|n| n.zone.is_none()));
+        assert!(
+            !other.render_text().contains("zone"),
+            "{}",
+            other.render_text()
+        );
+    }
+
+    #[test]
+    fn the_plan_never_empties_a_node_holding_a_spread_replica() {
+        // Each node holds one 2-thread replica of db in 8 threads: any two would fit on the
+        // third (2 + 2 + 2 = 6 of 8), putting replicas on one node and zone; so nothing is freed.
+        let (nodes, db) = db_over_three_zones(crate::api::ZONE_LABEL);
+        let report = ConsolidationReport::new(&nodes, &[db]).unwrap();
+        assert!(report.moves.is_empty(), "{:?}", report.moves);
+        assert!(report.freed.is_empty(), "{:?}", report.freed);
+        // Without the replica counts the same entries are movable, and two nodes are freed.
+        let unspread: Vec<Node> = nodes
+            .into_iter()
+            .map(|mut n| {
+                for e in n.status.iter_mut().flat_map(|s| s.allocations.iter_mut()) {
+                    e.replicas = None;
+                }
+                n
+            })
+            .collect();
+        assert_eq!(
+            ConsolidationReport::new(&unspread, &[])
+                .unwrap()
+                .freed
+                .len(),
+            2
         );
     }
 

@@ -160,6 +160,15 @@ impl NodeBuilder {
         self.entry(entry(tenant, amounts))
     }
 
+    /// One more entry, held for `replicas` of spread tenant `default/{tenant}`'s replicas
+    /// (`amounts` is what they hold together).
+    pub fn holding_replicas(self, tenant: &str, amounts: impl Amounts, replicas: u32) -> Self {
+        self.entry(AllocationEntry {
+            replicas: Some(replicas),
+            ..entry(tenant, amounts)
+        })
+    }
+
     /// One more entry of any shape (another UID, another namespace).
     pub fn entry(mut self, entry: AllocationEntry) -> Self {
         self.node
@@ -343,6 +352,19 @@ impl TenantBuilder {
     /// Status: the message.
     pub fn message(mut self, message: &str) -> Self {
         self.status().message = message.into();
+        self
+    }
+
+    /// Status: a spread tenant's placements, `(node, zone, replicas)` each (zone empty: none).
+    pub fn placements(mut self, placements: &[(&str, &str, u32)]) -> Self {
+        self.status().placements = placements
+            .iter()
+            .map(|&(node, zone, replicas)| crate::api::SpreadPlacement {
+                node: node.into(),
+                zone: zone.into(),
+                replicas,
+            })
+            .collect();
         self
     }
 

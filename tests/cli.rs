@@ -59,6 +59,36 @@ fn a_selector_the_api_server_would_refuse_is_refused_with_the_flag_named() {
 }
 
 #[test]
+fn a_zone_label_that_is_not_a_label_key_is_refused_with_the_flag_named() {
+    // (value, what the message says)
+    let cases = [
+        ("topology.kubernetes.io/", "its name part is empty"),
+        ("Topology.io/zone", "its prefix must be a DNS subdomain"),
+        ("zone name", "its name part must consist of"),
+    ];
+    for command in ["run", "sandbox", "simulate", "plan"] {
+        for (value, why) in cases {
+            let out = tenant_placer(&[command, "--zone-label", value]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command} {value}: {stderr}");
+            assert!(
+                stderr.contains(&format!("invalid value '{value}' for '--zone-label <KEY>'"))
+                    && stderr.contains(why),
+                "{command} {value}: {stderr}"
+            );
+        }
+    }
+    // 64 characters in the name part: one too many.
+    let long = "z".repeat(64);
+    let out = tenant_placer(&["run", "--zone-label", &long]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("its name part is 64 characters, at most 63 are allowed"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn simulate_says_which_pool_it_placed_when_selectors_are_set() {
     let out = tenant_placer(&[
         "simulate",

@@ -32,13 +32,23 @@ fn examples() -> PathBuf {
 /// The examples applied (Nodes first) to an in-memory API with the controller running and
 /// reporting into `state`'s handles; returns when the controller is quiet.
 async fn fleet_with_examples(state: &State) -> (Fleet, AbortOnDrop) {
+    let objects = manifests::read_paths(&[examples()]).unwrap();
+    fleet_with(state, Settings::default(), objects).await
+}
+
+/// `objects` applied (Nodes first) to an in-memory API with the controller running under
+/// `settings` and reporting into `state`'s handles; returns when the controller is quiet.
+async fn fleet_with(
+    state: &State,
+    settings: Settings,
+    objects: Vec<Value>,
+) -> (Fleet, AbortOnDrop) {
     let fleet = Fleet::new().unwrap();
     let running = AbortOnDrop(tokio::spawn(controller::run_with(
         fleet.client.clone(),
-        Settings::default(),
+        settings,
         state.handles(),
     )));
-    let objects = manifests::read_paths(&[examples()]).unwrap();
     let (nodes, others): (Vec<_>, Vec<_>) = objects.into_iter().partition(|o| o["kind"] == "Node");
     fleet.apply(&nodes).await.unwrap();
     fleet
@@ -727,4 +737,81 @@ async fn api_fleet_shows_the_room_being_made_for_a_waiting_tenant_and_who_moves_
     .await;
     assert_eq!(node(&view, "b")["allocated"]["threads"], 3);
     assert_eq!(node(&view, "c")["allocated"]["threads"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_fleet_gives_each_node_the_zone_its_zone_label_names_and_each_spread_tenants_replicas()
+{
+    // examples/spread with the zones under another key, which the controller is told to read.
+    let settings = Settings {
+        zone_label: Some("example.com/zone".into()),
+        ..Settings::default()
+    };
+    let state = State::new(
+        controller::Handles::default(),
+        serve::Settings::of(&settings),
+    );
+    let mut objects = manifests::read_paths(&[examples().join("spread")]).unwrap();
+    for object in &mut objects {
+        if let Some(labels) = object["metadata"]["labels"].as_object_mut()
+            && let Some(zone) = labels.remove("topology.kubernetes.io/zone")
+        {
+            labels.insert("example.com/zone".into(), zone);
+        }
+    }
+    let (_fleet, _running) = fleet_with(&state, settings, objects).await;
+    let view = wait_for_view(&state, "orders-db and cache spread", |v| {
+        v["spread"].as_array().is_some_and(|s| {
+            s.len() == 2
+                && s.iter()
+                    .all(|t| t["placements"].as_array().is_some_and(|p| !p.is_empty()))
+        })
+    })
+    .await;
+    let zones: Vec<(&str, &str)> = view["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap(), n["zone"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        zones,
+        [
+            ("node-fsn1-1", "fsn1"),
+            ("node-fsn1-2", "fsn1"),
+            ("node-hel1-1", "hel1"),
+            ("node-hel1-2", "hel1"),
+            ("node-nbg1-1", "nbg1"),
+            ("node-nbg1-2", "nbg1"),
+        ]
+    );
+    // By namespace/name: cache, then orders-db, one replica in each zone.
+    assert_eq!(view["spread"][0]["tenant"], "default/cache");
+    assert_eq!(
+        view["spread"][1],
+        json!({
+            "tenant": "default/orders-db",
+            "spread": "Zones",
+            "phase": "Active",
+            "replicas": 3,
+            "placements": [
+                {"node": "node-fsn1-1", "zone": "fsn1", "replicas": 1},
+                {"node": "node-hel1-1", "zone": "hel1", "replicas": 1},
+                {"node": "node-nbg1-1", "zone": "nbg1", "replicas": 1},
+            ],
+        }),
+        "{view:#}"
+    );
+    // Each node's entry says how many replicas it holds; web's (not spread) says nothing.
+    let held = |node_name: &str, tenant: &str| {
+        node(&view, node_name)["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["tenant"] == tenant)
+            .unwrap_or_else(|| panic!("{tenant} not on {node_name}: {view:#}"))["replicas"]
+            .clone()
+    };
+    assert_eq!(held("node-hel1-1", "default/orders-db"), json!(1));
+    assert_eq!(held("node-fsn1-1", "default/web"), Value::Null);
 }

@@ -26,6 +26,18 @@ fn row<'a>(table: &'a str, name: &str) -> Vec<&'a str> {
         .unwrap_or_else(|| panic!("no row for {name} in:\n{table}"))
 }
 
+/// `kubectl get tn`'s columns (the CRD's printer columns of priority 0, then AGE).
+const TENANT_COLUMNS: [&str; 8] = [
+    "NAME",
+    "PHASE",
+    "NODE",
+    "PLACEMENTS",
+    "THREADS",
+    "MEMORY-GB",
+    "STORAGE-GB",
+    "AGE",
+];
+
 fn header(table: &str) -> Vec<&str> {
     table
         .lines()
@@ -69,18 +81,10 @@ fn kubectl_drives_the_seed_scenario_through_the_sandbox() {
         .ok("kubectl get tn -A");
     assert_eq!(
         header(&tenants),
-        [
-            "NAMESPACE",
-            "NAME",
-            "PHASE",
-            "NODE",
-            "THREADS",
-            "MEMORY-GB",
-            "STORAGE-GB",
-            "AGE"
-        ],
+        [&["NAMESPACE"][..], &TENANT_COLUMNS].concat(),
         "{tenants}"
     );
+    // Neither is spread: PLACEMENTS is empty, and the cells after it come next.
     let acme = row(&tenants, "acme");
     assert_eq!(
         &acme[..7],
@@ -350,6 +354,78 @@ fn the_sandbox_applies_its_manifests_as_kubectl_apply_would() {
     assert_eq!(applied.matches(" unchanged").count(), 4, "{applied}");
     let namespaces = sandbox.kubectl(&["get", "ns"]).ok("kubectl get ns");
     assert_eq!(&row(&namespaces, "default")[..2], ["default", "Active"]);
+}
+
+#[test]
+fn kubectl_shows_the_spread_example_one_database_replica_in_each_zone_and_a_standalone_spread_refused()
+ {
+    let spread = examples().join("spread");
+    let sandbox = Sandbox::start(&[&spread]);
+    sandbox.wait_jsonpath(
+        &["tn", "orders-db"],
+        "{.status.placements[*].zone}",
+        "fsn1 hel1 nbg1",
+    );
+    sandbox.wait_jsonpath(&["tn", "cache"], "{.status.phase}", "Active");
+    let tenants = sandbox.kubectl(&["get", "tn"]).ok("kubectl get tn");
+    assert_eq!(header(&tenants), TENANT_COLUMNS, "{tenants}");
+    // NODE is the first node by name; THREADS the total, 8 per replica x 3.
+    let db = row(&tenants, "orders-db");
+    assert_eq!(
+        &db[..3],
+        ["orders-db", "Active", "node-fsn1-1"],
+        "{tenants}"
+    );
+    assert!(db.contains(&"24") && db.contains(&"1500"), "{tenants}");
+    // NB: the API server's Table takes the first match of a printer column's JSONPath only, so
+    // the PLACEMENTS cell cannot list every node; kubectl's own custom columns join them all.
+    let columns = "custom-columns=NAME:.metadata.name,PLACEMENTS:.status.placements[*].node,\
+                   ZONES:.status.placements[*].zone";
+    let placed = sandbox
+        .kubectl(&["get", "tn", "-o", columns])
+        .ok("kubectl get tn -o custom-columns");
+    assert_eq!(
+        row(&placed, "orders-db"),
+        [
+            "orders-db",
+            "node-fsn1-1,node-hel1-1,node-nbg1-1",
+            "fsn1,hel1,nbg1"
+        ],
+        "{placed}"
+    );
+    assert_eq!(
+        row(&placed, "cache"),
+        ["cache", "node-fsn1-1,node-fsn1-2", "fsn1,fsn1"],
+        "{placed}"
+    );
+    // web is not spread: it has no placements; NODE says where all of it is.
+    assert_eq!(row(&placed, "web"), ["web", "<none>", "<none>"], "{placed}");
+
+    // spread needs mode Cluster: the CRD's CEL rule refuses a Standalone tenant, as a real API
+    // server would.
+    let standalone = sandbox.write(
+        "standalone-spread.yaml",
+        &malformed(
+            "solo",
+            "  resources: {threads: 1, memoryGb: 1, storageGb: 1}\n  mode: Standalone\n  spread: Zones\n",
+        ),
+    );
+    let refused = sandbox
+        .kubectl(&["apply", "-f", standalone.to_str().unwrap()])
+        .failed("kubectl apply of a Standalone tenant with spread: Zones");
+    assert!(
+        refused.contains(r#"The Tenant "solo" is invalid: spec.spread"#)
+            && refused.contains(
+                "spec.spread other than None needs spec.mode Cluster: a Standalone tenant has \
+                 one replica"
+            ),
+        "{refused}"
+    );
+    assert!(
+        sandbox
+            .jsonpath(&["tn", "solo"], "{.metadata.name}")
+            .is_none()
+    );
 }
 
 #[test]

@@ -146,3 +146,120 @@ fn simulate_checks_the_invariants_over_the_pool_it_serves() {
         "{stdout}"
     );
 }
+
+const SPREAD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/spread");
+
+/// `field` of every item of a JSON array, as text.
+fn each<'r>(items: &'r serde_json::Value, field: &str) -> Vec<&'r str> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item[field].as_str().unwrap())
+        .collect()
+}
+
+/// `tenant` in a JSON report.
+fn tenant<'r>(report: &'r serde_json::Value, tenant: &str) -> &'r serde_json::Value {
+    report["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tenant"] == tenant)
+        .unwrap_or_else(|| panic!("no {tenant} in {report:#}"))
+}
+
+#[test]
+fn simulate_on_the_spread_example_puts_one_database_replica_in_each_of_three_zones() {
+    let out = simulate(&["-f", SPREAD, "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // One replica in each zone, on the first node by name there.
+    let db = tenant(&report, "default/orders-db");
+    assert_eq!(db["phase"], "Active", "{db:#}");
+    assert_eq!(db["spread"], "Zones", "{db:#}");
+    assert_eq!(
+        db["placements"],
+        serde_json::json!([
+            {"node": "node-fsn1-1", "zone": "fsn1", "replicas": 1},
+            {"node": "node-hel1-1", "zone": "hel1", "replicas": 1},
+            {"node": "node-nbg1-1", "zone": "nbg1", "replicas": 1},
+        ]),
+        "{db:#}"
+    );
+    // 8 threads per replica x 3.
+    assert_eq!(db["reserved"]["threads"], 24, "{db:#}");
+    // Two replicas on two nodes, the first by name; zones play no part.
+    let cache = tenant(&report, "default/cache");
+    assert_eq!(
+        each(&cache["placements"], "node"),
+        ["node-fsn1-1", "node-fsn1-2"],
+        "{cache:#}"
+    );
+    // The ordinary tenant has no placements: its node says where.
+    let web = tenant(&report, "default/web");
+    assert_eq!(web["node"], "node-fsn1-1", "{web:#}");
+    assert!(web.get("placements").is_none() && web.get("spread").is_none());
+    assert_eq!(
+        each(&report["nodes"], "zone"),
+        ["fsn1", "fsn1", "hel1", "hel1", "nbg1", "nbg1"]
+    );
+
+    let out = simulate(&["-f", SPREAD]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "    replicas spread over zones: 1 on node-fsn1-1 (zone fsn1), 1 on node-hel1-1 \
+             (zone hel1), 1 on node-nbg1-1 (zone nbg1)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("node-nbg1-2 (Online, 0 tenants, zone nbg1)"),
+        "{text}"
+    );
+    assert!(text.contains("invariants: ok"), "{text}");
+}
+
+// NB: the controller places by `--zone-label`, but `sim::invariants` reads zones from
+// topology.kubernetes.io/zone only, so the check reports `not balanced across zones: {None: 3}`
+// and simulate exits non-zero. Un-ignore once the invariants take the label in force.
+#[test]
+#[ignore = "sim::invariants reads zones from topology.kubernetes.io/zone only, not --zone-label"]
+fn simulate_reads_zones_from_the_label_zone_label_names() {
+    // The example's nodes with their zone under another key.
+    let dir = tempfile::tempdir().unwrap();
+    for file in ["nodes.yaml", "tenants.yaml"] {
+        let text = std::fs::read_to_string(format!("{SPREAD}/{file}")).unwrap();
+        std::fs::write(
+            dir.path().join(file),
+            text.replace("topology.kubernetes.io/zone", "example.com/zone"),
+        )
+        .unwrap();
+    }
+    let dir = dir.path().to_str().unwrap();
+    let out = simulate(&["-f", dir, "--zone-label", "example.com/zone"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines()
+            .next()
+            .unwrap_or_default()
+            .ends_with(" --zone-label example.com/zone"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "1 on node-fsn1-1 (zone fsn1), 1 on node-hel1-1 (zone hel1), 1 on node-nbg1-1"
+        ),
+        "{text}"
+    );
+}

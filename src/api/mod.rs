@@ -43,7 +43,7 @@ pub use node_request::{
     NodeRequestPhase, NodeRequestSpec, NodeRequestStatus, NodeRequestUse,
 };
 pub use registration::{REGISTERED_LABEL, Registration, core_state};
-pub use selector::{LabelSelector, SelectorError};
+pub use selector::{LabelKey, LabelSelector, SelectorError};
 pub use tenant::{
     MAX_REPLICAS, MigrationStatus, PLACED_CONDITION, PlacedReason, SpreadPlacement,
     TENANT_FINALIZER, Tenant, TenantMode, TenantPhase, TenantSpec, TenantSpread, TenantStatus,

@@ -147,6 +147,84 @@ fn key_of(key: &str) -> Result<String, String> {
     Ok(key.to_owned())
 }
 
+/// A label key as the API server accepts one (`IsQualifiedName`): an optional prefix, a DNS
+/// subdomain of at most 253 characters (lowercase letters, digits, `-` and `.`, each part starting
+/// and ending with a letter or digit) and `/`, then a name of 1 to 63 characters (letters,
+/// digits, `-`, `_` and `.`, starting and ending with a letter or digit).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LabelKey(String);
+
+impl LabelKey {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for LabelKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for LabelKey {
+    type Err = String;
+
+    fn from_str(key: &str) -> Result<Self, Self::Err> {
+        let (prefix, name) = match key.split_once('/') {
+            Some((prefix, name)) => (Some(prefix), name),
+            None => (None, key),
+        };
+        let why = if name.is_empty() {
+            Some("its name part is empty".to_owned())
+        } else if name.len() > 63 {
+            Some(format!(
+                "its name part is {} characters, at most 63 are allowed",
+                name.len()
+            ))
+        } else if !is_label_name(name) {
+            Some(
+                "its name part must consist of letters, digits, '-', '_' or '.', and start and \
+                 end with a letter or digit"
+                    .to_owned(),
+            )
+        } else {
+            match prefix {
+                Some(prefix) if prefix.len() > 253 => Some(format!(
+                    "its prefix is {} characters, at most 253 are allowed",
+                    prefix.len()
+                )),
+                Some(prefix) if !is_dns_subdomain(prefix) => Some(
+                    "its prefix must be a DNS subdomain: lowercase letters, digits, '-' and '.', \
+                     each part starting and ending with a letter or digit"
+                        .to_owned(),
+                ),
+                _ => None,
+            }
+        };
+        match why {
+            Some(why) => Err(format!("{key:?} is not a label key: {why}")),
+            None => Ok(LabelKey(key.to_owned())),
+        }
+    }
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`.
+fn is_label_name(name: &str) -> bool {
+    let inner = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+        && name.chars().all(inner)
+}
+
+/// An RFC 1123 subdomain: dot-separated parts of lowercase letters, digits and `-`, each
+/// starting and ending with a letter or digit (the length is checked apart).
+fn is_dns_subdomain(prefix: &str) -> bool {
+    let edge = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    prefix.split('.').all(|part| {
+        part.starts_with(edge) && part.ends_with(edge) && part.chars().all(|c| edge(c) || c == '-')
+    })
+}
+
 /// A label value: at most 63 characters of letters, digits, `-`, `_` and `.`; may be empty.
 fn value_of(value: &str) -> Result<String, String> {
     let value = value.trim();
@@ -218,6 +296,43 @@ mod tests {
         ] {
             assert!(bad.parse::<LabelSelector>().is_err(), "{bad} was accepted");
         }
+    }
+
+    #[test]
+    fn label_keys_are_checked_as_the_api_server_checks_them() {
+        let long_name = "a".repeat(63);
+        let long_prefix = format!("{}.io/zone", "a".repeat(250));
+        // (key, accepted)
+        let cases: &[(&str, bool)] = &[
+            ("topology.kubernetes.io/zone", true),
+            ("zone", true),
+            ("example.com/rack_1.A", true),
+            (&long_name, true),
+            // 64 characters in the name part.
+            (&format!("{long_name}b"), false),
+            // 250 + 3 = 253 characters of prefix: at the limit.
+            (&long_prefix, true),
+            (&format!("a{long_prefix}"), false),
+            ("", false),
+            ("example.com/", false),
+            ("/zone", false),
+            ("Example.com/zone", false),
+            ("example..com/zone", false),
+            ("-example.com/zone", false),
+            ("a/b/zone", false),
+            ("zone-", false),
+            ("_zone", false),
+            ("my zone", false),
+            ("zone=fsn1", false),
+        ];
+        for (key, accepted) in cases {
+            assert_eq!(key.parse::<LabelKey>().is_ok(), *accepted, "{key:?}");
+        }
+        let why = "topology.kubernetes.io/".parse::<LabelKey>().unwrap_err();
+        assert_eq!(
+            why,
+            "\"topology.kubernetes.io/\" is not a label key: its name part is empty"
+        );
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub struct Settings {
     pub policy: placement::Policy,
     /// What moves a placed tenant besides a drain: the fleet page's rule says so.
     pub moves: page::view::Moves,
+    /// The Node label naming zones, as the controller reads it: the page shows each node's zone.
+    pub zone_label: Arc<str>,
 }
 
 impl Settings {
@@ -67,6 +69,10 @@ impl Settings {
                 make_room: controller.make_room_moves_in_force(),
                 consolidation: controller.consolidates_underused(),
             },
+            zone_label: controller
+                .zone_label
+                .clone()
+                .unwrap_or_else(|| crate::api::ZONE_LABEL.into()),
         }
     }
 }
@@ -109,6 +115,7 @@ impl State {
                 handles.caches.clone(),
                 settings.policy,
                 settings.moves,
+                settings.zone_label,
             )
         });
         State {

@@ -75,23 +75,27 @@ pub struct Page {
     policy: placement::Policy,
     /// What moves a placed tenant besides a drain: the rule says so.
     moves: view::Moves,
+    /// The Node label naming zones (the controller's, in force): each node's zone is its value.
+    zone_label: Arc<str>,
     feed: Arc<FleetFeed>,
 }
 
 impl Page {
     /// The page of a controller reporting into `health` and `caches`, placing by `policy`,
-    /// moving placed tenants as `moves` says.
+    /// moving placed tenants as `moves` says, reading zones from the Node label `zone_label`.
     pub fn new(
         health: Arc<Health>,
         caches: Caches,
         policy: placement::Policy,
         moves: view::Moves,
+        zone_label: Arc<str>,
     ) -> Page {
         Page {
             health,
             caches,
             policy,
             moves,
+            zone_label,
             feed: Arc::default(),
         }
     }
@@ -237,7 +241,7 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
         }
     };
     let (totals, rows) = if observed.live {
-        let (totals, rows) = view::fleet_rows(&observed.nodes, &observed.tenants);
+        let (totals, rows) = view::fleet_rows(&observed.nodes, &observed.tenants, &page.zone_label);
         (Some(totals), rows)
     } else {
         (None, view::FleetRows::default())
@@ -255,6 +259,7 @@ fn view_of(page: &Page, observed: &Observed) -> FleetView {
         moves: rows.moves,
         requests: view::requests(&observed.requests),
         blocked: rows.blocked,
+        spread: rows.spread,
         capacity: if observed.live {
             capacity::of(&observed.nodes, &observed.classes, observed.tick.as_deref())
         } else {
@@ -326,6 +331,7 @@ mod tests {
             Caches::default(),
             placement::Policy::FirstFit,
             crate::serve::Settings::default().moves,
+            crate::api::ZONE_LABEL.into(),
         )
     }
 
@@ -335,7 +341,7 @@ mod tests {
         assert!(!view.live);
         assert_eq!(view.role, "starting");
         assert!(view.totals.is_none() && view.nodes.is_empty() && view.waiting.is_empty());
-        assert!(view.moves.is_empty() && view.blocked.is_empty());
+        assert!(view.moves.is_empty() && view.blocked.is_empty() && view.spread.is_empty());
         assert!(view.message.contains("not synced"), "{}", view.message);
         assert_eq!(view.policy.name, "FirstFit");
     }

@@ -20,6 +20,10 @@
 //!   namespace/name, each with its status message and the shortfall computed with the placement
 //!   crate: against the largest free amount among the nodes that take new tenants, or, for a
 //!   resize, against the room on its own node counting its own reservation;
+//! - a node's zone is the value of the zone label in force (`--zone-label`, else
+//!   `topology.kubernetes.io/zone`), null when it has none; a spread tenant's replicas are listed
+//!   as its status records them (`status.placements`), each with its node's zone, and each entry
+//!   says how many replicas it holds;
 //! - sums saturate; nothing here panics on a hand-edited object.
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,7 +35,7 @@ use serde::Serialize;
 
 use crate::api::{
     DRAINED_CONDITION, Node, NodeRequest, NodeRequestPhase, NodeState, OVER_CAPACITY_CONDITION,
-    ResourceAmounts, Tenant, TenantPhase,
+    ResourceAmounts, SpreadPlacement, Tenant, TenantPhase, TenantSpread,
 };
 
 /// The whole answer of `/api/fleet`.
@@ -61,6 +65,9 @@ pub struct FleetView {
     pub requests: Vec<RequestView>,
     /// Tenants on a draining node that no other node can take now, oldest first.
     pub blocked: Vec<BlockedMove>,
+    /// Tenants whose replicas are spread over nodes or zones, by namespace/name, with where each
+    /// replica is.
+    pub spread: Vec<SpreadTenant>,
     /// Consolidation and make-room: what is consolidated and what it saves, what is kept and
     /// why, the room being made for waiting tenants. Empty when the numbers are not live.
     // NB: `/api/fleet` names it `disruption` (its readers rely on the name).
@@ -114,6 +121,8 @@ pub struct Totals {
 pub struct NodeRow {
     pub name: String,
     pub state: NodeState,
+    /// Its zone: the value of the zone label in force; null when it carries none.
+    pub zone: Option<String>,
     /// Online and not over capacity: placement may choose it for a new reservation.
     pub takes_new_tenants: bool,
     /// True while it drains (`spec.state: Draining`, or being deleted): it takes no new tenants
@@ -144,6 +153,9 @@ pub struct NodeTenant {
     pub uid: String,
     /// What the reservation holds (per replica x replicas).
     pub resources: ResourceAmounts,
+    /// How many of a spread tenant's replicas it holds; null for a tenant not spread (all its
+    /// replicas are here).
+    pub replicas: Option<u32>,
     /// The tenant's phase; null when the tenant is not in the cache (an orphan being released).
     pub phase: Option<TenantPhase>,
     /// While it moves off this node: the node it goes to; null otherwise.
@@ -181,6 +193,21 @@ pub struct MoveView {
     /// What moves: the entry as held on `to`, else on `from`, else what its status says it holds
     /// (per replica x replicas).
     pub resources: ResourceAmounts,
+}
+
+/// A tenant whose replicas are spread over nodes (`spread: Nodes`) or zones (`Zones`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpreadTenant {
+    /// namespace/name.
+    pub tenant: String,
+    pub spread: TenantSpread,
+    pub phase: TenantPhase,
+    /// The replicas it asks for.
+    pub replicas: i32,
+    /// Where its replicas are, one item per node by node name, as its status records them;
+    /// empty while it holds none (placed all or none).
+    pub placements: Vec<SpreadPlacement>,
 }
 
 /// A machine asked for a provisioner (a NodeRequest): for which tenants, and where it is.
@@ -368,10 +395,16 @@ pub struct FleetRows {
     pub waiting: Vec<WaitingTenant>,
     pub moves: Vec<MoveView>,
     pub blocked: Vec<BlockedMove>,
+    pub spread: Vec<SpreadTenant>,
 }
 
-/// The live part of the view: totals, nodes, waiting tenants, moves in flight and blocked moves.
-pub fn fleet_rows(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> (Totals, FleetRows) {
+/// The live part of the view: totals, nodes (each zone read from `zone_label`), waiting
+/// tenants, moves in flight, blocked moves and spread tenants.
+pub fn fleet_rows(
+    nodes: &[Arc<Node>],
+    tenants: &[Arc<Tenant>],
+    zone_label: &str,
+) -> (Totals, FleetRows) {
     let mut sorted: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
     sorted.sort_by_key(|n| n.name_any());
     let ledgers: Vec<(&Node, Result<NodeLedger, String>)> =
@@ -383,7 +416,7 @@ pub fn fleet_rows(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> (Totals, Flee
 
     let rows: Vec<NodeRow> = ledgers
         .iter()
-        .map(|(node, ledger)| node_row(node, ledger.as_ref(), &by_uid))
+        .map(|(node, ledger)| node_row(node, ledger.as_ref(), &by_uid, zone_label))
         .collect();
     let readable: Vec<&NodeLedger> = ledgers
         .iter()
@@ -414,6 +447,12 @@ pub fn fleet_rows(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> (Totals, Flee
         .filter_map(|t| move_view(t, &readable))
         .collect();
     moves.sort_by(|a, b| a.tenant.cmp(&b.tenant));
+    let mut spread: Vec<SpreadTenant> = tenants
+        .iter()
+        .filter(|t| !t.spec.spread.is_none())
+        .map(|t| spread_tenant(t))
+        .collect();
+    spread.sort_by(|a, b| a.tenant.cmp(&b.tenant));
     let totals = totals(&rows, tenants, waiting.len(), moves.len(), blocked.len());
     (
         totals,
@@ -422,8 +461,20 @@ pub fn fleet_rows(nodes: &[Arc<Node>], tenants: &[Arc<Tenant>]) -> (Totals, Flee
             waiting,
             moves,
             blocked,
+            spread,
         },
     )
+}
+
+fn spread_tenant(tenant: &Tenant) -> SpreadTenant {
+    let status = tenant.status.as_ref();
+    SpreadTenant {
+        tenant: tenant.key(),
+        spread: tenant.spec.spread,
+        phase: phase_of(tenant),
+        replicas: tenant.spec.effective_replicas(),
+        placements: status.map(|s| s.placements.clone()).unwrap_or_default(),
+    }
 }
 
 /// The queue's order: oldest first by creationTimestamp, then by namespace/name.
@@ -457,8 +508,10 @@ fn node_row(
     node: &Node,
     ledger: Result<&NodeLedger, &String>,
     tenants: &HashMap<String, &Tenant>,
+    zone_label: &str,
 ) -> NodeRow {
     let name = node.name_any();
+    let zone = node.labels().get(zone_label).cloned();
     let capacity = node.spec.capacity;
     let conditions = node
         .status
@@ -514,6 +567,7 @@ fn node_row(
                         tenant: e.tenant.to_string(),
                         uid: e.uid.to_string(),
                         resources: e.resources.into(),
+                        replicas: e.replicas,
                         phase: tenant.map(|t| phase_of(t)),
                         moving_to: migration.filter(|m| m.from == name).map(|m| m.to.clone()),
                         moving_from: migration.filter(|m| m.to == name).map(|m| m.from.clone()),
@@ -527,6 +581,7 @@ fn node_row(
             NodeRow {
                 name,
                 state: node.spec.state,
+                zone,
                 takes_new_tenants: view.takes_new_tenants(),
                 draining,
                 being_deleted,
@@ -543,6 +598,7 @@ fn node_row(
         Err(error) => NodeRow {
             name,
             state: node.spec.state,
+            zone,
             takes_new_tenants: false,
             draining,
             being_deleted,
@@ -735,6 +791,7 @@ fn totals(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::api::ZONE_LABEL;
     use crate::testing::{node, tenant};
 
     const NEW_YEAR: &str = "2026-01-01T00:00:00Z";
@@ -761,7 +818,7 @@ mod tests {
                 waiting,
                 ..
             },
-        ) = fleet_rows(&nodes, &tenants);
+        ) = fleet_rows(&nodes, &tenants, ZONE_LABEL);
         let names: Vec<_> = rows.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["node-eu-1", "node-eu-2"]);
         assert_eq!(rows[0].allocated, ResourceAmounts::new(2, 4, 20));
@@ -803,7 +860,7 @@ mod tests {
                 .created(NEW_YEAR),
         ]
         .map(|t| Arc::new(t.build()));
-        let (totals, FleetRows { waiting, .. }) = fleet_rows(&nodes, &tenants);
+        let (totals, FleetRows { waiting, .. }) = fleet_rows(&nodes, &tenants, ZONE_LABEL);
         let names: Vec<_> = waiting.iter().map(|w| w.tenant.as_str()).collect();
         assert_eq!(names, ["default/big", "default/young"]);
         let big = waiting[0].shortfall.as_ref().unwrap();
@@ -835,7 +892,7 @@ mod tests {
                 .created(NEW_YEAR)
                 .build(),
         )];
-        let (_, FleetRows { waiting, .. }) = fleet_rows(&nodes, &tenants);
+        let (_, FleetRows { waiting, .. }) = fleet_rows(&nodes, &tenants, ZONE_LABEL);
         let shortfall = waiting[0].shortfall.as_ref().unwrap();
         // Room for a: 8 - 3 (b's) = 5 threads; it asks 6: short by 1.
         assert_eq!(shortfall.against, "ownNode");
@@ -848,7 +905,7 @@ mod tests {
         let nodes = [Arc::new(
             node("n1").capacity(4, 8, 8).holding("a", (6, 1, 1)).build(),
         )];
-        let (totals, FleetRows { nodes: rows, .. }) = fleet_rows(&nodes, &[]);
+        let (totals, FleetRows { nodes: rows, .. }) = fleet_rows(&nodes, &[], ZONE_LABEL);
         assert!(rows[0].over_capacity);
         assert!(!rows[0].takes_new_tenants);
         let message = rows[0].over_capacity_message.as_deref().unwrap();
@@ -868,7 +925,7 @@ mod tests {
                 .holding("a", (-1, 1, 1))
                 .build(),
         )];
-        let (totals, FleetRows { nodes: rows, .. }) = fleet_rows(&nodes, &[]);
+        let (totals, FleetRows { nodes: rows, .. }) = fleet_rows(&nodes, &[], ZONE_LABEL);
         assert!(
             rows[0].error.as_deref().unwrap().contains("threads"),
             "{:?}",
@@ -906,7 +963,7 @@ mod tests {
             FleetRows {
                 nodes: rows, moves, ..
             },
-        ) = fleet_rows(&nodes, &tenants);
+        ) = fleet_rows(&nodes, &tenants, ZONE_LABEL);
 
         let eu1 = &rows[0];
         assert!(eu1.draining && !eu1.being_deleted && !eu1.takes_new_tenants);
@@ -979,7 +1036,7 @@ mod tests {
                 blocked,
                 ..
             },
-        ) = fleet_rows(&nodes, &tenants);
+        ) = fleet_rows(&nodes, &tenants, ZONE_LABEL);
 
         assert_eq!(
             moves,
@@ -1053,8 +1110,9 @@ mod tests {
                 blocked,
                 moves,
                 waiting,
+                ..
             },
-        ) = fleet_rows(&nodes, &tenants);
+        ) = fleet_rows(&nodes, &tenants, ZONE_LABEL);
 
         let names: Vec<_> = blocked.iter().map(|b| b.tenant.as_str()).collect();
         assert_eq!(names, ["default/old", "default/young"]);
@@ -1078,6 +1136,68 @@ mod tests {
         assert!(moves.is_empty() && waiting.is_empty());
         assert_eq!(totals.blocked_moves, 2);
         assert_eq!(totals.draining_nodes, 1);
+    }
+
+    #[test]
+    fn nodes_carry_their_zone_and_a_spread_tenant_lists_its_replicas_with_their_zones() {
+        let rack = "example.com/rack";
+        let replica = |zone: &str| {
+            node(&format!("node-{zone}"))
+                .capacity(8, 32, 100)
+                .label(rack, zone)
+                .holding_replicas("db", (2, 4, 20), 1)
+        };
+        let nodes = [
+            replica("fsn1"),
+            replica("hel1"),
+            node("node-plain")
+                .capacity(8, 32, 100)
+                .holding("web", (1, 1, 1)),
+        ]
+        .map(|n| Arc::new(n.build()));
+        let db = tenant("db")
+            .resources(2, 4, 20)
+            .spread(TenantSpread::Zones, 2)
+            .phase(TenantPhase::Active)
+            .on("node-fsn1")
+            .placements(&[("node-fsn1", "fsn1", 1), ("node-hel1", "hel1", 1)])
+            .build();
+        let placements = db.status.clone().unwrap_or_default().placements;
+        let tenants = [
+            Arc::new(db),
+            Arc::new(
+                tenant("web")
+                    .phase(TenantPhase::Active)
+                    .on("node-plain")
+                    .build(),
+            ),
+        ];
+        let (
+            _,
+            FleetRows {
+                nodes: rows,
+                spread,
+                ..
+            },
+        ) = fleet_rows(&nodes, &tenants, rack);
+        let zones: Vec<_> = rows.iter().map(|r| r.zone.as_deref()).collect();
+        assert_eq!(zones, [Some("fsn1"), Some("hel1"), None]);
+        assert_eq!(rows[0].tenants[0].replicas, Some(1));
+        // web is not spread: its one entry holds all its replicas.
+        assert_eq!(rows[2].tenants[0].replicas, None);
+        assert_eq!(
+            spread,
+            [SpreadTenant {
+                tenant: "default/db".into(),
+                spread: TenantSpread::Zones,
+                phase: TenantPhase::Active,
+                replicas: 2,
+                placements,
+            }]
+        );
+        // Under the default label these nodes carry no zone.
+        let (_, FleetRows { nodes: rows, .. }) = fleet_rows(&nodes, &tenants, ZONE_LABEL);
+        assert!(rows.iter().all(|r| r.zone.is_none()));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //   event or heartbeat arrived for STALE_AFTER_MS, the page says so and greys the numbers out;
 // - when the controller says its numbers are not live (a standby, or starting), none are shown;
 // - the tenants lists a reader opened stay open across updates;
-// - a drain, a move and a blocked move are said in words (badges, lines), never by colour alone.
+// - a drain, a move and a blocked move are said in words (badges, lines), never by colour alone;
+// - when any node has a zone, the nodes are grouped by zone (zones by name, then the nodes with
+//   none), each group under a row naming it; otherwise they stay one list in name order.
 'use strict';
 
 (function () {
@@ -183,6 +185,7 @@
       t.movingTo ? [' ', badge(`moving to ${t.movingTo}`, 'move')] : null,
       t.movingFrom ? [' ', badge(`moving from ${t.movingFrom}`, 'move')] : null,
       t.moveBlocked ? [' ', badge('cannot move: no room elsewhere', 'over')] : null,
+      t.replicas ? [' ', badge(plural(t.replicas, 'replica', 'replicas') + ' here', 'muted')] : null,
       el('span', { class: 'res num', text: `${fmt(t.resources.threads)} threads · ${fmt(t.resources.memoryGb)} GB · ${fmt(t.resources.storageGb)} GB` }));
   }
 
@@ -229,6 +232,38 @@
       meter(node.name, d, node.allocated[d.key], node.capacity[d.key], node.free[d.key])));
     return el('tr', { class: classes.join(' '), 'data-node': node.name }, name, ...cells,
       el('td', { 'data-label': 'Tenants', class: 'tenants-cell' }, tenantList(node)));
+  }
+
+  // The node rows, under a row per zone when any node has one (zones by name, then no zone).
+  function nodeRows(nodes) {
+    if (!nodes.some((n) => n.zone)) return nodes.map(nodeRow);
+    const zones = new Map();
+    for (const node of nodes) {
+      const zone = node.zone || '';
+      if (!zones.has(zone)) zones.set(zone, []);
+      zones.get(zone).push(node);
+    }
+    const names = [...zones.keys()].sort((a, b) => (a === '') - (b === '') || (a < b ? -1 : a > b ? 1 : 0));
+    return names.flatMap((zone) => {
+      const members = zones.get(zone);
+      const title = zone ? `Zone ${zone}` : 'No zone';
+      const head = el('tr', { class: 'zone-head', 'data-zone': zone },
+        el('th', { colspan: 5, scope: 'colgroup' }, el('strong', { text: title }),
+          ` · ${plural(members.length, 'node', 'nodes')}`));
+      return [head, ...members.map(nodeRow)];
+    });
+  }
+
+  // A spread tenant and where each of its replicas is.
+  function spreadItem(t) {
+    const over = t.spread === 'Zones' ? 'spread over zones' : 'each on its own node';
+    const where = t.placements.length === 0
+      ? 'holds none: its replicas are placed all or none'
+      : t.placements.map((p) => `${p.node}${p.zone ? ` (${p.zone})` : ''} × ${fmt(p.replicas)}`).join(', ');
+    return el('li', { class: 'move-item', 'data-spread': t.tenant },
+      el('span', { class: 'tn', text: t.tenant }), ' ', badge(t.phase, `phase-${slug(t.phase)}`),
+      el('span', { class: 'move-path', text: ` ${plural(t.replicas, 'replica', 'replicas')}, ${over}: ` }),
+      el('span', { class: 'res', text: where }));
   }
 
   // Needs, free and shortfall per dimension, as measured by the controller's page.
@@ -391,7 +426,7 @@
       renderOverCapacity(view.nodes);
       renderDraining(view.nodes);
       $('nodes-count').textContent = `(${fmt(view.nodes.length)})`;
-      $('node-rows').replaceChildren(...view.nodes.map(nodeRow));
+      $('node-rows').replaceChildren(...nodeRows(view.nodes));
       $('no-nodes').hidden = view.nodes.length > 0;
       $('waiting-count').textContent = `(${fmt(view.waiting.length)})`;
       $('waiting').replaceChildren(...view.waiting.map((w) => waitingItem(w, view.generatedAt)));
@@ -399,6 +434,7 @@
       renderList('moves-section', 'moves-count', 'moves', (view.moves || []).map(moveItem));
       renderList('requests-section', 'requests-count', 'requests', (view.requests || []).map(requestItem));
       renderList('blocked-section', 'blocked-count', 'blocked', (view.blocked || []).map(blockedItem));
+      renderList('spread-section', 'spread-count', 'spread', (view.spread || []).map(spreadItem));
       renderDisruption(view.disruption);
     } else {
       $('over-capacity').hidden = true;
@@ -408,6 +444,7 @@
       renderList('moves-section', 'moves-count', 'moves', []);
       renderList('requests-section', 'requests-count', 'requests', []);
       renderList('blocked-section', 'blocked-count', 'blocked', []);
+      renderList('spread-section', 'spread-count', 'spread', []);
       renderDisruption(null);
     }
     if (focusedNode) {
