@@ -685,11 +685,12 @@ async fn settle(
         .filter(|t| in_pool(&pool_tenants, kube::ResourceExt::labels(*t)))
         .cloned()
         .collect();
-    let checked = invariants::check(
+    let checked = invariants::check_zoned(
         &pool_nodes,
         &pool_tenants,
         &HashSet::new(),
         Quiescence::Settled,
+        placement.zone_label(),
     );
     let classes = fleet
         .api

@@ -371,14 +371,20 @@ fn kubectl_shows_the_spread_example_one_database_replica_in_each_zone_and_a_stan
     assert_eq!(header(&tenants), TENANT_COLUMNS, "{tenants}");
     // NODE is the first node by name; THREADS the total, 8 per replica x 3.
     let db = row(&tenants, "orders-db");
+    // PLACEMENTS: every node, from status.placedOn (a Table takes the first match of a column's
+    // JSONPath only, so the column cannot read the list itself).
     assert_eq!(
-        &db[..3],
-        ["orders-db", "Active", "node-fsn1-1"],
+        &db[..4],
+        [
+            "orders-db",
+            "Active",
+            "node-fsn1-1",
+            "node-fsn1-1,node-hel1-1,node-nbg1-1"
+        ],
         "{tenants}"
     );
     assert!(db.contains(&"24") && db.contains(&"1500"), "{tenants}");
-    // NB: the API server's Table takes the first match of a printer column's JSONPath only, so
-    // the PLACEMENTS cell cannot list every node; kubectl's own custom columns join them all.
+    // The zones too, with kubectl's own custom columns (they join every match).
     let columns = "custom-columns=NAME:.metadata.name,PLACEMENTS:.status.placements[*].node,\
                    ZONES:.status.placements[*].zone";
     let placed = sandbox

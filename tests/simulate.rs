@@ -225,11 +225,7 @@ fn simulate_on_the_spread_example_puts_one_database_replica_in_each_of_three_zon
     assert!(text.contains("invariants: ok"), "{text}");
 }
 
-// NB: the controller places by `--zone-label`, but `sim::invariants` reads zones from
-// topology.kubernetes.io/zone only, so the check reports `not balanced across zones: {None: 3}`
-// and simulate exits non-zero. Un-ignore once the invariants take the label in force.
 #[test]
-#[ignore = "sim::invariants reads zones from topology.kubernetes.io/zone only, not --zone-label"]
 fn simulate_reads_zones_from_the_label_zone_label_names() {
     // The example's nodes with their zone under another key.
     let dir = tempfile::tempdir().unwrap();

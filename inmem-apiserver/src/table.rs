@@ -382,6 +382,14 @@ pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
             let (inside, tail) = after.split_at(close);
             rest = tail.get(1..)?;
             let inside = inside.trim();
+            if inside == "*" {
+                // As the API server's table convertor: the first result of the whole path.
+                let rest = rest.to_owned();
+                return current
+                    .as_array()?
+                    .iter()
+                    .find_map(|item| json_path(item, &rest).filter(|v| !v.is_null()));
+            }
             let quoted = inside
                 .strip_prefix('\'')
                 .and_then(|s| s.strip_suffix('\''))
@@ -416,6 +424,8 @@ mod tests {
         let obj = json!({"status": {"phase": "Active", "list": [{"a": 1}, {"a": 2}]}, "metadata": {"labels": {"x.io/y": "z"}}});
         assert_eq!(json_path(&obj, ".status.phase"), Some(&json!("Active")));
         assert_eq!(json_path(&obj, "{.status.list[1].a}"), Some(&json!(2)));
+        // A wildcard gives the first result, as the API server's table convertor does.
+        assert_eq!(json_path(&obj, ".status.list[*].a"), Some(&json!(1)));
         assert_eq!(json_path(&obj, ".status.list[-1].a"), Some(&json!(2)));
         assert_eq!(
             json_path(&obj, ".metadata.labels['x.io/y']"),

@@ -65,13 +65,16 @@ pub struct Resting<'a> {
     pub suspended: bool,
     /// The `do-not-disrupt` annotation's value.
     pub do_not_disrupt: Option<&'a str>,
+    /// Its replicas are spread (`spec.spread`): they move only as the spread rule allows.
+    pub spread: bool,
 }
 
 impl Resting<'_> {
-    /// Active, no move in flight, not being deleted, not suspended, and not `do-not-disrupt`
-    /// (an unreadable value keeps it).
+    /// Active, no move in flight, not being deleted, not suspended, not spread, and not
+    /// `do-not-disrupt` (an unreadable value keeps it).
     pub fn may_move(&self) -> bool {
         self.phase == Some(TenantPhase::Active)
+            && !self.spread
             && !self.migrating
             && !self.deleting
             && !self.suspended

@@ -127,7 +127,7 @@ impl fmt::Display for PlacedReason {
     printcolumn(
         name = "Placements",
         type_ = "string",
-        json_path = ".status.placements[*].node",
+        json_path = ".status.placedOn",
         description = "A spread tenant's nodes, one replica on each"
     ),
     printcolumn(
@@ -354,6 +354,10 @@ pub struct TenantStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_REPLICAS))]
     pub placements: Vec<SpreadPlacement>,
+    /// A spread tenant's nodes, comma-separated, as its placements list them: what `kubectl get`
+    /// shows (a printer column shows one value, the first of a list).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub placed_on: String,
 }
 
 /// Where some of a spread tenant's replicas are held.

@@ -161,6 +161,17 @@ pub fn check(
     lowered: &HashSet<String>,
     quiescence: Quiescence,
 ) -> Result<(), Vec<String>> {
+    check_zoned(nodes, tenants, lowered, quiescence, crate::api::ZONE_LABEL)
+}
+
+/// [`check`] with the zone label the controller places by (`--zone-label`).
+pub fn check_zoned(
+    nodes: &[Node],
+    tenants: &[Tenant],
+    lowered: &HashSet<String>,
+    quiescence: Quiescence,
+    zone_label: &str,
+) -> Result<(), Vec<String>> {
     let mut violations = Vec::new();
     let mut holders: HashMap<String, Vec<(String, Resources)>> = HashMap::new();
     for node in nodes {
@@ -200,7 +211,7 @@ pub fn check(
         for (uid, tenant) in &live {
             if let Some(ask) = tenant.spread_ask() {
                 let held = holders.get(uid).map(Vec::as_slice).unwrap_or_default();
-                check_spread(tenant, &ask, held, &ledgers, &mut violations);
+                check_spread(tenant, &ask, held, &ledgers, zone_label, &mut violations);
                 continue;
             }
             let held = holders.get(uid).and_then(|h| h.first());
@@ -388,6 +399,7 @@ fn check_spread(
     ask: &crate::api::SpreadAsk,
     held: &[(String, Resources)],
     ledgers: &[placement::NodeLedger],
+    zone_label: &str,
     violations: &mut Vec<String>,
 ) {
     let key = tenant.key();
@@ -403,7 +415,7 @@ fn check_spread(
         ledgers
             .iter()
             .find(|l| l.name() == node)
-            .and_then(|l| l.labels().get(crate::api::ZONE_LABEL).cloned())
+            .and_then(|l| l.labels().get(zone_label).cloned())
     };
     match status.phase {
         TenantPhase::Terminating => {}
@@ -454,7 +466,7 @@ fn check_spread(
                 .filter(|l| placement::selector::matches(tenant.spec.selector(), l.labels()))
                 .map(|l| placement::ZonedNode {
                     view: l.view(),
-                    zone: l.labels().get(crate::api::ZONE_LABEL).map(String::as_str),
+                    zone: l.labels().get(zone_label).map(String::as_str),
                     held: None,
                 })
                 .collect();

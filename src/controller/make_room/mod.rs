@@ -219,18 +219,18 @@ pub async fn run(step: MakeRoom<'_>, waiters: &[Waiter]) -> Made {
 /// (its replicas move only as its spread rule allows, decided by the engine).
 pub fn may_move(tenant: &Tenant) -> bool {
     let status = tenant.status.as_ref();
-    tenant.spec.spread.is_none()
-        && Resting {
-            phase: status.map(|s| s.phase),
-            migrating: status.is_some_and(|s| s.migration.is_some()),
-            deleting: tenant.metadata.deletion_timestamp.is_some(),
-            suspended: tenant.spec.suspend,
-            do_not_disrupt: tenant
-                .annotations()
-                .get(DO_NOT_DISRUPT_ANNOTATION)
-                .map(String::as_str),
-        }
-        .may_move()
+    Resting {
+        phase: status.map(|s| s.phase),
+        migrating: status.is_some_and(|s| s.migration.is_some()),
+        deleting: tenant.metadata.deletion_timestamp.is_some(),
+        suspended: tenant.spec.suspend,
+        do_not_disrupt: tenant
+            .annotations()
+            .get(DO_NOT_DISRUPT_ANNOTATION)
+            .map(String::as_str),
+        spread: !tenant.spec.spread.is_none(),
+    }
+    .may_move()
 }
 
 /// The note on each waiter's status. Pure.

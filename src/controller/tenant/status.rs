@@ -322,6 +322,15 @@ fn spread_over(placed: &[SpreadPlaced]) -> (String, Vec<SpreadPlacement>, String
     (node, placements, where_)
 }
 
+/// The nodes of a spread tenant's placements, comma-separated.
+fn placed_on(placements: &[SpreadPlacement]) -> String {
+    placements
+        .iter()
+        .map(|p| p.node.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn spread_word(spread: placement::Spread) -> &'static str {
     match spread {
         placement::Spread::Zones => "zones",
@@ -377,6 +386,7 @@ pub fn status_for(tenant: &Tenant, wanted: &WantedStatus, now: &Time) -> TenantS
         observed_generation: generation,
         migration: wanted.migration.clone(),
         placements: wanted.placements.clone(),
+        placed_on: placed_on(&wanted.placements),
         // The sentence is `message`'s, and the generation `observedGeneration`'s: the condition
         // says each once, not twice (every byte of a status is decoded, stored and sent to
         // every watcher at each write).

@@ -347,6 +347,7 @@ struct StatusExtra {
     migration: Option<MigrationStatus>,
     /// A spread tenant's placements (empty for any other).
     placements: Vec<SpreadPlacement>,
+    placed_on: String,
 }
 
 impl CompactStatus {
@@ -583,10 +584,12 @@ impl Compact {
                             .then_some(status.reserved),
                         migration: status.migration.clone(),
                         placements: status.placements.clone(),
+                        placed_on: status.placed_on.clone(),
                     };
                     (extra.reserved.is_some()
                         || extra.migration.is_some()
-                        || !extra.placements.is_empty())
+                        || !extra.placements.is_empty()
+                        || !extra.placed_on.is_empty())
                     .then(|| Box::new(extra))
                 },
                 message,
@@ -774,6 +777,7 @@ impl Compact {
             deleting: self.is_deleting(),
             suspended: self.spec.suspend,
             do_not_disrupt: self.rare.as_ref().and_then(|r| r.do_not_disrupt.as_deref()),
+            spread: !self.spec.spread.is_none(),
         }
     }
 
@@ -846,6 +850,11 @@ impl Compact {
                 conditions,
                 migration: status.migration().cloned(),
                 placements: status.placements().to_vec(),
+                placed_on: status
+                    .extra
+                    .as_ref()
+                    .map(|e| e.placed_on.clone())
+                    .unwrap_or_default(),
             }
         });
         Tenant {
@@ -996,6 +1005,11 @@ mod tests {
                                     replicas: 1,
                                 })
                                 .collect(),
+                            placed_on: if t % 3 == 2 {
+                                "node-0,node-1".to_owned()
+                            } else {
+                                String::new()
+                            },
                         },
                     )
                 },
