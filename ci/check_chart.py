@@ -93,7 +93,7 @@ NODE_RULES = {
 LEASE_RULES = {("coordination.k8s.io", "leases"): ["get", "create", "update"]}
 # With provisioner.clusterAPI.enabled, these too (docs/node-requests.md, "With Cluster API").
 CAPI_RULES = {
-    ("cluster.x-k8s.io", "machinedeployments"): ["get", "list", "watch"],
+    ("cluster.x-k8s.io", "machinedeployments"): ["get", "list", "watch", "patch"],
     ("cluster.x-k8s.io", "machinedeployments/scale"): ["get", "update", "patch"],
     ("cluster.x-k8s.io", "machines"): ["get", "list", "watch", "patch"],
 }
