@@ -13,7 +13,8 @@
 //!   are spread (`spec.spread`: one entry of one replica per node);
 //! - at rest, a spread tenant holds all its replicas or none: Active with one replica's
 //!   footprint on each of `replicas` nodes (the zones a `Zones` tenant is in at most one replica
-//!   apart: a zone that takes tenants only after it was placed is used at its next decision),
+//!   apart, none on a node without a zone: a zone that takes tenants only after it was placed
+//!   is used at its next decision),
 //!   as its status's placements list them; waiting with nothing held, while no placement keeps
 //!   its rule (`placement::place_spread` over the nodes); or, Resizing or blocked on a draining
 //!   node, what its status lists;
@@ -434,8 +435,9 @@ fn check_spread(
                     let count = per_zone.entry(zone_of(node)).or_default();
                     *count = count.saturating_add(1);
                 }
-                // Among the zones it holds replicas in: a zone that takes tenants only after it
-                // was placed is used at its next decision, not at once.
+                // Among the zones it holds replicas in (a zone that takes tenants only after it
+                // was placed is used at its next decision, not at once; a node whose zone label
+                // changes has its spread tenants decided again), none on a node without a zone.
                 let counts: Vec<usize> = per_zone.values().copied().collect();
                 let (least, most) = (counts.iter().min(), counts.iter().max());
                 if per_zone.contains_key(&None)

@@ -373,7 +373,8 @@ async fn a_cluster_tenant_on_one_node_spreads_when_asked_keeping_one_replica_whe
 /// One case of the spread soak: six nodes in three zones (one may lose its zone label), spread
 /// and plain tenants created, resized, given more or fewer replicas, switched between `Nodes`
 /// and `Zones` (a plain Cluster tenant spread), suspended and deleted; nodes resized, cordoned,
-/// drained, wiped and deleted; restarts and a second controller; API faults. Every invariant,
+/// drained, wiped, deleted, moved to another zone or out of every zone; restarts and a second
+/// controller; API faults. Every invariant,
 /// spread's all or none among them, is checked once the controllers are quiet.
 async fn spread_soak_case(seed: u64) {
     const NAMES: [(&str, &str); 6] = [
@@ -406,7 +407,7 @@ async fn spread_soak_case(seed: u64) {
         let pick = |rng: &mut fastrand::Rng, tenants: &[String]| {
             tenants[rng.usize(0..tenants.len())].clone()
         };
-        match rng.u8(0..14) {
+        match rng.u8(0..15) {
             0..=3 => {
                 let name = format!("t{next}");
                 next += 1;
@@ -486,6 +487,20 @@ async fn spread_soak_case(seed: u64) {
             12 => {
                 h.fleet.stop();
                 h.fleet.start(h.settings.clone());
+            }
+            14 => {
+                // A person moves a node to another zone, or takes its zone label away.
+                let (name, _) = NAMES[rng.usize(0..NAMES.len())];
+                if h.fleet.api.get(GROUP, "nodes", None, name).is_some() {
+                    let zone = ["fsn1", "nbg1", "hel1"][rng.usize(0..3)];
+                    let labels = if rng.u8(0..4) == 0 {
+                        json!({ZONE_LABEL: null})
+                    } else {
+                        json!({ZONE_LABEL: zone})
+                    };
+                    h.apply(&[json!({"apiVersion": VERSION, "kind": "Node",
+                        "metadata": {"name": name, "labels": labels}})]);
+                }
             }
             13 => match second.take() {
                 Some(other) => other.abort(),
@@ -615,5 +630,29 @@ async fn under_strict_fifo_a_spread_tenant_waits_behind_an_older_head() {
         .await;
     h.settle().await;
     assert_eq!(held(&h, "db").len(), 3);
+    h.assert_invariants();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_moved_to_another_zone_has_its_replica_moved_where_the_zones_stay_balanced() {
+    let h = Harness::start(&zoned_nodes()).await;
+    three_zones(&h).await;
+    // c1 now says fsn1, where a1 holds a replica already: hel1 has none.
+    h.apply(&[json!({"apiVersion": VERSION, "kind": "Node",
+        "metadata": {"name": "c1", "labels": {ZONE_LABEL: "fsn1"}}})]);
+    wait_until_or(
+        "db back in three zones",
+        || {
+            held(&h, "db")
+                .into_iter()
+                .map(|(n, _, _)| n)
+                .collect::<Vec<_>>()
+                == ["a1", "b1", "c2"]
+        },
+        || format!("{:?}", held(&h, "db")),
+    )
+    .await;
+    h.settle().await;
+    assert_eq!(phase(&h, "db"), Some(TenantPhase::Active));
     h.assert_invariants();
 }

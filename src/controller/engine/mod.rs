@@ -508,6 +508,20 @@ impl EngineTask {
     /// Brings the view to the nodes as they are now: only those the watch changed and those the
     /// last batch wrote, when the watch's changes are known; else every node.
     fn sync_view(&mut self) {
+        self.sync_nodes();
+        // A spread tenant whose replica's node changed zone is decided again: its balance is
+        // judged when decided (docs/placement.md, "Spread").
+        let relabelled = self.view.take_relabelled();
+        if let Some(room) = &self.config.waiting {
+            for tenant in relabelled {
+                if let Some(tenant) = crate::api::Tenant::reference(&tenant) {
+                    room.wake(tenant);
+                }
+            }
+        }
+    }
+
+    fn sync_nodes(&mut self) {
         let changed = self.config.node_changes.as_ref().and_then(|c| c.take());
         if let Some(mut names) = changed {
             names.extend(self.view.dirty().cloned());

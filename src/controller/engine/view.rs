@@ -69,9 +69,12 @@ pub(super) struct View {
     edited: Vec<usize>,
     /// Nodes a batch edited whose write is not confirmed: rebuilt at the next sync.
     dirty: HashSet<String>,
-    /// The zones of the nodes under a zone label, by name, as last read: read again once a node
-    /// is rebuilt (its labels may have changed; an edit never changes them).
+    /// The zones of the nodes under a zone label, by name, as last read: read again once a
+    /// node's labels change (an edit never changes them).
     zones: Option<(String, Arc<[String]>)>,
+    /// Spread tenants (`namespace/name`) with a replica on a node whose labels changed since
+    /// they were last taken: the zone their replica is in may have changed.
+    relabelled: Vec<Arc<str>>,
 }
 
 impl View {
@@ -108,7 +111,14 @@ impl View {
             edited: Vec::new(),
             dirty: HashSet::new(),
             zones: None,
+            relabelled: Vec::new(),
         }
+    }
+
+    /// Takes the spread tenants with a replica on a node whose labels changed (see
+    /// [`View::relabelled`]): each is to be decided again.
+    pub(super) fn take_relabelled(&mut self) -> Vec<Arc<str>> {
+        std::mem::take(&mut self.relabelled)
     }
 
     /// The values of `label` on the nodes, by name: the zones spread tenants are placed over.
@@ -253,6 +263,16 @@ impl View {
                         self.holders.remove(UidIndex::hash(&entry.uid), position);
                         self.spread.remove(UidIndex::hash(&entry.uid), position);
                     }
+                    if old.labels() != ledger.labels() {
+                        self.zones = None;
+                        self.relabelled.extend(
+                            ledger
+                                .entries()
+                                .iter()
+                                .filter(|e| e.replicas.is_some())
+                                .map(|e| e.tenant.clone()),
+                        );
+                    }
                 }
                 for entry in ledger.entries() {
                     self.holders.insert(UidIndex::hash(&entry.uid), position);
@@ -260,7 +280,6 @@ impl View {
                         self.spread.insert(UidIndex::hash(&entry.uid), position);
                     }
                 }
-                self.zones = None;
                 if !self.fleet.replace(position, ledger) {
                     return false;
                 }
