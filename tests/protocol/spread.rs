@@ -529,6 +529,9 @@ async fn spread_soak_case(seed: u64) {
     }
     h.lowered.clear();
     h.settle().await;
+    if std::env::var("TP_SOAK_DESCRIBE").is_ok() {
+        eprintln!("{}", h.describe());
+    }
     h.assert_invariants();
 }
 
