@@ -314,3 +314,50 @@ async fn a_blocked_status_another_controller_wrote_is_decided_here_too() {
     .await;
     h.assert_invariants();
 }
+
+/// A tenant waiting to grow on its node, then blocked on it as it drains, waits for room for
+/// what it holds there, not for the footprint its spec asks: room for that is enough to move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_move_that_also_waited_to_grow_is_woken_by_room_for_what_it_holds() {
+    let h = Harness::start(&[
+        node("x").capacity(10, 64, 1000).manifest(),
+        node("y").capacity(4, 64, 1000).manifest(),
+    ])
+    .await;
+    h.apply(&[tenant("t").resources(6, 1, 1).manifest()]);
+    h.until("t on x", || {
+        h.tenant("t")
+            .and_then(|t| t.status)
+            .is_some_and(|s| s.node_name == "x" && s.phase == TenantPhase::Active)
+    })
+    .await;
+    // Grows past x: Resizing there (the status this reconcile begins from next).
+    h.apply(&[tenant_spec(
+        "t",
+        json!({"resources": {"threads": 12, "memoryGb": 1, "storageGb": 1}}),
+    )]);
+    h.until("t waits to grow", || {
+        phase(&h, "t").0 == TenantPhase::Resizing
+    })
+    .await;
+    h.settle().await;
+    // x drains: y has 4, t holds 6: blocked.
+    h.apply(&[drain("x")]);
+    h.until("t blocked", || {
+        h.tenant("t").is_some_and(|t| {
+            t.placed_reason() == Some(tenant_placer::api::PlacedReason::MigrationBlocked)
+        })
+    })
+    .await;
+    h.settle().await;
+    // Room on y for the 6 it holds (not for 12): it moves.
+    h.apply(&[node_spec("y", json!({"capacity": {"threads": 8}}))]);
+    wait_until_or(
+        "t moved to y",
+        || h.allocated_threads("x") == 0 && h.allocated_threads("y") == 6,
+        || format!("{:?}", h.tenant("t").and_then(|t| t.status)),
+    )
+    .await;
+    h.settle().await;
+    h.assert_invariants();
+}

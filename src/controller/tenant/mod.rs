@@ -313,7 +313,7 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         // Waiting for a machine: its request, or why none can be asked for.
         wanted.message = format!("{}; {note}", wanted.message);
     }
-    write_status(&api, &tenant, &wanted, &key, &ctx.tenant_copies).await?;
+    let recorded = write_status(&api, &tenant, &wanted, &key, &ctx.tenant_copies).await?;
     if let Some(node) = &wanted.node {
         tracing::Span::current().record("node", node.as_str());
     }
@@ -328,7 +328,17 @@ pub async fn reconcile(tenant: Arc<Tenant>, ctx: Arc<TenantLoop>) -> Result<Acti
         }
     }
 
-    Ok(match next(&wanted, committed.held_back) {
+    let next = next(&wanted, committed.held_back);
+    if next != Next::Rests
+        && let Some(waiter) = recorded.as_deref().and_then(Tenant::waiting_wants)
+    {
+        // It waits for what the status just written says, not what it said when this reconcile
+        // began: a tenant blocked on a draining node waits for room for what it holds there,
+        // not for the footprint its spec asks (the waiting room wakes it by that).
+        ctx.waiting
+            .enter(ObjectRef::from_obj(tenant.as_ref()), waiter);
+    }
+    Ok(match next {
         Next::Soon => Action::requeue(ctx.settings.requeue_window.saturating_mul(5)),
         Next::Waits => Action::requeue(ctx.pending_backoff.next(&uid)),
         Next::Rests => {
