@@ -58,6 +58,14 @@ fn held(h: &Harness, name: &str) -> Vec<(String, i64, Option<u32>)> {
     held
 }
 
+/// What `held` reads of a spread tenant with one replica of `threads` threads on each node.
+fn one_replica_each(nodes: &[&str], threads: i64) -> Vec<(String, i64, Option<u32>)> {
+    nodes
+        .iter()
+        .map(|n| ((*n).to_owned(), threads, Some(1)))
+        .collect()
+}
+
 /// A three-replica Zones tenant: one replica in each zone, the first node by name in each.
 async fn three_zones(h: &Harness) {
     h.apply(&[tenant("db")
@@ -75,14 +83,7 @@ async fn three_zones(h: &Harness) {
             ("c1".to_owned(), "hel1".to_owned()),
         ]
     );
-    assert_eq!(
-        held(h, "db"),
-        [
-            ("a1".to_owned(), 2, Some(1)),
-            ("b1".to_owned(), 2, Some(1)),
-            ("c1".to_owned(), 2, Some(1)),
-        ]
-    );
+    assert_eq!(held(h, "db"), one_replica_each(&["a1", "b1", "c1"], 2));
     let status = h.tenant("db").unwrap().status.unwrap();
     assert_eq!(
         (status.node_name.as_str(), status.reserved.threads),
@@ -199,11 +200,7 @@ async fn a_resize_that_does_not_fit_on_every_node_keeps_every_old_entry() {
     h.settle().await;
     assert_eq!(
         held(&h, "db"),
-        [
-            ("a1".to_owned(), 2, Some(1)),
-            ("b1".to_owned(), 2, Some(1)),
-            ("c1".to_owned(), 2, Some(1)),
-        ],
+        one_replica_each(&["a1", "b1", "c1"], 2),
         "every old entry, as it was"
     );
     h.assert_invariants();
@@ -215,14 +212,7 @@ async fn a_resize_that_does_not_fit_on_every_node_keeps_every_old_entry() {
     h.until("db Active", || phase(&h, "db") == Some(TenantPhase::Active))
         .await;
     h.settle().await;
-    assert_eq!(
-        held(&h, "db"),
-        [
-            ("a1".to_owned(), 3, Some(1)),
-            ("b1".to_owned(), 3, Some(1)),
-            ("c1".to_owned(), 3, Some(1)),
-        ]
-    );
+    assert_eq!(held(&h, "db"), one_replica_each(&["a1", "b1", "c1"], 3));
     h.assert_invariants();
 }
 
@@ -358,14 +348,7 @@ async fn a_cluster_tenant_on_one_node_spreads_when_asked_keeping_one_replica_whe
     h.apply(&[tenant_spec("db", json!({"spread": "Zones"}))]);
     h.until("db spread", || held(&h, "db").len() == 3).await;
     h.settle().await;
-    assert_eq!(
-        held(&h, "db"),
-        [
-            ("a1".to_owned(), 2, Some(1)),
-            ("b1".to_owned(), 2, Some(1)),
-            ("c1".to_owned(), 2, Some(1)),
-        ]
-    );
+    assert_eq!(held(&h, "db"), one_replica_each(&["a1", "b1", "c1"], 2));
     assert_eq!(placements(&h, "db").len(), 3);
     h.assert_invariants();
 }
@@ -566,14 +549,7 @@ async fn a_suspended_spread_tenant_is_not_placed_and_keeps_what_it_holds() {
     })
     .await;
     h.settle().await;
-    assert_eq!(
-        held(&h, "db"),
-        [
-            ("a1".to_owned(), 2, Some(1)),
-            ("b1".to_owned(), 2, Some(1)),
-            ("c1".to_owned(), 2, Some(1)),
-        ]
-    );
+    assert_eq!(held(&h, "db"), one_replica_each(&["a1", "b1", "c1"], 2));
     assert_eq!(placements(&h, "db").len(), 3);
     h.assert_invariants();
     // Resumed: both get what they ask.
